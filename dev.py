@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Set up the project's virtualenv on demand, then run a project task.
+
+Only the standard library is used here, so this works on a fresh machine with Python 3.11+:
+
+    python3 dev.py quickstart   # run gateweave on examples/quickstart
+    python3 dev.py test         # lint, type-check and run the tests
+    python3 dev.py <gateweave args...>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+STAMP = VENV / ".gateweave-installed"
+
+
+def ensure_venv() -> None:
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == want and PY.exists():
+        return
+    if not PY.exists():
+        print("dev.py: creating .venv", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    print("dev.py: installing gateweave and its pinned dependencies into .venv", flush=True)
+    subprocess.run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]"], check=True)
+    STAMP.write_text(want)
+
+
+def run(cmd: list[str]) -> int:
+    print("+ " + " ".join(cmd), flush=True)
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 11):
+        print("gateweave needs Python 3.11 or newer", file=sys.stderr)
+        return 2
+    ensure_venv()
+    bindir = VENV / "bin"
+    task = argv[0] if argv else "quickstart"
+    rest = argv[1:]
+    if task == "test":
+        for cmd in (
+            [str(bindir / "ruff"), "check", "gateweave", "tests"],
+            [str(bindir / "mypy")],
+        ):
+            rc = run(cmd)
+            if rc:
+                return rc
+        return run([str(PY), "-m", "pytest", *rest])
+    if task == "quickstart":
+        return run([str(bindir / "gateweave"), "quickstart", *rest])
+    return run([str(bindir / "gateweave"), task, *rest])
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,625 @@
+"""Typed models of every kind gateweave reads.
+
+The models are msgspec Structs: decoding a validated, defaulted manifest dict into them is
+cheap, and they are immutable, so a snapshot can be shared between translations. Field
+names follow the Kubernetes JSON names (camelCase) through ``rename="camel"``. Unknown
+fields are ignored here; :mod:`gateweave.api.schema` validates manifests against the
+CRD schemas before they are converted.
+
+Defaults mirror the CRD defaults, so objects built directly in code behave like objects
+that went through the API server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+
+
+class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True):
+    pass
+
+
+# ---------------------------------------------------------------- metadata and shared bits
+
+
+class ObjectMeta(_Base, kw_only=True):
+    name: str = ""
+    namespace: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    generation: int = 1
+    creation_timestamp: str = ""
+    resource_version: str = ""
+    uid: str = ""
+
+
+class LabelSelectorRequirement(_Base, kw_only=True):
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class LabelSelector(_Base, kw_only=True):
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+class ParentReference(_Base, kw_only=True):
+    group: str = GATEWAY_GROUP
+    kind: str = "Gateway"
+    namespace: str | None = None
+    name: str
+    section_name: str | None = None
+    port: int | None = None
+
+
+class BackendObjectReference(_Base, kw_only=True):
+    group: str = ""
+    kind: str = "Service"
+    name: str
+    namespace: str | None = None
+    port: int | None = None
+
+
+class SecretObjectReference(_Base, kw_only=True):
+    group: str = ""
+    kind: str = "Secret"
+    name: str
+    namespace: str | None = None
+
+
+class ObjectReference(_Base, kw_only=True):
+    """A reference with a required group and kind (e.g. caCertificateRefs)."""
+
+    group: str = ""
+    kind: str = ""
+    name: str
+    namespace: str | None = None
+
+
+class LocalObjectReference(_Base, kw_only=True):
+    group: str = ""
+    kind: str = ""
+    name: str
+
+
+class LocalPolicyTargetReference(_Base, kw_only=True):
+    group: str = ""
+    kind: str = ""
+    name: str
+    section_name: str | None = None
+
+
+class ParametersReference(_Base, kw_only=True):
+    group: str = ""
+    kind: str = ""
+    name: str
+    namespace: str | None = None
+
+
+class Condition(_Base, kw_only=True):
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: str | None = None
+
+
+# ---------------------------------------------------------------- GatewayClass
+
+
+class GatewayClassSpec(_Base, kw_only=True):
+    controller_name: str = ""
+    parameters_ref: ParametersReference | None = None
+    description: str | None = None
+
+
+class GatewayClass(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "GatewayClass"
+    metadata: ObjectMeta
+    spec: GatewayClassSpec = GatewayClassSpec()
+
+
+# ---------------------------------------------------------------- Gateway and ListenerSet
+
+
+class RouteGroupKind(_Base, kw_only=True):
+    group: str = GATEWAY_GROUP
+    kind: str
+
+
+class RouteNamespaces(_Base, kw_only=True):
+    from_: str = msgspec.field(default="Same", name="from")
+    selector: LabelSelector | None = None
+
+
+class AllowedRoutes(_Base, kw_only=True):
+    namespaces: RouteNamespaces = RouteNamespaces()
+    kinds: tuple[RouteGroupKind, ...] | None = None
+
+
+class ListenerTLSConfig(_Base, kw_only=True):
+    mode: str = "Terminate"
+    certificate_refs: tuple[SecretObjectReference, ...] = ()
+    options: dict[str, str] = {}
+
+
+class Listener(_Base, kw_only=True):
+    name: str
+    hostname: str | None = None
+    port: int = 0
+    protocol: str = ""
+    tls: ListenerTLSConfig | None = None
+    allowed_routes: AllowedRoutes = AllowedRoutes()
+
+
+class GatewayAddress(_Base, kw_only=True):
+    type: str = "IPAddress"
+    value: str = ""
+
+
+class GatewayInfrastructure(_Base, kw_only=True):
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    parameters_ref: LocalObjectReference | None = None
+
+
+class FrontendTLSValidation(_Base, kw_only=True):
+    ca_certificate_refs: tuple[ObjectReference, ...] = ()
+    mode: str = "AllowValidOnly"
+
+
+class TLSConfig(_Base, kw_only=True):
+    validation: FrontendTLSValidation | None = None
+
+
+class TLSPortConfig(_Base, kw_only=True):
+    port: int
+    tls: TLSConfig = TLSConfig()
+
+
+class FrontendTLSConfig(_Base, kw_only=True):
+    default: TLSConfig = TLSConfig()
+    per_port: tuple[TLSPortConfig, ...] = ()
+
+
+class GatewayBackendTLS(_Base, kw_only=True):
+    client_certificate_ref: SecretObjectReference | None = None
+
+
+class GatewayTLSConfig(_Base, kw_only=True):
+    backend: GatewayBackendTLS | None = None
+    frontend: FrontendTLSConfig | None = None
+
+
+class AllowedListenerNamespaces(_Base, kw_only=True):
+    from_: str = msgspec.field(default="None", name="from")
+    selector: LabelSelector | None = None
+
+
+class AllowedListeners(_Base, kw_only=True):
+    namespaces: AllowedListenerNamespaces = AllowedListenerNamespaces()
+
+
+class GatewaySpec(_Base, kw_only=True):
+    gateway_class_name: str = ""
+    listeners: tuple[Listener, ...] = ()
+    addresses: tuple[GatewayAddress, ...] = ()
+    infrastructure: GatewayInfrastructure | None = None
+    tls: GatewayTLSConfig | None = None
+    allowed_listeners: AllowedListeners | None = None
+    default_scope: str | None = None
+
+
+class Gateway(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "Gateway"
+    metadata: ObjectMeta
+    spec: GatewaySpec = GatewaySpec()
+
+
+class ListenerSetSpec(_Base, kw_only=True):
+    parent_ref: ParentReference
+    listeners: tuple[Listener, ...] = ()
+
+
+class ListenerSet(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "ListenerSet"
+    metadata: ObjectMeta
+    spec: ListenerSetSpec
+
+
+# ---------------------------------------------------------------- route filters
+
+
+class HTTPHeader(_Base, kw_only=True):
+    name: str
+    value: str = ""
+
+
+class HTTPHeaderFilter(_Base, kw_only=True):
+    set: tuple[HTTPHeader, ...] = ()
+    add: tuple[HTTPHeader, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+class HTTPPathModifier(_Base, kw_only=True):
+    type: str
+    replace_full_path: str | None = None
+    replace_prefix_match: str | None = None
+
+
+class HTTPRequestRedirectFilter(_Base, kw_only=True):
+    scheme: str | None = None
+    hostname: str | None = None
+    path: HTTPPathModifier | None = None
+    port: int | None = None
+    status_code: int = 302
+
+
+class HTTPURLRewriteFilter(_Base, kw_only=True):
+    hostname: str | None = None
+    path: HTTPPathModifier | None = None
+
+
+class Fraction(_Base, kw_only=True):
+    numerator: int
+    denominator: int = 100
+
+
+class HTTPRequestMirrorFilter(_Base, kw_only=True):
+    backend_ref: BackendObjectReference
+    percent: int | None = None
+    fraction: Fraction | None = None
+
+
+class HTTPCORSFilter(_Base, kw_only=True):
+    allow_origins: tuple[str, ...] = ()
+    allow_credentials: bool | None = None
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    max_age: int = 5
+
+
+class HTTPRouteFilter(_Base, kw_only=True):
+    type: str
+    request_header_modifier: HTTPHeaderFilter | None = None
+    response_header_modifier: HTTPHeaderFilter | None = None
+    request_mirror: HTTPRequestMirrorFilter | None = None
+    request_redirect: HTTPRequestRedirectFilter | None = None
+    url_rewrite: HTTPURLRewriteFilter | None = None
+    extension_ref: LocalObjectReference | None = None
+    cors: HTTPCORSFilter | None = None
+    external_auth: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------- HTTPRoute
+
+
+class HTTPPathMatch(_Base, kw_only=True):
+    type: str = "PathPrefix"
+    value: str = "/"
+
+
+class HTTPHeaderMatch(_Base, kw_only=True):
+    type: str = "Exact"
+    name: str
+    value: str
+
+
+class HTTPQueryParamMatch(_Base, kw_only=True):
+    type: str = "Exact"
+    name: str
+    value: str
+
+
+class HTTPRouteMatch(_Base, kw_only=True):
+    path: HTTPPathMatch | None = HTTPPathMatch()
+    headers: tuple[HTTPHeaderMatch, ...] = ()
+    query_params: tuple[HTTPQueryParamMatch, ...] = ()
+    method: str | None = None
+
+
+class HTTPBackendRef(_Base, kw_only=True):
+    group: str = ""
+    kind: str = "Service"
+    name: str
+    namespace: str | None = None
+    port: int | None = None
+    weight: int = 1
+    filters: tuple[HTTPRouteFilter, ...] = ()
+
+
+class HTTPRouteTimeouts(_Base, kw_only=True):
+    request: str | None = None
+    backend_request: str | None = None
+
+
+class HTTPRouteRetry(_Base, kw_only=True):
+    codes: tuple[int, ...] = ()
+    attempts: int | None = None
+    backoff: str | None = None
+
+
+class SessionPersistence(_Base, kw_only=True):
+    type: str = "Cookie"
+    absolute_timeout: str | None = None
+    cookie: dict[str, Any] | None = None
+    header: dict[str, Any] | None = None
+
+
+class HTTPRouteRule(_Base, kw_only=True):
+    name: str | None = None
+    matches: tuple[HTTPRouteMatch, ...] = (HTTPRouteMatch(),)
+    filters: tuple[HTTPRouteFilter, ...] = ()
+    backend_refs: tuple[HTTPBackendRef, ...] = ()
+    timeouts: HTTPRouteTimeouts | None = None
+    retry: HTTPRouteRetry | None = None
+    session_persistence: SessionPersistence | None = None
+
+
+class HTTPRouteSpec(_Base, kw_only=True):
+    parent_refs: tuple[ParentReference, ...] = ()
+    hostnames: tuple[str, ...] = ()
+    rules: tuple[HTTPRouteRule, ...] = (HTTPRouteRule(),)
+    use_default_gateways: str | None = None
+
+
+class HTTPRoute(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "HTTPRoute"
+    metadata: ObjectMeta
+    spec: HTTPRouteSpec = HTTPRouteSpec()
+
+
+# ---------------------------------------------------------------- GRPCRoute
+
+
+class GRPCMethodMatch(_Base, kw_only=True):
+    type: str = "Exact"
+    service: str | None = None
+    method: str | None = None
+
+
+class GRPCHeaderMatch(_Base, kw_only=True):
+    type: str = "Exact"
+    name: str
+    value: str
+
+
+class GRPCRouteMatch(_Base, kw_only=True):
+    method: GRPCMethodMatch | None = None
+    headers: tuple[GRPCHeaderMatch, ...] = ()
+
+
+class GRPCRouteFilter(_Base, kw_only=True):
+    type: str
+    request_header_modifier: HTTPHeaderFilter | None = None
+    response_header_modifier: HTTPHeaderFilter | None = None
+    request_mirror: HTTPRequestMirrorFilter | None = None
+    extension_ref: LocalObjectReference | None = None
+
+
+class GRPCBackendRef(_Base, kw_only=True):
+    group: str = ""
+    kind: str = "Service"
+    name: str
+    namespace: str | None = None
+    port: int | None = None
+    weight: int = 1
+    filters: tuple[GRPCRouteFilter, ...] = ()
+
+
+class GRPCRouteRule(_Base, kw_only=True):
+    name: str | None = None
+    matches: tuple[GRPCRouteMatch, ...] = ()
+    filters: tuple[GRPCRouteFilter, ...] = ()
+    backend_refs: tuple[GRPCBackendRef, ...] = ()
+    session_persistence: SessionPersistence | None = None
+
+
+class GRPCRouteSpec(_Base, kw_only=True):
+    parent_refs: tuple[ParentReference, ...] = ()
+    hostnames: tuple[str, ...] = ()
+    rules: tuple[GRPCRouteRule, ...] = ()
+    use_default_gateways: str | None = None
+
+
+class GRPCRoute(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "GRPCRoute"
+    metadata: ObjectMeta
+    spec: GRPCRouteSpec = GRPCRouteSpec()
+
+
+# ---------------------------------------------------------------- TLS / TCP / UDP routes
+
+
+class BackendRef(_Base, kw_only=True):
+    group: str = ""
+    kind: str = "Service"
+    name: str
+    namespace: str | None = None
+    port: int | None = None
+    weight: int = 1
+
+
+class L4RouteRule(_Base, kw_only=True):
+    name: str | None = None
+    backend_refs: tuple[BackendRef, ...] = ()
+
+
+class TLSRouteSpec(_Base, kw_only=True):
+    parent_refs: tuple[ParentReference, ...] = ()
+    hostnames: tuple[str, ...] = ()
+    rules: tuple[L4RouteRule, ...] = ()
+    use_default_gateways: str | None = None
+
+
+class TLSRoute(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "TLSRoute"
+    metadata: ObjectMeta
+    spec: TLSRouteSpec = TLSRouteSpec()
+
+
+class L4RouteSpec(_Base, kw_only=True):
+    parent_refs: tuple[ParentReference, ...] = ()
+    rules: tuple[L4RouteRule, ...] = ()
+    use_default_gateways: str | None = None
+
+
+class TCPRoute(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "TCPRoute"
+    metadata: ObjectMeta
+    spec: L4RouteSpec = L4RouteSpec()
+
+
+class UDPRoute(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "UDPRoute"
+    metadata: ObjectMeta
+    spec: L4RouteSpec = L4RouteSpec()
+
+
+# ---------------------------------------------------------------- ReferenceGrant
+
+
+class ReferenceGrantFrom(_Base, kw_only=True):
+    group: str = ""
+    kind: str = ""
+    namespace: str = ""
+
+
+class ReferenceGrantTo(_Base, kw_only=True):
+    group: str = ""
+    kind: str = ""
+    name: str | None = None
+
+
+class ReferenceGrantSpec(_Base, kw_only=True):
+    from_: tuple[ReferenceGrantFrom, ...] = msgspec.field(default=(), name="from")
+    to: tuple[ReferenceGrantTo, ...] = ()
+
+
+class ReferenceGrant(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1beta1"
+    kind: str = "ReferenceGrant"
+    metadata: ObjectMeta
+    spec: ReferenceGrantSpec = ReferenceGrantSpec()
+
+
+# ---------------------------------------------------------------- BackendTLSPolicy
+
+
+class SubjectAltName(_Base, kw_only=True):
+    type: str
+    hostname: str | None = None
+    uri: str | None = None
+
+
+class BackendTLSPolicyValidation(_Base, kw_only=True):
+    ca_certificate_refs: tuple[LocalObjectReference, ...] = ()
+    well_known_ca_certificates: str | None = None
+    hostname: str = ""
+    subject_alt_names: tuple[SubjectAltName, ...] = ()
+
+
+class BackendTLSPolicySpec(_Base, kw_only=True):
+    target_refs: tuple[LocalPolicyTargetReference, ...] = ()
+    validation: BackendTLSPolicyValidation = BackendTLSPolicyValidation()
+    options: dict[str, str] = {}
+
+
+class BackendTLSPolicy(_Base, kw_only=True):
+    api_version: str = f"{GATEWAY_GROUP}/v1"
+    kind: str = "BackendTLSPolicy"
+    metadata: ObjectMeta
+    spec: BackendTLSPolicySpec = BackendTLSPolicySpec()
+
+
+# ---------------------------------------------------------------- core kinds
+
+
+class ServicePort(_Base, kw_only=True):
+    name: str = ""
+    protocol: str = "TCP"
+    port: int
+    target_port: int | str | None = None
+    app_protocol: str | None = None
+
+
+class ServiceSpec(_Base, kw_only=True):
+    type: str = "ClusterIP"
+    selector: dict[str, str] = {}
+    ports: tuple[ServicePort, ...] = ()
+    cluster_ip: str | None = msgspec.field(default=None, name="clusterIP")
+    external_name: str | None = None
+
+
+class Service(_Base, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "Service"
+    metadata: ObjectMeta
+    spec: ServiceSpec = ServiceSpec()
+
+
+class EndpointConditions(_Base, kw_only=True):
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class Endpoint(_Base, kw_only=True):
+    addresses: tuple[str, ...] = ()
+    conditions: EndpointConditions = EndpointConditions()
+    hostname: str | None = None
+    target_ref: dict[str, Any] | None = None
+
+
+class EndpointPort(_Base, kw_only=True):
+    name: str | None = None
+    protocol: str = "TCP"
+    port: int | None = None
+    app_protocol: str | None = None
+
+
+class EndpointSlice(_Base, kw_only=True):
+    api_version: str = "discovery.k8s.io/v1"
+    kind: str = "EndpointSlice"
+    metadata: ObjectMeta
+    address_type: str = "IPv4"
+    endpoints: tuple[Endpoint, ...] = ()
+    ports: tuple[EndpointPort, ...] = ()
+
+
+class Namespace(_Base, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "Namespace"
+    metadata: ObjectMeta
+
+
+class Secret(_Base, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "Secret"
+    metadata: ObjectMeta
+    type: str = "Opaque"
+    data: dict[str, str] = {}
+    string_data: dict[str, str] = {}
+
+
+class ConfigMap(_Base, kw_only=True):
+    api_version: str = "v1"
+    kind: str = "ConfigMap"
+    metadata: ObjectMeta
+    data: dict[str, str] = {}
+    binary_data: dict[str, str] = {}

@@ -1,0 +1,254 @@
+"""The intermediate representation that ``translate`` produces.
+
+Two IRs, both keyed by Gateway (``"namespace/name"``):
+
+* the **infrastructure IR** (:class:`InfraGateway`): what must run for a Gateway - its
+  address and the ports it listens on - consumed by the infra managers;
+* the **xDS IR** (:class:`XdsGateway`): everything Envoy must do for that Gateway,
+  already resolved (certificates as PEM, endpoints as addresses, filters in spec
+  order, routes in Gateway API precedence order), consumed by the xDS builder, which
+  only has to map it onto Envoy protos.
+
+Every type is an immutable msgspec Struct, so IRs compare by value (the runtime
+publishes only what changed) and encode deterministically (``gateweave translate
+--show ir``).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _IR(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    pass
+
+
+# ---------------------------------------------------------------- infrastructure
+
+
+class InfraPort(_IR, kw_only=True):
+    name: str  # listener name(s) using this port, joined by ","
+    port: int
+    protocol: str  # "TCP" or "UDP"
+
+
+class InfraGateway(_IR, kw_only=True):
+    name: str  # "namespace/name"
+    namespace: str
+    gateway_name: str
+    gateway_class: str
+    address: str  # the address its listeners bind to
+    ports: tuple[InfraPort, ...] = ()
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+# ---------------------------------------------------------------- upstreams
+
+
+class Endpoint(_IR, kw_only=True):
+    address: str
+    port: int
+
+
+class UpstreamTLS(_IR, kw_only=True):
+    """BackendTLSPolicy (and Gateway spec.tls.backend client certificate)."""
+
+    sni: str
+    ca_pem: str = ""  # empty: use the system trust store (wellKnownCACertificates: System)
+    subject_alt_names: tuple[SANMatch, ...] = ()
+    client_cert_pem: str = ""
+    client_key_pem: str = ""
+
+
+class SANMatch(_IR, kw_only=True):
+    type: str  # "DNS" | "URI"
+    value: str
+
+
+class Cluster(_IR, kw_only=True):
+    """One upstream: a Service port (or a mirror / ext target) with its endpoints."""
+
+    name: str
+    protocol: str = "HTTP1"  # HTTP1 | HTTP2 | H2C | TCP | UDP | WEBSOCKET
+    endpoints: tuple[Endpoint, ...] = ()
+    tls: UpstreamTLS | None = None
+
+
+class WeightedCluster(_IR, kw_only=True):
+    cluster: str  # Cluster.name
+    weight: int
+    request_headers: HeaderMods | None = None  # per-backendRef filters
+    response_headers: HeaderMods | None = None
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+class HeaderMods(_IR, kw_only=True):
+    set: tuple[tuple[str, str], ...] = ()
+    add: tuple[tuple[str, str], ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+class StringMatch(_IR, kw_only=True):
+    name: str
+    type: str  # Exact | RegularExpression
+    value: str
+
+
+class RouteMatch(_IR, kw_only=True):
+    path_type: str = "PathPrefix"  # Exact | PathPrefix | RegularExpression
+    path: str = "/"
+    headers: tuple[StringMatch, ...] = ()
+    query_params: tuple[StringMatch, ...] = ()
+    method: str | None = None
+    grpc: bool = False  # a GRPCRoute match: only gRPC requests (content-type application/grpc)
+
+
+class Redirect(_IR, kw_only=True):
+    scheme: str | None = None
+    hostname: str | None = None
+    port: int | None = None
+    path_type: str | None = None  # ReplaceFullPath | ReplacePrefixMatch
+    path: str | None = None
+    status_code: int = 302
+
+
+class URLRewrite(_IR, kw_only=True):
+    hostname: str | None = None
+    path_type: str | None = None  # ReplaceFullPath | ReplacePrefixMatch
+    path: str | None = None
+
+
+class Mirror(_IR, kw_only=True):
+    cluster: str
+    numerator: int = 100
+    denominator: int = 100
+
+
+class CORS(_IR, kw_only=True):
+    allow_origins: tuple[str, ...] = ()
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    allow_credentials: bool = False
+    max_age_s: int = 5
+
+
+class Retry(_IR, kw_only=True):
+    codes: tuple[int, ...] = ()
+    attempts: int | None = None
+    backoff_s: float | None = None
+
+
+class Route(_IR, kw_only=True):
+    """One Envoy route: a single match of a route rule, with everything it does.
+
+    Exactly one of ``backends``, ``redirect`` and ``direct_status`` decides the action;
+    a rule whose backends are all invalid has ``direct_status=500``.
+    """
+
+    name: str  # "<kind>/<ns>/<name>/rule/<i>/match/<j>"
+    match: RouteMatch
+    backends: tuple[WeightedCluster, ...] = ()
+    redirect: Redirect | None = None
+    direct_status: int | None = None
+    request_headers: HeaderMods | None = None
+    response_headers: HeaderMods | None = None
+    url_rewrite: URLRewrite | None = None
+    mirrors: tuple[Mirror, ...] = ()
+    cors: CORS | None = None
+    timeout_s: float | None = None  # HTTPRoute timeouts.request (0: disabled)
+    backend_timeout_s: float | None = None  # timeouts.backendRequest
+    retry: Retry | None = None
+
+
+class VirtualHost(_IR, kw_only=True):
+    name: str
+    domains: tuple[str, ...]
+    routes: tuple[Route, ...] = ()
+
+
+class RouteConfig(_IR, kw_only=True):
+    name: str
+    virtual_hosts: tuple[VirtualHost, ...] = ()
+
+
+# ---------------------------------------------------------------- TLS on listeners
+
+
+class Certificate(_IR, kw_only=True):
+    name: str  # "<ns>/<secret>"
+    cert_pem: str
+    key_pem: str
+
+
+class ClientValidation(_IR, kw_only=True):
+    """Frontend client-certificate validation (Gateway spec.tls.frontend)."""
+
+    ca_pem: str
+    mode: str = "AllowValidOnly"  # AllowValidOnly | AllowInsecureFallback
+
+
+class TLSTermination(_IR, kw_only=True):
+    certificates: tuple[Certificate, ...]
+    client_validation: ClientValidation | None = None
+    alpn: tuple[str, ...] = ()
+
+
+class TCPProxy(_IR, kw_only=True):
+    name: str
+    backends: tuple[WeightedCluster, ...] = ()  # empty: reject connections
+
+
+class FilterChain(_IR, kw_only=True):
+    """One filter chain of a TLS-capable port, selected by SNI.
+
+    ``server_names`` empty matches any SNI (the listener had no hostname). Either
+    ``http`` (HTTPS termination) or ``tcp`` (TLS passthrough, or TLS terminate to TCP)
+    is set.
+    """
+
+    name: str
+    server_names: tuple[str, ...] = ()
+    tls: TLSTermination | None = None  # None: passthrough
+    http: RouteConfig | None = None
+    tcp: TCPProxy | None = None
+
+
+class Port(_IR, kw_only=True):
+    """One Envoy listener: one port of the Gateway's address.
+
+    ``protocol`` is the Envoy-side family: HTTP (plain HTTP listeners, ``http`` set),
+    TLS (HTTPS and TLS listeners sharing a port, ``filter_chains`` set), TCP (``tcp``
+    set) or UDP (``udp`` set).
+    """
+
+    name: str  # "<ns>/<gateway>/<port>"
+    port: int
+    protocol: str
+    http: RouteConfig | None = None
+    filter_chains: tuple[FilterChain, ...] = ()
+    tcp: TCPProxy | None = None
+    udp: TCPProxy | None = None
+
+
+class XdsGateway(_IR, kw_only=True):
+    name: str  # "namespace/name"
+    address: str
+    ports: tuple[Port, ...] = ()
+    clusters: tuple[Cluster, ...] = ()  # every cluster any port refers to, sorted by name
+
+
+class Result(msgspec.Struct, kw_only=True, frozen=True):
+    """What one translation produces.
+
+    ``statuses`` maps ``(kind, namespace, name)`` to the object's computed ``status``
+    (JSON-ready, without ``lastTransitionTime``: the status sink stamps it), for every
+    object this controller owns a part of.
+    """
+
+    statuses: dict[tuple[str, str, str], dict[str, object]]
+    infra: dict[str, InfraGateway]
+    xds: dict[str, XdsGateway]

@@ -1,0 +1,73 @@
+"""A snapshot: the whole set of current objects that one translation sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateweave.api import models as m
+from gateweave.api.kinds import Key
+
+NN = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class Snapshot:
+    """Objects by kind, each mapping keyed by (namespace, name) ("" namespace when cluster-scoped)."""
+
+    gateway_classes: dict[NN, m.GatewayClass] = field(default_factory=dict)
+    gateways: dict[NN, m.Gateway] = field(default_factory=dict)
+    listener_sets: dict[NN, m.ListenerSet] = field(default_factory=dict)
+    http_routes: dict[NN, m.HTTPRoute] = field(default_factory=dict)
+    grpc_routes: dict[NN, m.GRPCRoute] = field(default_factory=dict)
+    tls_routes: dict[NN, m.TLSRoute] = field(default_factory=dict)
+    tcp_routes: dict[NN, m.TCPRoute] = field(default_factory=dict)
+    udp_routes: dict[NN, m.UDPRoute] = field(default_factory=dict)
+    reference_grants: dict[NN, m.ReferenceGrant] = field(default_factory=dict)
+    backend_tls_policies: dict[NN, m.BackendTLSPolicy] = field(default_factory=dict)
+    services: dict[NN, m.Service] = field(default_factory=dict)
+    endpoint_slices: dict[NN, m.EndpointSlice] = field(default_factory=dict)
+    namespaces: dict[NN, m.Namespace] = field(default_factory=dict)
+    secrets: dict[NN, m.Secret] = field(default_factory=dict)
+    config_maps: dict[NN, m.ConfigMap] = field(default_factory=dict)
+
+    def by_kind(self, kind: str) -> dict[NN, Any]:
+        return getattr(self, _FIELD_BY_KIND[kind])  # type: ignore[no-any-return]
+
+    def add(self, obj: Any) -> None:
+        meta: m.ObjectMeta = obj.metadata
+        self.by_kind(obj.kind)[(meta.namespace, meta.name)] = obj
+
+    def get(self, key: Key) -> Any | None:
+        return self.by_kind(key.kind).get((key.namespace, key.name))
+
+    def objects(self) -> Iterable[Any]:
+        for name in _FIELD_BY_KIND.values():
+            yield from getattr(self, name).values()
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Any]) -> Snapshot:
+        snap = cls()
+        for obj in objects:
+            snap.add(obj)
+        return snap
+
+
+_FIELD_BY_KIND = {
+    "GatewayClass": "gateway_classes",
+    "Gateway": "gateways",
+    "ListenerSet": "listener_sets",
+    "HTTPRoute": "http_routes",
+    "GRPCRoute": "grpc_routes",
+    "TLSRoute": "tls_routes",
+    "TCPRoute": "tcp_routes",
+    "UDPRoute": "udp_routes",
+    "ReferenceGrant": "reference_grants",
+    "BackendTLSPolicy": "backend_tls_policies",
+    "Service": "services",
+    "EndpointSlice": "endpoint_slices",
+    "Namespace": "namespaces",
+    "Secret": "secrets",
+    "ConfigMap": "config_maps",
+}
