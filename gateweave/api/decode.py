@@ -35,13 +35,21 @@ def kind_info(raw: Any) -> KindInfo | None:
     return lookup(api_version, kind)
 
 
-def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tuple[Any | None, list[ObjectError]]:
+class Decoded(msgspec.Struct, frozen=True):
+    """An accepted object: ``raw`` as the API server would store it (defaults applied,
+    namespace and generation set, any ``status`` from the input kept) and its typed ``model``."""
+
+    raw: dict[str, Any]
+    model: Any
+
+
+def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tuple[Decoded | None, list[ObjectError]]:
     """Decode one manifest.
 
     Returns ``(None, [])`` for kinds gateweave does not read (ignored silently),
     ``(None, errors)`` when the API server would reject the object, and
-    ``(model, [])`` otherwise. The model has CRD defaults applied, the namespace
-    defaulted for namespaced kinds and ``metadata.generation`` defaulted to 1.
+    ``(Decoded, [])`` otherwise. CRD defaults are applied, the namespace defaulted for
+    namespaced kinds and ``metadata.generation`` defaulted to 1.
     """
     info = kind_info(raw)
     if info is None:
@@ -53,16 +61,18 @@ def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tu
     if errors:
         return None, [ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=e) for e in errors]
     obj = copy.deepcopy(defaulted) if defaulted is raw else defaulted
-    obj.pop("status", None)
     meta = obj.setdefault("metadata", {})
     if info.namespaced:
         meta["namespace"] = ns
     else:
         meta.pop("namespace", None)
     meta.setdefault("generation", 1)
-    obj["apiVersion"] = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
+    if "status" in raw and "status" not in obj:
+        obj["status"] = copy.deepcopy(raw["status"])
+    spec_view = {k: v for k, v in obj.items() if k != "status"}
+    spec_view["apiVersion"] = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
     try:
-        model = msgspec.convert(obj, info.model, strict=False)
+        model = msgspec.convert(spec_view, info.model, strict=False)
     except msgspec.ValidationError as exc:
         return None, [ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=str(exc))]
-    return model, []
+    return Decoded(obj, model), []

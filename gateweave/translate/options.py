@@ -1,0 +1,29 @@
+"""Inputs of a translation besides the objects themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from gateweave import DEFAULT_CONTROLLER_NAME
+
+
+class DataplaneState(msgspec.Struct, frozen=True, kw_only=True):
+    """What the data plane reported for one Gateway (fed back in by the runtime).
+
+    ``acked``: Envoy acknowledged the current configuration. ``error``: Envoy's message
+    for the last rejected configuration (a NACK), or why the proxy is not running.
+    """
+
+    acked: bool = False
+    error: str = ""
+
+
+class TranslateOptions(msgspec.Struct, frozen=True, kw_only=True):
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    # Standalone mode: Gateways without a usable spec.addresses get an address from this pool.
+    address_pool: str = "127.10.0.0/16"
+    # Per Gateway ("ns/name"): the data plane's report. None: no data plane (offline
+    # translation, --no-dataplane), so a valid Gateway counts as Programmed.
+    dataplane: Mapping[str, DataplaneState] | None = None
