@@ -26,13 +26,13 @@ class _IR(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
 # ---------------------------------------------------------------- infrastructure
 
 
-class InfraPort(_IR, kw_only=True):
+class InfraPort(_IR, kw_only=True, frozen=True):
     name: str  # listener name(s) using this port, joined by ","
     port: int
     protocol: str  # "TCP" or "UDP"
 
 
-class InfraGateway(_IR, kw_only=True):
+class InfraGateway(_IR, kw_only=True, frozen=True):
     name: str  # "namespace/name"
     namespace: str
     gateway_name: str
@@ -46,12 +46,12 @@ class InfraGateway(_IR, kw_only=True):
 # ---------------------------------------------------------------- upstreams
 
 
-class Endpoint(_IR, kw_only=True):
+class Endpoint(_IR, kw_only=True, frozen=True):
     address: str
     port: int
 
 
-class UpstreamTLS(_IR, kw_only=True):
+class UpstreamTLS(_IR, kw_only=True, frozen=True):
     """BackendTLSPolicy (and Gateway spec.tls.backend client certificate)."""
 
     sni: str
@@ -61,12 +61,19 @@ class UpstreamTLS(_IR, kw_only=True):
     client_key_pem: str = ""
 
 
-class SANMatch(_IR, kw_only=True):
+class SANMatch(_IR, kw_only=True, frozen=True):
     type: str  # "DNS" | "URI"
     value: str
 
 
-class Cluster(_IR, kw_only=True):
+# A reserved cluster name: routes send an invalid backendRef's share of the traffic here. It
+# has no endpoints; the xDS builder makes requests to it answer 500 (Gateway API: "the
+# proportion of requests that would otherwise have been routed to an invalid backend MUST
+# receive a 500"), and TCP/TLS connections to it are closed.
+INVALID_BACKEND_CLUSTER = "gateweave/invalid-backend"
+
+
+class Cluster(_IR, kw_only=True, frozen=True):
     """One upstream: a Service port (or a mirror / ext target) with its endpoints."""
 
     name: str
@@ -75,7 +82,7 @@ class Cluster(_IR, kw_only=True):
     tls: UpstreamTLS | None = None
 
 
-class WeightedCluster(_IR, kw_only=True):
+class WeightedCluster(_IR, kw_only=True, frozen=True):
     cluster: str  # Cluster.name
     weight: int
     request_headers: HeaderMods | None = None  # per-backendRef filters
@@ -85,19 +92,19 @@ class WeightedCluster(_IR, kw_only=True):
 # ---------------------------------------------------------------- HTTP
 
 
-class HeaderMods(_IR, kw_only=True):
+class HeaderMods(_IR, kw_only=True, frozen=True):
     set: tuple[tuple[str, str], ...] = ()
     add: tuple[tuple[str, str], ...] = ()
     remove: tuple[str, ...] = ()
 
 
-class StringMatch(_IR, kw_only=True):
+class StringMatch(_IR, kw_only=True, frozen=True):
     name: str
     type: str  # Exact | RegularExpression
     value: str
 
 
-class RouteMatch(_IR, kw_only=True):
+class RouteMatch(_IR, kw_only=True, frozen=True):
     path_type: str = "PathPrefix"  # Exact | PathPrefix | RegularExpression
     path: str = "/"
     headers: tuple[StringMatch, ...] = ()
@@ -106,7 +113,7 @@ class RouteMatch(_IR, kw_only=True):
     grpc: bool = False  # a GRPCRoute match: only gRPC requests (content-type application/grpc)
 
 
-class Redirect(_IR, kw_only=True):
+class Redirect(_IR, kw_only=True, frozen=True):
     scheme: str | None = None
     hostname: str | None = None
     port: int | None = None
@@ -115,19 +122,19 @@ class Redirect(_IR, kw_only=True):
     status_code: int = 302
 
 
-class URLRewrite(_IR, kw_only=True):
+class URLRewrite(_IR, kw_only=True, frozen=True):
     hostname: str | None = None
     path_type: str | None = None  # ReplaceFullPath | ReplacePrefixMatch
     path: str | None = None
 
 
-class Mirror(_IR, kw_only=True):
+class Mirror(_IR, kw_only=True, frozen=True):
     cluster: str
     numerator: int = 100
     denominator: int = 100
 
 
-class CORS(_IR, kw_only=True):
+class CORS(_IR, kw_only=True, frozen=True):
     allow_origins: tuple[str, ...] = ()
     allow_methods: tuple[str, ...] = ()
     allow_headers: tuple[str, ...] = ()
@@ -136,13 +143,13 @@ class CORS(_IR, kw_only=True):
     max_age_s: int = 5
 
 
-class Retry(_IR, kw_only=True):
+class Retry(_IR, kw_only=True, frozen=True):
     codes: tuple[int, ...] = ()
     attempts: int | None = None
     backoff_s: float | None = None
 
 
-class Route(_IR, kw_only=True):
+class Route(_IR, kw_only=True, frozen=True):
     """One Envoy route: a single match of a route rule, with everything it does.
 
     Exactly one of ``backends``, ``redirect`` and ``direct_status`` decides the action;
@@ -164,13 +171,13 @@ class Route(_IR, kw_only=True):
     retry: Retry | None = None
 
 
-class VirtualHost(_IR, kw_only=True):
+class VirtualHost(_IR, kw_only=True, frozen=True):
     name: str
     domains: tuple[str, ...]
     routes: tuple[Route, ...] = ()
 
 
-class RouteConfig(_IR, kw_only=True):
+class RouteConfig(_IR, kw_only=True, frozen=True):
     name: str
     virtual_hosts: tuple[VirtualHost, ...] = ()
 
@@ -178,31 +185,31 @@ class RouteConfig(_IR, kw_only=True):
 # ---------------------------------------------------------------- TLS on listeners
 
 
-class Certificate(_IR, kw_only=True):
+class Certificate(_IR, kw_only=True, frozen=True):
     name: str  # "<ns>/<secret>"
     cert_pem: str
     key_pem: str
 
 
-class ClientValidation(_IR, kw_only=True):
+class ClientValidation(_IR, kw_only=True, frozen=True):
     """Frontend client-certificate validation (Gateway spec.tls.frontend)."""
 
     ca_pem: str
     mode: str = "AllowValidOnly"  # AllowValidOnly | AllowInsecureFallback
 
 
-class TLSTermination(_IR, kw_only=True):
+class TLSTermination(_IR, kw_only=True, frozen=True):
     certificates: tuple[Certificate, ...]
     client_validation: ClientValidation | None = None
     alpn: tuple[str, ...] = ()
 
 
-class TCPProxy(_IR, kw_only=True):
+class TCPProxy(_IR, kw_only=True, frozen=True):
     name: str
     backends: tuple[WeightedCluster, ...] = ()  # empty: reject connections
 
 
-class FilterChain(_IR, kw_only=True):
+class FilterChain(_IR, kw_only=True, frozen=True):
     """One filter chain of a TLS-capable port, selected by SNI.
 
     ``server_names`` empty matches any SNI (the listener had no hostname). Either
@@ -217,7 +224,7 @@ class FilterChain(_IR, kw_only=True):
     tcp: TCPProxy | None = None
 
 
-class Port(_IR, kw_only=True):
+class Port(_IR, kw_only=True, frozen=True):
     """One Envoy listener: one port of the Gateway's address.
 
     ``protocol`` is the Envoy-side family: HTTP (plain HTTP listeners, ``http`` set),
@@ -234,7 +241,7 @@ class Port(_IR, kw_only=True):
     udp: TCPProxy | None = None
 
 
-class XdsGateway(_IR, kw_only=True):
+class XdsGateway(_IR, kw_only=True, frozen=True):
     name: str  # "namespace/name"
     address: str
     ports: tuple[Port, ...] = ()

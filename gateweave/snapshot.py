@@ -33,7 +33,8 @@ class Snapshot:
     config_maps: dict[NN, m.ConfigMap] = field(default_factory=dict)
 
     def by_kind(self, kind: str) -> dict[NN, Any]:
-        return getattr(self, _FIELD_BY_KIND[kind])  # type: ignore[no-any-return]
+        mapping: dict[NN, Any] = getattr(self, _FIELD_BY_KIND[kind])
+        return mapping
 
     def add(self, obj: Any) -> None:
         meta: m.ObjectMeta = obj.metadata

@@ -26,7 +26,7 @@ class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, fr
 # ---------------------------------------------------------------- metadata and shared bits
 
 
-class ObjectMeta(_Base, kw_only=True):
+class ObjectMeta(_Base, kw_only=True, frozen=True):
     name: str = ""
     namespace: str = ""
     labels: dict[str, str] = {}
@@ -37,18 +37,18 @@ class ObjectMeta(_Base, kw_only=True):
     uid: str = ""
 
 
-class LabelSelectorRequirement(_Base, kw_only=True):
+class LabelSelectorRequirement(_Base, kw_only=True, frozen=True):
     key: str
     operator: str
     values: tuple[str, ...] = ()
 
 
-class LabelSelector(_Base, kw_only=True):
+class LabelSelector(_Base, kw_only=True, frozen=True):
     match_labels: dict[str, str] = {}
     match_expressions: tuple[LabelSelectorRequirement, ...] = ()
 
 
-class ParentReference(_Base, kw_only=True):
+class ParentReference(_Base, kw_only=True, frozen=True):
     group: str = GATEWAY_GROUP
     kind: str = "Gateway"
     namespace: str | None = None
@@ -57,7 +57,7 @@ class ParentReference(_Base, kw_only=True):
     port: int | None = None
 
 
-class BackendObjectReference(_Base, kw_only=True):
+class BackendObjectReference(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = "Service"
     name: str
@@ -65,14 +65,14 @@ class BackendObjectReference(_Base, kw_only=True):
     port: int | None = None
 
 
-class SecretObjectReference(_Base, kw_only=True):
+class SecretObjectReference(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = "Secret"
     name: str
     namespace: str | None = None
 
 
-class ObjectReference(_Base, kw_only=True):
+class ObjectReference(_Base, kw_only=True, frozen=True):
     """A reference with a required group and kind (e.g. caCertificateRefs)."""
 
     group: str = ""
@@ -81,27 +81,27 @@ class ObjectReference(_Base, kw_only=True):
     namespace: str | None = None
 
 
-class LocalObjectReference(_Base, kw_only=True):
+class LocalObjectReference(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = ""
     name: str
 
 
-class LocalPolicyTargetReference(_Base, kw_only=True):
+class LocalPolicyTargetReference(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = ""
     name: str
     section_name: str | None = None
 
 
-class ParametersReference(_Base, kw_only=True):
+class ParametersReference(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = ""
     name: str
     namespace: str | None = None
 
 
-class Condition(_Base, kw_only=True):
+class Condition(_Base, kw_only=True, frozen=True):
     type: str
     status: str
     reason: str = ""
@@ -113,13 +113,13 @@ class Condition(_Base, kw_only=True):
 # ---------------------------------------------------------------- GatewayClass
 
 
-class GatewayClassSpec(_Base, kw_only=True):
+class GatewayClassSpec(_Base, kw_only=True, frozen=True):
     controller_name: str = ""
     parameters_ref: ParametersReference | None = None
     description: str | None = None
 
 
-class GatewayClass(_Base, kw_only=True):
+class GatewayClass(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "GatewayClass"
     metadata: ObjectMeta
@@ -129,28 +129,28 @@ class GatewayClass(_Base, kw_only=True):
 # ---------------------------------------------------------------- Gateway and ListenerSet
 
 
-class RouteGroupKind(_Base, kw_only=True):
+class RouteGroupKind(_Base, kw_only=True, frozen=True):
     group: str = GATEWAY_GROUP
     kind: str
 
 
-class RouteNamespaces(_Base, kw_only=True):
+class RouteNamespaces(_Base, kw_only=True, frozen=True):
     from_: str = msgspec.field(default="Same", name="from")
     selector: LabelSelector | None = None
 
 
-class AllowedRoutes(_Base, kw_only=True):
+class AllowedRoutes(_Base, kw_only=True, frozen=True):
     namespaces: RouteNamespaces = RouteNamespaces()
     kinds: tuple[RouteGroupKind, ...] | None = None
 
 
-class ListenerTLSConfig(_Base, kw_only=True):
+class ListenerTLSConfig(_Base, kw_only=True, frozen=True):
     mode: str = "Terminate"
     certificate_refs: tuple[SecretObjectReference, ...] = ()
     options: dict[str, str] = {}
 
 
-class Listener(_Base, kw_only=True):
+class Listener(_Base, kw_only=True, frozen=True):
     name: str
     hostname: str | None = None
     port: int = 0
@@ -159,55 +159,55 @@ class Listener(_Base, kw_only=True):
     allowed_routes: AllowedRoutes = AllowedRoutes()
 
 
-class GatewayAddress(_Base, kw_only=True):
+class GatewayAddress(_Base, kw_only=True, frozen=True):
     type: str = "IPAddress"
     value: str = ""
 
 
-class GatewayInfrastructure(_Base, kw_only=True):
+class GatewayInfrastructure(_Base, kw_only=True, frozen=True):
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     parameters_ref: LocalObjectReference | None = None
 
 
-class FrontendTLSValidation(_Base, kw_only=True):
+class FrontendTLSValidation(_Base, kw_only=True, frozen=True):
     ca_certificate_refs: tuple[ObjectReference, ...] = ()
     mode: str = "AllowValidOnly"
 
 
-class TLSConfig(_Base, kw_only=True):
+class TLSConfig(_Base, kw_only=True, frozen=True):
     validation: FrontendTLSValidation | None = None
 
 
-class TLSPortConfig(_Base, kw_only=True):
+class TLSPortConfig(_Base, kw_only=True, frozen=True):
     port: int
     tls: TLSConfig = TLSConfig()
 
 
-class FrontendTLSConfig(_Base, kw_only=True):
+class FrontendTLSConfig(_Base, kw_only=True, frozen=True):
     default: TLSConfig = TLSConfig()
     per_port: tuple[TLSPortConfig, ...] = ()
 
 
-class GatewayBackendTLS(_Base, kw_only=True):
+class GatewayBackendTLS(_Base, kw_only=True, frozen=True):
     client_certificate_ref: SecretObjectReference | None = None
 
 
-class GatewayTLSConfig(_Base, kw_only=True):
+class GatewayTLSConfig(_Base, kw_only=True, frozen=True):
     backend: GatewayBackendTLS | None = None
     frontend: FrontendTLSConfig | None = None
 
 
-class AllowedListenerNamespaces(_Base, kw_only=True):
+class AllowedListenerNamespaces(_Base, kw_only=True, frozen=True):
     from_: str = msgspec.field(default="None", name="from")
     selector: LabelSelector | None = None
 
 
-class AllowedListeners(_Base, kw_only=True):
+class AllowedListeners(_Base, kw_only=True, frozen=True):
     namespaces: AllowedListenerNamespaces = AllowedListenerNamespaces()
 
 
-class GatewaySpec(_Base, kw_only=True):
+class GatewaySpec(_Base, kw_only=True, frozen=True):
     gateway_class_name: str = ""
     listeners: tuple[Listener, ...] = ()
     addresses: tuple[GatewayAddress, ...] = ()
@@ -217,19 +217,19 @@ class GatewaySpec(_Base, kw_only=True):
     default_scope: str | None = None
 
 
-class Gateway(_Base, kw_only=True):
+class Gateway(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "Gateway"
     metadata: ObjectMeta
     spec: GatewaySpec = GatewaySpec()
 
 
-class ListenerSetSpec(_Base, kw_only=True):
+class ListenerSetSpec(_Base, kw_only=True, frozen=True):
     parent_ref: ParentReference
     listeners: tuple[Listener, ...] = ()
 
 
-class ListenerSet(_Base, kw_only=True):
+class ListenerSet(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "ListenerSet"
     metadata: ObjectMeta
@@ -239,24 +239,24 @@ class ListenerSet(_Base, kw_only=True):
 # ---------------------------------------------------------------- route filters
 
 
-class HTTPHeader(_Base, kw_only=True):
+class HTTPHeader(_Base, kw_only=True, frozen=True):
     name: str
     value: str = ""
 
 
-class HTTPHeaderFilter(_Base, kw_only=True):
+class HTTPHeaderFilter(_Base, kw_only=True, frozen=True):
     set: tuple[HTTPHeader, ...] = ()
     add: tuple[HTTPHeader, ...] = ()
     remove: tuple[str, ...] = ()
 
 
-class HTTPPathModifier(_Base, kw_only=True):
+class HTTPPathModifier(_Base, kw_only=True, frozen=True):
     type: str
     replace_full_path: str | None = None
     replace_prefix_match: str | None = None
 
 
-class HTTPRequestRedirectFilter(_Base, kw_only=True):
+class HTTPRequestRedirectFilter(_Base, kw_only=True, frozen=True):
     scheme: str | None = None
     hostname: str | None = None
     path: HTTPPathModifier | None = None
@@ -264,23 +264,23 @@ class HTTPRequestRedirectFilter(_Base, kw_only=True):
     status_code: int = 302
 
 
-class HTTPURLRewriteFilter(_Base, kw_only=True):
+class HTTPURLRewriteFilter(_Base, kw_only=True, frozen=True):
     hostname: str | None = None
     path: HTTPPathModifier | None = None
 
 
-class Fraction(_Base, kw_only=True):
+class Fraction(_Base, kw_only=True, frozen=True):
     numerator: int
     denominator: int = 100
 
 
-class HTTPRequestMirrorFilter(_Base, kw_only=True):
+class HTTPRequestMirrorFilter(_Base, kw_only=True, frozen=True):
     backend_ref: BackendObjectReference
     percent: int | None = None
     fraction: Fraction | None = None
 
 
-class HTTPCORSFilter(_Base, kw_only=True):
+class HTTPCORSFilter(_Base, kw_only=True, frozen=True):
     allow_origins: tuple[str, ...] = ()
     allow_credentials: bool | None = None
     allow_methods: tuple[str, ...] = ()
@@ -289,7 +289,7 @@ class HTTPCORSFilter(_Base, kw_only=True):
     max_age: int = 5
 
 
-class HTTPRouteFilter(_Base, kw_only=True):
+class HTTPRouteFilter(_Base, kw_only=True, frozen=True):
     type: str
     request_header_modifier: HTTPHeaderFilter | None = None
     response_header_modifier: HTTPHeaderFilter | None = None
@@ -304,31 +304,31 @@ class HTTPRouteFilter(_Base, kw_only=True):
 # ---------------------------------------------------------------- HTTPRoute
 
 
-class HTTPPathMatch(_Base, kw_only=True):
+class HTTPPathMatch(_Base, kw_only=True, frozen=True):
     type: str = "PathPrefix"
     value: str = "/"
 
 
-class HTTPHeaderMatch(_Base, kw_only=True):
+class HTTPHeaderMatch(_Base, kw_only=True, frozen=True):
     type: str = "Exact"
     name: str
     value: str
 
 
-class HTTPQueryParamMatch(_Base, kw_only=True):
+class HTTPQueryParamMatch(_Base, kw_only=True, frozen=True):
     type: str = "Exact"
     name: str
     value: str
 
 
-class HTTPRouteMatch(_Base, kw_only=True):
+class HTTPRouteMatch(_Base, kw_only=True, frozen=True):
     path: HTTPPathMatch | None = HTTPPathMatch()
     headers: tuple[HTTPHeaderMatch, ...] = ()
     query_params: tuple[HTTPQueryParamMatch, ...] = ()
     method: str | None = None
 
 
-class HTTPBackendRef(_Base, kw_only=True):
+class HTTPBackendRef(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = "Service"
     name: str
@@ -338,25 +338,25 @@ class HTTPBackendRef(_Base, kw_only=True):
     filters: tuple[HTTPRouteFilter, ...] = ()
 
 
-class HTTPRouteTimeouts(_Base, kw_only=True):
+class HTTPRouteTimeouts(_Base, kw_only=True, frozen=True):
     request: str | None = None
     backend_request: str | None = None
 
 
-class HTTPRouteRetry(_Base, kw_only=True):
+class HTTPRouteRetry(_Base, kw_only=True, frozen=True):
     codes: tuple[int, ...] = ()
     attempts: int | None = None
     backoff: str | None = None
 
 
-class SessionPersistence(_Base, kw_only=True):
+class SessionPersistence(_Base, kw_only=True, frozen=True):
     type: str = "Cookie"
     absolute_timeout: str | None = None
     cookie: dict[str, Any] | None = None
     header: dict[str, Any] | None = None
 
 
-class HTTPRouteRule(_Base, kw_only=True):
+class HTTPRouteRule(_Base, kw_only=True, frozen=True):
     name: str | None = None
     matches: tuple[HTTPRouteMatch, ...] = (HTTPRouteMatch(),)
     filters: tuple[HTTPRouteFilter, ...] = ()
@@ -366,14 +366,14 @@ class HTTPRouteRule(_Base, kw_only=True):
     session_persistence: SessionPersistence | None = None
 
 
-class HTTPRouteSpec(_Base, kw_only=True):
+class HTTPRouteSpec(_Base, kw_only=True, frozen=True):
     parent_refs: tuple[ParentReference, ...] = ()
     hostnames: tuple[str, ...] = ()
     rules: tuple[HTTPRouteRule, ...] = (HTTPRouteRule(),)
     use_default_gateways: str | None = None
 
 
-class HTTPRoute(_Base, kw_only=True):
+class HTTPRoute(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "HTTPRoute"
     metadata: ObjectMeta
@@ -383,24 +383,24 @@ class HTTPRoute(_Base, kw_only=True):
 # ---------------------------------------------------------------- GRPCRoute
 
 
-class GRPCMethodMatch(_Base, kw_only=True):
+class GRPCMethodMatch(_Base, kw_only=True, frozen=True):
     type: str = "Exact"
     service: str | None = None
     method: str | None = None
 
 
-class GRPCHeaderMatch(_Base, kw_only=True):
+class GRPCHeaderMatch(_Base, kw_only=True, frozen=True):
     type: str = "Exact"
     name: str
     value: str
 
 
-class GRPCRouteMatch(_Base, kw_only=True):
+class GRPCRouteMatch(_Base, kw_only=True, frozen=True):
     method: GRPCMethodMatch | None = None
     headers: tuple[GRPCHeaderMatch, ...] = ()
 
 
-class GRPCRouteFilter(_Base, kw_only=True):
+class GRPCRouteFilter(_Base, kw_only=True, frozen=True):
     type: str
     request_header_modifier: HTTPHeaderFilter | None = None
     response_header_modifier: HTTPHeaderFilter | None = None
@@ -408,7 +408,7 @@ class GRPCRouteFilter(_Base, kw_only=True):
     extension_ref: LocalObjectReference | None = None
 
 
-class GRPCBackendRef(_Base, kw_only=True):
+class GRPCBackendRef(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = "Service"
     name: str
@@ -418,7 +418,7 @@ class GRPCBackendRef(_Base, kw_only=True):
     filters: tuple[GRPCRouteFilter, ...] = ()
 
 
-class GRPCRouteRule(_Base, kw_only=True):
+class GRPCRouteRule(_Base, kw_only=True, frozen=True):
     name: str | None = None
     matches: tuple[GRPCRouteMatch, ...] = ()
     filters: tuple[GRPCRouteFilter, ...] = ()
@@ -426,14 +426,14 @@ class GRPCRouteRule(_Base, kw_only=True):
     session_persistence: SessionPersistence | None = None
 
 
-class GRPCRouteSpec(_Base, kw_only=True):
+class GRPCRouteSpec(_Base, kw_only=True, frozen=True):
     parent_refs: tuple[ParentReference, ...] = ()
     hostnames: tuple[str, ...] = ()
     rules: tuple[GRPCRouteRule, ...] = ()
     use_default_gateways: str | None = None
 
 
-class GRPCRoute(_Base, kw_only=True):
+class GRPCRoute(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "GRPCRoute"
     metadata: ObjectMeta
@@ -443,7 +443,7 @@ class GRPCRoute(_Base, kw_only=True):
 # ---------------------------------------------------------------- TLS / TCP / UDP routes
 
 
-class BackendRef(_Base, kw_only=True):
+class BackendRef(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = "Service"
     name: str
@@ -452,39 +452,39 @@ class BackendRef(_Base, kw_only=True):
     weight: int = 1
 
 
-class L4RouteRule(_Base, kw_only=True):
+class L4RouteRule(_Base, kw_only=True, frozen=True):
     name: str | None = None
     backend_refs: tuple[BackendRef, ...] = ()
 
 
-class TLSRouteSpec(_Base, kw_only=True):
+class TLSRouteSpec(_Base, kw_only=True, frozen=True):
     parent_refs: tuple[ParentReference, ...] = ()
     hostnames: tuple[str, ...] = ()
     rules: tuple[L4RouteRule, ...] = ()
     use_default_gateways: str | None = None
 
 
-class TLSRoute(_Base, kw_only=True):
+class TLSRoute(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "TLSRoute"
     metadata: ObjectMeta
     spec: TLSRouteSpec = TLSRouteSpec()
 
 
-class L4RouteSpec(_Base, kw_only=True):
+class L4RouteSpec(_Base, kw_only=True, frozen=True):
     parent_refs: tuple[ParentReference, ...] = ()
     rules: tuple[L4RouteRule, ...] = ()
     use_default_gateways: str | None = None
 
 
-class TCPRoute(_Base, kw_only=True):
+class TCPRoute(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "TCPRoute"
     metadata: ObjectMeta
     spec: L4RouteSpec = L4RouteSpec()
 
 
-class UDPRoute(_Base, kw_only=True):
+class UDPRoute(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "UDPRoute"
     metadata: ObjectMeta
@@ -494,24 +494,24 @@ class UDPRoute(_Base, kw_only=True):
 # ---------------------------------------------------------------- ReferenceGrant
 
 
-class ReferenceGrantFrom(_Base, kw_only=True):
+class ReferenceGrantFrom(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = ""
     namespace: str = ""
 
 
-class ReferenceGrantTo(_Base, kw_only=True):
+class ReferenceGrantTo(_Base, kw_only=True, frozen=True):
     group: str = ""
     kind: str = ""
     name: str | None = None
 
 
-class ReferenceGrantSpec(_Base, kw_only=True):
+class ReferenceGrantSpec(_Base, kw_only=True, frozen=True):
     from_: tuple[ReferenceGrantFrom, ...] = msgspec.field(default=(), name="from")
     to: tuple[ReferenceGrantTo, ...] = ()
 
 
-class ReferenceGrant(_Base, kw_only=True):
+class ReferenceGrant(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1beta1"
     kind: str = "ReferenceGrant"
     metadata: ObjectMeta
@@ -521,26 +521,26 @@ class ReferenceGrant(_Base, kw_only=True):
 # ---------------------------------------------------------------- BackendTLSPolicy
 
 
-class SubjectAltName(_Base, kw_only=True):
+class SubjectAltName(_Base, kw_only=True, frozen=True):
     type: str
     hostname: str | None = None
     uri: str | None = None
 
 
-class BackendTLSPolicyValidation(_Base, kw_only=True):
+class BackendTLSPolicyValidation(_Base, kw_only=True, frozen=True):
     ca_certificate_refs: tuple[LocalObjectReference, ...] = ()
     well_known_ca_certificates: str | None = None
     hostname: str = ""
     subject_alt_names: tuple[SubjectAltName, ...] = ()
 
 
-class BackendTLSPolicySpec(_Base, kw_only=True):
+class BackendTLSPolicySpec(_Base, kw_only=True, frozen=True):
     target_refs: tuple[LocalPolicyTargetReference, ...] = ()
     validation: BackendTLSPolicyValidation = BackendTLSPolicyValidation()
     options: dict[str, str] = {}
 
 
-class BackendTLSPolicy(_Base, kw_only=True):
+class BackendTLSPolicy(_Base, kw_only=True, frozen=True):
     api_version: str = f"{GATEWAY_GROUP}/v1"
     kind: str = "BackendTLSPolicy"
     metadata: ObjectMeta
@@ -550,7 +550,7 @@ class BackendTLSPolicy(_Base, kw_only=True):
 # ---------------------------------------------------------------- core kinds
 
 
-class ServicePort(_Base, kw_only=True):
+class ServicePort(_Base, kw_only=True, frozen=True):
     name: str = ""
     protocol: str = "TCP"
     port: int
@@ -558,7 +558,7 @@ class ServicePort(_Base, kw_only=True):
     app_protocol: str | None = None
 
 
-class ServiceSpec(_Base, kw_only=True):
+class ServiceSpec(_Base, kw_only=True, frozen=True):
     type: str = "ClusterIP"
     selector: dict[str, str] = {}
     ports: tuple[ServicePort, ...] = ()
@@ -566,34 +566,34 @@ class ServiceSpec(_Base, kw_only=True):
     external_name: str | None = None
 
 
-class Service(_Base, kw_only=True):
+class Service(_Base, kw_only=True, frozen=True):
     api_version: str = "v1"
     kind: str = "Service"
     metadata: ObjectMeta
     spec: ServiceSpec = ServiceSpec()
 
 
-class EndpointConditions(_Base, kw_only=True):
+class EndpointConditions(_Base, kw_only=True, frozen=True):
     ready: bool | None = None
     serving: bool | None = None
     terminating: bool | None = None
 
 
-class Endpoint(_Base, kw_only=True):
+class Endpoint(_Base, kw_only=True, frozen=True):
     addresses: tuple[str, ...] = ()
     conditions: EndpointConditions = EndpointConditions()
     hostname: str | None = None
     target_ref: dict[str, Any] | None = None
 
 
-class EndpointPort(_Base, kw_only=True):
+class EndpointPort(_Base, kw_only=True, frozen=True):
     name: str | None = None
     protocol: str = "TCP"
     port: int | None = None
     app_protocol: str | None = None
 
 
-class EndpointSlice(_Base, kw_only=True):
+class EndpointSlice(_Base, kw_only=True, frozen=True):
     api_version: str = "discovery.k8s.io/v1"
     kind: str = "EndpointSlice"
     metadata: ObjectMeta
@@ -602,13 +602,13 @@ class EndpointSlice(_Base, kw_only=True):
     ports: tuple[EndpointPort, ...] = ()
 
 
-class Namespace(_Base, kw_only=True):
+class Namespace(_Base, kw_only=True, frozen=True):
     api_version: str = "v1"
     kind: str = "Namespace"
     metadata: ObjectMeta
 
 
-class Secret(_Base, kw_only=True):
+class Secret(_Base, kw_only=True, frozen=True):
     api_version: str = "v1"
     kind: str = "Secret"
     metadata: ObjectMeta
@@ -617,7 +617,7 @@ class Secret(_Base, kw_only=True):
     string_data: dict[str, str] = {}
 
 
-class ConfigMap(_Base, kw_only=True):
+class ConfigMap(_Base, kw_only=True, frozen=True):
     api_version: str = "v1"
     kind: str = "ConfigMap"
     metadata: ObjectMeta

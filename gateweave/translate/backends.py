@@ -1,0 +1,180 @@
+"""backendRef resolution: Services, ports, appProtocol, EndpointSlices -> clusters.
+
+A backendRef resolves to a :class:`Backend`: either a valid cluster, or the reason it is
+invalid (a ResolvedRefs reason of the Gateway API). Requests for an invalid backend's share
+of the weight must answer 500; the IR expresses that with a weighted entry to the reserved
+cluster :data:`gateweave.ir.INVALID_BACKEND_CLUSTER` (a cluster without endpoints, which the
+xDS builder turns into a 500 answer), or with ``direct_status=500`` when a rule has no valid
+backend at all.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate import conditions as c
+from gateweave.translate.backendtls import BackendTLSIndex
+from gateweave.translate.context import Ctx
+
+# Families of route kinds: what a backend must speak.
+FAMILY_BY_KIND = {
+    "HTTPRoute": "HTTP",
+    "GRPCRoute": "GRPC",
+    "TLSRoute": "TCP",
+    "TCPRoute": "TCP",
+    "UDPRoute": "UDP",
+}
+
+# appProtocol values an HTTPRoute backend may have, and the upstream protocol they mean.
+_HTTP_APP_PROTOCOLS = {
+    "": "HTTP1",
+    "http": "HTTP1",
+    "https": "HTTP1",
+    "kubernetes.io/h2c": "H2C",
+    "h2c": "H2C",
+    "http2": "H2C",
+    "grpc": "H2C",
+    "kubernetes.io/ws": "WEBSOCKET",
+    "kubernetes.io/wss": "WEBSOCKET",
+}
+_GRPC_APP_PROTOCOLS = {"", "grpc", "h2c", "http2", "kubernetes.io/h2c", "https"}
+
+INVALID_CLUSTER = ir.Cluster(name=ir.INVALID_BACKEND_CLUSTER)
+
+
+class BackendRefLike(Protocol):
+    @property
+    def group(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def port(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A resolved backendRef: ``cluster`` when usable, else ``reason``/``message`` say why not.
+
+    ``reason`` empty with no cluster: the reference itself is fine (ResolvedRefs stays True)
+    but traffic cannot be sent, e.g. its BackendTLSPolicy is invalid.
+    """
+
+    cluster: ir.Cluster | None = None
+    reason: str = ""
+    message: str = ""
+    service: tuple[str, str, str] | None = None  # (namespace, name, port name) of a resolved Service port
+
+
+class BackendResolver:
+    """Resolves backendRefs for one translation; clusters are built once per Service port."""
+
+    def __init__(self, ctx: Ctx, tls: BackendTLSIndex) -> None:
+        self.ctx = ctx
+        self.tls = tls
+        self._cache: dict[tuple[str, str, str, int | None, str], Backend] = {}
+
+    def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike) -> Backend:
+        ns = ref.namespace or route_ns
+        key = (route_kind, route_ns, f"{ref.group}|{ref.kind}|{ns}|{ref.name}", ref.port, FAMILY_BY_KIND[route_kind])
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._resolve(route_kind, route_ns, ref, ns)
+            self._cache[key] = hit
+        return hit
+
+    def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str) -> Backend:
+        if ref.group not in ("", "core") or ref.kind != "Service":
+            return Backend(reason=c.R_INVALID_KIND, message=f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind")
+        if ns != route_ns and not self.ctx.reference_allowed(
+            m.GATEWAY_GROUP, route_kind, route_ns, "", "Service", ns, ref.name
+        ):
+            return Backend(
+                reason=c.R_REF_NOT_PERMITTED,
+                message=f"backendRef Service {ns}/{ref.name}: not permitted by any ReferenceGrant",
+            )
+        svc: m.Service | None = self.ctx.snapshot.services.get((ns, ref.name))
+        if svc is None:
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{ref.name} not found")
+        if ref.port is None:
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"backendRef Service {ns}/{ref.name}: port is required")
+        sport = next((p for p in svc.spec.ports if p.port == ref.port), None)
+        if sport is None:
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{ref.name} has no port {ref.port}")
+        family = FAMILY_BY_KIND[route_kind]
+        protocol, problem = _protocol(family, sport)
+        if problem:
+            return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Service {ns}/{ref.name} port {ref.port}: {problem}")
+        service = (ns, ref.name, sport.name)
+        tls: ir.UpstreamTLS | None = None
+        if family in ("HTTP", "GRPC"):
+            policy = self.tls.for_service_port(ns, ref.name, sport.name)
+            if policy is not None:
+                if policy.tls is None:
+                    # The reference resolves, but the policy that governs it is invalid:
+                    # never send that traffic in clear text.
+                    return Backend(service=service, message=f"BackendTLSPolicy for Service {ns}/{ref.name} is invalid")
+                tls = policy.tls
+                if protocol == "H2C":
+                    protocol = "HTTP2"
+        name = f"{ns}/{ref.name}/{ref.port}/{protocol.lower()}"
+        cluster = ir.Cluster(name=name, protocol=protocol, endpoints=self._endpoints(ns, ref.name, sport), tls=tls)
+        return Backend(cluster=cluster, service=service)
+
+    def _endpoints(self, ns: str, name: str, sport: m.ServicePort) -> tuple[ir.Endpoint, ...]:
+        found: set[tuple[str, int]] = set()
+        for eps in self.ctx.slices_by_service.get((ns, name), ()):
+            if eps.address_type not in ("IPv4", "IPv6"):
+                continue
+            port = next((p for p in eps.ports if (p.name or "") == sport.name and p.port is not None), None)
+            if port is None or port.port is None:
+                continue
+            for ep in eps.endpoints:
+                if ep.conditions.ready is False:
+                    continue
+                for addr in ep.addresses:
+                    if _is_ip(addr):
+                        found.add((addr, port.port))
+        ordered = sorted(found, key=lambda ap: (_ip_sort_key(ap[0]), ap[1]))
+        return tuple(ir.Endpoint(address=a, port=p) for a, p in ordered)
+
+
+def _protocol(family: str, sport: m.ServicePort) -> tuple[str, str]:
+    """(upstream protocol, problem) for a Service port used by a route family."""
+    app = (sport.app_protocol or "").strip()
+    if family == "UDP":
+        if sport.protocol != "UDP":
+            return "UDP", f"protocol {sport.protocol} cannot carry UDP"
+        return "UDP", ""
+    if sport.protocol not in ("TCP", ""):
+        return "TCP", f"protocol {sport.protocol} cannot carry {family}"
+    if family == "TCP":
+        return "TCP", ""
+    if family == "GRPC":
+        if app.lower() not in _GRPC_APP_PROTOCOLS:
+            return "H2C", f"appProtocol {app} is not supported for gRPC"
+        return "H2C", ""
+    proto = _HTTP_APP_PROTOCOLS.get(app if app.startswith("kubernetes.io/") else app.lower())
+    if proto is None:
+        return "HTTP1", f"appProtocol {app} is not supported for HTTP"
+    return proto, ""
+
+
+def _is_ip(addr: str) -> bool:
+    try:
+        ipaddress.ip_address(addr)
+    except ValueError:
+        return False
+    return True
+
+
+def _ip_sort_key(addr: str) -> tuple[int, int]:
+    ip = ipaddress.ip_address(addr)
+    return (ip.version, int(ip))

@@ -1,0 +1,177 @@
+"""BackendTLSPolicy: which Service ports are reached over TLS, how they are verified, and policy status.
+
+A policy targets Services (optionally one port, by ``sectionName``). When several policies
+target the same Service port, the oldest (creationTimestamp, then namespace/name) wins and
+the others are ``Accepted=False/Conflicted``; a policy with a ``sectionName`` is more specific
+than one without, so they do not conflict. Status is written per ancestor: every one of our
+Gateways that has an accepted route using a Service port the policy targets. The Gateway's
+``spec.tls.backend.clientCertificateRef`` adds a client certificate (upstream mTLS).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography import x509
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate import conditions as c
+from gateweave.translate.context import Ctx, GatewayCtx, sort_key
+
+Target = tuple[str, str, str | None]  # (namespace, service, sectionName)
+ServicePortKey = tuple[str, str, str]  # (namespace, service, port name)
+
+
+@dataclass
+class PolicyResult:
+    policy: m.BackendTLSPolicy
+    tls: ir.UpstreamTLS | None  # None: the policy is invalid (no usable CA / bad settings)
+    accepted: tuple[bool, str, str]  # (status, reason, message) before conflicts
+    resolved: tuple[bool, str, str]
+    conflicted: list[Target] = field(default_factory=list)
+
+
+class BackendTLSIndex:
+    """Every BackendTLSPolicy validated once; lookup by Service port."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx = ctx
+        self.results: list[PolicyResult] = []
+        self.by_target: dict[Target, PolicyResult] = {}
+        for policy in sorted(ctx.snapshot.backend_tls_policies.values(), key=sort_key):
+            res = _validate(ctx, policy)
+            self.results.append(res)
+            ns = policy.metadata.namespace
+            for ref in policy.spec.target_refs:
+                if ref.group not in ("", "core") or ref.kind != "Service":
+                    continue
+                target = (ns, ref.name, ref.section_name)
+                if target in self.by_target:
+                    res.conflicted.append(target)
+                else:
+                    self.by_target[target] = res
+
+    def for_service_port(self, ns: str, name: str, port_name: str) -> PolicyResult | None:
+        """The policy that governs a Service port: one naming the port wins over one for the whole Service."""
+        if port_name:
+            hit = self.by_target.get((ns, name, port_name))
+            if hit is not None:
+                return hit
+        return self.by_target.get((ns, name, None))
+
+    def write_statuses(self, gateways_using: dict[ServicePortKey, list[GatewayCtx]]) -> None:
+        """Status of every BackendTLSPolicy: one ancestor entry per Gateway of ours that uses a target."""
+        ctx = self.ctx
+        for res in self.results:
+            policy = res.policy
+            ns = policy.metadata.namespace
+            gen = policy.metadata.generation
+            ancestors: dict[tuple[str, str], GatewayCtx] = {}
+            for (sns, sname, sport), gws in gateways_using.items():
+                if sns != ns:
+                    continue
+                for ref in policy.spec.target_refs:
+                    if ref.group in ("", "core") and ref.kind == "Service" and ref.name == sname and ref.section_name in (None, sport):
+                        for gw in gws:
+                            ancestors[gw.key] = gw
+            acc_ok, acc_reason, acc_msg = res.accepted
+            if res.conflicted and acc_ok:
+                acc_ok, acc_reason, acc_msg = False, c.R_CONFLICTED, "an older BackendTLSPolicy targets the same Service port"
+            conds = [
+                c.condition(c.ACCEPTED, acc_ok, acc_reason, acc_msg, gen),
+                c.condition(c.RESOLVED_REFS, res.resolved[0], res.resolved[1], res.resolved[2], gen),
+            ]
+            entries: list[dict[str, Any]] = [
+                {
+                    "ancestorRef": {"group": m.GATEWAY_GROUP, "kind": "Gateway", "namespace": key[0], "name": key[1]},
+                    "controllerName": ctx.options.controller_name,
+                    "conditions": conds,
+                }
+                for key, _ in sorted(ancestors.items())
+            ]
+            ctx.statuses[("BackendTLSPolicy", ns, policy.metadata.name)] = {"ancestors": entries}
+
+
+def _validate(ctx: Ctx, policy: m.BackendTLSPolicy) -> PolicyResult:
+    v = policy.spec.validation
+    ns = policy.metadata.namespace
+    ok_acc = (True, c.R_ACCEPTED, "Accepted")
+    ok_ref = (True, c.R_RESOLVED_REFS, "Resolved")
+    sans = tuple(
+        ir.SANMatch(type="DNS", value=s.hostname or "") if s.type == "Hostname" else ir.SANMatch(type="URI", value=s.uri or "")
+        for s in v.subject_alt_names
+    )
+    if not v.hostname:
+        return PolicyResult(policy, None, (False, c.R_INVALID, "validation.hostname is required"), ok_ref)
+    if v.well_known_ca_certificates is not None:
+        if v.ca_certificate_refs:
+            msg = "caCertificateRefs and wellKnownCACertificates are mutually exclusive"
+            return PolicyResult(policy, None, (False, c.R_INVALID, msg), ok_ref)
+        if v.well_known_ca_certificates != "System":
+            msg = f"wellKnownCACertificates {v.well_known_ca_certificates} is not supported"
+            return PolicyResult(policy, None, (False, c.R_INVALID, msg), ok_ref)
+        return PolicyResult(policy, ir.UpstreamTLS(sni=v.hostname, subject_alt_names=sans), ok_acc, ok_ref)
+    pems: list[str] = []
+    bad: tuple[bool, str, str] | None = None
+    for ref in v.ca_certificate_refs:
+        if ref.group not in ("", "core") or ref.kind != "ConfigMap":
+            bad = bad or (False, c.R_INVALID_KIND, f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps are supported")
+            continue
+        cm = ctx.snapshot.config_maps.get((ns, ref.name))
+        if cm is None:
+            bad = bad or (False, c.R_INVALID_CA_CERTIFICATE_REF, f"ConfigMap {ns}/{ref.name} not found")
+            continue
+        pem = cm.data.get("ca.crt", "")
+        if not _valid_pem(pem):
+            bad = bad or (False, c.R_INVALID_CA_CERTIFICATE_REF, f"ConfigMap {ns}/{ref.name} has no valid PEM certificate in ca.crt")
+            continue
+        pems.append(pem.strip() + "\n")
+    if not pems:
+        msg = "no valid CA certificate" if v.ca_certificate_refs else "no CA certificate given"
+        return PolicyResult(policy, None, (False, c.R_NO_VALID_CA_CERTIFICATE, msg), bad or (False, c.R_INVALID_CA_CERTIFICATE_REF, msg))
+    tls = ir.UpstreamTLS(sni=v.hostname, ca_pem="".join(pems), subject_alt_names=sans)
+    return PolicyResult(policy, tls, ok_acc, bad or ok_ref)
+
+
+def _valid_pem(pem: str) -> bool:
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        return False
+    try:
+        return bool(x509.load_pem_x509_certificates(pem.encode()))
+    except ValueError:
+        return False
+
+
+def client_certificate(ctx: Ctx, gw: GatewayCtx) -> tuple[str, str] | None:
+    """The Gateway's backend client certificate (spec.tls.backend.clientCertificateRef) as PEM, when usable."""
+    tls = gw.gateway.spec.tls
+    ref = tls.backend.client_certificate_ref if tls and tls.backend else None
+    if ref is None or ref.group not in ("", "core") or ref.kind != "Secret":
+        return None
+    gns = gw.gateway.metadata.namespace
+    ns = ref.namespace or gns
+    if not ctx.reference_allowed(m.GATEWAY_GROUP, "Gateway", gns, "", "Secret", ns, ref.name):
+        return None
+    secret = ctx.snapshot.secrets.get((ns, ref.name))
+    if secret is None:
+        return None
+    cert, key = _secret_value(secret, "tls.crt"), _secret_value(secret, "tls.key")
+    if not cert or not key or not _valid_pem(cert):
+        return None
+    return cert, key
+
+
+def _secret_value(secret: m.Secret, key: str) -> str:
+    if key in secret.string_data:
+        return secret.string_data[key]
+    raw = secret.data.get(key)
+    if raw is None:
+        return ""
+    try:
+        return base64.b64decode(raw, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return ""

@@ -1,0 +1,72 @@
+"""Reading certificates and keys out of Secrets and ConfigMaps.
+
+Parsing is a pure function of the object's content, so results are memoised by content.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from functools import lru_cache
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from gateweave.api import models as m
+
+
+def secret_value(secret: m.Secret, key: str) -> str | None:
+    """A Secret's value for ``key`` as text (``stringData`` wins, like the API server's merge)."""
+    if key in secret.string_data:
+        return secret.string_data[key]
+    raw = secret.data.get(key)
+    if raw is None:
+        return None
+    try:
+        return base64.b64decode(raw, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+
+
+@lru_cache(maxsize=4096)
+def _check_cert_chain(pem: str) -> str:
+    """'' when ``pem`` holds at least one valid X.509 certificate, else why not."""
+    try:
+        certs = x509.load_pem_x509_certificates(pem.encode())
+    except ValueError as exc:
+        return f"invalid certificate PEM: {exc}"
+    return "" if certs else "no certificate in PEM data"
+
+
+@lru_cache(maxsize=4096)
+def _check_key(pem: str) -> str:
+    try:
+        load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        return f"invalid private key PEM: {exc}"
+    return ""
+
+
+def tls_keypair(secret: m.Secret) -> tuple[str, str] | str:
+    """(cert_pem, key_pem) from a kubernetes.io/tls style Secret, or a message saying what is wrong."""
+    cert, key = secret_value(secret, "tls.crt"), secret_value(secret, "tls.key")
+    if not cert or not key:
+        return "Secret must contain tls.crt and tls.key"
+    problem = _check_cert_chain(cert) or _check_key(key)
+    return problem or (cert, key)
+
+
+def ca_bundle(data: dict[str, str] | None) -> str:
+    """The PEM bundle under ``ca.crt`` if it holds valid certificates, else ''."""
+    if not data:
+        return ""
+    pem = data.get("ca.crt", "")
+    return pem if pem and not _check_cert_chain(pem) else ""
+
+
+def ca_from_object(obj: m.ConfigMap | m.Secret) -> str:
+    """CA bundle (``ca.crt``) of a ConfigMap or Secret, or '' when missing/invalid."""
+    if isinstance(obj, m.ConfigMap):
+        return ca_bundle(obj.data)
+    value = secret_value(obj, "ca.crt")
+    return ca_bundle({"ca.crt": value} if value else None)

@@ -1,0 +1,302 @@
+"""Gateways and ListenerSets: acceptance, addresses, listeners, status, and the infrastructure IR."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate import addresses, certs, gatewayclass, listeners
+from gateweave.translate import conditions as c
+from gateweave.translate.context import (
+    Ctx,
+    GatewayCtx,
+    ListenerCtx,
+    label_selector_matches,
+    sort_key,
+)
+
+G = m.GATEWAY_GROUP
+
+
+@dataclass
+class _GatewayFindings:
+    accept_reason: str = ""
+    accept_message: str = ""
+    program_reason: str = ""
+    program_message: str = ""
+    backend_refs_reason: str = ""  # spec.tls.backend.clientCertificateRef problem
+    backend_refs_message: str = ""
+
+
+@dataclass
+class _ListenerSetFindings:
+    listener_set: m.ListenerSet
+    gateway: GatewayCtx
+    allowed: bool
+    message: str
+    listeners: list[ListenerCtx]
+
+
+def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
+    """Every Gateway of one of our GatewayClasses, with its listeners checked; writes GatewayClass status."""
+    classes = gatewayclass.resolve_classes(ctx)
+    ours = [
+        gw for gw in sorted(ctx.snapshot.gateways.values(), key=sort_key) if gw.spec.gateway_class_name in classes
+    ]
+    assigned = addresses.assign(ours, ctx.options.address_pool)
+    result: list[GatewayCtx] = []
+    for gw in ours:
+        gc = ctx.snapshot.gateway_classes[("", gw.spec.gateway_class_name)]
+        gctx = GatewayCtx(gateway=gw, gateway_class=gc)
+        f = _GatewayFindings()
+        addr = assigned[(gw.metadata.namespace, gw.metadata.name)]
+        gctx.address = addr.address
+        if not classes[gw.spec.gateway_class_name]:
+            f.accept_reason, f.accept_message = c.R_PENDING, f"GatewayClass {gc.metadata.name} is not accepted"
+        elif gw.spec.infrastructure is not None and gw.spec.infrastructure.parameters_ref is not None:
+            ref = gw.spec.infrastructure.parameters_ref
+            f.accept_reason = c.R_INVALID_PARAMETERS
+            f.accept_message = f"infrastructure.parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no Gateway parameters"
+        elif addr.accept_reason:
+            f.accept_reason, f.accept_message = addr.accept_reason, addr.message
+        if addr.program_reason:
+            f.program_reason, f.program_message = addr.program_reason, addr.message
+        _resolve_backend_client_cert(ctx, gctx, f)
+        gctx.listeners = [listeners.new_listener(gctx, lst) for lst in gw.spec.listeners]
+        for lc in gctx.listeners:
+            listeners.check_listener(ctx, lc)
+            listeners.check_client_validation(ctx, lc)
+        gctx.findings = f
+        result.append(gctx)
+
+    by_key = {g.key: g for g in result}
+    ls_findings = _resolve_listener_sets(ctx, by_key)
+    for gctx in result:
+        sets = [lf for lf in ls_findings if lf.gateway is gctx and lf.allowed]
+        listeners.resolve_conflicts(gctx.listeners, [lf.listeners for lf in sets])
+        f = gctx.findings
+        if not f.accept_reason and gctx.listeners and not any(_valid(lc) for lc in gctx.listeners):
+            f.accept_reason, f.accept_message = c.R_LISTENERS_NOT_VALID, "no listener is valid"
+        gctx.accepted = not f.accept_reason
+        gctx.programmed = gctx.accepted and bool(gctx.address) and not f.program_reason and _dataplane_ok(ctx, gctx, f)
+        for lc in gctx.listeners:
+            listeners.finish(lc)
+        for lf in sets:
+            for lc in lf.listeners:
+                listeners.finish(lc)
+            if any(lc.accepted and not lc.refs_reason for lc in lf.listeners):
+                gctx.listener_sets.append((lf.listener_set, lf.listeners))
+    ctx.listener_set_results = ls_findings
+    return result
+
+
+def _valid(lc: ListenerCtx) -> bool:
+    return not lc.accept_reason and not lc.conflict_reason
+
+
+def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
+    if ctx.options.dataplane is None:
+        return True
+    state = ctx.options.dataplane.get(gctx.name)
+    if state is None or (not state.acked and not state.error):
+        f.program_reason, f.program_message = c.R_PENDING, "waiting for Envoy to acknowledge the configuration"
+        return False
+    if state.error:
+        f.program_reason, f.program_message = c.R_INVALID, f"Envoy rejected the configuration: {state.error}"
+        return False
+    return True
+
+
+def _resolve_backend_client_cert(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> None:
+    tls = gctx.gateway.spec.tls
+    ref = tls.backend.client_certificate_ref if tls is not None and tls.backend is not None else None
+    if ref is None:
+        return
+    gw_ns = gctx.gateway.metadata.namespace
+    ns = ref.namespace or gw_ns
+    where = f"clientCertificateRef {ref.kind} {ns}/{ref.name}"
+    if ref.group != "" or ref.kind != "Secret":
+        f.backend_refs_reason, f.backend_refs_message = c.R_INVALID_CLIENT_CERTIFICATE_REF, f"{where}: only core Secrets are supported"
+        return
+    if not ctx.reference_allowed(G, "Gateway", gw_ns, "", "Secret", ns, ref.name):
+        f.backend_refs_reason, f.backend_refs_message = c.R_REF_NOT_PERMITTED, f"{where} is in another namespace and no ReferenceGrant allows it"
+        return
+    secret = ctx.snapshot.secrets.get((ns, ref.name))
+    if secret is None:
+        f.backend_refs_reason, f.backend_refs_message = c.R_INVALID_CLIENT_CERTIFICATE_REF, f"{where} does not exist"
+        return
+    pair = certs.tls_keypair(secret)
+    if isinstance(pair, str):
+        f.backend_refs_reason, f.backend_refs_message = c.R_INVALID_CLIENT_CERTIFICATE_REF, f"{where}: {pair}"
+        return
+    gctx.backend_client_cert = ir.Certificate(name=f"{ns}/{ref.name}", cert_pem=pair[0], key_pem=pair[1])
+
+
+# ---------------------------------------------------------------- ListenerSets
+
+
+def _resolve_listener_sets(ctx: Ctx, gateways: dict[tuple[str, str], GatewayCtx]) -> list[_ListenerSetFindings]:
+    out: list[_ListenerSetFindings] = []
+    for ls in sorted(ctx.snapshot.listener_sets.values(), key=sort_key):
+        ref = ls.spec.parent_ref
+        if ref.group != G or ref.kind != "Gateway":
+            continue
+        gctx = gateways.get((ref.namespace or ls.metadata.namespace, ref.name))
+        if gctx is None:
+            continue  # not a Gateway of ours (or none at all): not ours to report on
+        allowed, message = _listener_set_allowed(ctx, gctx.gateway, ls)
+        lcs = [listeners.new_listener(gctx, lst, ls) for lst in ls.spec.listeners]
+        if allowed:
+            for lc in lcs:
+                listeners.check_listener(ctx, lc)
+                listeners.check_client_validation(ctx, lc)
+        out.append(_ListenerSetFindings(ls, gctx, allowed, message, lcs))
+    return out
+
+
+def _listener_set_allowed(ctx: Ctx, gw: m.Gateway, ls: m.ListenerSet) -> tuple[bool, str]:
+    allowed = gw.spec.allowed_listeners
+    frm = allowed.namespaces.from_ if allowed is not None else "None"
+    ns = ls.metadata.namespace
+    if frm == "All":
+        return True, ""
+    if frm == "Same":
+        if ns == gw.metadata.namespace:
+            return True, ""
+        return False, f"Gateway {gw.metadata.namespace}/{gw.metadata.name} allows ListenerSets only from its own namespace"
+    if frm == "Selector":
+        selector = allowed.namespaces.selector if allowed is not None else None
+        if label_selector_matches(selector, ctx.labels_of_namespace(ns)):
+            return True, ""
+        return False, f"namespace {ns} does not match the Gateway's allowedListeners selector"
+    return False, f"Gateway {gw.metadata.namespace}/{gw.metadata.name} does not allow ListenerSets"
+
+
+# ---------------------------------------------------------------- status
+
+
+def write_gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
+    for gctx in gateways:
+        f = gctx.findings if isinstance(gctx.findings, _GatewayFindings) else _GatewayFindings()
+        ctx.statuses[("Gateway", *gctx.key)] = _gateway_status(gctx, f)
+    for lf in ctx.listener_set_results:
+        ls = lf.listener_set
+        ctx.statuses[("ListenerSet", ls.metadata.namespace, ls.metadata.name)] = _listener_set_status(lf)
+
+
+def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings) -> dict[str, Any]:
+    gw = gctx.gateway
+    gen = gw.metadata.generation
+    conds: list[dict[str, Any]] = []
+    invalid = [lc.name for lc in gctx.listeners if not _valid(lc) or lc.refs_reason]
+    if f.accept_reason:
+        conds.append(c.condition(c.ACCEPTED, False, f.accept_reason, f.accept_message, gen))
+    elif invalid:
+        conds.append(c.condition(c.ACCEPTED, True, c.R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(invalid)}", gen))
+    else:
+        conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Gateway is accepted", gen))
+    if gctx.programmed:
+        conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "Gateway is programmed", gen))
+    elif f.accept_reason:
+        conds.append(c.condition(c.PROGRAMMED, False, c.R_INVALID, f.accept_message, gen))
+    else:
+        conds.append(c.condition(c.PROGRAMMED, False, f.program_reason or c.R_PENDING, f.program_message or "not programmed", gen))
+    if gw.spec.tls is not None and gw.spec.tls.backend is not None and gw.spec.tls.backend.client_certificate_ref is not None:
+        if f.backend_refs_reason:
+            conds.append(c.condition(c.RESOLVED_REFS, False, f.backend_refs_reason, f.backend_refs_message, gen))
+        else:
+            conds.append(c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references are resolved", gen))
+    if any(
+        lc.tls is not None and lc.tls.client_validation is not None and lc.tls.client_validation.mode == "AllowInsecureFallback"
+        for lc in gctx.all_listeners()
+    ):
+        conds.append(
+            c.condition(
+                c.INSECURE_FRONTEND_VALIDATION,
+                True,
+                c.R_CONFIGURATION_CHANGED,
+                "client certificate validation is configured with AllowInsecureFallback",
+                gen,
+            )
+        )
+    gateway_reason = "" if gctx.programmed else (f.program_reason or c.R_INVALID)
+    status: dict[str, Any] = {}
+    if gctx.address and gctx.accepted and not f.program_reason:
+        status["addresses"] = [{"type": "IPAddress", "value": gctx.address}]
+    status["conditions"] = conds
+    status["listeners"] = [listeners.listener_status(lc, gen, gateway_reason) for lc in gctx.listeners]
+    if gw.spec.allowed_listeners is not None or gctx.listener_sets:
+        status["attachedListenerSets"] = len(gctx.listener_sets)
+    return status
+
+
+def _listener_set_status(lf: _ListenerSetFindings) -> dict[str, Any]:
+    ls = lf.listener_set
+    gen = ls.metadata.generation
+    if not lf.allowed:
+        return {
+            "conditions": [
+                c.condition(c.ACCEPTED, False, c.R_NOT_ALLOWED, lf.message, gen),
+                c.condition(c.PROGRAMMED, False, c.R_NOT_ALLOWED, lf.message, gen),
+            ],
+            "listeners": [],
+        }
+    gctx = lf.gateway
+    good = [lc for lc in lf.listeners if lc.accepted and not lc.refs_reason]
+    conds: list[dict[str, Any]] = []
+    if not gctx.accepted:
+        msg = f"parent Gateway {gctx.name} is not accepted"
+        conds += [
+            c.condition(c.ACCEPTED, False, c.R_PARENT_NOT_ACCEPTED, msg, gen),
+            c.condition(c.PROGRAMMED, False, c.R_PARENT_NOT_ACCEPTED, msg, gen),
+        ]
+    elif not good:
+        msg = "no listener is valid"
+        conds += [
+            c.condition(c.ACCEPTED, False, c.R_LISTENERS_NOT_VALID, msg, gen),
+            c.condition(c.PROGRAMMED, False, c.R_LISTENERS_NOT_VALID, msg, gen),
+        ]
+    else:
+        bad = [lc.name for lc in lf.listeners if lc not in good]
+        if bad:
+            conds.append(c.condition(c.ACCEPTED, True, c.R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(bad)}", gen))
+        else:
+            conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "ListenerSet is accepted", gen))
+        if gctx.programmed:
+            conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "ListenerSet is programmed", gen))
+        else:
+            conds.append(c.condition(c.PROGRAMMED, False, c.R_PENDING, f"parent Gateway {gctx.name} is not programmed", gen))
+    gateway_reason = "" if gctx.programmed else c.R_PENDING
+    return {
+        "conditions": conds,
+        "listeners": [listeners.listener_status(lc, gen, gateway_reason) for lc in lf.listeners],
+    }
+
+
+# ---------------------------------------------------------------- infrastructure IR
+
+
+def build_infra(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGateway]:
+    out: dict[str, ir.InfraGateway] = {}
+    for gctx in gateways:
+        if not gctx.accepted or not gctx.address:
+            continue
+        ports: dict[tuple[int, str], list[str]] = {}
+        for lc in gctx.all_listeners():
+            if lc.ready:
+                proto = "UDP" if lc.protocol == "UDP" else "TCP"
+                ports.setdefault((lc.port, proto), []).append(lc.name)
+        infra = gctx.gateway.spec.infrastructure
+        out[gctx.name] = ir.InfraGateway(
+            name=gctx.name,
+            namespace=gctx.gateway.metadata.namespace,
+            gateway_name=gctx.gateway.metadata.name,
+            gateway_class=gctx.gateway.spec.gateway_class_name,
+            address=gctx.address,
+            ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto) for (p, proto), names in sorted(ports.items())),
+            labels=dict(infra.labels) if infra is not None else {},
+            annotations=dict(infra.annotations) if infra is not None else {},
+        )
+    return out

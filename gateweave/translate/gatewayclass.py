@@ -1,0 +1,88 @@
+"""GatewayClasses: which are ours, whether they are accepted, and their status."""
+
+from __future__ import annotations
+
+from gateweave.api import models as m
+from gateweave.translate import conditions as c
+from gateweave.translate.context import Ctx
+
+# Features gateweave implements (GatewayClass status.supportedFeatures; the conformance runner reads it).
+SUPPORTED_FEATURES: tuple[str, ...] = tuple(
+    sorted(
+        {
+            "Gateway",
+            "GatewayPort8080",
+            "GatewayStaticAddresses",
+            "GatewayAddressEmpty",
+            "GatewayHTTPListenerIsolation",
+            "GatewayFrontendClientCertificateValidation",
+            "GatewayFrontendClientCertificateValidationInsecureFallback",
+            "GatewayBackendClientCertificate",
+            "ListenerSet",
+            "ReferenceGrant",
+            "HTTPRoute",
+            "HTTPRouteHostRewrite",
+            "HTTPRouteMethodMatching",
+            "HTTPRouteQueryParamMatching",
+            "HTTPRouteResponseHeaderModification",
+            "HTTPRouteBackendRequestHeaderModification",
+            "HTTPRoutePathRewrite",
+            "HTTPRoutePathRedirect",
+            "HTTPRoutePortRedirect",
+            "HTTPRouteSchemeRedirect",
+            "HTTPRouteRequestMirror",
+            "HTTPRouteRequestMultipleMirrors",
+            "HTTPRouteRequestPercentageMirror",
+            "HTTPRouteRequestTimeout",
+            "HTTPRouteBackendTimeout",
+            "HTTPRouteParentRefPort",
+            "HTTPRouteDestinationPortMatching",
+            "HTTPRouteNamedRouteRule",
+            "HTTPRouteBackendProtocolH2C",
+            "HTTPRouteBackendProtocolWebSocket",
+            "HTTPRouteCORS",
+            "HTTPRoute303RedirectStatusCode",
+            "HTTPRoute307RedirectStatusCode",
+            "HTTPRoute308RedirectStatusCode",
+            "GRPCRoute",
+            "GRPCRouteNamedRouteRule",
+            "TLSRoute",
+            "TLSRouteModeTerminate",
+            "TLSRouteModeMixed",
+            "TCPRoute",
+            "UDPRoute",
+            "BackendTLSPolicy",
+            "BackendTLSPolicySANValidation",
+        }
+    )
+)
+
+
+def resolve_classes(ctx: Ctx) -> dict[str, bool]:
+    """Our GatewayClasses by name -> accepted; writes their status."""
+    ours: dict[str, bool] = {}
+    for (_, name), gc in sorted(ctx.snapshot.gateway_classes.items()):
+        if gc.spec.controller_name != ctx.options.controller_name:
+            continue
+        accepted, reason, message = _acceptance(gc)
+        ours[name] = accepted
+        gen = gc.metadata.generation
+        ctx.statuses[("GatewayClass", "", name)] = {
+            "conditions": [
+                c.condition(c.ACCEPTED, accepted, reason, message, gen),
+                c.condition(c.SUPPORTED_VERSION, True, c.SUPPORTED_VERSION, "Gateway API v1.6 CRDs are supported", gen),
+            ],
+            "supportedFeatures": [{"name": f} for f in SUPPORTED_FEATURES],
+        }
+    return ours
+
+
+def _acceptance(gc: m.GatewayClass) -> tuple[bool, str, str]:
+    ref = gc.spec.parameters_ref
+    if ref is not None:
+        return (
+            False,
+            c.R_INVALID_PARAMETERS,
+            f"parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no GatewayClass parameters",
+        )
+    return True, c.R_ACCEPTED, "Accepted by gateweave"

@@ -1,0 +1,274 @@
+"""Listeners (of Gateways and ListenerSets): protocol, route kinds, TLS, client validation, conflicts.
+
+Each check records its finding on the ListenerCtx (accept_reason, refs_reason,
+conflict_reason); :func:`listener_status` turns the findings into the listener's conditions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate import certs
+from gateweave.translate import conditions as c
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
+
+G = m.GATEWAY_GROUP
+
+# Protocol -> the route kinds it can carry (by default and at most).
+ROUTE_KINDS_BY_PROTOCOL: dict[str, tuple[str, ...]] = {
+    "HTTP": ("HTTPRoute", "GRPCRoute"),
+    "HTTPS": ("HTTPRoute", "GRPCRoute"),
+    "TLS": ("TLSRoute",),
+    "TCP": ("TCPRoute",),
+    "UDP": ("UDPRoute",),
+}
+
+# Protocols that can share one port (one Envoy listener): HTTPS and TLS share via SNI.
+FAMILY = {"HTTP": "HTTP", "HTTPS": "TLS", "TLS": "TLS", "TCP": "TCP", "UDP": "UDP"}
+
+
+def check_listener(ctx: Ctx, lc: ListenerCtx) -> None:
+    """Protocol, allowed route kinds, certificates and client validation of one listener."""
+    listener = lc.listener
+    if listener.protocol not in ROUTE_KINDS_BY_PROTOCOL:
+        lc.accept_reason = c.R_UNSUPPORTED_PROTOCOL
+        lc.accept_message = f"protocol {listener.protocol!r} is not supported (HTTP, HTTPS, TLS, TCP, UDP are)"
+        return
+    _check_kinds(lc)
+    if listener.protocol in ("HTTPS", "TLS"):
+        _check_tls(ctx, lc)
+
+
+def _check_kinds(lc: ListenerCtx) -> None:
+    allowed = ROUTE_KINDS_BY_PROTOCOL[lc.listener.protocol]
+    kinds = lc.listener.allowed_routes.kinds
+    if kinds is None:
+        lc.supported_kinds = [(G, k) for k in allowed]
+        return
+    invalid: list[str] = []
+    for rk in kinds:
+        if rk.group == G and rk.kind in allowed:
+            if (G, rk.kind) not in lc.supported_kinds:
+                lc.supported_kinds.append((G, rk.kind))
+        else:
+            invalid.append(f"{rk.group}/{rk.kind}" if rk.group else rk.kind)
+    if invalid:
+        _refs_problem(
+            lc,
+            c.R_INVALID_ROUTE_KINDS,
+            f"route kinds {', '.join(invalid)} are not supported on a {lc.listener.protocol} listener",
+        )
+
+
+def _refs_problem(lc: ListenerCtx, reason: str, message: str) -> None:
+    """Record a ResolvedRefs problem; the first one found decides the reason, messages accumulate."""
+    if not lc.refs_reason:
+        lc.refs_reason = reason
+        lc.refs_message = message
+    else:
+        lc.refs_message += "; " + message
+
+
+def _owner(lc: ListenerCtx) -> tuple[str, str]:
+    """(kind, namespace) of the object the listener is defined in, for ReferenceGrant checks."""
+    if lc.listener_set is not None:
+        return "ListenerSet", lc.listener_set.metadata.namespace
+    return "Gateway", lc.gateway.gateway.metadata.namespace
+
+
+def _check_tls(ctx: Ctx, lc: ListenerCtx) -> None:
+    tls = lc.listener.tls
+    mode = tls.mode if tls is not None else "Terminate"
+    if lc.listener.protocol == "TLS" and mode == "Passthrough":
+        return
+    if lc.listener.protocol == "HTTPS" and mode != "Terminate":
+        lc.accept_reason = c.R_UNSUPPORTED_PROTOCOL  # the CRD rejects this; never reached from validated input
+        lc.accept_message = "HTTPS listeners terminate TLS"
+        return
+    owner_kind, owner_ns = _owner(lc)
+    found: list[ir.Certificate] = []
+    refs = tls.certificate_refs if tls is not None else ()
+    if not refs:
+        _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, "TLS termination needs at least one certificateRef")
+    for ref in refs:
+        ns = ref.namespace or owner_ns
+        where = f"{ref.kind} {ns}/{ref.name}"
+        if ref.group != "" or ref.kind != "Secret":
+            _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, f"certificateRef {ref.group}/{ref.kind} {ref.name}: only core Secrets are supported")
+            continue
+        if not ctx.reference_allowed(G, owner_kind, owner_ns, "", "Secret", ns, ref.name):
+            _refs_problem(lc, c.R_REF_NOT_PERMITTED, f"{where} is in another namespace and no ReferenceGrant allows it")
+            continue
+        secret = ctx.snapshot.secrets.get((ns, ref.name))
+        if secret is None:
+            _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, f"{where} does not exist")
+            continue
+        pair = certs.tls_keypair(secret)
+        if isinstance(pair, str):
+            _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, f"{where}: {pair}")
+            continue
+        found.append(ir.Certificate(name=f"{ns}/{ref.name}", cert_pem=pair[0], key_pem=pair[1]))
+    if found:
+        alpn = ("h2", "http/1.1") if lc.listener.protocol == "HTTPS" else ()
+        lc.tls = ir.TLSTermination(certificates=tuple(found), alpn=alpn)
+
+
+def frontend_validation(gw: m.Gateway, port: int) -> m.FrontendTLSValidation | None:
+    tls = gw.spec.tls
+    if tls is None or tls.frontend is None:
+        return None
+    for pp in tls.frontend.per_port:
+        if pp.port == port:
+            return pp.tls.validation
+    return tls.frontend.default.validation
+
+
+def check_client_validation(ctx: Ctx, lc: ListenerCtx) -> None:
+    """Gateway spec.tls.frontend: client certificate validation of an HTTPS listener."""
+    if lc.listener.protocol != "HTTPS" or lc.accept_reason:
+        return
+    validation = frontend_validation(lc.gateway.gateway, lc.port)
+    if validation is None or not validation.ca_certificate_refs:
+        return
+    gw_ns = lc.gateway.gateway.metadata.namespace
+    bundles: list[str] = []
+    for ref in validation.ca_certificate_refs:
+        ns = ref.namespace or gw_ns
+        where = f"{ref.kind} {ns}/{ref.name}"
+        if ref.group != "" or ref.kind not in ("ConfigMap", "Secret"):
+            _refs_problem(lc, c.R_INVALID_CA_CERTIFICATE_KIND, f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps (and Secrets) are supported")
+            continue
+        if not ctx.reference_allowed(G, "Gateway", gw_ns, "", ref.kind, ns, ref.name):
+            _refs_problem(lc, c.R_REF_NOT_PERMITTED, f"{where} is in another namespace and no ReferenceGrant allows it")
+            continue
+        obj: Any = (ctx.snapshot.config_maps if ref.kind == "ConfigMap" else ctx.snapshot.secrets).get((ns, ref.name))
+        if obj is None:
+            _refs_problem(lc, c.R_INVALID_CA_CERTIFICATE_REF, f"{where} does not exist")
+            continue
+        pem = certs.ca_from_object(obj)
+        if not pem:
+            _refs_problem(lc, c.R_INVALID_CA_CERTIFICATE_REF, f"{where} has no valid PEM certificates under ca.crt")
+            continue
+        bundles.append(pem)
+    if not bundles:
+        lc.accept_reason = c.R_NO_VALID_CA_CERTIFICATE
+        lc.accept_message = "none of the client CA certificate references could be used"
+        return
+    if lc.tls is not None:
+        joined = "".join(b if b.endswith("\n") else b + "\n" for b in bundles)
+        lc.tls = ir.TLSTermination(
+            certificates=lc.tls.certificates,
+            client_validation=ir.ClientValidation(ca_pem=joined, mode=validation.mode),
+            alpn=lc.tls.alpn,
+        )
+
+
+def _hostname_key(lc: ListenerCtx) -> str:
+    if FAMILY[lc.protocol] in ("TCP", "UDP"):
+        return ""
+    return lc.hostname or ""
+
+
+def resolve_conflicts(own: list[ListenerCtx], listener_sets: list[list[ListenerCtx]]) -> None:
+    """Mark indistinct listeners Conflicted.
+
+    Among a Gateway's own listeners no conflicting listener wins (the spec forbids picking a
+    winner). Listeners from ListenerSets come after, in ListenerSet precedence order: one that
+    conflicts with a listener already accepted is Conflicted, the earlier one keeps its port.
+    """
+    by_port: dict[int, list[ListenerCtx]] = {}
+    for lc in own:
+        if not lc.accept_reason:
+            by_port.setdefault(lc.port, []).append(lc)
+    for port, group in by_port.items():
+        stream = [lc for lc in group if FAMILY[lc.protocol] != "UDP"]
+        families = {FAMILY[lc.protocol] for lc in stream}
+        if len(families) > 1:
+            for lc in stream:
+                _conflict(lc, c.R_PROTOCOL_CONFLICT, f"port {port} is used by listeners of incompatible protocols")
+        for subset in (stream, [lc for lc in group if FAMILY[lc.protocol] == "UDP"]):
+            seen: dict[str, list[ListenerCtx]] = {}
+            for lc in subset:
+                if not lc.conflict_reason:
+                    seen.setdefault(_hostname_key(lc), []).append(lc)
+            for host, same in seen.items():
+                if len(same) > 1:
+                    for lc in same:
+                        _conflict(lc, c.R_HOSTNAME_CONFLICT, f"listeners {', '.join(x.name for x in same)} share port {port} and hostname {host or '(none)'}")
+    established: dict[tuple[int, bool], tuple[str, set[str]]] = {}
+    for lc in own:
+        if not lc.accept_reason and not lc.conflict_reason:
+            _establish(established, lc)
+    for group in listener_sets:
+        for lc in group:
+            if lc.accept_reason:
+                continue
+            is_udp = FAMILY[lc.protocol] == "UDP"
+            slot = established.get((lc.port, is_udp))
+            if slot is not None:
+                family, hosts = slot
+                if family != FAMILY[lc.protocol]:
+                    _conflict(lc, c.R_PROTOCOL_CONFLICT, f"port {lc.port} is already used by a {family} listener of higher precedence")
+                    continue
+                if _hostname_key(lc) in hosts:
+                    _conflict(lc, c.R_HOSTNAME_CONFLICT, f"port {lc.port} and hostname {lc.hostname or '(none)'} are already used by a listener of higher precedence")
+                    continue
+            _establish(established, lc)
+
+
+def _establish(established: dict[tuple[int, bool], tuple[str, set[str]]], lc: ListenerCtx) -> None:
+    is_udp = FAMILY[lc.protocol] == "UDP"
+    _, hosts = established.setdefault((lc.port, is_udp), (FAMILY[lc.protocol], set()))
+    hosts.add(_hostname_key(lc))
+
+
+def _conflict(lc: ListenerCtx, reason: str, message: str) -> None:
+    if not lc.conflict_reason:
+        lc.conflict_reason = reason
+        lc.conflict_message = message
+
+
+def finish(lc: ListenerCtx) -> None:
+    """Derive whether routes may attach (accepted) and whether it is programmed (ready)."""
+    lc.accepted = not lc.accept_reason and not lc.conflict_reason
+    needs_tls = lc.protocol == "HTTPS" or (lc.protocol == "TLS" and lc.listener.tls is not None and lc.listener.tls.mode == "Terminate")
+    lc.ready = lc.accepted and not lc.refs_reason and (lc.tls is not None or not needs_tls) and lc.gateway.programmed
+
+
+def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") -> dict[str, Any]:
+    """The status entry of one listener (Gateway status.listeners or ListenerSet status.listeners)."""
+    conds = []
+    if lc.accept_reason:
+        conds.append(c.condition(c.ACCEPTED, False, lc.accept_reason, lc.accept_message, generation))
+    elif lc.conflict_reason:
+        conds.append(c.condition(c.ACCEPTED, False, lc.conflict_reason, lc.conflict_message, generation))
+    else:
+        conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Listener is valid", generation))
+    if lc.ready:
+        conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "Listener is programmed", generation))
+    elif lc.conflict_reason:
+        conds.append(c.condition(c.PROGRAMMED, False, lc.conflict_reason, lc.conflict_message, generation))
+    elif lc.accept_reason or lc.refs_reason:
+        conds.append(c.condition(c.PROGRAMMED, False, c.R_INVALID, lc.accept_message or lc.refs_message, generation))
+    else:
+        conds.append(c.condition(c.PROGRAMMED, False, gateway_reason or c.R_PENDING, "the Gateway is not programmed", generation))
+    if lc.refs_reason:
+        conds.append(c.condition(c.RESOLVED_REFS, False, lc.refs_reason, lc.refs_message, generation))
+    else:
+        conds.append(c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references are resolved", generation))
+    if lc.conflict_reason:
+        conds.append(c.condition(c.CONFLICTED, True, lc.conflict_reason, lc.conflict_message, generation))
+    else:
+        conds.append(c.condition(c.CONFLICTED, False, c.R_NO_CONFLICTS, "No conflicts", generation))
+    return {
+        "name": lc.name,
+        "supportedKinds": [{"group": g, "kind": k} for g, k in lc.supported_kinds],
+        "attachedRoutes": lc.attached_routes,
+        "conditions": conds,
+    }
+
+
+def new_listener(gw: GatewayCtx, listener: m.Listener, listener_set: m.ListenerSet | None = None) -> ListenerCtx:
+    return ListenerCtx(gateway=gw, listener=listener, listener_set=listener_set)
