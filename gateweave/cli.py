@@ -1,0 +1,201 @@
+"""The gateweave command line."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import sys
+from enum import Enum
+from typing import Annotated, Any
+
+import msgspec
+import typer
+import yaml
+
+from gateweave import DEFAULT_CONTROLLER_NAME, __version__
+from gateweave.api.kinds import Key
+from gateweave.translate import TranslateOptions
+
+app = typer.Typer(
+    name="gateweave",
+    help="A Gateway API control plane for Envoy: one pure translation of the whole system on every event.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayClass controllerName this controller owns.")]
+PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
+
+
+class Output(str, Enum):
+    yaml = "yaml"
+    json = "json"
+
+
+class Show(str, Enum):
+    status = "status"
+    ir = "ir"
+    xds = "xds"
+
+
+def _err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _check_pool(pool: str) -> None:
+    try:
+        ipaddress.ip_network(pool, strict=False)
+    except ValueError as exc:
+        _err(f"error: --address-pool {pool!r}: {exc}")
+        raise typer.Exit(2) from None
+
+
+def _dump(data: Any, output: Output, wrap_items: bool) -> None:
+    if output is Output.json:
+        payload = {"items": data} if wrap_items else data
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    elif wrap_items:
+        sys.stdout.write(yaml.safe_dump_all(data, sort_keys=False, default_flow_style=False) if data else "")
+    else:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+
+
+def _problems(statuses: dict[tuple[str, str, str], dict[str, Any]], sources: dict[Key, str]) -> list[str]:
+    """One located line per False Accepted/ResolvedRefs/Programmed condition: what the user should look at."""
+    lines: list[str] = []
+    for (kind, ns, name), status in sorted(statuses.items()):
+        where = sources.get(Key(kind, ns, name), "")
+        who = f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+        scopes: list[tuple[str, list[dict[str, Any]]]] = [("", status.get("conditions", []))]
+        scopes += [(f"listener {lst['name']}: ", lst.get("conditions", [])) for lst in status.get("listeners", [])]
+        for entry in status.get("parents", []) + status.get("ancestors", []):
+            ref = entry.get("parentRef") or entry.get("ancestorRef") or {}
+            section = f"/{ref['sectionName']}" if ref.get("sectionName") else ""
+            scopes.append((f"parent {ref.get('kind', '')} {ref.get('namespace', ns)}/{ref.get('name', '')}{section}: ", entry.get("conditions", [])))
+        for prefix, conds in scopes:
+            for cond in conds:
+                bad = cond["status"] == "False" if cond["type"] in ("Accepted", "ResolvedRefs", "Programmed") else cond["type"] == "Conflicted" and cond["status"] == "True"
+                if bad:
+                    lines.append(f"{where + ': ' if where else ''}{who}: {prefix}{cond['type']}={cond['status']} {cond['reason']}: {cond['message']}")
+    return lines
+
+
+@app.command("translate")
+def translate_cmd(
+    files: Annotated[list[str], typer.Option("-f", "--filename", help="File, directory (recursive) or - for stdin.")],
+    output: Annotated[Output, typer.Option("-o", "--output")] = Output.yaml,
+    controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+    show: Annotated[Show, typer.Option("--show", help="status: objects with status; ir: the IRs; xds: Envoy resources.")] = Show.status,
+    address_pool: PoolOpt = "127.10.0.0/16",
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Do not list rejected conditions on stderr.")] = False,
+) -> None:
+    """Translate manifests offline and print every Gateway API object with its computed status."""
+    from gateweave.offline import translate_paths
+    from gateweave.output import objects_with_status
+
+    _check_pool(address_pool)
+    options = TranslateOptions(controller_name=controller_name, address_pool=address_pool)
+    run = translate_paths(files, options)
+    for load_error in run.load_errors:
+        _err(f"error: {load_error}")
+    if run.load_errors:
+        raise typer.Exit(2)
+    for rejected in run.rejected:
+        _err(f"error: {rejected}")
+    assert run.result is not None
+    if show is Show.status:
+        _dump(objects_with_status(run.objects, run.result.statuses, controller_name), output, wrap_items=True)
+    elif show is Show.ir:
+        _dump(
+            {"infra": msgspec.to_builtins(run.result.infra), "xds": msgspec.to_builtins(run.result.xds)},
+            output,
+            wrap_items=False,
+        )
+    else:
+        from gateweave.xds.dump import dump_resources
+
+        _dump({name: dump_resources(gw) for name, gw in sorted(run.result.xds.items())}, output, wrap_items=False)
+    if not quiet:
+        for line in _problems(run.result.statuses, run.sources):
+            _err(f"warning: {line}")
+    raise typer.Exit(1 if run.rejected else 0)
+
+
+@app.command("serve")
+def serve_cmd(
+    config_dir: Annotated[str, typer.Option("--config-dir", help="Directory of manifests to watch.")],
+    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")] = "127.0.0.1:19000",
+    controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+    no_dataplane: Annotated[bool, typer.Option("--no-dataplane", help="Translate and publish status only: no Envoy.")] = False,
+    address_pool: PoolOpt = "127.10.0.0/16",
+) -> None:
+    """Watch a directory of manifests and run Envoy for the Gateways it defines."""
+    from gateweave.serve import serve
+
+    _check_pool(address_pool)
+    setup = None
+    if not no_dataplane:
+        from gateweave.dataplane import host_dataplane
+
+        setup = host_dataplane()
+    asyncio.run(
+        serve(
+            config_dir,
+            admin_address=admin_address,
+            controller_name=controller_name,
+            dataplane=not no_dataplane,
+            address_pool=address_pool,
+            dataplane_setup=setup,
+        )
+    )
+
+
+def _fetch(admin_address: str, path: str) -> Any:
+    import httpx
+
+    try:
+        resp = httpx.get(f"http://{admin_address}{path}", timeout=5.0)
+        resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        _err(f"error: cannot reach the gateweave admin API at {admin_address}: {exc}")
+        raise typer.Exit(2) from None
+    return resp.json()
+
+
+@app.command("status")
+def status_cmd(
+    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
+    controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+) -> None:
+    """A table of Gateways, listeners and routes with their conditions."""
+    from gateweave.statusview import render
+
+    if files:
+        from gateweave.offline import translate_paths
+        from gateweave.output import objects_with_status
+
+        run = translate_paths(files, TranslateOptions(controller_name=controller_name))
+        for problem in [*run.load_errors, *run.rejected]:
+            _err(f"error: {problem}")
+        assert run.result is not None
+        items = objects_with_status(run.objects, run.result.statuses, controller_name)
+    else:
+        items = _fetch(admin_address, "/api/objects")["items"]
+    render(items, controller_name)
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print gateweave's version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

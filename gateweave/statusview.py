@@ -1,0 +1,82 @@
+"""``gateweave status``: a kubectl-like view of Gateways, listeners and routes with their conditions."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
+
+
+def _cond(conds: Iterable[dict[str, Any]], type_: str) -> dict[str, Any] | None:
+    return next((c for c in conds if c.get("type") == type_), None)
+
+
+def _cell(conds: Iterable[dict[str, Any]], type_: str) -> str:
+    c = _cond(list(conds), type_)
+    if c is None:
+        return "-"
+    colour = "green" if (c["status"] == "True") != (type_ == "Conflicted") else "red"
+    return f"[{colour}]{c['status']}[/{colour}]"
+
+
+def _why(conds: Iterable[dict[str, Any]]) -> str:
+    """The first condition that is not as it should be, as 'Type Reason: message'."""
+    for c in conds:
+        bad = c["status"] == "False" if c["type"] != "Conflicted" else c["status"] == "True"
+        if bad:
+            return f"{c['type']} {c['reason']}: {c.get('message', '')}"
+    return ""
+
+
+def _nn(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+
+
+def render(items: list[dict[str, Any]], controller_name: str, console: Console | None = None) -> None:
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    gateways = [o for o in items if o.get("kind") == "Gateway" and o.get("status")]
+    gw_table = Table(title="Gateways", title_justify="left")
+    for col in ("NAME", "CLASS", "ADDRESS", "ACCEPTED", "PROGRAMMED", "WHY"):
+        gw_table.add_column(col)
+    ls_table = Table(title="Listeners", title_justify="left")
+    for col in ("GATEWAY", "LISTENER", "PORT", "PROTOCOL", "ROUTES", "ACCEPTED", "PROGRAMMED", "REFS", "WHY"):
+        ls_table.add_column(col)
+    for gw in gateways:
+        st = gw["status"]
+        conds = st.get("conditions", [])
+        addrs = ",".join(a.get("value", "") for a in st.get("addresses", [])) or "-"
+        gw_table.add_row(_nn(gw), gw.get("spec", {}).get("gatewayClassName", ""), addrs, _cell(conds, "Accepted"), _cell(conds, "Programmed"), _why(conds))
+        spec_listeners = {lst.get("name"): lst for lst in gw.get("spec", {}).get("listeners", [])}
+        for lst in st.get("listeners", []):
+            spec = spec_listeners.get(lst["name"], {})
+            lconds = lst.get("conditions", [])
+            ls_table.add_row(
+                _nn(gw), lst["name"], str(spec.get("port", "")), str(spec.get("protocol", "")), str(lst.get("attachedRoutes", 0)),
+                _cell(lconds, "Accepted"), _cell(lconds, "Programmed"), _cell(lconds, "ResolvedRefs"), _why(lconds),
+            )
+    rt_table = Table(title="Routes", title_justify="left")
+    for col in ("KIND", "NAME", "PARENT", "ACCEPTED", "REFS", "WHY"):
+        rt_table.add_column(col)
+    for obj in items:
+        if obj.get("kind") not in ROUTE_KINDS:
+            continue
+        for entry in obj.get("status", {}).get("parents", []):
+            if entry.get("controllerName") != controller_name:
+                continue
+            ref = entry.get("parentRef", {})
+            parent = f"{ref.get('kind', 'Gateway')} {ref.get('namespace') or obj['metadata'].get('namespace')}/{ref.get('name')}"
+            if ref.get("sectionName"):
+                parent += f"/{ref['sectionName']}"
+            if ref.get("port"):
+                parent += f":{ref['port']}"
+            conds = entry.get("conditions", [])
+            rt_table.add_row(obj["kind"], _nn(obj), parent, _cell(conds, "Accepted"), _cell(conds, "ResolvedRefs"), _why(conds))
+    console.print(gw_table)
+    console.print(ls_table)
+    console.print(rt_table)
