@@ -6,7 +6,7 @@ import asyncio
 import ipaddress
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import msgspec
@@ -29,12 +29,12 @@ ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayCl
 PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
 
 
-class Output(str, Enum):
+class Output(StrEnum):
     yaml = "yaml"
     json = "json"
 
 
-class Show(str, Enum):
+class Show(StrEnum):
     status = "status"
     ir = "ir"
     xds = "xds"

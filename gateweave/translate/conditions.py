@@ -61,6 +61,7 @@ R_BACKEND_NOT_FOUND = "BackendNotFound"
 R_INVALID_KIND = "InvalidKind"
 R_UNSUPPORTED_PROTOCOL_ROUTE = "UnsupportedProtocol"
 R_UNSUPPORTED_VALUE_ROUTE = "UnsupportedValue"
+R_INCOMPATIBLE_FILTERS = "IncompatibleFilters"
 
 # Policy (BackendTLSPolicy) reasons
 R_CONFLICTED = "Conflicted"
