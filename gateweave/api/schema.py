@@ -403,7 +403,9 @@ class _Validator:
             try:
                 result = program.evaluate({"self": value})
             except cel.CelError as exc:
-                self.errors.append(_invalid(path, shown, f"rule evaluation error: {rule['rule']!r}: {exc}"))
+                # as the API server words it: "<error> evaluating rule: <message or rule>"
+                what = str(rule.get("message") or rule["rule"]).strip()
+                self.errors.append(_invalid(path, shown, f"{exc} evaluating rule: {what}"))
                 continue
             if result is True:
                 continue
@@ -528,6 +530,8 @@ def validate(raw: dict[str, Any], info: KindInfo) -> tuple[dict[str, Any], list[
     """
     try:
         return _validate(raw, info)
+    except RecursionError:
+        return raw, ["<root>: Invalid value: \"object\": object is nested too deeply (or refers to itself)"]
     except Exception as exc:  # defensive: validation must never take the process down
         return raw, [f"<root>: Internal error: validation failed: {type(exc).__name__}: {exc}"]
 
