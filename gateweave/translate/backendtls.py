@@ -4,14 +4,13 @@ A policy targets Services (optionally one port, by ``sectionName``). When severa
 target the same Service port, the oldest (creationTimestamp, then namespace/name) wins and
 the others are ``Accepted=False/Conflicted``; a policy with a ``sectionName`` is more specific
 than one without, so they do not conflict. Status is written per ancestor: every one of our
-Gateways that has an accepted route using a Service port the policy targets. The Gateway's
-``spec.tls.backend.clientCertificateRef`` adds a client certificate (upstream mTLS).
+Gateways that has an accepted route using a Service port the policy targets. (The Gateway's
+``spec.tls.backend.clientCertificateRef``, resolved by the gateway side, is added to these
+clusters per Gateway by the xDS IR assembly.)
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,34 +143,3 @@ def _valid_pem(pem: str) -> bool:
         return bool(x509.load_pem_x509_certificates(pem.encode()))
     except ValueError:
         return False
-
-
-def client_certificate(ctx: Ctx, gw: GatewayCtx) -> tuple[str, str] | None:
-    """The Gateway's backend client certificate (spec.tls.backend.clientCertificateRef) as PEM, when usable."""
-    tls = gw.gateway.spec.tls
-    ref = tls.backend.client_certificate_ref if tls and tls.backend else None
-    if ref is None or ref.group not in ("", "core") or ref.kind != "Secret":
-        return None
-    gns = gw.gateway.metadata.namespace
-    ns = ref.namespace or gns
-    if not ctx.reference_allowed(m.GATEWAY_GROUP, "Gateway", gns, "", "Secret", ns, ref.name):
-        return None
-    secret = ctx.snapshot.secrets.get((ns, ref.name))
-    if secret is None:
-        return None
-    cert, key = _secret_value(secret, "tls.crt"), _secret_value(secret, "tls.key")
-    if not cert or not key or not _valid_pem(cert):
-        return None
-    return cert, key
-
-
-def _secret_value(secret: m.Secret, key: str) -> str:
-    if key in secret.string_data:
-        return secret.string_data[key]
-    raw = secret.data.get(key)
-    if raw is None:
-        return ""
-    try:
-        return base64.b64decode(raw, validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return ""

@@ -1,9 +1,91 @@
-"""Routes of every kind: parentRef resolution, attachment, backends, route status. (Being written.)"""
+"""Routes of every kind: translation, attachment to listeners, route status, BackendTLSPolicy status.
+
+Each route is translated once (rules, filters, backends), then each of its parentRefs that
+targets one of our Gateways or ListenerSets is resolved to listeners. Routes are visited
+oldest first (creationTimestamp, then namespace/name), so every listener's ``routes`` list
+and every status come out in a deterministic order.
+"""
 
 from __future__ import annotations
 
-from gateweave.translate.context import Ctx, GatewayCtx
+from typing import Any
+
+from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.translate import conditions as c
+from gateweave.translate.attachment import Attachment, RouteTranslation, ServicePortKey
+from gateweave.translate.backends import BackendResolver
+from gateweave.translate.backendtls import BackendTLSIndex
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
+from gateweave.translate.grpcroute import translate_grpc_route
+from gateweave.translate.httproute import translate_http_route
+from gateweave.translate.l4routes import translate_l4_route
+from gateweave.translate.parentrefs import ParentIndex
+
+
+def translate_route(kind: str, route: Any, resolver: BackendResolver) -> RouteTranslation:
+    if kind == "HTTPRoute":
+        return translate_http_route(route, resolver)
+    if kind == "GRPCRoute":
+        return translate_grpc_route(route, resolver)
+    return translate_l4_route(kind, route, resolver)
 
 
 def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     """Attach every route to the listeners it may attach to and write every route's status."""
+    tls_index = BackendTLSIndex(ctx)
+    resolver = BackendResolver(ctx, tls_index)
+    parents = ParentIndex(ctx, gateways)
+    using: dict[ServicePortKey, list[GatewayCtx]] = {}
+    for kind in ROUTE_KINDS:
+        for route in sorted(ctx.snapshot.by_kind(kind).values(), key=sort_key):
+            tr = translate_route(kind, route, resolver)
+            for gw in _attach_one(ctx, parents, tr):
+                for svc in sorted(tr.services):
+                    users = using.setdefault(svc, [])
+                    if gw not in users:
+                        users.append(gw)
+    tls_index.write_statuses(using)
+
+
+def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[GatewayCtx]:
+    """Resolve the route's parentRefs, attach it, write its status; the Gateways that accepted it."""
+    route = tr.route
+    gen = route.metadata.generation
+    accepted_by: list[GatewayCtx] = []
+    attached: set[int] = set()
+    entries: list[dict[str, Any]] = []
+    resolved = (
+        c.condition(c.RESOLVED_REFS, False, tr.refs_issue[0], tr.refs_issue[1], gen)
+        if tr.refs_issue
+        else c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references resolved", gen)
+    )
+    partially = None
+    if tr.invalid_rules and not tr.all_rules_invalid:
+        msg = "; ".join(tr.invalid_rules)
+        partially = c.condition(c.PARTIALLY_INVALID, True, c.R_UNSUPPORTED_VALUE, f"dropped {msg}", gen)
+    for pref in route.spec.parent_refs:
+        outcome = parents.resolve(tr.kind, route, pref)
+        if outcome is None:
+            continue
+        if outcome.attached and tr.all_rules_invalid:
+            accepted = c.condition(c.ACCEPTED, False, tr.invalid_reason, "no valid rule: " + "; ".join(tr.invalid_rules), gen)
+        elif outcome.attached:
+            accepted = c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Accepted", gen)
+            _attach(outcome.attached, tr, attached)
+            if outcome.gateway not in accepted_by:
+                accepted_by.append(outcome.gateway)
+        else:
+            accepted = c.condition(c.ACCEPTED, False, outcome.reason, outcome.message, gen)
+        conds = [accepted, resolved] + ([partially] if partially else [])
+        entries.append({"parentRef": outcome.ref, "controllerName": ctx.options.controller_name, "conditions": conds})
+    ctx.statuses[(tr.kind, route.metadata.namespace, route.metadata.name)] = {"parents": entries}
+    return accepted_by
+
+
+def _attach(listeners: list[tuple[ListenerCtx, tuple[str, ...] | None]], tr: RouteTranslation, done: set[int]) -> None:
+    for lc, hosts in listeners:
+        if id(lc) in done:
+            continue
+        done.add(id(lc))
+        lc.attached_routes += 1
+        lc.routes.append(Attachment(translation=tr, hostnames=hosts))

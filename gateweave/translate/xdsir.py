@@ -1,10 +1,177 @@
-"""Assembly of the xDS IR per Gateway from resolved listeners and attached routes. (Being written.)"""
+"""Assembly of the xDS IR per Gateway from resolved listeners and attached routes.
+
+One :class:`~gateweave.ir.XdsGateway` per accepted Gateway that has an address. Its ready
+listeners are grouped by port:
+
+* HTTP listeners -> one ``Port(protocol="HTTP")`` whose RouteConfig has one virtual host per
+  domain. A domain belongs to the most specific listener on the port whose hostname matches
+  it (exact, then longer wildcards, then no hostname): a request is handled by the listener
+  it selects, so a broader listener's routes never serve a host a narrower listener owns.
+* HTTPS and TLS listeners -> ``Port(protocol="TLS")`` with filter chains selected by SNI:
+  one per HTTPS listener (termination + its own RouteConfig), one per TLSRoute on a TLS
+  listener (passthrough, or termination + TCP proxy) for the route's hostnames. A server name
+  is claimed once per port, most specific listener first, then oldest route.
+* TCP / UDP listeners -> a proxy to the oldest attached route's backends (none: reject).
+
+Within a virtual host, routes follow Gateway API precedence (see ``http_precedence``).
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
+import msgspec
+
 from gateweave import ir
-from gateweave.translate.context import Ctx, GatewayCtx
+from gateweave.translate.attachment import Attachment, PrecedenceKey
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
+from gateweave.translate.hostnames import matches, specificity
+
+_HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
+_FAMILY = {"HTTP": "HTTP", "HTTPS": "TLS", "TLS": "TLS", "TCP": "TCP", "UDP": "UDP"}
 
 
 def build_xds(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
-    return {}
+    out: dict[str, ir.XdsGateway] = {}
+    for gw in sorted(gateways, key=lambda g: g.key):
+        if gw.accepted and gw.address:
+            out[gw.name] = _gateway(gw)
+    return out
+
+
+def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
+    by_port: dict[int, list[ListenerCtx]] = defaultdict(list)
+    for lc in gw.all_listeners():
+        if lc.ready and lc.protocol in _FAMILY:
+            by_port[lc.port].append(lc)
+    ports: list[ir.Port] = []
+    for port in sorted(by_port):
+        lcs = by_port[port]
+        family = _FAMILY[lcs[0].protocol]
+        lcs = sorted((lc for lc in lcs if _FAMILY[lc.protocol] == family), key=lambda lc: specificity(lc.hostname))
+        name = f"{gw.name}/{port}"
+        if family == "HTTP":
+            ports.append(ir.Port(name=name, port=port, protocol="HTTP", http=_route_config(name, lcs)))
+        elif family == "TLS":
+            ports.append(ir.Port(name=name, port=port, protocol="TLS", filter_chains=_filter_chains(name, lcs)))
+        elif family == "TCP":
+            ports.append(ir.Port(name=name, port=port, protocol="TCP", tcp=_l4_proxy(name, lcs, "TCPRoute")))
+        else:
+            ports.append(ir.Port(name=name, port=port, protocol="UDP", udp=_l4_proxy(name, lcs, "UDPRoute")))
+    return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=_clusters(gw, ports))
+
+
+def _route_config(name: str, lcs: list[ListenerCtx]) -> ir.RouteConfig:
+    """Virtual hosts of the HTTP listeners ``lcs`` (most specific first) that share one port or filter chain."""
+    per_domain: dict[str, list[tuple[PrecedenceKey, ir.Route]]] = {}
+    for lc in lcs:
+        for att in lc.routes:
+            if not isinstance(att, Attachment) or att.kind not in _HTTP_KINDS:
+                continue
+            for domain in att.hostnames or ("*",):
+                if _owner(lcs, domain) is not lc:
+                    continue
+                per_domain.setdefault(domain, []).extend(att.translation.http)
+    vhosts = []
+    for domain in sorted(per_domain):
+        entries = sorted(per_domain[domain], key=lambda kr: kr[0])
+        seen: set[str] = set()
+        routes = []
+        for _, r in entries:
+            if r.name not in seen:
+                seen.add(r.name)
+                routes.append(r)
+        vhosts.append(ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=tuple(routes)))
+    return ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
+
+
+def _owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
+    """The most specific listener (``lcs`` is sorted that way) that selects requests for ``domain``."""
+    if domain == "*":
+        return next((o for o in lcs if o.hostname is None), None)
+    return next((o for o in lcs if matches(o.hostname, domain)), None)
+
+
+def _filter_chains(name: str, lcs: list[ListenerCtx]) -> tuple[ir.FilterChain, ...]:
+    chains: list[ir.FilterChain] = []
+    claimed: set[str | None] = set()
+    for lc in lcs:
+        if lc.protocol == "HTTPS":
+            if lc.tls is None or lc.hostname in claimed:
+                continue
+            claimed.add(lc.hostname)
+            cname = f"{name}/{lc.name}"
+            chains.append(
+                ir.FilterChain(
+                    name=cname,
+                    server_names=(lc.hostname,) if lc.hostname else (),
+                    tls=lc.tls,
+                    http=_route_config(cname, [lc]),
+                )
+            )
+            continue
+        terminate = lc.listener.tls is not None and lc.listener.tls.mode == "Terminate"
+        if terminate and lc.tls is None:
+            continue
+        for att in lc.routes:
+            if not isinstance(att, Attachment) or att.kind != "TLSRoute":
+                continue
+            hosts: list[str | None] = list(att.hostnames) if att.hostnames is not None else [None]
+            mine = [h for h in hosts if h not in claimed]
+            if not mine:
+                continue
+            claimed.update(mine)
+            route = att.route
+            cname = f"{name}/{lc.name}/{route.metadata.namespace}/{route.metadata.name}"
+            chains.append(
+                ir.FilterChain(
+                    name=cname,
+                    server_names=tuple(h for h in mine if h is not None),
+                    tls=lc.tls if terminate else None,
+                    tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp),
+                )
+            )
+    return tuple(chains)
+
+
+def _l4_proxy(name: str, lcs: list[ListenerCtx], kind: str) -> ir.TCPProxy:
+    """The oldest route attached to the port's listener wins (routes are attached oldest first)."""
+    for lc in lcs:
+        for att in lc.routes:
+            if isinstance(att, Attachment) and att.kind == kind:
+                return ir.TCPProxy(name=name, backends=att.translation.tcp)
+    return ir.TCPProxy(name=name)
+
+
+def _clusters(gw: GatewayCtx, ports: list[ir.Port]) -> tuple[ir.Cluster, ...]:
+    """Every cluster the ports refer to, once, sorted by name; upstream TLS gets the Gateway's client certificate."""
+    known: dict[str, ir.Cluster] = {}
+    for lc in gw.all_listeners():
+        for att in lc.routes:
+            if isinstance(att, Attachment):
+                known.update(att.translation.clusters)
+    used: set[str] = set()
+    for port in ports:
+        configs = [port.http] + [fc.http for fc in port.filter_chains]
+        proxies = [port.tcp, port.udp] + [fc.tcp for fc in port.filter_chains]
+        for rc in configs:
+            if rc is None:
+                continue
+            for vh in rc.virtual_hosts:
+                for r in vh.routes:
+                    used.update(w.cluster for w in r.backends)
+                    used.update(mi.cluster for mi in r.mirrors)
+        for px in proxies:
+            if px is not None:
+                used.update(w.cluster for w in px.backends)
+    cert = gw.backend_client_cert
+    out = []
+    for cname in sorted(used):
+        cl = known.get(cname)
+        if cl is None:
+            continue
+        if cl.tls is not None and cert is not None:
+            tls = msgspec.structs.replace(cl.tls, client_cert_pem=cert.cert_pem, client_key_pem=cert.key_pem)
+            cl = msgspec.structs.replace(cl, tls=tls)
+        out.append(cl)
+    return tuple(out)

@@ -1,0 +1,54 @@
+"""What the route side hands to the listeners and to the xDS IR assembly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateweave import ir
+
+# A route's precedence key for one match: compared ascending, so the first sorts first.
+PrecedenceKey = tuple[Any, ...]
+ServicePortKey = tuple[str, str, str]  # (namespace, Service name, port name)
+
+
+@dataclass
+class RouteTranslation:
+    """One route translated once, independent of the listeners it attaches to."""
+
+    kind: str
+    route: Any
+    # HTTPRoute/GRPCRoute: one IR route per match of each valid rule, with its precedence key.
+    http: list[tuple[PrecedenceKey, ir.Route]] = field(default_factory=list)
+    # TLSRoute/TCPRoute/UDPRoute: where connections go (empty: reject them).
+    tcp: tuple[ir.WeightedCluster, ...] = ()
+    clusters: dict[str, ir.Cluster] = field(default_factory=dict)
+    services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
+    refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)
+    rule_count: int = 0
+    invalid_rules: list[str] = field(default_factory=list)  # why each dropped rule was dropped
+    invalid_reason: str = "UnsupportedValue"  # Accepted reason when every rule is dropped
+
+    def note_refs(self, reason: str, message: str) -> None:
+        if self.refs_issue is None:
+            self.refs_issue = (reason, message)
+
+    @property
+    def all_rules_invalid(self) -> bool:
+        return self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
+
+
+@dataclass
+class Attachment:
+    """A route attached to one listener (appended to ``ListenerCtx.routes``)."""
+
+    translation: RouteTranslation
+    hostnames: tuple[str, ...] | None  # the hostnames it serves on this listener; None: any
+
+    @property
+    def kind(self) -> str:
+        return self.translation.kind
+
+    @property
+    def route(self) -> Any:
+        return self.translation.route

@@ -1,0 +1,110 @@
+"""Pieces shared by HTTPRoute and GRPCRoute rules: durations, header modifiers, mirrors, backends."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate.attachment import RouteTranslation
+from gateweave.translate.backends import INVALID_CLUSTER, BackendRefLike, BackendResolver
+
+_DURATION = re.compile(r"(?:[0-9]{1,5}(?:h|m|s|ms)){1,4}")
+_DURATION_PART = re.compile(r"([0-9]{1,5})(h|ms|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+class RuleError(Exception):
+    """A rule that cannot be implemented; it is dropped and the route is PartiallyInvalid."""
+
+    def __init__(self, message: str, reason: str = "UnsupportedValue") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def parse_duration(value: str) -> float:
+    """A Gateway API duration (e.g. ``1h30m``, ``500ms``) in seconds."""
+    if not _DURATION.fullmatch(value):
+        raise RuleError(f"invalid duration {value!r}")
+    total = sum(int(n) * _UNITS[u] for n, u in _DURATION_PART.findall(value))
+    return round(total, 3)
+
+
+def header_mods(f: m.HTTPHeaderFilter | None) -> ir.HeaderMods | None:
+    if f is None:
+        return None
+    return ir.HeaderMods(
+        set=tuple((h.name, h.value) for h in f.set),
+        add=tuple((h.name, h.value) for h in f.add),
+        remove=tuple(f.remove),
+    )
+
+
+def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMods | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return ir.HeaderMods(set=a.set + b.set, add=a.add + b.add, remove=a.remove + b.remove)
+
+
+def mirror(
+    tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPRequestMirrorFilter
+) -> ir.Mirror | None:
+    """A RequestMirror filter; an unresolvable target is a ResolvedRefs problem and mirrors nothing."""
+    ns = tr.route.metadata.namespace
+    backend = resolver.resolve(tr.kind, ns, f.backend_ref)
+    if backend.cluster is None:
+        if backend.reason:
+            tr.note_refs(backend.reason, f"mirror: {backend.message}")
+        return None
+    tr.clusters[backend.cluster.name] = backend.cluster
+    if backend.service:
+        tr.services.add(backend.service)
+    if f.fraction is not None:
+        if f.fraction.denominator <= 0 or not 0 <= f.fraction.numerator <= f.fraction.denominator:
+            raise RuleError("mirror fraction must satisfy 0 <= numerator <= denominator, denominator > 0")
+        return ir.Mirror(cluster=backend.cluster.name, numerator=f.fraction.numerator, denominator=f.fraction.denominator)
+    if f.percent is not None:
+        return ir.Mirror(cluster=backend.cluster.name, numerator=max(0, min(100, f.percent)), denominator=100)
+    return ir.Mirror(cluster=backend.cluster.name)
+
+
+def weighted_backends(
+    tr: RouteTranslation,
+    resolver: BackendResolver,
+    refs: Sequence[Any],
+    per_backend: Sequence[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] | None = None,
+) -> tuple[ir.WeightedCluster, ...]:
+    """backendRefs as weighted clusters. Invalid ones keep their weight on the invalid-backend cluster.
+
+    Returns () when no valid backend carries any weight (the caller answers 500 / rejects).
+    """
+    ns = tr.route.metadata.namespace
+    out: list[ir.WeightedCluster] = []
+    valid_weight = 0
+    for i, ref in enumerate(refs):
+        br: BackendRefLike = ref
+        backend = resolver.resolve(tr.kind, ns, br)
+        weight = int(getattr(ref, "weight", 1))
+        if backend.service:
+            tr.services.add(backend.service)
+        req, resp = per_backend[i] if per_backend else (None, None)
+        if backend.cluster is None:
+            if backend.reason:
+                tr.note_refs(backend.reason, backend.message)
+            if weight > 0:
+                out.append(ir.WeightedCluster(cluster=INVALID_CLUSTER.name, weight=weight))
+            continue
+        if weight <= 0:
+            continue
+        tr.clusters[backend.cluster.name] = backend.cluster
+        valid_weight += weight
+        out.append(ir.WeightedCluster(cluster=backend.cluster.name, weight=weight, request_headers=req, response_headers=resp))
+    if valid_weight == 0:
+        return ()
+    if any(w.cluster == INVALID_CLUSTER.name for w in out):
+        tr.clusters[INVALID_CLUSTER.name] = INVALID_CLUSTER
+    return tuple(out)

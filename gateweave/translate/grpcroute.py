@@ -1,0 +1,123 @@
+"""GRPCRoute rules -> IR routes: gRPC method matches become path matches on ``/service/method``."""
+
+from __future__ import annotations
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate import conditions as c
+from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
+from gateweave.translate.backends import BackendResolver
+from gateweave.translate.context import sort_key
+from gateweave.translate.filters import (
+    RuleError,
+    header_mods,
+    merge_mods,
+    mirror,
+    weighted_backends,
+)
+from gateweave.translate.regex import re2_error, re2_escape
+
+_ANY_SEGMENT = "[^/]+"
+
+
+def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver) -> RouteTranslation:
+    tr = RouteTranslation(kind="GRPCRoute", route=route)
+    tr.rule_count = len(route.spec.rules)
+    for i, rule in enumerate(route.spec.rules):
+        try:
+            tr.http.extend(_rule(tr, resolver, route, i, rule))
+        except RuleError as err:
+            tr.invalid_rules.append(f"rule {rule.name or i}: {err}")
+    return tr
+
+
+def _rule(
+    tr: RouteTranslation, resolver: BackendResolver, route: m.GRPCRoute, i: int, rule: m.GRPCRouteRule
+) -> list[tuple[PrecedenceKey, ir.Route]]:
+    matches = rule.matches or (m.GRPCRouteMatch(),)
+    ir_matches = [_match(mt) for mt in matches]
+    req_h: ir.HeaderMods | None = None
+    resp_h: ir.HeaderMods | None = None
+    mirrors: list[ir.Mirror] = []
+    error_500 = False
+    for f in rule.filters:
+        if f.type == "RequestHeaderModifier":
+            req_h = merge_mods(req_h, header_mods(f.request_header_modifier))
+        elif f.type == "ResponseHeaderModifier":
+            resp_h = merge_mods(resp_h, header_mods(f.response_header_modifier))
+        elif f.type == "RequestMirror" and f.request_mirror is not None:
+            mir = mirror(tr, resolver, f.request_mirror)
+            if mir is not None:
+                mirrors.append(mir)
+        elif f.type == "ExtensionRef":
+            ext = f.extension_ref
+            what = f"{ext.group}/{ext.kind} {ext.name}" if ext else "(missing extensionRef)"
+            tr.note_refs(c.R_INVALID_KIND, f"ExtensionRef filter {what}: unsupported extension kind")
+            error_500 = True
+        else:
+            raise RuleError(f"filter type {f.type} is not supported")
+    per_backend: list[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] = []
+    for ref in rule.backend_refs:
+        breq: ir.HeaderMods | None = None
+        bresp: ir.HeaderMods | None = None
+        for bf in ref.filters:
+            if bf.type == "RequestHeaderModifier":
+                breq = merge_mods(breq, header_mods(bf.request_header_modifier))
+            elif bf.type == "ResponseHeaderModifier":
+                bresp = merge_mods(bresp, header_mods(bf.response_header_modifier))
+            else:
+                raise RuleError(f"backendRef filter type {bf.type} is not supported")
+        per_backend.append((breq, bresp))
+    backends = weighted_backends(tr, resolver, rule.backend_refs, per_backend)
+    direct_status: int | None = None
+    if error_500 or not backends:
+        backends, direct_status, mirrors = (), 500, []
+    ns, name = route.metadata.namespace, route.metadata.name
+    out: list[tuple[PrecedenceKey, ir.Route]] = []
+    for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
+        r = ir.Route(
+            name=f"grpcroute/{ns}/{name}/rule/{i}/match/{j}",
+            match=mt,
+            backends=backends,
+            direct_status=direct_status,
+            request_headers=req_h,
+            response_headers=resp_h,
+            mirrors=tuple(mirrors),
+        )
+        key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *sort_key(route), i, j)
+        out.append((key, r))
+    return out
+
+
+def _match(mt: m.GRPCRouteMatch) -> tuple[ir.RouteMatch, tuple[int, int]]:
+    """The IR match and (service length, method length) for precedence."""
+    headers: list[ir.StringMatch] = []
+    seen: set[str] = set()
+    for h in mt.headers:
+        if h.name.lower() in seen:
+            continue
+        seen.add(h.name.lower())
+        if h.type not in ("Exact", "RegularExpression"):
+            raise RuleError(f"header match type {h.type} is not supported")
+        if h.type == "RegularExpression" and (err := re2_error(h.value)):
+            raise RuleError(f"invalid header regular expression {h.value!r}: {err}")
+        headers.append(ir.StringMatch(name=h.name, type=h.type, value=h.value))
+    meth = mt.method
+    if meth is None or (not meth.service and not meth.method):
+        return ir.RouteMatch(path_type="PathPrefix", path="/", headers=tuple(headers), grpc=True), (0, 0)
+    svc, method = meth.service or "", meth.method or ""
+    if meth.type == "Exact":
+        if svc and method:
+            path_type, path = "Exact", f"/{svc}/{method}"
+        else:
+            path_type = "RegularExpression"
+            path = f"/{re2_escape(svc) if svc else _ANY_SEGMENT}/{re2_escape(method) if method else _ANY_SEGMENT}"
+    elif meth.type == "RegularExpression":
+        for part in (svc, method):
+            if part and (err := re2_error(part)):
+                raise RuleError(f"invalid method regular expression {part!r}: {err}")
+        path_type, path = "RegularExpression", f"/{svc or _ANY_SEGMENT}/{method or _ANY_SEGMENT}"
+    else:
+        raise RuleError(f"method match type {meth.type} is not supported")
+    match = ir.RouteMatch(path_type=path_type, path=path, headers=tuple(headers), grpc=True)
+    return match, (len(svc), len(method))
