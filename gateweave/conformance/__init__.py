@@ -1,0 +1,1 @@
+"""The Gateway API conformance runner and its echo backends."""
