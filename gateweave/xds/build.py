@@ -1,0 +1,87 @@
+"""``build``: one Gateway's xDS IR -> the Envoy resources that implement it."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from gateweave import ir
+from gateweave.xds import clusters, listeners, routes
+from gateweave.xds.resources import Resources, serialize
+
+M = TypeVar("M", bound=Message)
+
+
+def _put(into: dict[str, M], name: str, msg: M) -> None:
+    """Add ``msg``; a second, different resource of the same name is an IR bug."""
+    known = into.get(name)
+    if known is not None and serialize(known) != serialize(msg):
+        raise ValueError(f"two different {msg.DESCRIPTOR.name} resources named {name!r}")
+    into[name] = msg
+
+
+def _sorted(items: dict[str, M]) -> dict[str, M]:
+    return {name: items[name] for name in sorted(items)}
+
+
+def _udp_cluster_name(proxy: ir.TCPProxy) -> str:
+    return f"{proxy.name}#weighted"
+
+
+def build(gw: ir.XdsGateway) -> Resources:
+    """Map ``gw`` onto Listeners, RouteConfigurations, Clusters and ClusterLoadAssignments.
+
+    Pure and deterministic: the same IR gives byte-identical resources (serialised
+    with ``deterministic=True``), each dict ordered by name. TLS material is inline in
+    the transport sockets, so no SDS Secret is produced.
+    """
+    out = Resources()
+    by_name: dict[str, ir.Cluster] = {}
+    for c in gw.clusters:
+        if by_name.setdefault(c.name, c) != c:
+            raise ValueError(f"two different clusters named {c.name!r}")
+        _put(out.clusters, c.name, clusters.cluster(c))
+        _put(out.endpoints, c.name, clusters.load_assignment(c))
+
+    for port in gw.ports:
+        if port.protocol == "HTTP":
+            listener = listeners.http_listener(gw, port)
+            assert port.http is not None
+            _put(
+                out.routes, port.http.name, routes.route_configuration(port.http, port.port, False)
+            )
+        elif port.protocol == "TLS":
+            listener = listeners.tls_listener(gw, port)
+            for chain in port.filter_chains:
+                if chain.http is not None:
+                    config = routes.route_configuration(chain.http, port.port, True)
+                    _put(out.routes, chain.http.name, config)
+        elif port.protocol == "TCP":
+            listener = listeners.tcp_listener(gw, port)
+        elif port.protocol == "UDP":
+            if port.udp is None:
+                raise ValueError(f"UDP port {port.name} has no proxy")
+            backends = tuple(b for b in port.udp.backends if b.weight > 0)
+            if len(backends) == 1:
+                target = backends[0].cluster
+            else:
+                # udp_proxy has no weighted clusters: one cluster, a locality per backend.
+                target = _udp_cluster_name(port.udp)
+                if target in by_name:
+                    raise ValueError(f"cluster name {target!r} is reserved")
+                cluster, cla = clusters.weighted_cluster(target, backends, by_name)
+                _put(out.clusters, target, cluster)
+                _put(out.endpoints, target, cla)
+            listener = listeners.udp_listener(gw, port, target)
+        else:
+            raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")
+        _put(out.listeners, port.name, listener)
+
+    return Resources(
+        listeners=_sorted(out.listeners),
+        routes=_sorted(out.routes),
+        clusters=_sorted(out.clusters),
+        endpoints=_sorted(out.endpoints),
+        secrets=_sorted(out.secrets),
+    )

@@ -1,0 +1,179 @@
+"""Listeners: HTTP (HCM over RDS), TLS (SNI filter chains), TCP (tcp_proxy), UDP (udp_proxy)."""
+
+from __future__ import annotations
+
+from envoy.config.core.v3 import address_pb2
+from envoy.config.listener.v3 import listener_components_pb2 as lc
+from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
+from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
+from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
+from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
+from google.protobuf import any_pb2, wrappers_pb2
+from google.protobuf.message import Message
+from xds.core.v3 import extension_pb2 as xds_extension_pb2
+from xds.type.matcher.v3 import matcher_pb2
+
+from gateweave import ir
+from gateweave.xds import tls
+from gateweave.xds.clusters import ads_source
+from gateweave.xds.resources import stat_name
+
+HCM_FILTER = "envoy.filters.network.http_connection_manager"
+TCP_PROXY_FILTER = "envoy.filters.network.tcp_proxy"
+ROUTER_FILTER = "envoy.filters.http.router"
+CORS_FILTER = "envoy.filters.http.cors"
+TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
+UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
+
+
+def pack(msg: Message) -> any_pb2.Any:
+    out = any_pb2.Any()
+    out.Pack(msg)
+    return out
+
+
+def _address(address: str, port: int, udp: bool = False) -> address_pb2.Address:
+    return address_pb2.Address(
+        socket_address=address_pb2.SocketAddress(
+            address=address,
+            port_value=port,
+            protocol=address_pb2.SocketAddress.UDP if udp else address_pb2.SocketAddress.TCP,
+        )
+    )
+
+
+def _listener(name: str, address: str, port: int, udp: bool = False) -> listener_pb2.Listener:
+    """No SO_REUSEPORT for TCP: a second (stale) Envoy must fail to bind, not share the
+    port. UDP listeners need it: Envoy refuses UDP without reuse_port when it runs
+    more than one worker."""
+    return listener_pb2.Listener(
+        name=name,
+        stat_prefix=stat_name(name),
+        address=_address(address, port, udp),
+        enable_reuse_port=wrappers_pb2.BoolValue(value=udp),
+    )
+
+
+def http_connection_manager(
+    route_config_name: str, stat_prefix: str
+) -> hcm_pb2.HttpConnectionManager:
+    """An HCM fetching its routes over RDS (ADS).
+
+    HTTP/1.1 and h2c (prior knowledge) are both accepted (codec AUTO). Paths reach the
+    backend as sent: no normalisation, no slash merging, escaped slashes untouched.
+    Host matching ignores any port (``strip_any_host_port``): the Host header loses
+    its port before routing, so ``example.com:8080`` matches the ``example.com``
+    virtual host, and redirects add the port explicitly when one is needed.
+    WebSocket upgrades are always allowed: routes to non-WebSocket backends just get
+    a plain request.
+    """
+    return hcm_pb2.HttpConnectionManager(
+        stat_prefix=stat_prefix,
+        codec_type=hcm_pb2.HttpConnectionManager.AUTO,
+        rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=route_config_name),
+        http_filters=[
+            hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_pb2.Cors())),
+            hcm_pb2.HttpFilter(name=ROUTER_FILTER, typed_config=pack(router_pb2.Router())),
+        ],
+        use_remote_address=wrappers_pb2.BoolValue(value=True),
+        normalize_path=wrappers_pb2.BoolValue(value=False),
+        merge_slashes=False,
+        path_with_escaped_slashes_action=hcm_pb2.HttpConnectionManager.KEEP_UNCHANGED,
+        strip_any_host_port=True,
+        upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type="websocket")],
+    )
+
+
+def _hcm_filter(route_config_name: str, stat_prefix: str) -> lc.Filter:
+    return lc.Filter(
+        name=HCM_FILTER, typed_config=pack(http_connection_manager(route_config_name, stat_prefix))
+    )
+
+
+def tcp_proxy_filters(proxy: ir.TCPProxy) -> list[lc.Filter]:
+    """A tcp_proxy to the backends by weight; none able to take traffic: no filter,
+    so Envoy closes every connection."""
+    backends = [b for b in proxy.backends if b.weight > 0]
+    if not backends:
+        return []
+    config = tcp_proxy_pb2.TcpProxy(stat_prefix=stat_name(proxy.name))
+    if len(backends) == 1:
+        config.cluster = backends[0].cluster
+    else:
+        config.weighted_clusters.clusters.extend(
+            tcp_proxy_pb2.TcpProxy.WeightedCluster.ClusterWeight(name=b.cluster, weight=b.weight)
+            for b in backends
+        )
+    return [lc.Filter(name=TCP_PROXY_FILTER, typed_config=pack(config))]
+
+
+def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
+    if port.http is None:
+        raise ValueError(f"HTTP port {port.name} has no route config")
+    out = _listener(port.name, gw.address, port.port)
+    out.filter_chains.append(
+        lc.FilterChain(name=port.name, filters=[_hcm_filter(port.http.name, stat_name(port.name))])
+    )
+    return out
+
+
+def _tls_filter_chain(chain: ir.FilterChain) -> lc.FilterChain:
+    out = lc.FilterChain(
+        name=chain.name,
+        filter_chain_match=lc.FilterChainMatch(
+            server_names=list(chain.server_names), transport_protocol="tls"
+        ),
+    )
+    if chain.http is not None:
+        if chain.tls is None:
+            raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
+        out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
+        out.filters.append(_hcm_filter(chain.http.name, stat_name(chain.name)))
+    elif chain.tcp is not None:
+        if chain.tls is not None:
+            out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
+        out.filters.extend(tcp_proxy_filters(chain.tcp))
+    else:
+        raise ValueError(f"filter chain {chain.name} has neither http nor tcp")
+    return out
+
+
+def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
+    """One listener, a filter chain per SNI set (empty: any SNI)."""
+    out = _listener(port.name, gw.address, port.port)
+    out.listener_filters.append(
+        lc.ListenerFilter(name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector()))
+    )
+    out.filter_chains.extend(_tls_filter_chain(chain) for chain in port.filter_chains)
+    return out
+
+
+def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
+    if port.tcp is None:
+        raise ValueError(f"TCP port {port.name} has no proxy")
+    out = _listener(port.name, gw.address, port.port)
+    out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(port.tcp)))
+    return out
+
+
+def udp_listener(gw: ir.XdsGateway, port: ir.Port, cluster: str) -> listener_pb2.Listener:
+    """A UDP listener whose udp_proxy sends every datagram session to ``cluster``."""
+    if port.udp is None:
+        raise ValueError(f"UDP port {port.name} has no proxy")
+    out = _listener(port.name, gw.address, port.port, udp=True)
+    out.udp_listener_config.CopyFrom(udp_listener_config_pb2.UdpListenerConfig())
+    action = xds_extension_pb2.TypedExtensionConfig(
+        name="route", typed_config=pack(udp_route_pb2.Route(cluster=cluster))
+    )
+    config = udp_proxy_pb2.UdpProxyConfig(
+        stat_prefix=stat_name(port.udp.name),
+        matcher=matcher_pb2.Matcher(on_no_match=matcher_pb2.Matcher.OnMatch(action=action)),
+    )
+    out.listener_filters.append(lc.ListenerFilter(name=UDP_PROXY_FILTER, typed_config=pack(config)))
+    return out

@@ -1,0 +1,402 @@
+"""RouteConfigurations: virtual hosts, matches and actions of HTTP and gRPC routes."""
+
+from __future__ import annotations
+
+from envoy.config.core.v3 import base_pb2
+from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.config.route.v3 import route_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
+from envoy.type.v3 import percent_pb2
+from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
+
+from gateweave import ir
+
+CORS_FILTER = "envoy.filters.http.cors"
+
+_REDIRECT_CODES = {
+    301: rc.RedirectAction.MOVED_PERMANENTLY,
+    302: rc.RedirectAction.FOUND,
+    303: rc.RedirectAction.SEE_OTHER,
+    307: rc.RedirectAction.TEMPORARY_REDIRECT,
+    308: rc.RedirectAction.PERMANENT_REDIRECT,
+}
+_WELL_KNOWN_PORTS = {"http": 80, "https": 443}
+_DENOMINATORS = {
+    100: percent_pb2.FractionalPercent.HUNDRED,
+    10_000: percent_pb2.FractionalPercent.TEN_THOUSAND,
+    1_000_000: percent_pb2.FractionalPercent.MILLION,
+}
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    out = duration_pb2.Duration()
+    out.FromNanoseconds(round(seconds * 1_000_000_000))
+    return out
+
+
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _re2_escape(text: str) -> str:
+    """``text`` as a literal RE2 pattern."""
+    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in text)
+
+
+def _regex(pattern: str) -> regex_pb2.RegexMatcher:
+    return regex_pb2.RegexMatcher(regex=pattern)
+
+
+def _string_match(match: ir.StringMatch) -> string_pb2.StringMatcher:
+    if match.type == "Exact":
+        return string_pb2.StringMatcher(exact=match.value)
+    if match.type == "RegularExpression":
+        return string_pb2.StringMatcher(safe_regex=_regex(match.value))
+    raise ValueError(f"unsupported match type {match.type!r} for {match.name!r}")
+
+
+# ---------------------------------------------------------------- matches
+
+
+def route_match(match: ir.RouteMatch) -> rc.RouteMatch:
+    """Gateway API match -> Envoy match.
+
+    PathPrefix matches whole path elements and ignores a trailing ``/`` (``/abc``,
+    ``/abc/`` and ``/abc/def`` all match ``/abc`` and ``/abc/``; ``/abcd`` does not):
+    exactly ``path_separated_prefix`` of the prefix without its trailing ``/``, except
+    ``/`` itself, a plain ``prefix`` that matches everything.
+    """
+    out = rc.RouteMatch()
+    if match.path_type == "Exact":
+        out.path = match.path
+    elif match.path_type == "PathPrefix":
+        trimmed = match.path.rstrip("/")
+        if trimmed:
+            out.path_separated_prefix = trimmed
+        else:
+            out.prefix = "/"
+    elif match.path_type == "RegularExpression":
+        out.safe_regex.CopyFrom(_regex(match.path))
+    else:
+        raise ValueError(f"unsupported path match type {match.path_type!r}")
+    for header in match.headers:
+        out.headers.append(
+            rc.HeaderMatcher(name=header.name.lower(), string_match=_string_match(header))
+        )
+    if match.method is not None:
+        out.headers.append(
+            rc.HeaderMatcher(
+                name=":method", string_match=string_pb2.StringMatcher(exact=match.method)
+            )
+        )
+    for param in match.query_params:
+        out.query_parameters.append(
+            rc.QueryParameterMatcher(name=param.name, string_match=_string_match(param))
+        )
+    if match.grpc:
+        out.grpc.SetInParent()
+    return out
+
+
+# ---------------------------------------------------------------- headers
+
+
+def _modifiable(name: str, request: bool) -> bool:
+    """Envoy NACKs a whole RouteConfiguration that touches ``:``-pseudo-headers or
+    (on requests) ``host``; those are left out (a Host value becomes a host rewrite)."""
+    lowered = name.lower()
+    return not lowered.startswith(":") and not (request and lowered == "host")
+
+
+def host_override(mods: ir.HeaderMods | None) -> str | None:
+    """The Host a request header modifier sets (``set`` wins over ``add``), if any."""
+    if mods is None:
+        return None
+    for pairs in (mods.set, mods.add):
+        values = [value for name, value in pairs if name.lower() in ("host", ":authority")]
+        if values:
+            return values[-1]
+    return None
+
+
+def _header_options(mods: ir.HeaderMods, request: bool) -> list[base_pb2.HeaderValueOption]:
+    actions = (
+        (mods.set, base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD),
+        (mods.add, base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD),
+    )
+    return [
+        base_pb2.HeaderValueOption(
+            header=base_pb2.HeaderValue(key=name, value=value), append_action=action
+        )
+        for pairs, action in actions
+        for name, value in pairs
+        if _modifiable(name, request)
+    ]
+
+
+def _apply_header_mods(
+    target: rc.Route | rc.WeightedCluster.ClusterWeight,
+    request: ir.HeaderMods | None,
+    response: ir.HeaderMods | None,
+) -> None:
+    if request is not None:
+        target.request_headers_to_add.extend(_header_options(request, True))
+        target.request_headers_to_remove.extend(n for n in request.remove if _modifiable(n, True))
+    if response is not None:
+        target.response_headers_to_add.extend(_header_options(response, False))
+        target.response_headers_to_remove.extend(
+            n for n in response.remove if _modifiable(n, False)
+        )
+
+
+# ---------------------------------------------------------------- paths
+
+
+def _rewrite_substitution(path: str) -> str:
+    # RE2 rewrite strings treat "\" as the escape character (\1 is a group).
+    return path.replace("\\", "\\\\")
+
+
+def _full_path(path: str) -> regex_pb2.RegexMatchAndSubstitute:
+    """Replace the whole path; Envoy's regex rewrite leaves the query string alone."""
+    return regex_pb2.RegexMatchAndSubstitute(
+        pattern=_regex("^/.*$"), substitution=_rewrite_substitution(path)
+    )
+
+
+def prefix_replacement(
+    match: ir.RouteMatch, replacement: str
+) -> tuple[str | None, regex_pb2.RegexMatchAndSubstitute | None]:
+    """Gateway API ReplacePrefixMatch as ``(prefix_rewrite, regex_rewrite)``, at most one set.
+
+    Prefixes work on whole path elements and ignore a trailing ``/``: replacing
+    ``/foo`` by ``/xyz`` maps ``/foo/bar`` to ``/xyz/bar``; by ``/`` (or ``""``) it maps
+    ``/foo/bar`` to ``/bar`` and ``/foo`` to ``/`` (never ``//bar``).
+    """
+    matched = match.path if match.path_type in ("PathPrefix", "Exact") else "/"
+    prefix = matched.rstrip("/")  # what route_match matches on
+    new = replacement.rstrip("/")
+    if not prefix and not new:
+        return None, None  # "/" -> "/": nothing changes
+    if new and prefix:
+        # Envoy swaps exactly the matched prefix, which ends at an element boundary.
+        return new, None
+    if not new:
+        pattern = "^" + _re2_escape(prefix) + "/*"
+        return None, regex_pb2.RegexMatchAndSubstitute(pattern=_regex(pattern), substitution="/")
+    # Prefix "/": put the replacement in front of the whole path.
+    return None, regex_pb2.RegexMatchAndSubstitute(
+        pattern=_regex("^/"), substitution=_rewrite_substitution(new + "/")
+    )
+
+
+# ---------------------------------------------------------------- actions
+
+
+def _redirect(
+    redirect: ir.Redirect, match: ir.RouteMatch, listener_port: int, https: bool
+) -> rc.RedirectAction:
+    """A redirect; ports follow the Gateway API rules.
+
+    The HCM strips any port from Host, so the Location carries a port only when
+    ``port_redirect`` is set: the explicit port, else the scheme's well-known port
+    when the scheme changes, else the listener port; it is left out when it is the
+    well-known port of the resulting scheme.
+    """
+    code = _REDIRECT_CODES.get(redirect.status_code)
+    if code is None:
+        raise ValueError(f"unsupported redirect status code {redirect.status_code}")
+    out = rc.RedirectAction(response_code=code)
+    listener_scheme = "https" if https else "http"
+    scheme = redirect.scheme or listener_scheme
+    if redirect.scheme is not None:
+        out.scheme_redirect = redirect.scheme
+    if redirect.hostname is not None:
+        out.host_redirect = redirect.hostname
+    if redirect.port is not None:
+        port = redirect.port
+    elif redirect.scheme is not None:
+        port = _WELL_KNOWN_PORTS.get(scheme, listener_port)
+    else:
+        port = listener_port
+    if port != _WELL_KNOWN_PORTS.get(scheme):
+        out.port_redirect = port
+    if redirect.path_type == "ReplaceFullPath" and redirect.path is not None:
+        out.path_redirect = redirect.path
+    elif redirect.path_type == "ReplacePrefixMatch" and redirect.path is not None:
+        prefix, regex = prefix_replacement(match, redirect.path)
+        if prefix is not None:
+            out.prefix_rewrite = prefix
+        elif regex is not None:
+            out.regex_rewrite.CopyFrom(regex)
+    return out
+
+
+def _fraction(numerator: int, denominator: int) -> percent_pb2.FractionalPercent:
+    if denominator in _DENOMINATORS:
+        return percent_pb2.FractionalPercent(
+            numerator=numerator, denominator=_DENOMINATORS[denominator]
+        )
+    return percent_pb2.FractionalPercent(
+        numerator=round(numerator * 1_000_000 / denominator),
+        denominator=percent_pb2.FractionalPercent.MILLION,
+    )
+
+
+def _mirror(mirror: ir.Mirror) -> rc.RouteAction.RequestMirrorPolicy:
+    # Mirrored requests keep their Host (Envoy appends "-shadow" by default).
+    out = rc.RouteAction.RequestMirrorPolicy(
+        cluster=mirror.cluster, disable_shadow_host_suffix_append=True
+    )
+    if mirror.denominator > 0 and mirror.numerator < mirror.denominator:
+        out.runtime_fraction.default_value.CopyFrom(
+            _fraction(max(mirror.numerator, 0), mirror.denominator)
+        )
+    return out
+
+
+def retry_on(codes: tuple[int, ...]) -> str:
+    """The ``retry_on`` conditions implied by the retriable status codes.
+
+    Envoy itself answers 503 when it cannot connect or the stream is refused, and
+    502/503/504 when the upstream resets or times out; those failures are retried
+    when the matching code is listed. No codes: retry connection failures only.
+    """
+    conditions: list[str] = []
+    if codes:
+        conditions.append("retriable-status-codes")
+    if not codes or 503 in codes:
+        conditions += ["connect-failure", "refused-stream"]
+    if not codes or {502, 503, 504} & set(codes):
+        conditions.append("reset")
+    return ",".join(conditions)
+
+
+def _retry_policy(route: ir.Route) -> rc.RetryPolicy | None:
+    retry = route.retry
+    per_try = route.backend_timeout_s if route.timeout_s is not None or retry is not None else None
+    if retry is None and per_try is None:
+        return None
+    out = rc.RetryPolicy()
+    if retry is not None:
+        out.retry_on = retry_on(retry.codes)
+        out.retriable_status_codes.extend(sorted(set(retry.codes)))
+        if retry.attempts is not None:
+            out.num_retries.CopyFrom(wrappers_pb2.UInt32Value(value=retry.attempts))
+        if retry.backoff_s is not None and retry.backoff_s > 0:
+            out.retry_back_off.base_interval.CopyFrom(duration(retry.backoff_s))
+    if per_try is not None and per_try > 0:
+        out.per_try_timeout.CopyFrom(duration(per_try))
+    return out
+
+
+def _timeout(route: ir.Route) -> float | None:
+    """Route timeout: ``timeouts.request`` (0 disables it); with only ``backendRequest``
+    set it bounds the single attempt, or, with retries, each attempt bounds itself
+    (``per_try_timeout``) and the route timeout is off."""
+    if route.timeout_s is not None:
+        return route.timeout_s
+    if route.backend_timeout_s is not None:
+        return 0.0 if route.retry is not None else route.backend_timeout_s
+    return None
+
+
+def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> rc.RouteAction:
+    action = rc.RouteAction()
+    single = clusters[0] if len(clusters) == 1 else None
+    if single is not None and single.request_headers is None and single.response_headers is None:
+        action.cluster = single.cluster
+    else:
+        for backend in clusters:
+            weight = rc.WeightedCluster.ClusterWeight(
+                name=backend.cluster, weight=wrappers_pb2.UInt32Value(value=backend.weight)
+            )
+            _apply_header_mods(weight, backend.request_headers, backend.response_headers)
+            backend_host = host_override(backend.request_headers)
+            if backend_host is not None:
+                weight.host_rewrite_literal = backend_host
+            action.weighted_clusters.clusters.append(weight)
+    host = host_override(route.request_headers)
+    if host is not None:
+        action.host_rewrite_literal = host
+    rewrite = route.url_rewrite
+    if rewrite is not None:
+        if rewrite.hostname is not None:  # wins over a Host header modifier
+            action.host_rewrite_literal = rewrite.hostname
+        if rewrite.path is not None and rewrite.path_type == "ReplaceFullPath":
+            action.regex_rewrite.CopyFrom(_full_path(rewrite.path))
+        elif rewrite.path is not None and rewrite.path_type == "ReplacePrefixMatch":
+            prefix, regex = prefix_replacement(route.match, rewrite.path)
+            if prefix is not None:
+                action.prefix_rewrite = prefix
+            elif regex is not None:
+                action.regex_rewrite.CopyFrom(regex)
+    action.request_mirror_policies.extend(_mirror(m) for m in route.mirrors)
+    timeout = _timeout(route)
+    if timeout is not None:
+        action.timeout.CopyFrom(duration(timeout))
+    policy = _retry_policy(route)
+    if policy is not None:
+        action.retry_policy.CopyFrom(policy)
+    # WebSocket upgrades are enabled on the HCM for every route.
+    return action
+
+
+def _origin_matcher(origin: str) -> string_pb2.StringMatcher:
+    """``*`` matches every origin; ``https://*.example.com`` matches any subdomain."""
+    if origin == "*":
+        return string_pb2.StringMatcher(safe_regex=_regex(".*"))
+    if "*" in origin:
+        pattern = "[^/]+".join(_re2_escape(part) for part in origin.split("*"))
+        return string_pb2.StringMatcher(safe_regex=_regex("^" + pattern + "$"))
+    return string_pb2.StringMatcher(exact=origin)
+
+
+def cors_policy(cors: ir.CORS) -> cors_pb2.CorsPolicy:
+    out = cors_pb2.CorsPolicy(
+        allow_origin_string_match=[_origin_matcher(o) for o in cors.allow_origins],
+        allow_methods=", ".join(cors.allow_methods),
+        allow_headers=", ".join(cors.allow_headers),
+        expose_headers=", ".join(cors.expose_headers),
+        max_age=str(cors.max_age_s),
+    )
+    if cors.allow_credentials:
+        out.allow_credentials.CopyFrom(wrappers_pb2.BoolValue(value=True))
+    return out
+
+
+def route(r: ir.Route, listener_port: int, https: bool) -> rc.Route:
+    out = rc.Route(name=r.name, match=route_match(r.match))
+    backends = tuple(b for b in r.backends if b.weight > 0)
+    if r.redirect is not None:
+        out.redirect.CopyFrom(_redirect(r.redirect, r.match, listener_port, https))
+    elif r.direct_status is not None:
+        out.direct_response.status = r.direct_status
+    elif backends:
+        out.route.CopyFrom(_route_action(r, backends))
+    else:
+        # No backend can take traffic (none given, all invalid, or all weight 0).
+        out.direct_response.status = 500
+    _apply_header_mods(out, r.request_headers, r.response_headers)
+    if r.cors is not None:
+        packed = any_pb2.Any()
+        packed.Pack(cors_policy(r.cors))
+        out.typed_per_filter_config[CORS_FILTER].CopyFrom(packed)
+    return out
+
+
+def route_configuration(
+    config: ir.RouteConfig, listener_port: int, https: bool
+) -> route_pb2.RouteConfiguration:
+    """``listener_port``/``https`` describe the listener, for redirect defaults."""
+    return route_pb2.RouteConfiguration(
+        name=config.name,
+        virtual_hosts=[
+            rc.VirtualHost(
+                name=vh.name,
+                domains=list(vh.domains),
+                routes=[route(r, listener_port, https) for r in vh.routes],
+            )
+            for vh in config.virtual_hosts
+        ],
+    )

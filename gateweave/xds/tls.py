@@ -1,0 +1,133 @@
+"""TLS transport sockets: downstream (listener termination) and upstream (BackendTLSPolicy)."""
+
+from __future__ import annotations
+
+import os
+
+from envoy.config.core.v3 import base_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
+from envoy.type.matcher.v3 import string_pb2
+from google.protobuf import any_pb2, wrappers_pb2
+
+from gateweave import ir
+
+TLS_SOCKET = "envoy.transport_sockets.tls"
+
+# Where the system trust store lives (wellKnownCACertificates: System); the first
+# existing file wins, the Debian path is the fallback.
+SYSTEM_CA_FILES: tuple[str, ...] = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu, Alpine
+    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL
+    "/etc/ssl/ca-bundle.pem",  # openSUSE
+    "/etc/ssl/cert.pem",  # macOS, some BSDs
+)
+
+HTTP_ALPN: tuple[str, ...] = ("h2", "http/1.1")
+
+
+def system_ca_file() -> str:
+    for path in SYSTEM_CA_FILES:
+        if os.path.exists(path):
+            return path
+    return SYSTEM_CA_FILES[0]
+
+
+def _inline(pem: str) -> base_pb2.DataSource:
+    return base_pb2.DataSource(inline_string=pem)
+
+
+def _certificate(cert_pem: str, key_pem: str) -> common_pb2.TlsCertificate:
+    return common_pb2.TlsCertificate(
+        certificate_chain=_inline(cert_pem), private_key=_inline(key_pem)
+    )
+
+
+def _socket(
+    context: tls_pb2.DownstreamTlsContext | tls_pb2.UpstreamTlsContext,
+) -> base_pb2.TransportSocket:
+    packed = any_pb2.Any()
+    packed.Pack(context)
+    return base_pb2.TransportSocket(name=TLS_SOCKET, typed_config=packed)
+
+
+def downstream_context(
+    term: ir.TLSTermination, default_alpn: tuple[str, ...] = ()
+) -> tls_pb2.DownstreamTlsContext:
+    """TLS termination on a listener filter chain.
+
+    Several certificates are allowed (Envoy picks one by SNI and key type). Client
+    validation: ``AllowValidOnly`` requires a certificate that chains to the CA;
+    ``AllowInsecureFallback`` asks for one but accepts connections without a
+    certificate or with one that fails verification (the spec delegates
+    authorization to the backend in that mode).
+    """
+    common = tls_pb2.CommonTlsContext(
+        tls_certificates=[_certificate(c.cert_pem, c.key_pem) for c in term.certificates],
+        alpn_protocols=list(term.alpn or default_alpn),
+    )
+    validation = term.client_validation
+    strict = validation is not None and validation.mode != "AllowInsecureFallback"
+    if validation is not None:
+        common.validation_context.CopyFrom(
+            common_pb2.CertificateValidationContext(
+                trusted_ca=_inline(validation.ca_pem),
+                trust_chain_verification=(
+                    common_pb2.CertificateValidationContext.VERIFY_TRUST_CHAIN
+                    if strict
+                    else common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
+                ),
+            )
+        )
+    # The constructor copies ``common``: build it completely first.
+    context = tls_pb2.DownstreamTlsContext(common_tls_context=common)
+    if validation is not None:
+        context.require_client_certificate.CopyFrom(wrappers_pb2.BoolValue(value=strict))
+    return context
+
+
+def downstream_socket(
+    term: ir.TLSTermination, default_alpn: tuple[str, ...] = ()
+) -> base_pb2.TransportSocket:
+    return _socket(downstream_context(term, default_alpn))
+
+
+_SAN_TYPES = {
+    "DNS": common_pb2.SubjectAltNameMatcher.DNS,
+    "URI": common_pb2.SubjectAltNameMatcher.URI,
+}
+
+
+def upstream_context(tls: ir.UpstreamTLS, alpn: tuple[str, ...] = ()) -> tls_pb2.UpstreamTlsContext:
+    """TLS origination to a backend (BackendTLSPolicy).
+
+    The server certificate must chain to ``ca_pem`` (or the system store when empty)
+    and carry one of the subject alt names; with none given, the SNI hostname itself
+    must be a DNS SAN, as BackendTLSPolicy requires.
+    """
+    sans = tls.subject_alt_names or (ir.SANMatch(type="DNS", value=tls.sni),)
+    matchers = []
+    for san in sans:
+        san_type = _SAN_TYPES.get(san.type)
+        if san_type is None:
+            raise ValueError(f"unsupported subject alt name type {san.type!r}")
+        matchers.append(
+            common_pb2.SubjectAltNameMatcher(
+                san_type=san_type, matcher=string_pb2.StringMatcher(exact=san.value)
+            )
+        )
+    trusted_ca = (
+        _inline(tls.ca_pem) if tls.ca_pem else base_pb2.DataSource(filename=system_ca_file())
+    )
+    common = tls_pb2.CommonTlsContext(
+        validation_context=common_pb2.CertificateValidationContext(
+            trusted_ca=trusted_ca, match_typed_subject_alt_names=matchers
+        ),
+        alpn_protocols=list(alpn),
+    )
+    if tls.client_cert_pem:
+        common.tls_certificates.append(_certificate(tls.client_cert_pem, tls.client_key_pem))
+    return tls_pb2.UpstreamTlsContext(sni=tls.sni, common_tls_context=common)
+
+
+def upstream_socket(tls: ir.UpstreamTLS, alpn: tuple[str, ...] = ()) -> base_pb2.TransportSocket:
+    return _socket(upstream_context(tls, alpn))
