@@ -187,6 +187,39 @@ def status_cmd(
     render(items, controller_name)
 
 
+@app.command("explain")
+def explain_cmd(
+    kind: Annotated[str, typer.Argument(help="Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute or UDPRoute.")],
+    name: Annotated[str, typer.Argument(help="NAMESPACE/NAME (NAME alone: namespace default).")],
+    files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Explain from these files instead of a server.")] = None,
+    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+) -> None:
+    """Why a route is (not) attached to each listener, or why a Gateway's listeners are (not) programmed."""
+    from gateweave.api.kinds import KINDS
+
+    canonical = {k.lower(): k for k in KINDS}
+    kind = canonical.get(kind.lower().rstrip("s"), canonical.get(kind.lower(), kind))
+    namespace, _, short = name.rpartition("/")
+    namespace = namespace or "default"
+    if files:
+        from gateweave.explain import explain
+        from gateweave.offline import read_objects
+        from gateweave.snapshot import Snapshot
+
+        run = read_objects(files)
+        for problem in [*run.load_errors, *run.rejected]:
+            _err(f"error: {problem}")
+        snapshot = Snapshot.from_objects(d.model for d in run.objects)
+        lines = explain(snapshot, TranslateOptions(controller_name=controller_name), kind, namespace, short)
+    else:
+        lines = _fetch(admin_address, f"/api/explain/{kind}/{namespace}/{short}")["lines"]
+    for line in lines:
+        typer.echo(line)
+    if lines and lines[0].endswith("not found"):
+        raise typer.Exit(1)
+
+
 @app.command("version")
 def version_cmd() -> None:
     """Print gateweave's version."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
 from gateweave.translate import gateway, routes, xdsir
-from gateweave.translate.context import Ctx
+from gateweave.translate.context import Ctx, GatewayCtx
 from gateweave.translate.options import TranslateOptions
 
 
-def translate_all(snapshot: Snapshot, options: TranslateOptions) -> Result:
+def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result, Ctx, list[GatewayCtx]]:
+    """One translation, also returning its working state (``gateweave explain`` reads it)."""
     ctx = Ctx.build(snapshot, options)
     # 1. GatewayClasses, Gateways, their listeners and ListenerSets (GatewayClass and ListenerSet status).
     gateways = gateway.resolve_gateways(ctx)
@@ -21,4 +22,8 @@ def translate_all(snapshot: Snapshot, options: TranslateOptions) -> Result:
     # 4. The IRs.
     xds = xdsir.build_xds(ctx, gateways)
     infra = gateway.build_infra(ctx, gateways)
-    return Result(statuses=ctx.statuses, infra=infra, xds=xds)
+    return Result(statuses=ctx.statuses, infra=infra, xds=xds), ctx, gateways
+
+
+def translate_all(snapshot: Snapshot, options: TranslateOptions) -> Result:
+    return run_pipeline(snapshot, options)[0]

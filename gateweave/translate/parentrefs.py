@@ -18,6 +18,17 @@ from gateweave.translate.hostnames import effective_hostnames
 
 HOSTNAME_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute")
 
+# Where a listener's verdict on a parentRef was decided, in the order the checks run.
+SECTION, PORT, KIND, NAMESPACE, HOSTNAME, OK = "sectionName", "port", "kind", "namespace", "hostname", "ok"
+
+
+@dataclass
+class Verdict:
+    listener: ListenerCtx
+    stage: str  # OK when the listener takes the route, else the check that refused it
+    why: str
+    hosts: tuple[str, ...] | None = None  # OK only: hostnames served (None: no hostname semantics)
+
 
 @dataclass
 class ParentOutcome:
@@ -28,6 +39,7 @@ class ParentOutcome:
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = field(default_factory=list)
     reason: str = c.R_ACCEPTED  # when nothing attached: the Accepted=False reason
     message: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)  # every listener considered (for explain)
 
 
 class ParentIndex:
@@ -75,41 +87,50 @@ class ParentIndex:
         if not gw.accepted:
             out.reason, out.message = c.R_NO_MATCHING_PARENT, f"Gateway {gw.name} is not accepted"
             return out
-        candidates = [
-            lc
-            for lc in listeners
-            if (pref.section_name is None or lc.name == pref.section_name) and (pref.port is None or lc.port == pref.port)
-        ]
-        if not candidates:
+        verdicts = [self.judge(lc, kind, route, pref) for lc in listeners]
+        out.verdicts = verdicts
+        out.attached = [(v.listener, v.hosts) for v in verdicts if v.stage == OK]
+        if out.attached:
+            return out
+        stages = {v.stage for v in verdicts}
+        if stages <= {SECTION, PORT}:
             what = []
             if pref.section_name is not None:
                 what.append(f"sectionName {pref.section_name}")
             if pref.port is not None:
                 what.append(f"port {pref.port}")
             out.reason, out.message = c.R_NO_MATCHING_PARENT, f"no listener matches {' and '.join(what) or 'the parentRef'}"
-            return out
-        allowed_any = False
-        for lc in candidates:
-            if not self._allows(lc, kind, route_ns):
-                continue
-            allowed_any = True
-            if kind in HOSTNAME_KINDS:
-                hosts = effective_hostnames(lc.hostname, tuple(route.spec.hostnames))
-                if hosts == ():
-                    continue
-            else:
-                hosts = None
-            out.attached.append((lc, hosts))
-        if not out.attached:
-            if allowed_any:
-                out.reason, out.message = c.R_NO_MATCHING_LISTENER_HOSTNAME, "no listener hostname intersects the route's hostnames"
-            else:
-                out.reason, out.message = c.R_NOT_ALLOWED_BY_LISTENERS, f"no listener allows a {kind} from namespace {route_ns}"
+        elif HOSTNAME in stages:
+            out.reason, out.message = c.R_NO_MATCHING_LISTENER_HOSTNAME, "no listener hostname intersects the route's hostnames"
+        else:
+            out.reason, out.message = c.R_NOT_ALLOWED_BY_LISTENERS, f"no listener allows a {kind} from namespace {route.metadata.namespace}"
         return out
 
-    def _allows(self, lc: ListenerCtx, kind: str, route_ns: str) -> bool:
+    def judge(self, lc: ListenerCtx, kind: str, route: Any, pref: m.ParentReference) -> Verdict:
+        """Whether one listener takes the route for this parentRef, and the rule that decided it."""
+        if pref.section_name is not None and lc.name != pref.section_name:
+            return Verdict(lc, SECTION, f"sectionName {pref.section_name!r} does not name this listener")
+        if pref.port is not None and lc.port != pref.port:
+            return Verdict(lc, PORT, f"parentRef port {pref.port} is not the listener's port {lc.port}")
         if (m.GATEWAY_GROUP, kind) not in lc.supported_kinds:
-            return False
+            kinds = ", ".join(k for _, k in lc.supported_kinds) or "none"
+            return Verdict(lc, KIND, f"the listener takes {kinds}, not {kind}")
+        route_ns = route.metadata.namespace
+        spec = lc.listener.allowed_routes.namespaces
+        if not self._allows_namespace(lc, route_ns):
+            return Verdict(lc, NAMESPACE, f"allowedRoutes.namespaces.from={spec.from_} does not admit namespace {route_ns}")
+        policy = f"allowedRoutes.namespaces.from={spec.from_} admits namespace {route_ns}"
+        if kind not in HOSTNAME_KINDS:
+            return Verdict(lc, OK, policy)
+        route_hosts = tuple(route.spec.hostnames)
+        hosts = effective_hostnames(lc.hostname, route_hosts)
+        shown = ", ".join(route_hosts) or "(any)"
+        if hosts == ():
+            return Verdict(lc, HOSTNAME, f"{policy}, but listener hostname {lc.hostname} does not intersect route hostnames {shown}")
+        served = ", ".join(hosts) if hosts else "(any)"
+        return Verdict(lc, OK, f"{policy}; listener hostname {lc.hostname or '(any)'} with route hostnames {shown} serves {served}", hosts)
+
+    def _allows_namespace(self, lc: ListenerCtx, route_ns: str) -> bool:
         spec = lc.listener.allowed_routes.namespaces
         if spec.from_ == "All":
             return True

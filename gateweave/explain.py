@@ -1,0 +1,131 @@
+"""``gateweave explain``: why a route is or is not attached, why a Gateway's listeners are or are not programmed.
+
+The explanation re-runs the translation on the same snapshot and reads the same decisions
+(listener findings, parentRef verdicts) that produced the status, so it cannot disagree with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.snapshot import Snapshot
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
+from gateweave.translate.core import run_pipeline
+from gateweave.translate.options import TranslateOptions
+from gateweave.translate.parentrefs import OK, ParentIndex
+
+EXPLAINABLE = ("Gateway", "ListenerSet", *ROUTE_KINDS)
+
+
+def explain(snapshot: Snapshot, options: TranslateOptions, kind: str, namespace: str, name: str) -> list[str]:
+    """Lines of explanation for one object; the first line says what it is."""
+    if kind not in EXPLAINABLE:
+        return [f"explain supports {', '.join(EXPLAINABLE)}; not {kind}"]
+    obj = snapshot.by_kind(kind).get((namespace, name))
+    if obj is None:
+        return [f"{kind} {namespace}/{name} not found"]
+    result, ctx, gateways = run_pipeline(snapshot, options)
+    status = result.statuses.get((kind, namespace, name))
+    if kind in ROUTE_KINDS:
+        return _explain_route(ctx, gateways, kind, obj, status)
+    if kind == "Gateway":
+        gw = next((g for g in gateways if g.key == (namespace, name)), None)
+        if gw is None:
+            return [f"Gateway {namespace}/{name}: its GatewayClass {obj.spec.gateway_class_name!r} is not one of ours "
+                    f"(controllerName {options.controller_name}), so gateweave ignores it"]
+        return _explain_gateway(gw, status or {})
+    return _explain_listener_set(ctx, gateways, obj, status)
+
+
+def _conditions(conds: list[dict[str, Any]], indent: str) -> list[str]:
+    return [f"{indent}{c['type']}={c['status']} ({c['reason']}): {c['message']}" for c in conds]
+
+
+def _explain_route(ctx: Ctx, gateways: list[GatewayCtx], kind: str, route: Any, status: dict[str, Any] | None) -> list[str]:
+    ns, name = route.metadata.namespace, route.metadata.name
+    lines = [f"{kind} {ns}/{name} (generation {route.metadata.generation})"]
+    hostnames = getattr(route.spec, "hostnames", ())
+    if hostnames:
+        lines.append(f"  hostnames: {', '.join(hostnames)}")
+    parents = ParentIndex(ctx, gateways)
+    entries = (status or {}).get("parents", [])
+    if not route.spec.parent_refs:
+        lines.append("  no parentRefs: the route attaches to nothing")
+    for i, pref in enumerate(route.spec.parent_refs):
+        target = f"{pref.kind} {pref.namespace or ns}/{pref.name}"
+        if pref.section_name is not None:
+            target += f" sectionName={pref.section_name}"
+        if pref.port is not None:
+            target += f" port={pref.port}"
+        lines.append(f"  parentRef[{i}]: {target}")
+        outcome = parents.resolve(kind, route, pref)
+        if outcome is None:
+            lines.append(f"    not a parent of {ctx.options.controller_name} (missing, or of another controller): not ours to judge")
+            continue
+        if not outcome.verdicts:
+            lines.append(f"    rejected: {outcome.reason}: {outcome.message}")
+        for v in outcome.verdicts:
+            lines.append(f"    listener {_listener_name(v.listener)}: {'ATTACHED' if v.stage == OK else 'rejected by ' + v.stage}: {v.why}")
+        entry = next((e for e in entries if e.get("parentRef") == outcome.ref), None)
+        if entry is not None:
+            lines.extend(_conditions(entry["conditions"], "    "))
+    return lines
+
+
+def _listener_name(lc: ListenerCtx) -> str:
+    where = f"ListenerSet {lc.listener_set.metadata.namespace}/{lc.listener_set.metadata.name}/" if lc.listener_set else ""
+    return f"{where}{lc.name} ({lc.protocol} :{lc.port}{' ' + lc.hostname if lc.hostname else ''})"
+
+
+def _explain_listener(lc: ListenerCtx, entry: dict[str, Any] | None) -> list[str]:
+    lines = [f"  listener {_listener_name(lc)}: {'programmed' if lc.ready else 'NOT programmed'}"]
+    if lc.accept_reason:
+        lines.append(f"    not accepted: {lc.accept_reason}: {lc.accept_message}")
+    if lc.conflict_reason:
+        lines.append(f"    conflicted: {lc.conflict_reason}: {lc.conflict_message}")
+    if lc.refs_reason:
+        lines.append(f"    references: {lc.refs_reason}: {lc.refs_message}")
+    if not lc.ready and not (lc.accept_reason or lc.conflict_reason or lc.refs_reason):
+        lines.append("    the Gateway itself is not programmed")
+    kinds = ", ".join(k for _, k in lc.supported_kinds) or "none"
+    ns = lc.listener.allowed_routes.namespaces
+    lines.append(f"    takes {kinds} from namespaces: {ns.from_}")
+    for att in lc.routes:
+        meta = att.route.metadata
+        hosts = ", ".join(att.hostnames) if att.hostnames else "(any host)"
+        lines.append(f"    attached: {att.kind} {meta.namespace}/{meta.name} serving {hosts}")
+    if entry is not None:
+        lines.extend(_conditions(entry.get("conditions", []), "    "))
+    return lines
+
+
+def _explain_gateway(gw: GatewayCtx, status: dict[str, Any]) -> list[str]:
+    lines = [f"Gateway {gw.name} (class {gw.gateway.spec.gateway_class_name}, generation {gw.gateway.metadata.generation})"]
+    lines.append(f"  address: {gw.address or 'none assigned'}")
+    lines.extend(_conditions(status.get("conditions", []), "  "))
+    by_name = {e["name"]: e for e in status.get("listeners", [])}
+    for lc in gw.listeners:
+        lines.extend(_explain_listener(lc, by_name.get(lc.name)))
+    for ls, lcs in gw.listener_sets:
+        lines.append(f"  ListenerSet {ls.metadata.namespace}/{ls.metadata.name} is attached")
+        for lc in lcs:
+            lines.extend(_explain_listener(lc, None))
+    return lines
+
+
+def _explain_listener_set(ctx: Ctx, gateways: list[GatewayCtx], ls: Any, status: dict[str, Any] | None) -> list[str]:
+    lines = [f"ListenerSet {ls.metadata.namespace}/{ls.metadata.name} (generation {ls.metadata.generation})"]
+    if status is None:
+        ref = ls.spec.parent_ref
+        lines.append(f"  parent {ref.kind} {ref.namespace or ls.metadata.namespace}/{ref.name} is not a Gateway of ours")
+        return lines
+    lines.extend(_conditions(status.get("conditions", []), "  "))
+    found = next((lf for lf in ctx.listener_set_results if lf.listener_set is ls), None)
+    by_name = {e["name"]: e for e in status.get("listeners", [])}
+    if found is not None:
+        if not found.allowed:
+            lines.append(f"  not allowed: {found.message}")
+        for lc in found.listeners:
+            lines.extend(_explain_listener(lc, by_name.get(lc.name)))
+    return lines
