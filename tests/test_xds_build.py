@@ -533,6 +533,7 @@ def test_http_listener(res: Resources) -> None:
     assert hcm.rds.config_source.resource_api_version == 2  # V3
     assert [f.name for f in hcm.http_filters] == [
         "envoy.filters.http.cors",
+        "envoy.filters.http.fault",
         "envoy.filters.http.router",
     ]
     assert hcm.use_remote_address.value
@@ -1055,6 +1056,15 @@ def _e2e_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
             name="teapot", match=ir.RouteMatch(path_type="Exact", path="/teapot"), direct_status=418
         ),
         ir.Route(
+            # an invalid backendRef's share answers 500 (the valid one here has weight 0)
+            name="invalid-share",
+            match=ir.RouteMatch(path_type="Exact", path="/invalid"),
+            backends=(
+                ir.WeightedCluster(cluster="echo", weight=0),
+                ir.WeightedCluster(cluster=ir.INVALID_BACKEND_CLUSTER, weight=1),
+            ),
+        ),
+        ir.Route(
             name="to-https",
             match=_prefix("/secure"),
             redirect=ir.Redirect(scheme="https", status_code=301),
@@ -1094,6 +1104,7 @@ def _e2e_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
             ir.Cluster(
                 name="echo", endpoints=(ir.Endpoint(address="127.0.0.1", port=backend_port),)
             ),
+            ir.Cluster(name=ir.INVALID_BACKEND_CLUSTER),
         ),
     )
 
@@ -1185,6 +1196,7 @@ def test_end_to_end_with_envoy(backend: int) -> None:
         assert status == 200 and json.loads(body)["path"] == "/replaced?q=4"
 
         assert _request(address, port, "/teapot", host)[0] == 418
+        assert _request(address, port, "/invalid", host)[0] == 500
         # PathPrefix "/dir/": whole path elements, trailing "/" ignored
         for path, expected in (("/dir", 204), ("/dir/", 204), ("/dir/a", 204), ("/dirx", 200)):
             assert _request(address, port, path, host)[0] == expected, path

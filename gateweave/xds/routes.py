@@ -6,11 +6,16 @@ from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.http.fault.v3 import fault_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.v3 import percent_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
+
+# The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
+# it answers 500 for the share of an invalid backendRef.
+FAULT_FILTER = "envoy.filters.http.fault"
 
 CORS_FILTER = "envoy.filters.http.cors"
 
@@ -301,10 +306,32 @@ def _timeout(route: ir.Route) -> float | None:
     return None
 
 
+def _abort_500() -> any_pb2.Any:
+    """Per-filter config for the fault filter that answers every request with 500."""
+    fault = fault_pb2.HTTPFault()
+    fault.abort.http_status = 500
+    fault.abort.percentage.numerator = 100
+    fault.abort.percentage.denominator = percent_pb2.FractionalPercent.HUNDRED
+    out = any_pb2.Any()
+    out.Pack(fault)
+    return out
+
+
 def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> rc.RouteAction:
+    """The forwarding action.
+
+    The share of an invalid backendRef (IR cluster :data:`ir.INVALID_BACKEND_CLUSTER`) is a
+    weighted cluster whose fault-filter override answers 500, as the Gateway API requires
+    for requests that would have gone to an invalid backend.
+    """
     action = rc.RouteAction()
     single = clusters[0] if len(clusters) == 1 else None
-    if single is not None and single.request_headers is None and single.response_headers is None:
+    if (
+        single is not None
+        and single.request_headers is None
+        and single.response_headers is None
+        and single.cluster != ir.INVALID_BACKEND_CLUSTER
+    ):
         action.cluster = single.cluster
     else:
         for backend in clusters:
@@ -312,6 +339,8 @@ def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> 
                 name=backend.cluster, weight=wrappers_pb2.UInt32Value(value=backend.weight)
             )
             _apply_header_mods(weight, backend.request_headers, backend.response_headers)
+            if backend.cluster == ir.INVALID_BACKEND_CLUSTER:
+                weight.typed_per_filter_config[FAULT_FILTER].CopyFrom(_abort_500())
             backend_host = host_override(backend.request_headers)
             if backend_host is not None:
                 weight.host_rewrite_literal = backend_host
