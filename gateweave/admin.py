@@ -1,0 +1,115 @@
+"""The admin HTTP API (loopback by default): objects with status, errors, IR, health, metrics.
+
+* ``GET /api/objects``: ``{"items": [...]}``, every Gateway API object with its status
+  (the shape of ``gateweave translate -o json``);
+* ``GET /api/errors``: ``{"items": [...]}``, current configuration errors;
+* ``GET /api/ir``: ``{"xds": {...}, "infra": {...}}`` of the last translation;
+* ``GET /healthz``: 200 while the process runs; ``GET /readyz``: 200 once the first
+  translation is published, 503 before;
+* ``GET /metrics``: Prometheus text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from gateweave.api.decode import Decoded
+from gateweave.api.kinds import Key
+from gateweave.metrics import CONTENT_TYPE_LATEST
+from gateweave.output import render_objects
+from gateweave.providers import ErrorBook
+from gateweave.runtime import Runtime
+
+DEFAULT_ADMIN_ADDRESS = "127.0.0.1:19000"
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) -> (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"admin address {address!r} is not host:port")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(data), status=status, content_type="application/json"
+    )
+
+
+class AdminServer:
+    def __init__(self, runtime: Runtime, errors: ErrorBook | None = None, address: str = DEFAULT_ADMIN_ADDRESS) -> None:
+        self.runtime = runtime
+        self.errors = errors if errors is not None else ErrorBook()
+        self.host, self.port = parse_address(address)
+        self._runner: web.AppRunner | None = None
+        self.app = web.Application()
+        self.app.add_routes([
+            web.get("/api/objects", self.objects),
+            web.get("/api/errors", self.errors_view),
+            web.get("/api/ir", self.ir),
+            web.get("/healthz", self.healthz),
+            web.get("/readyz", self.readyz),
+            web.get("/metrics", self.metrics),
+        ])
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> tuple[str, int]:
+        """Start listening; returns the bound (host, port) (port 0 picks a free one)."""
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        return self.host, self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    # ------------------------------------------------------------ handlers
+
+    async def objects(self, request: web.Request) -> web.Response:
+        sink = self.runtime.status_sink
+
+        def status_of(key: Key, _decoded: Decoded) -> Mapping[str, Any] | None:
+            return sink.get(key)
+
+        items = render_objects(self.runtime.store.decoded_objects(), status_of)
+        return _json({"items": items})
+
+    async def errors_view(self, request: web.Request) -> web.Response:
+        return _json({"items": [e.to_dict() for e in self.errors.all()]})
+
+    async def ir(self, request: web.Request) -> web.Response:
+        result = self.runtime.last_result
+        if result is None:
+            return _json({"xds": {}, "infra": {}})
+        return _json({"xds": result.xds, "infra": result.infra})
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        if self.runtime.ready:
+            return web.Response(text="ready\n")
+        return web.Response(text="not ready: no translation published yet\n", status=503)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        resp = web.Response(body=self.runtime.metrics.render())
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp

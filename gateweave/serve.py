@@ -1,0 +1,118 @@
+"""``gateweave serve``: store + file provider + runtime + status sink + admin API, wired."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import structlog
+
+from gateweave import DEFAULT_CONTROLLER_NAME
+from gateweave.admin import DEFAULT_ADMIN_ADDRESS, AdminServer
+from gateweave.metrics import Metrics
+from gateweave.providers import ErrorBook
+from gateweave.providers.file import FileProvider
+from gateweave.runtime import Runtime, TranslateFn
+from gateweave.status import StatusSink
+from gateweave.store import Store
+from gateweave.translate import translate
+from gateweave.translate.options import TranslateOptions
+
+log = structlog.get_logger("gateweave.serve")
+
+# Attaches the data plane to a runtime (runtime.attach(xds_sink=..., infra_sink=...), and
+# reports back through runtime.set_dataplane_state) for the duration of the context.
+DataplaneSetup = Callable[[Runtime], AbstractAsyncContextManager[Any]]
+
+
+async def serve(
+    config_dir: str,
+    admin_address: str = DEFAULT_ADMIN_ADDRESS,
+    controller_name: str = DEFAULT_CONTROLLER_NAME,
+    dataplane: bool = True,
+    *,
+    address_pool: str = "127.10.0.0/16",
+    dataplane_setup: DataplaneSetup | None = None,
+    translate_fn: TranslateFn = translate,
+    window: float = 0.05,
+    max_delay: float = 0.5,
+    debounce_ms: int = 50,
+    stop: asyncio.Event | None = None,
+    on_started: Callable[[Runtime, AdminServer], None] | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM (or ``stop`` is set), then shut down cleanly.
+
+    With ``dataplane=False`` nothing is published to xDS or infra sinks and translate is
+    told there is no data plane (a valid Gateway counts as Programmed).
+    """
+    if not os.path.isdir(config_dir):
+        raise FileNotFoundError(f"config directory {config_dir!r} does not exist")
+    stop = stop or asyncio.Event()
+    metrics = Metrics()
+    errors = ErrorBook()
+    errors.subscribe(metrics.config_errors.set)
+    store = Store()
+    provider = FileProvider(config_dir, store, errors, debounce_ms=debounce_ms)
+    provider.rescan()  # the first translation sees the whole directory
+    runtime = Runtime(
+        store,
+        translate_fn=translate_fn,
+        options=TranslateOptions(controller_name=controller_name, address_pool=address_pool),
+        status_sink=StatusSink(controller_name, metrics=metrics),
+        dataplane=dataplane,
+        window=window,
+        max_delay=max_delay,
+        metrics=metrics,
+    )
+    admin = AdminServer(runtime, errors, admin_address)
+
+    loop = asyncio.get_running_loop()
+    signals: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            signals.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread: the caller stops us through ``stop``
+
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await admin.start()
+        log.info("admin API listening", url=admin.url)
+        setup: AbstractAsyncContextManager[Any] = (
+            dataplane_setup(runtime) if dataplane and dataplane_setup is not None else contextlib.nullcontext()
+        )
+        async with setup:
+            tasks = [
+                asyncio.create_task(runtime.run(), name="gateweave-runtime"),
+                asyncio.create_task(provider.run(), name="gateweave-file-provider"),
+            ]
+            if on_started is not None:
+                on_started(runtime, admin)
+            stopper = asyncio.create_task(stop.wait(), name="gateweave-stop")
+            done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            for task in tasks:
+                if task in done and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            log.info("shutting down")
+            await _cancel(tasks)
+    finally:
+        await _cancel(tasks)
+        await admin.stop()
+        runtime.close()
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

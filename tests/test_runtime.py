@@ -1,0 +1,402 @@
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from fake_translate import SEED, fake_translate, real_translate_available
+
+from gateweave.api.decode import Decoded, decode
+from gateweave.api.kinds import Key
+from gateweave.api.load import load_text
+from gateweave.ir import Result
+from gateweave.metrics import Metrics
+from gateweave.runtime import Runtime, TranslateFn
+from gateweave.snapshot import Snapshot
+from gateweave.status import StatusSink, merge_status
+from gateweave.store import Store, key_of
+from gateweave.translate.options import DataplaneState, TranslateOptions
+
+OURS = "gateweave.io/gateway-controller"
+T0, T1 = "2024-01-01T00:00:00Z", "2024-06-01T00:00:00Z"
+
+
+def real_translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
+    from gateweave.translate import translate
+
+    return translate(snapshot, options)
+
+
+TRANSLATES = [
+    pytest.param(fake_translate, id="fake"),
+    pytest.param(
+        real_translate, id="real",
+        marks=pytest.mark.skipif(not real_translate_available(), reason="gateweave.translate.core not there yet"),
+    ),
+]
+
+
+class RecordingSink:
+    """An xDS or infra sink that applies what it is given and counts calls."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {}
+        self.calls: list[tuple[list[str], list[str]]] = []
+
+    async def update(self, changed: Mapping[str, Any], removed: Sequence[str]) -> None:
+        await asyncio.sleep(0)
+        self.calls.append((sorted(changed), list(removed)))
+        self.state.update(changed)
+        for name in removed:
+            del self.state[name]
+
+
+class Clock:
+    def __init__(self, now: str = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> str:
+        return self.now
+
+
+def decoded(text: str, source: str = "test.yaml") -> Decoded:
+    (obj,) = load_text(text, source).objects
+    result, errors = decode(obj.raw, obj.source)
+    assert result is not None, errors
+    return result
+
+
+def route(name: str, gateway: str = "gw", status: dict[str, Any] | None = None, port: int = 8080) -> Decoded:
+    raw: dict[str, Any] = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"parentRefs": [{"name": gateway}], "rules": [{"backendRefs": [{"name": "svc", "port": port}]}]},
+    }
+    if status is not None:
+        raw["status"] = status
+    result, errors = decode(raw, "")
+    assert result is not None, errors
+    return result
+
+
+def without_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k != "lastTransitionTime"}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+class Harness:
+    def __init__(self, translate_fn: TranslateFn = fake_translate, *, dataplane: bool = False,
+                 window: float = 0.01, max_delay: float = 0.5) -> None:
+        self.store = Store()
+        self.clock = Clock()
+        self.metrics = Metrics()
+        self.xds = RecordingSink()
+        self.infra = RecordingSink()
+        self.translate_fn = translate_fn
+        self.runtime = Runtime(
+            self.store,
+            translate_fn=translate_fn,
+            options=TranslateOptions(controller_name=OURS),
+            status_sink=StatusSink(OURS, clock=self.clock),
+            xds_sink=self.xds,
+            infra_sink=self.infra,
+            dataplane=dataplane,
+            window=window,
+            max_delay=max_delay,
+            metrics=self.metrics,
+        )
+
+    def count(self, name: str, **labels: str) -> float:
+        return self.metrics.value(name, labels)
+
+    @property
+    def translations(self) -> float:
+        return self.count("gateweave_translations_total")
+
+    def publishes(self) -> tuple[float, float, float]:
+        return tuple(self.count("gateweave_publishes_total", sink=s) for s in ("status", "xds", "infra"))  # type: ignore[return-value]
+
+    def assert_converged(self) -> None:
+        """What is published equals translate(current snapshot), merged onto what was given."""
+        batch = self.translate_fn(self.store.snapshot(), self.runtime.translation_options())
+        statuses = self.runtime.status_sink.statuses
+        for k, computed in batch.statuses.items():
+            key = Key(*k)
+            stored = self.store.get(key)
+            given = stored.raw.get("status") if stored is not None else None
+            want = merge_status(key.kind, given, computed, OURS, self.clock.now, namespace=key.namespace)
+            # lastTransitionTime depends on history by design; everything else must match.
+            assert without_times(statuses.get(key, given or {})) == without_times(want), key
+        assert set(statuses) <= set(self.store.keys())
+        assert self.xds.state == batch.xds
+        assert self.infra.state == batch.infra
+        assert self.runtime.published_xds == batch.xds
+        assert self.runtime.published_infra == batch.infra
+
+
+@contextlib.asynccontextmanager
+async def running(h: Harness) -> AsyncIterator[Harness]:
+    task = asyncio.create_task(h.runtime.run())
+    try:
+        await h.runtime.wait_settled()
+        yield h
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        h.runtime.close()
+
+
+async def test_first_translation_publishes_and_marks_ready() -> None:
+    h = Harness()
+    assert not h.runtime.ready
+    async with running(h):
+        assert h.runtime.ready
+        assert h.translations == 1
+        assert h.count("gateweave_ready") == 1
+        assert h.publishes() == (0, 0, 0)  # nothing to publish for an empty store
+
+
+@pytest.mark.parametrize("translate_fn", TRANSLATES)
+async def test_burst_of_1000_events_costs_at_most_two_translations(translate_fn: TranslateFn) -> None:
+    h = Harness(translate_fn, window=0.05)
+    for kind in ("GatewayClass", "Gateway"):
+        h.store.apply(decoded(SEED[kind]))
+    routes = [route(f"r{i:04d}") for i in range(1000)]
+    async with running(h):
+        before = h.translations
+        for i, r in enumerate(routes):
+            h.store.apply(r)
+            if i % 50 == 0:
+                await asyncio.sleep(0)  # the loop runs between events, as with a real provider
+        await h.runtime.wait_settled(timeout=10)
+        assert h.count("gateweave_events_total", kind="HTTPRoute") == 1000
+        assert h.translations - before <= 2
+        h.assert_converged()
+        gw_status = h.runtime.status_sink.get(Key("Gateway", "default", "gw"))
+        if translate_fn is fake_translate:
+            assert gw_status is not None and gw_status["listeners"][0]["attachedRoutes"] == 1000
+
+
+@pytest.mark.parametrize("translate_fn", TRANSLATES)
+@pytest.mark.parametrize("order", list(itertools.permutations(SEED)), ids="-".join)
+async def test_creates_in_any_order_converge_to_the_batch_result(translate_fn: TranslateFn,
+                                                                 order: tuple[str, ...]) -> None:
+    h = Harness(translate_fn)
+    async with running(h):
+        for kind in order:
+            h.store.apply(decoded(SEED[kind]))
+            await h.runtime.wait_settled()
+            h.assert_converged()  # holds after every step, not only at the end
+    assert h.runtime.status_sink.get(Key("HTTPRoute", "default", "route")) is not None
+    assert set(h.xds.state) == {"default/gw"}
+
+
+@pytest.mark.parametrize("translate_fn", TRANSLATES)
+@pytest.mark.parametrize("order", list(itertools.permutations(SEED)), ids="-".join)
+async def test_deletes_in_any_order_converge(translate_fn: TranslateFn, order: tuple[str, ...]) -> None:
+    h = Harness(translate_fn)
+    objects = {kind: decoded(text) for kind, text in SEED.items()}
+    for obj in objects.values():
+        h.store.apply(obj)
+    async with running(h):
+        h.assert_converged()
+        assert set(h.xds.state) == {"default/gw"}
+        for kind in order:
+            h.store.delete(key_of(objects[kind]))
+            await h.runtime.wait_settled()
+            h.assert_converged()
+    assert h.xds.state == {} and h.infra.state == {}
+    assert dict(h.runtime.status_sink.statuses) == {}
+
+
+async def test_noop_events_publish_nothing() -> None:
+    h = Harness()
+    for obj in SEED.values():
+        h.store.apply(decoded(obj))
+    async with running(h):
+        translations, publishes, writes = h.translations, h.publishes(), h.runtime.status_sink.writes
+        assert publishes == (1, 1, 1)
+
+        # An identical re-apply is not even an event.
+        for obj in SEED.values():
+            assert h.store.apply(decoded(obj)) is None
+        # A status-only change (e.g. our own status coming back) is stored, not translated.
+        assert h.store.apply(route("route", status={"parents": []})) is not None
+        await asyncio.sleep(0.05)
+        await h.runtime.wait_settled()
+        assert h.translations == translations
+
+        # An unreferenced Secret is translated (the runtime cannot know) but publishes nothing.
+        h.store.apply(decoded("apiVersion: v1\nkind: Secret\nmetadata: {name: unused, namespace: default}\n"))
+        await h.runtime.wait_settled()
+        assert h.translations == translations + 1
+        assert h.publishes() == publishes
+        assert h.runtime.status_sink.writes == writes
+        assert len(h.xds.calls) == 1 and len(h.infra.calls) == 1
+
+
+async def test_only_changed_gateways_are_published() -> None:
+    h = Harness()
+    h.store.apply(decoded(SEED["GatewayClass"]))
+    h.store.apply(decoded(SEED["Gateway"]))
+    h.store.apply(decoded(SEED["Gateway"].replace("name: gw", "name: gw2")))
+    async with running(h):
+        assert h.xds.calls == [(["default/gw", "default/gw2"], [])]
+        h.store.apply(route("r", gateway="gw2"))
+        await h.runtime.wait_settled()
+        assert h.xds.calls[-1] == (["default/gw2"], [])
+        assert len(h.infra.calls) == 1  # the route changed no infrastructure
+        h.store.delete(Key("Gateway", "default", "gw2"))
+        await h.runtime.wait_settled()
+        # gw2 is gone; gw is renumbered by the fake translate (address), so it changes too
+        assert h.xds.calls[-1][1] == ["default/gw2"]
+        h.assert_converged()
+
+
+async def test_status_writes_keep_transition_times_and_other_controllers() -> None:
+    h = Harness()
+    given = {
+        "parentRef": {"name": "theirs"},
+        "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                        "lastTransitionTime": T0}],
+    }
+    for kind in ("GatewayClass", "Gateway"):
+        h.store.apply(decoded(SEED[kind]))
+    h.store.apply(route("route", status={"parents": [given]}))
+    rkey = Key("HTTPRoute", "default", "route")
+    other = h.store.get(rkey).raw["status"]["parents"][0]  # type: ignore[union-attr]  # as defaulted
+    assert other["controllerName"] == "example.com/other"
+    async with running(h):
+        first = h.runtime.status_sink.get(rkey)
+        assert first is not None
+        assert first["parents"][0] == other
+        ours = first["parents"][1]
+        assert ours["controllerName"] == OURS
+        assert {c["type"]: c["lastTransitionTime"] for c in ours["conditions"]} == {
+            "Accepted": T0, "ResolvedRefs": T0
+        }
+        writes = h.runtime.status_sink.writes
+
+        # A spec change: the route's generation and observedGeneration move, statuses do not.
+        h.clock.now = T1
+        h.store.apply(route("route", status={"parents": [given]}, port=9090))
+        await h.runtime.wait_settled()
+        second = h.runtime.status_sink.get(rkey)
+        assert second is not None and second["parents"][0] == other
+        conds = {c["type"]: c for c in second["parents"][1]["conditions"]}
+        assert conds["Accepted"]["observedGeneration"] == 2
+        assert conds["Accepted"]["lastTransitionTime"] == T0  # unchanged status: time kept
+        assert h.runtime.status_sink.writes == writes + 1  # only the route was written
+
+        # The Gateway disappears: the route is no longer Accepted - a transition.
+        h.store.delete(Key("Gateway", "default", "gw"))
+        await h.runtime.wait_settled()
+        third = h.runtime.status_sink.get(rkey)
+        assert third is not None
+        conds = {c["type"]: c for c in third["parents"][1]["conditions"]}
+        assert conds["Accepted"]["status"] == "False" and conds["Accepted"]["lastTransitionTime"] == T1
+        assert conds["ResolvedRefs"]["lastTransitionTime"] == T0
+        h.assert_converged()
+
+
+async def test_dataplane_state_feeds_back_only_on_change() -> None:
+    h = Harness(dataplane=True)
+    for obj in SEED.values():
+        h.store.apply(decoded(obj))
+    gkey = Key("Gateway", "default", "gw")
+
+    def programmed() -> str:
+        status = h.runtime.status_sink.get(gkey)
+        assert status is not None
+        return next(c["status"] for c in status["conditions"] if c["type"] == "Programmed")
+
+    async with running(h):
+        assert h.runtime.translation_options().dataplane == {}
+        assert programmed() == "False"
+        translations = h.translations
+        h.runtime.set_dataplane_state("default/gw", DataplaneState(acked=True))
+        await h.runtime.wait_settled()
+        assert h.translations == translations + 1
+        assert programmed() == "True"
+        h.runtime.set_dataplane_state("default/gw", DataplaneState(acked=True))  # same: nothing
+        await asyncio.sleep(0.05)
+        await h.runtime.wait_settled()
+        assert h.translations == translations + 1
+        h.assert_converged()
+
+    offline = Harness(dataplane=False)
+    assert offline.runtime.translation_options().dataplane is None
+
+
+async def test_set_dataplane_state_from_another_thread() -> None:
+    h = Harness(dataplane=True)
+    async with running(h):
+        translations = h.translations
+        await asyncio.to_thread(h.runtime.set_dataplane_state, "default/gw", DataplaneState(error="down"))
+        for _ in range(100):
+            if h.runtime.dataplane_states:
+                break
+            await asyncio.sleep(0.01)
+        await h.runtime.wait_settled()
+        assert h.runtime.dataplane_states == {"default/gw": DataplaneState(error="down")}
+        assert h.translations == translations + 1
+
+
+async def test_events_that_keep_coming_are_translated_within_max_delay() -> None:
+    h = Harness(window=0.05, max_delay=0.15)
+    async with running(h):
+        before = h.translations
+        for i in range(40):  # ~0.4 s of events, never 50 ms apart
+            h.store.apply(route(f"r{i}"))
+            await asyncio.sleep(0.01)
+        assert h.translations - before >= 2  # translated while the stream went on
+        await h.runtime.wait_settled()
+        h.assert_converged()
+
+
+async def test_a_failing_translation_keeps_what_is_published() -> None:
+    calls = {"n": 0}
+
+    def flaky(snapshot: Snapshot, options: TranslateOptions) -> Result:
+        calls["n"] += 1
+        if snapshot.http_routes:
+            raise RuntimeError("bug")
+        return fake_translate(snapshot, options)
+
+    h = Harness(flaky)
+    for kind in ("GatewayClass", "Gateway"):
+        h.store.apply(decoded(SEED[kind]))
+    async with running(h):
+        published = dict(h.xds.state)
+        h.store.apply(route("r"))
+        await h.runtime.wait_settled()
+        assert calls["n"] == 2
+        assert h.count("gateweave_translation_failures_total") == 1
+        assert h.xds.state == published
+        h.store.delete(Key("HTTPRoute", "default", "r"))
+        await h.runtime.wait_settled()
+        assert calls["n"] == 3
+
+
+async def test_sink_attached_later_receives_everything() -> None:
+    h = Harness()
+    h.runtime.xds_sink = h.runtime.infra_sink = None
+    for obj in SEED.values():
+        h.store.apply(decoded(obj))
+    async with running(h):
+        assert h.runtime.published_xds == {}  # nobody took it
+        assert h.runtime.last_result is not None and set(h.runtime.last_result.xds) == {"default/gw"}
+        late = RecordingSink()
+        h.runtime.attach(xds_sink=late)
+        await h.runtime.wait_settled()
+        assert set(late.state) == {"default/gw"}
+        assert late.state == h.runtime.published_xds
