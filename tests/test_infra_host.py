@@ -1,0 +1,227 @@
+"""HostInfra: one real Envoy process per Gateway, supervised; and its bootstrap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from envoy.config.bootstrap.v3 import bootstrap_pb2
+from envoy.extensions.resource_monitors.downstream_connections.v3 import (  # noqa: F401
+    downstream_connections_pb2,
+)
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
+from google.protobuf import json_format
+from prometheus_client import CollectorRegistry
+
+from gateweave.infra import HostInfra, State
+from gateweave.infra import host as host_module
+from gateweave.infra.bootstrap import BootstrapParams, render, write
+from gateweave.infra.host import default_envoy_path, privileged_note
+from gateweave.ir import InfraGateway, InfraPort
+from gateweave.xds.server import AdsServer
+
+
+def gateway(name: str, address: str, *ports: int) -> InfraGateway:
+    namespace, gw = name.split("/")
+    return InfraGateway(
+        name=name,
+        namespace=namespace,
+        gateway_name=gw,
+        gateway_class="gateweave",
+        address=address,
+        ports=tuple(InfraPort(name=f"p{p}", port=p, protocol="TCP") for p in ports),
+    )
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def ads() -> AsyncIterator[AdsServer]:
+    server = AdsServer(registry=CollectorRegistry())
+    await server.start("127.0.0.1", 0)
+    try:
+        yield server
+    finally:
+        await server.stop(0.2)
+
+
+def test_bootstrap_parses_and_validates(tmp_path: Path) -> None:
+    params = BootstrapParams(
+        node_id="ns/gw", xds_host="127.0.0.1", xds_port=18000, admin_port=19000, delta=True
+    )
+    data = render(params)
+    parsed = bootstrap_pb2.Bootstrap()
+    json_format.ParseDict(data, parsed)  # every field is a real bootstrap field
+    assert parsed.node.id == "ns/gw"
+    assert (
+        parsed.dynamic_resources.ads_config.api_type
+        == parsed.dynamic_resources.ads_config.DELTA_GRPC
+    )
+    retry = parsed.dynamic_resources.ads_config.grpc_services[0].envoy_grpc.retry_policy
+    assert retry.retry_back_off.base_interval.ToMilliseconds() == 100
+    assert retry.retry_back_off.max_interval.ToMilliseconds() == 500
+    assert parsed.admin.address.socket_address.address == "127.0.0.1"
+    path = write(tmp_path / "b.json", params)
+    assert json.loads(path.read_text()) == data
+    run = subprocess.run(
+        [default_envoy_path(), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_privileged_port_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    gw = gateway("ns/web", "127.30.5.1", 80, 8080)
+    monkeypatch.setattr(host_module.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(host_module, "unprivileged_port_start", lambda: 1024)
+    note = privileged_note(gw)
+    assert note is not None and "80" in note and "8080" not in note
+    assert privileged_note(gateway("ns/web", "127.30.5.1", 8080)) is None
+    monkeypatch.setattr(host_module.os, "geteuid", lambda: 0)
+    assert privileged_note(gw) is None
+
+
+async def test_reconcile_restart_and_close(ads: AdsServer, tmp_path: Path) -> None:
+    a, b = gateway("ns/a", "127.30.6.1", 8080), gateway("ns/b", "127.30.6.2", 8080)
+    for gw in (a, b):
+        ads.set_snapshot(gw.name, {})  # an empty config: Envoy becomes ready at once
+    infra = HostInfra(
+        xds_host="127.0.0.1",
+        xds_port=ads.port,
+        work_dir=tmp_path,
+        backoff_base=0.05,
+        stop_timeout=2.0,
+        register_atexit=False,
+    )
+    pids: set[int] = set()
+    try:
+        await infra.reconcile({a.name: a, b.name: b})
+        procs = infra.processes()
+        assert set(procs) == {"ns/a", "ns/b"}
+        pid_a, pid_b = procs["ns/a"].pid, procs["ns/b"].pid
+        assert pid_a and pid_b and pid_a != pid_b
+        pids |= {pid_a, pid_b}
+        assert procs["ns/a"].admin_address != procs["ns/b"].admin_address
+        assert procs["ns/a"].log_path.parent.name == "ns_a"
+        assert (tmp_path / "ns_a" / "bootstrap.json").exists()
+
+        async def both_ready() -> bool:
+            return await infra.ready("ns/a") and await infra.ready("ns/b")
+
+        await eventually(both_ready, 3.0, "both Envoys ready")
+        assert all(p.state is State.RUNNING for p in infra.processes().values())
+        assert ads.status("ns/a").connected and ads.status("ns/b").connected
+
+        # the same desired state changes nothing
+        await infra.reconcile({a.name: a, b.name: b})
+        assert {p.pid for p in infra.processes().values()} == {pid_a, pid_b}
+
+        # a killed Envoy is restarted
+        os.kill(pid_a, signal.SIGKILL)
+
+        async def restarted() -> bool:
+            info = infra.process("ns/a")
+            return info is not None and info.restarts == 1 and info.pid not in (None, pid_a)
+
+        await eventually(restarted, 3.0, "Envoy a restarted")
+        new_a = infra.process("ns/a").pid  # type: ignore[union-attr]
+        assert new_a is not None
+        pids.add(new_a)
+        await eventually(lambda: infra.ready("ns/a"), 3.0, "restarted Envoy ready")
+        assert gone(pid_a)
+
+        # a Gateway dropped from the desired state loses its Envoy
+        await infra.reconcile({b.name: b})
+        assert set(infra.processes()) == {"ns/b"}
+        assert gone(new_a)
+        assert infra.process("ns/b").pid == pid_b  # type: ignore[union-attr]
+
+        # close() stops everything it started
+        await infra.close()
+        assert infra.processes() == {}
+        assert all(gone(pid) for pid in pids)
+    finally:
+        await infra.close()
+        for pid in pids:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    """A process that ignores SIGTERM is killed after ``stop_timeout``."""
+    fake = tmp_path / "stubborn-envoy"
+    fake.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c "
+        '"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"\n'
+    )
+    fake.chmod(0o755)
+    infra = HostInfra(
+        xds_host="127.0.0.1",
+        xds_port=1,
+        work_dir=tmp_path,
+        envoy_path=str(fake),
+        stop_timeout=0.3,
+        register_atexit=False,
+    )
+    gw = gateway("ns/s", "127.30.7.1")
+    pid = None
+    try:
+        await infra.reconcile({gw.name: gw})
+        pid = infra.process(gw.name).pid  # type: ignore[union-attr]
+        assert pid is not None
+        await asyncio.sleep(0.2)  # let it install its SIGTERM handler
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await infra.close()
+        assert 0.25 <= loop.time() - start < 2.0
+        assert gone(pid)
+    finally:
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_kill_all_sync(tmp_path: Path, ads: AdsServer) -> None:
+    """The atexit / signal-handler path ends every Envoy without an event loop."""
+    gw = gateway("ns/k", "127.30.8.1")
+    infra = HostInfra(
+        xds_host="127.0.0.1",
+        xds_port=ads.port,
+        work_dir=tmp_path,
+        backoff_base=5.0,  # no restart inside this test
+        register_atexit=False,
+    )
+    pid = None
+    try:
+        await infra.reconcile({gw.name: gw})
+        pid = infra.process(gw.name).pid  # type: ignore[union-attr]
+        assert pid is not None
+        infra.kill_all_sync(timeout=2.0)
+        assert gone(pid)
+    finally:
+        await infra.close()
+        if pid is not None and not gone(pid):
+            os.kill(pid, signal.SIGKILL)
