@@ -79,14 +79,14 @@ def _listener_name(lc: ListenerCtx) -> str:
 
 
 def _explain_listener(lc: ListenerCtx, entry: dict[str, Any] | None) -> list[str]:
-    lines = [f"  listener {_listener_name(lc)}: {'programmed' if lc.ready else 'NOT programmed'}"]
+    lines = [f"  listener {_listener_name(lc)}: {'programmed' if lc.ready and lc.gateway.programmed else 'NOT programmed'}"]
     if lc.accept_reason:
         lines.append(f"    not accepted: {lc.accept_reason}: {lc.accept_message}")
     if lc.conflict_reason:
         lines.append(f"    conflicted: {lc.conflict_reason}: {lc.conflict_message}")
     if lc.refs_reason:
         lines.append(f"    references: {lc.refs_reason}: {lc.refs_message}")
-    if not lc.ready and not (lc.accept_reason or lc.conflict_reason or lc.refs_reason):
+    if not (lc.accept_reason or lc.conflict_reason or lc.refs_reason) and not lc.gateway.programmed:
         lines.append("    the Gateway itself is not programmed")
     kinds = ", ".join(k for _, k in lc.supported_kinds) or "none"
     ns = lc.listener.allowed_routes.namespaces

@@ -112,7 +112,7 @@ class ListenerCtx:
     supported_kinds: list[tuple[str, str]] = field(default_factory=list)  # (group, kind)
     conditions: list[dict[str, Any]] = field(default_factory=list)
     accepted: bool = False  # routes may attach (Accepted=True and not Conflicted)
-    ready: bool = False  # Programmed=True: Envoy config is generated for it
+    ready: bool = False  # valid and its Gateway is serving: Envoy config is generated for it
     tls: ir.TLSTermination | None = None  # resolved certificates and client validation (Terminate mode)
     # Why the listener is not (fully) valid; "" when fine. Set by the gateway side, read by its status.
     accept_reason: str = ""  # Accepted=False reason (UnsupportedProtocol, NoValidCACertificate, ...)
@@ -156,7 +156,8 @@ class GatewayCtx:
     address: str = ""
     listeners: list[ListenerCtx] = field(default_factory=list)  # the Gateway's own listeners
     listener_sets: list[tuple[m.ListenerSet, list[ListenerCtx]]] = field(default_factory=list)  # accepted ones
-    programmed: bool = False  # has an address and the data plane took its config
+    serving: bool = False  # accepted and has a usable address: its configuration is generated
+    programmed: bool = False  # serving, and the data plane acknowledged the configuration
     # Gateway spec.tls.backend.clientCertificateRef, resolved (client certificate for upstream TLS).
     backend_client_cert: ir.Certificate | None = None
     findings: Any = None  # the gateway side's reasons behind this Gateway's conditions

@@ -80,7 +80,9 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         if not f.accept_reason and gctx.listeners and not any(_valid(lc) for lc in gctx.listeners):
             f.accept_reason, f.accept_message = c.R_LISTENERS_NOT_VALID, "no listener is valid"
         gctx.accepted = not f.accept_reason
-        gctx.programmed = gctx.accepted and bool(gctx.address) and not f.program_reason and _dataplane_ok(ctx, gctx, f)
+        # Serving: its configuration is generated. Programmed: and the data plane took it.
+        gctx.serving = gctx.accepted and bool(gctx.address) and not f.program_reason
+        gctx.programmed = gctx.serving and _dataplane_ok(ctx, gctx, f)
         for lc in gctx.listeners:
             listeners.finish(lc)
         for lf in sets:
@@ -281,7 +283,7 @@ def _listener_set_status(lf: _ListenerSetFindings) -> dict[str, Any]:
 def build_infra(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGateway]:
     out: dict[str, ir.InfraGateway] = {}
     for gctx in gateways:
-        if not gctx.accepted or not gctx.address:
+        if not gctx.serving:
             continue
         ports: dict[tuple[int, str], list[str]] = {}
         for lc in gctx.all_listeners():

@@ -231,10 +231,10 @@ def _conflict(lc: ListenerCtx, reason: str, message: str) -> None:
 
 
 def finish(lc: ListenerCtx) -> None:
-    """Derive whether routes may attach (accepted) and whether it is programmed (ready)."""
+    """Derive whether routes may attach (accepted) and whether config is generated for it (ready)."""
     lc.accepted = not lc.accept_reason and not lc.conflict_reason
     needs_tls = lc.protocol == "HTTPS" or (lc.protocol == "TLS" and lc.listener.tls is not None and lc.listener.tls.mode == "Terminate")
-    lc.ready = lc.accepted and not lc.refs_reason and (lc.tls is not None or not needs_tls) and lc.gateway.programmed
+    lc.ready = lc.accepted and not lc.refs_reason and (lc.tls is not None or not needs_tls) and lc.gateway.serving
 
 
 def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") -> dict[str, Any]:
@@ -246,7 +246,7 @@ def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") 
         conds.append(c.condition(c.ACCEPTED, False, lc.conflict_reason, lc.conflict_message, generation))
     else:
         conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Listener is valid", generation))
-    if lc.ready:
+    if lc.ready and lc.gateway.programmed:
         conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "Listener is programmed", generation))
     elif lc.conflict_reason:
         conds.append(c.condition(c.PROGRAMMED, False, lc.conflict_reason, lc.conflict_message, generation))

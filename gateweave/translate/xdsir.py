@@ -34,22 +34,23 @@ _FAMILY = {"HTTP": "HTTP", "HTTPS": "TLS", "TLS": "TLS", "TCP": "TCP", "UDP": "U
 def build_xds(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
     out: dict[str, ir.XdsGateway] = {}
     for gw in sorted(gateways, key=lambda g: g.key):
-        if gw.accepted and gw.address:
+        if gw.serving:
             out[gw.name] = _gateway(gw)
     return out
 
 
 def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
-    by_port: dict[int, list[ListenerCtx]] = defaultdict(list)
+    # One Envoy listener per (port, transport): UDP listeners may share a port number with TCP ones.
+    by_port: dict[tuple[int, bool], list[ListenerCtx]] = defaultdict(list)
     for lc in gw.all_listeners():
         if lc.ready and lc.protocol in _FAMILY:
-            by_port[lc.port].append(lc)
+            by_port[(lc.port, lc.protocol == "UDP")].append(lc)
     ports: list[ir.Port] = []
-    for port in sorted(by_port):
-        lcs = by_port[port]
+    for port, udp in sorted(by_port):
+        lcs = by_port[(port, udp)]
         family = _FAMILY[lcs[0].protocol]
         lcs = sorted((lc for lc in lcs if _FAMILY[lc.protocol] == family), key=lambda lc: specificity(lc.hostname))
-        name = f"{gw.name}/{port}"
+        name = f"{gw.name}/{port}/udp" if udp else f"{gw.name}/{port}"
         if family == "HTTP":
             ports.append(ir.Port(name=name, port=port, protocol="HTTP", http=_route_config(name, lcs)))
         elif family == "TLS":
