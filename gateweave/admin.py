@@ -52,6 +52,7 @@ class AdminServer:
             web.get("/api/objects", self.objects),
             web.get("/api/errors", self.errors_view),
             web.get("/api/ir", self.ir),
+            web.get("/api/explain/{kind}/{namespace}/{name}", self.explain),
             web.get("/healthz", self.healthz),
             web.get("/readyz", self.readyz),
             web.get("/metrics", self.metrics),
@@ -100,6 +101,16 @@ class AdminServer:
         if result is None:
             return _json({"xds": {}, "infra": {}})
         return _json({"xds": result.xds, "infra": result.infra})
+
+    async def explain(self, request: web.Request) -> web.Response:
+        """``gateweave explain`` against the current objects (and the data plane's reports)."""
+        from gateweave.explain import explain
+
+        rt = self.runtime
+        options = msgspec.structs.replace(rt.options, dataplane=dict(rt.dataplane_states) if rt.dataplane else None)
+        m = request.match_info
+        lines = explain(rt.store.snapshot(), options, m["kind"], m["namespace"], m["name"])
+        return _json({"lines": lines})
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -40,6 +40,27 @@ class Show(StrEnum):
     xds = "xds"
 
 
+class LogLevel(StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+@app.callback()
+def _configure(
+    log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log verbosity (logs go to stderr).")] = LogLevel.info,
+) -> None:
+    import logging
+
+    import structlog
+
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, log_level.value.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
 def _err(message: str) -> None:
     typer.echo(message, err=True)
 
@@ -217,6 +238,70 @@ def explain_cmd(
     for line in lines:
         typer.echo(line)
     if lines and lines[0].endswith("not found"):
+        raise typer.Exit(1)
+
+
+@app.command("quickstart")
+def quickstart_cmd(
+    config_dir: Annotated[str, typer.Option("--config-dir", help="The example to serve.")] = "examples/quickstart",
+    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")] = "127.0.0.1:19000",
+    backend: Annotated[str, typer.Option("--backend", help="HOST:PORT of the demo backend the example routes to.")] = "127.0.0.1:18000",
+    once: Annotated[bool, typer.Option("--once", help="Exit after proving the route works (default: keep serving).")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the route to answer.")] = 60.0,
+) -> None:
+    """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers through it."""
+    import os
+
+    from gateweave.admin import AdminServer
+    from gateweave.dataplane import host_dataplane
+    from gateweave.demo import start_demo_backend
+    from gateweave.quickstart import prove
+    from gateweave.runtime import Runtime
+    from gateweave.serve import serve
+
+    if not os.path.isdir(config_dir):
+        _err(f"error: {config_dir} is not a directory (run from the repository root, or pass --config-dir)")
+        raise typer.Exit(2)
+    host, _, port = backend.rpartition(":")
+    try:
+        demo = start_demo_backend(host, int(port))
+    except OSError as exc:
+        _err(f"error: cannot start the demo backend on {backend}: {exc}")
+        raise typer.Exit(2) from None
+    stop = asyncio.Event()
+    outcome: dict[str, Any] = {}
+
+    def started(runtime: Runtime, admin: AdminServer) -> None:
+        async def check() -> None:
+            try:
+                curl, code, body = await prove(runtime, admin, DEFAULT_CONTROLLER_NAME, timeout)
+            except TimeoutError as exc:
+                outcome["error"] = str(exc)
+                stop.set()
+                return
+            typer.echo(f"\nEnvoy is serving the quickstart route. Try it:\n\n  {curl}\n\nanswer ({code}):\n{body}")
+            if once:
+                stop.set()
+            else:
+                typer.echo(f"gateweave is serving {config_dir} (admin API {admin.url}); edit the files to change it, Ctrl-C to stop.")
+
+        outcome["task"] = asyncio.get_running_loop().create_task(check())
+
+    try:
+        asyncio.run(
+            serve(
+                config_dir,
+                admin_address=admin_address,
+                dataplane=True,
+                dataplane_setup=host_dataplane(),
+                stop=stop,
+                on_started=started,
+            )
+        )
+    finally:
+        demo.shutdown()
+    if "error" in outcome:
+        _err(f"error: {outcome['error']}")
         raise typer.Exit(1)
 
 
