@@ -23,7 +23,7 @@ def require_shared() -> None:
         pytest.skip(f"{CASES} not present")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case_objects(case_file: str) -> tuple[Any, ...]:
     """The typed objects one case starts from (class, base, TLS material, its manifests, EndpointSlices)."""
     case = load_case(CASES / case_file)

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from conformance_objects import all_case_files, case_objects, require_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +14,6 @@ from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
 from gateweave.xds.build import build
 from gateweave.xds.resources import serialize
-from conformance_objects import all_case_files, case_objects, require_shared
 
 # Cases whose object sets exercise many code paths at once.
 RICH = [
