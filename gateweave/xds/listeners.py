@@ -154,6 +154,10 @@ def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         lc.ListenerFilter(name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector()))
     )
     out.filter_chains.extend(_tls_filter_chain(chain) for chain in port.filter_chains)
+    if not out.filter_chains:
+        # No route attached yet: Envoy refuses a listener without filter chains, so the
+        # port gets one without filters, which closes every connection.
+        out.filter_chains.append(lc.FilterChain(name=port.name))
     return out
 
 
