@@ -540,7 +540,7 @@ def test_http_listener(res: Resources) -> None:
     assert hcm.HasField("normalize_path") and not hcm.normalize_path.value
     assert not hcm.merge_slashes
     assert hcm.path_with_escaped_slashes_action == hcm_pb2.HttpConnectionManager.KEEP_UNCHANGED
-    assert hcm.strip_any_host_port
+    assert not hcm.strip_any_host_port  # ports are ignored by the route configurations instead
     assert [u.upgrade_type for u in hcm.upgrade_configs] == ["websocket"]
     assert hcm.stat_prefix == "default_gw_80"
 
@@ -855,6 +855,8 @@ def test_cors(res: Resources) -> None:
         "60",
     )
     assert policy.allow_credentials.value
+    # a preflight from a disallowed origin is answered by Envoy, never forwarded
+    assert policy.HasField("forward_not_matching_preflights") and not policy.forward_not_matching_preflights.value
     assert "envoy.filters.http.cors" not in _route(res, _r(0)).typed_per_filter_config
 
 
@@ -1179,7 +1181,7 @@ def test_end_to_end_with_envoy(backend: int) -> None:
         assert status == 200 and headers["x-from-backend"] == "yes"
         seen = json.loads(body)
         assert seen["path"] == "/hello?x=1"
-        assert seen["headers"]["host"] == "app.example"  # strip_any_host_port
+        assert seen["headers"]["host"] == f"app.example:{port}"  # the Host reaches the backend unchanged
         assert seen["headers"]["x-set"] == "gw" and "x-drop" not in seen["headers"]
         assert headers["x-resp"] == "added"
 

@@ -103,7 +103,7 @@ def _decode_cached(raw_json: str, origin: str) -> tuple[Decoded | None, tuple[Ob
     return decoded, tuple(errors)
 
 
-def _timestamp(tick: int) -> str:
+def creation_timestamp(tick: int) -> str:
     return (_EPOCH + datetime.timedelta(seconds=tick)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -161,7 +161,7 @@ class ObjectSet:
         if key[1]:
             meta["namespace"] = key[1]
         if old is None:
-            generation, created, uid, version = 1, _timestamp(self.tick), _uid(key), 1
+            generation, created, uid, version = 1, creation_timestamp(self.tick), _uid(key), 1
             status: Any = None
         else:
             old_meta = old.raw["metadata"]

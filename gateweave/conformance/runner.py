@@ -49,7 +49,7 @@ from gateweave.conformance.cases import (
     load_case,
     parse_step,
 )
-from gateweave.conformance.offline import ObjKey, feature_skip, merge_patch
+from gateweave.conformance.offline import ObjKey, creation_timestamp, feature_skip, merge_patch
 
 EXPECT_TIMEOUT = 60.0
 SYNC_TIMEOUT = 15.0
@@ -145,6 +145,12 @@ class ConfigFiles:
         self.root = root
         self.objects: dict[ObjKey, dict[str, Any]] = {}
         self._seq = 0
+        # The creation clock (as the API server stamps creationTimestamp): objects created in
+        # one batch tie, as they do upstream within a second; a later batch is strictly newer.
+        self.tick = 0
+
+    def next_batch(self) -> None:
+        self.tick += 60
 
     def path(self, key: ObjKey) -> Path:
         kind, ns, name = key
@@ -161,8 +167,13 @@ class ConfigFiles:
         if not key[2]:
             raise RunnerError(f"{key[0]} without metadata.name")
         body = {k: v for k, v in raw.items() if k != "status"}
+        meta = dict(body.get("metadata") or {})
         if key[1]:
-            body["metadata"] = {**(body.get("metadata") or {}), "namespace": key[1]}
+            meta["namespace"] = key[1]
+        previous = self.objects.get(key)
+        created = (previous or {}).get("metadata", {}).get("creationTimestamp") or meta.get("creationTimestamp")
+        meta["creationTimestamp"] = created or creation_timestamp(self.tick)
+        body["metadata"] = meta
         if _read_by_gateweave(body):
             _, errors = decode(body, _key_str(key))
             if errors:
@@ -499,6 +510,7 @@ class _CaseRun:
             for spec in extra:
                 keys.append(self._put(material.get(spec.kind, spec.ref).manifest()))
         for rel in self.case.manifests:
+            self.r.files.next_batch()
             for src in mf.load_file(self.r.options.manifests_dir, rel, self.r.subs):
                 keys.append(self._put(src.obj))
         await self.r._changed(keys)
@@ -529,6 +541,7 @@ class _CaseRun:
         if kind == "apply":
             assert step.apply is not None
             keys = []
+            self.r.files.next_batch()
             for rel in step.apply.files:
                 for src in mf.load_file(self.r.options.manifests_dir, rel, self.r.subs):
                     keys.append(self._put(src.obj))

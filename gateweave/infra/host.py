@@ -19,6 +19,7 @@ import asyncio
 import atexit
 import contextlib
 import enum
+import hashlib
 import logging
 import os
 import signal
@@ -107,7 +108,14 @@ async def http_status(host: str, port: int, path: str, timeout: float = 1.0) -> 
 
 
 def _dir_name(name: str) -> str:
-    return name.replace("/", "_")  # namespaces never contain "_"
+    """A directory name per Gateway: readable when it fits, else a prefix plus a hash.
+
+    Gateway names may be 253 characters, longer than a file name may be.
+    """
+    flat = name.replace("/", "_")  # namespaces never contain "_"
+    if len(flat) <= 100:
+        return flat
+    return f"{flat[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
 class _Supervisor:

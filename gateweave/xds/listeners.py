@@ -69,9 +69,9 @@ def http_connection_manager(
 
     HTTP/1.1 and h2c (prior knowledge) are both accepted (codec AUTO). Paths reach the
     backend as sent: no normalisation, no slash merging, escaped slashes untouched.
-    Host matching ignores any port (``strip_any_host_port``): the Host header loses
-    its port before routing, so ``example.com:8080`` matches the ``example.com``
-    virtual host, and redirects add the port explicitly when one is needed.
+    Host matching ignores any port (the route configurations set
+    ``ignore_port_in_host_matching``), so ``example.com:8080`` matches the ``example.com``
+    virtual host while the Host header reaches the backend unchanged.
     WebSocket upgrades are always allowed: routes to non-WebSocket backends just get
     a plain request.
     """
@@ -88,7 +88,7 @@ def http_connection_manager(
         normalize_path=wrappers_pb2.BoolValue(value=False),
         merge_slashes=False,
         path_with_escaped_slashes_action=hcm_pb2.HttpConnectionManager.KEEP_UNCHANGED,
-        strip_any_host_port=True,
+        strip_any_host_port=False,
         upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type="websocket")],
     )
 

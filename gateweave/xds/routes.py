@@ -199,14 +199,16 @@ def prefix_replacement(
 
 
 def _redirect(
-    redirect: ir.Redirect, match: ir.RouteMatch, listener_port: int, https: bool
+    redirect: ir.Redirect, match: ir.RouteMatch, listener_port: int, https: bool, exact_host: str | None = None
 ) -> rc.RedirectAction:
     """A redirect; ports follow the Gateway API rules.
 
-    The HCM strips any port from Host, so the Location carries a port only when
-    ``port_redirect`` is set: the explicit port, else the scheme's well-known port
-    when the scheme changes, else the listener port; it is left out when it is the
-    well-known port of the resulting scheme.
+    The port is the explicit one, else the scheme's well-known port when the scheme
+    changes, else the listener port; the Location leaves it out when it is the
+    well-known port of the resulting scheme. Envoy keeps the request's Host (port
+    included) unless told otherwise, so when the port must be left out and the
+    virtual host serves one exact hostname, that hostname is set explicitly, which
+    drops any port the client sent. (On wildcard hosts a client-sent port stays.)
     """
     code = _REDIRECT_CODES.get(redirect.status_code)
     if code is None:
@@ -226,6 +228,8 @@ def _redirect(
         port = listener_port
     if port != _WELL_KNOWN_PORTS.get(scheme):
         out.port_redirect = port
+    elif redirect.hostname is None and exact_host is not None:
+        out.host_redirect = exact_host
     if redirect.path_type == "ReplaceFullPath" and redirect.path is not None:
         out.path_redirect = redirect.path
     elif redirect.path_type == "ReplacePrefixMatch" and redirect.path is not None:
@@ -382,23 +386,27 @@ def _origin_matcher(origin: str) -> string_pb2.StringMatcher:
 
 
 def cors_policy(cors: ir.CORS) -> cors_pb2.CorsPolicy:
+    """The route's CORS policy. A preflight from an origin that is not allowed is answered by
+    Envoy (without CORS headers) instead of reaching the backend."""
     out = cors_pb2.CorsPolicy(
         allow_origin_string_match=[_origin_matcher(o) for o in cors.allow_origins],
         allow_methods=", ".join(cors.allow_methods),
         allow_headers=", ".join(cors.allow_headers),
         expose_headers=", ".join(cors.expose_headers),
         max_age=str(cors.max_age_s),
+        forward_not_matching_preflights=wrappers_pb2.BoolValue(value=False),
     )
     if cors.allow_credentials:
         out.allow_credentials.CopyFrom(wrappers_pb2.BoolValue(value=True))
     return out
 
 
-def route(r: ir.Route, listener_port: int, https: bool) -> rc.Route:
+def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None) -> rc.Route:
+    """One Envoy route; ``exact_host`` is the virtual host's hostname when it serves exactly one."""
     out = rc.Route(name=r.name, match=route_match(r.match))
     backends = tuple(b for b in r.backends if b.weight > 0)
     if r.redirect is not None:
-        out.redirect.CopyFrom(_redirect(r.redirect, r.match, listener_port, https))
+        out.redirect.CopyFrom(_redirect(r.redirect, r.match, listener_port, https, exact_host))
     elif r.direct_status is not None:
         out.direct_response.status = r.direct_status
     elif backends:
@@ -417,15 +425,24 @@ def route(r: ir.Route, listener_port: int, https: bool) -> rc.Route:
 def route_configuration(
     config: ir.RouteConfig, listener_port: int, https: bool
 ) -> route_pb2.RouteConfiguration:
-    """``listener_port``/``https`` describe the listener, for redirect defaults."""
+    """``listener_port``/``https`` describe the listener, for redirect defaults.
+
+    Hosts match whatever port the client put in Host (``ignore_port_in_host_matching``),
+    and the Host header reaches the backend unchanged, port included.
+    """
     return route_pb2.RouteConfiguration(
         name=config.name,
+        ignore_port_in_host_matching=True,
         virtual_hosts=[
             rc.VirtualHost(
                 name=vh.name,
                 domains=list(vh.domains),
-                routes=[route(r, listener_port, https) for r in vh.routes],
+                routes=[route(r, listener_port, https, _exact_host(vh)) for r in vh.routes],
             )
             for vh in config.virtual_hosts
         ],
     )
+
+
+def _exact_host(vh: ir.VirtualHost) -> str | None:
+    return vh.domains[0] if len(vh.domains) == 1 and "*" not in vh.domains[0] else None
