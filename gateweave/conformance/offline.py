@@ -34,7 +34,7 @@ from typing import Any, Literal
 import msgspec
 
 from gateweave.api.decode import Decoded, ObjectError, decode
-from gateweave.api.kinds import KINDS, ROUTE_KINDS
+from gateweave.api.kinds import KINDS
 from gateweave.conformance import expect as ex
 from gateweave.conformance import manifests as mf
 from gateweave.conformance.cases import (
@@ -47,9 +47,9 @@ from gateweave.conformance.cases import (
     parse_step,
 )
 from gateweave.snapshot import Snapshot
+from gateweave.status import merge_status, owned_list
 
 Outcome = Literal["PASS", "FAIL", "SKIP"]
-POLICY_KINDS = ("BackendTLSPolicy",)
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 _EPOCH = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 
@@ -271,27 +271,20 @@ def compute_statuses(
 def merge_statuses(
     objects: ObjectSet, statuses: dict[tuple[str, str, str], dict[str, Any]], controller_name: str
 ) -> None:
-    """Write the computed statuses into the stored objects as the status sink would.
-
-    Routes and policies: the computed parent/ancestor entries are all of this controller's
-    entries (others' entries are kept). Other kinds: the computed status replaces the
-    stored one; an object without a computed status keeps what it has.
-    """
+    """Write the computed statuses into the stored objects as the status sink does
+    (:func:`gateweave.status.merge_status`: other controllers' route/policy entries are kept).
+    A route or policy without a computed status keeps no entry of ours; any other object
+    without one keeps what it has."""
     for key, stored in objects.objects.items():
         computed = statuses.get(key)
-        kind = key[0]
-        if kind in ROUTE_KINDS or kind in POLICY_KINDS:
-            list_field = "ancestors" if kind in POLICY_KINDS else "parents"
-            old = (stored.raw.get("status") or {}).get(list_field) or []
-            others = [
-                e for e in old if isinstance(e, dict) and e.get("controllerName") != controller_name
-            ]
-            mine = copy.deepcopy((computed or {}).get(list_field) or [])
-            new_status = dict(copy.deepcopy(computed or {}))
-            new_status[list_field] = others + mine
-            stored.raw["status"] = new_status
-        elif computed is not None:
-            stored.raw["status"] = copy.deepcopy(computed)
+        if computed is None:
+            if owned_list(key[0]) is None:
+                continue
+            computed = {}
+        current = stored.raw.get("status")
+        stored.raw["status"] = copy.deepcopy(
+            merge_status(key[0], current if isinstance(current, dict) else None, computed, controller_name, None, namespace=key[1])
+        )
 
 
 # ---------------------------------------------------------------- running a case
