@@ -50,6 +50,28 @@ def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMod
     return ir.HeaderMods(set=a.set + b.set, add=a.add + b.add, remove=a.remove + b.remove)
 
 
+def backend_header_mods(
+    backend_refs: Sequence[m.HTTPBackendRef | m.GRPCBackendRef],
+) -> list[tuple[ir.HeaderMods | None, ir.HeaderMods | None]]:
+    """(request, response) header modifiers of each backendRef's own filters, in order.
+
+    Raises RuleError for a backendRef filter type other than the header modifiers.
+    """
+    out: list[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] = []
+    for ref in backend_refs:
+        req: ir.HeaderMods | None = None
+        resp: ir.HeaderMods | None = None
+        for bf in ref.filters:
+            if bf.type == "RequestHeaderModifier":
+                req = merge_mods(req, header_mods(bf.request_header_modifier))
+            elif bf.type == "ResponseHeaderModifier":
+                resp = merge_mods(resp, header_mods(bf.response_header_modifier))
+            else:
+                raise RuleError(f"backendRef filter type {bf.type} is not supported")
+        out.append((req, resp))
+    return out
+
+
 def mirror(
     tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPRequestMirrorFilter
 ) -> ir.Mirror | None:

@@ -10,6 +10,7 @@ from gateweave.translate.backends import BackendResolver
 from gateweave.translate.context import sort_key
 from gateweave.translate.filters import (
     RuleError,
+    backend_header_mods,
     header_mods,
     merge_mods,
     mirror,
@@ -56,18 +57,7 @@ def _rule(
             error_500 = True
         else:
             raise RuleError(f"filter type {f.type} is not supported")
-    per_backend: list[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] = []
-    for ref in rule.backend_refs:
-        breq: ir.HeaderMods | None = None
-        bresp: ir.HeaderMods | None = None
-        for bf in ref.filters:
-            if bf.type == "RequestHeaderModifier":
-                breq = merge_mods(breq, header_mods(bf.request_header_modifier))
-            elif bf.type == "ResponseHeaderModifier":
-                bresp = merge_mods(bresp, header_mods(bf.response_header_modifier))
-            else:
-                raise RuleError(f"backendRef filter type {bf.type} is not supported")
-        per_backend.append((breq, bresp))
+    per_backend = backend_header_mods(rule.backend_refs)
     backends = weighted_backends(tr, resolver, rule.backend_refs, per_backend)
     direct_status: int | None = None
     if error_500 or not backends:
