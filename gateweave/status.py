@@ -11,7 +11,10 @@ this controller's entries. :func:`merge_status` turns that into the status to st
   listener's (by name), each parent entry's (by parentRef).
 
 The :class:`StatusSink` (standalone mode) keeps every object's status and writes only
-what differs from what it holds.
+what differs from what it holds. When translate stops reporting on an object that still
+exists (a Gateway whose GatewayClass is gone or no longer ours), the sink withdraws what
+it wrote: a route's or policy's entries of ours are dropped (other controllers' stay),
+any other object's status reverts to the one it came with.
 """
 
 from __future__ import annotations
@@ -194,13 +197,37 @@ class StatusSink:
             if merged == dict(current or {}):
                 continue
             self._status[key] = merged
-            written.append(key)
-            self.writes += 1
-            if self.metrics is not None:
-                self.metrics.status_writes.inc()
-            if self.on_write is not None:
-                self.on_write(key, merged)
+            self._written(key, merged, written)
+        for key in sorted(k for k in self._status if k not in computed):
+            self._withdraw(key, stored(key), written)
         return written
+
+    def _withdraw(self, key: Key, given: Mapping[str, Any] | None, written: list[Key]) -> None:
+        """Translate no longer reports on ``key``: take back what this controller wrote."""
+        current = self._status[key]
+        shared = owned_list(key.kind)
+        kept: Status = {}
+        if shared is not None:
+            kept = {**current, shared: [
+                e for e in current.get(shared) or []
+                if not (isinstance(e, dict) and e.get("controllerName") == self.controller_name)
+            ]}
+        before = dict(given or {})
+        if shared is None or kept == before or (not before and not any(kept.values())):
+            del self._status[key]  # back to the status the object came with
+            if current != before:
+                self._written(key, before, written)
+        elif kept != current:
+            self._status[key] = kept
+            self._written(key, kept, written)
+
+    def _written(self, key: Key, status: Status, written: list[Key]) -> None:
+        written.append(key)
+        self.writes += 1
+        if self.metrics is not None:
+            self.metrics.status_writes.inc()
+        if self.on_write is not None:
+            self.on_write(key, status)
 
     def retain(self, keys: Collection[Key]) -> None:
         """Forget the statuses of objects that no longer exist."""

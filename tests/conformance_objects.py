@@ -24,13 +24,20 @@ def require_shared() -> None:
 
 
 @functools.cache
-def case_objects(case_file: str) -> tuple[Any, ...]:
-    """The typed objects one case starts from (class, base, TLS material, its manifests, EndpointSlices)."""
+def case_raws(case_file: str) -> tuple[dict[str, Any], ...]:
+    """The substituted manifests one case starts from, as plain dicts (shared: do not mutate)."""
     case = load_case(CASES / case_file)
     subs = mf.Substitutions()
     sources = mf.case_manifests(MANIFESTS, case, subs).objects
     raws = [s.obj for s in sources]
     raws += mf.endpoint_slices(raws)
+    return tuple(raws)
+
+
+@functools.cache
+def case_objects(case_file: str) -> tuple[Any, ...]:
+    """The typed objects one case starts from (class, base, TLS material, its manifests, EndpointSlices)."""
+    raws = case_raws(case_file)
     out: dict[Key, Any] = {}
     for raw in raws:
         dec, errors = decode(raw)
