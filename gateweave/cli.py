@@ -40,6 +40,18 @@ class Show(StrEnum):
     xds = "xds"
 
 
+class _StderrLogger:
+    """structlog output to whatever ``sys.stderr`` is when a line is written (never a stale stream)."""
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def msg(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
 class LogLevel(StrEnum):
     debug = "debug"
     info = "info"
@@ -57,7 +69,7 @@ def _configure(
 
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, log_level.value.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_StderrLogger,
     )
 
 
@@ -146,29 +158,58 @@ def translate_cmd(
 
 @app.command("serve")
 def serve_cmd(
-    config_dir: Annotated[str, typer.Option("--config-dir", help="Directory of manifests to watch.")],
+    config_dir: Annotated[str | None, typer.Option("--config-dir", help="Directory of manifests to watch (file provider).")] = None,
     admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")] = "127.0.0.1:19000",
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
     no_dataplane: Annotated[bool, typer.Option("--no-dataplane", help="Translate and publish status only: no Envoy.")] = False,
     address_pool: PoolOpt = "127.10.0.0/16",
+    provider: Annotated[str, typer.Option("--provider", help="Where objects come from: file (--config-dir) or kubernetes (the API server).")] = "file",
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="kubeconfig file (kubernetes provider; default: in-cluster, then $KUBECONFIG or ~/.kube/config).")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Watch namespaced kinds in this namespace only (kubernetes provider).")] = None,
+    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Only the holder of a coordination.k8s.io Lease writes status (kubernetes provider).")] = False,
+    dataplane_kind: Annotated[str, typer.Option("--dataplane", help="With --provider kubernetes: none (default), kubernetes (an Envoy Deployment+Service per Gateway) or host (Envoy processes here).")] = "none",
+    xds_host: Annotated[str, typer.Option("--xds-host", help="With --dataplane kubernetes: the host Envoy pods reach this controller's xDS server at.")] = "gateweave.gateweave-system.svc",
+    xds_port: Annotated[int, typer.Option("--xds-port", help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).")] = 18000,
 ) -> None:
-    """Watch a directory of manifests and run Envoy for the Gateways it defines."""
+    """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines."""
     from gateweave.serve import serve
 
     _check_pool(address_pool)
-    setup = None
-    if not no_dataplane:
-        from gateweave.dataplane import host_dataplane
+    kube = None
+    if provider == "kubernetes":
+        from gateweave.kube.wiring import KubeSettings
 
-        setup = host_dataplane()
+        if dataplane_kind not in ("none", "host", "kubernetes"):
+            _err(f"error: unknown data plane {dataplane_kind!r} (none, kubernetes or host)")
+            raise typer.Exit(2)
+        kube = KubeSettings(kubeconfig=kubeconfig, namespace=namespace, leader_elect=leader_elect,
+                            kube_dataplane=dataplane_kind == "kubernetes", xds_host=xds_host, xds_port=xds_port)
+        dataplane = dataplane_kind != "none" and not no_dataplane
+    elif provider == "file":
+        if config_dir is None:
+            _err("error: --config-dir is required with the file provider")
+            raise typer.Exit(2)
+        if kubeconfig or namespace or leader_elect or dataplane_kind != "none":
+            _err("error: --kubeconfig, --namespace, --leader-elect and --dataplane need --provider kubernetes")
+            raise typer.Exit(2)
+        dataplane = not no_dataplane
+    else:
+        _err(f"error: unknown provider {provider!r} (file or kubernetes)")
+        raise typer.Exit(2)
+    setup = None
+    if dataplane and (kube is None or not kube.kube_dataplane):
+        from gateweave.dataplane import host_dataplane as make_host_dataplane
+
+        setup = make_host_dataplane()
     asyncio.run(
         serve(
-            config_dir,
+            config_dir or "",
             admin_address=admin_address,
             controller_name=controller_name,
-            dataplane=not no_dataplane,
+            dataplane=dataplane,
             address_pool=address_pool,
             dataplane_setup=setup,
+            kube=kube,
         )
     )
 
@@ -303,6 +344,109 @@ def quickstart_cmd(
     if "error" in outcome:
         _err(f"error: {outcome['error']}")
         raise typer.Exit(1)
+
+
+@app.command("bench")
+def bench_cmd(
+    routes: Annotated[str, typer.Option("--routes", help="Route counts to measure, comma-separated.")] = "100,1000,10000",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated objects.")] = 7,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs of each timed step (the median is reported).")] = 3,
+    latency_samples: Annotated[int, typer.Option("--latency-samples", help="Event -> Envoy samples at 1,000 routes (0: skip).")] = 100,
+    profile: Annotated[bool, typer.Option("--profile", help="Also print a cProfile of one translation at the largest count.")] = False,
+) -> None:
+    """Measure decoding, translation, change-to-snapshot time, burst coalescing and memory on generated objects."""
+    from gateweave.bench.run import BenchError, format_table, profile_translate, run_bench
+
+    try:
+        counts = [int(part) for part in routes.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 1 for n in counts):
+        _err(f"error: --routes {routes!r}: expected positive integers separated by commas")
+        raise typer.Exit(2)
+    try:
+        report = run_bench(counts, seed=seed, repeat=repeat, latency_samples=latency_samples, log=_err)
+    except BenchError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(1) from None
+    report["command"] = f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} --latency-samples {latency_samples}"
+    if profile:
+        report["profile"] = profile_translate(max(counts), seed)
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        typer.echo(format_table(report))
+        if profile:
+            typer.echo("\n" + report["profile"])
+
+
+@app.command("conformance")
+def conformance_cmd(
+    cases: Annotated[str, typer.Option("--cases", help="Directory of conformance case files (FORMAT.md).")],
+    manifests: Annotated[str, typer.Option("--manifests", help="Directory holding base/ and tests/ manifests.")],
+    run: Annotated[str | None, typer.Option("--run", help="Only cases whose name matches this regex.")] = None,
+    report: Annotated[str | None, typer.Option("--report", help="Write an upstream-format ConformanceReport YAML here.")] = None,
+    supported_features: Annotated[str | None, typer.Option("--supported-features", help="Comma-separated claimed features (default: the GatewayClass's status.supportedFeatures).")] = None,
+    skip_tests: Annotated[str | None, typer.Option("--skip-tests", help="Skip cases whose name matches this regex.")] = None,
+    known_failures: Annotated[str | None, typer.Option("--known-failures", help="YAML mapping of case name to why it is known to fail; those do not fail the run.")] = None,
+    controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+    address_pool: PoolOpt = "127.10.0.0/16",
+    backend_prefix: Annotated[str, typer.Option("--backend-prefix", help="Echo replicas listen on PREFIX.x.y (a /16 of 127.0.0.0/8).")] = "127.20",
+) -> None:
+    """Replay conformance cases against a live gateweave with Envoy and echo backends, traffic included."""
+    import logging
+    import re
+    from pathlib import Path
+
+    import structlog
+
+    from gateweave.conformance.runner import RunnerOptions, load_known_failures, run_sync
+
+    for pattern in (run, skip_tests):
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                _err(f"error: bad regex {pattern!r}: {exc}")
+                raise typer.Exit(2) from None
+    _check_pool(address_pool)
+    for path in (cases, manifests):
+        if not Path(path).is_dir():
+            _err(f"error: {path} is not a directory")
+            raise typer.Exit(2)
+    known: dict[str, str] = {}
+    if known_failures:
+        try:
+            known = load_known_failures(Path(known_failures))
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            _err(f"error: --known-failures: {exc}")
+            raise typer.Exit(2) from None
+    if not structlog.get_config()["wrapper_class"].__name__.endswith("Debug"):
+        # Keep the run's output to its result lines: only warnings and errors from gateweave itself.
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    features = None
+    if supported_features is not None:
+        features = frozenset(f.strip() for f in supported_features.split(",") if f.strip())
+
+    def out(line: str) -> None:
+        typer.echo(line)
+        sys.stdout.flush()
+
+    options = RunnerOptions(
+        cases_dir=Path(cases),
+        manifests_dir=Path(manifests),
+        run=run,
+        skip_tests=skip_tests,
+        supported_features=features,
+        report=Path(report) if report else None,
+        known_failures=known,
+        controller_name=controller_name,
+        address_pool=address_pool,
+        backend_prefix=backend_prefix,
+        out=out,
+    )
+    raise typer.Exit(run_sync(options))
 
 
 @app.command("version")

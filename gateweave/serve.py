@@ -8,7 +8,7 @@ import os
 import signal
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -22,6 +22,9 @@ from gateweave.status import StatusSink
 from gateweave.store import Store
 from gateweave.translate import translate
 from gateweave.translate.options import TranslateOptions
+
+if TYPE_CHECKING:
+    from gateweave.kube.wiring import KubeSettings, KubeSource
 
 log = structlog.get_logger("gateweave.serve")
 
@@ -44,26 +47,45 @@ async def serve(
     debounce_ms: int = 50,
     stop: asyncio.Event | None = None,
     on_started: Callable[[Runtime, AdminServer], None] | None = None,
+    kube: KubeSettings | None = None,
+    on_kube: Callable[[KubeSource], None] | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM (or ``stop`` is set), then shut down cleanly.
 
     With ``dataplane=False`` nothing is published to xDS or infra sinks and translate is
     told there is no data plane (a valid Gateway counts as Programmed).
+
+    With ``kube`` the objects come from the Kubernetes API server instead of
+    ``config_dir`` (ignored), and statuses are written through the status subresource.
     """
-    if not os.path.isdir(config_dir):
+    if kube is None and not os.path.isdir(config_dir):
         raise FileNotFoundError(f"config directory {config_dir!r} does not exist")
     stop = stop or asyncio.Event()
     metrics = Metrics()
     errors = ErrorBook()
     errors.subscribe(metrics.config_errors.set)
     store = Store()
-    provider = FileProvider(config_dir, store, errors, debounce_ms=debounce_ms)
-    provider.rescan()  # the first translation sees the whole directory
+    source: KubeSource | None = None
+    status_sink: StatusSink
+    if kube is not None:
+        from gateweave.kube.wiring import KubeSource
+
+        source = await KubeSource.open(kube, store, errors, controller_name, metrics)
+        await source.sync()  # the first translation sees every listed object
+        status_sink = source.status_writer
+        if dataplane and dataplane_setup is None and kube.kube_dataplane:
+            dataplane_setup = source.dataplane_setup()
+        if on_kube is not None:
+            on_kube(source)
+    else:
+        provider = FileProvider(config_dir, store, errors, debounce_ms=debounce_ms)
+        provider.rescan()  # the first translation sees the whole directory
+        status_sink = StatusSink(controller_name, metrics=metrics)
     runtime = Runtime(
         store,
         translate_fn=translate_fn,
         options=TranslateOptions(controller_name=controller_name, address_pool=address_pool),
-        status_sink=StatusSink(controller_name, metrics=metrics),
+        status_sink=status_sink,
         dataplane=dataplane,
         window=window,
         max_delay=max_delay,
@@ -88,10 +110,11 @@ async def serve(
             dataplane_setup(runtime) if dataplane and dataplane_setup is not None else contextlib.nullcontext()
         )
         async with setup:
-            tasks = [
-                asyncio.create_task(runtime.run(), name="gateweave-runtime"),
-                asyncio.create_task(provider.run(), name="gateweave-file-provider"),
-            ]
+            tasks = [asyncio.create_task(runtime.run(), name="gateweave-runtime")]
+            if source is not None:
+                tasks += [asyncio.create_task(c, name="gateweave-kubernetes") for c in source.tasks()]
+            else:
+                tasks.append(asyncio.create_task(provider.run(), name="gateweave-file-provider"))
             if on_started is not None:
                 on_started(runtime, admin)
             stopper = asyncio.create_task(stop.wait(), name="gateweave-stop")
@@ -106,6 +129,8 @@ async def serve(
         await _cancel(tasks)
         await admin.stop()
         runtime.close()
+        if source is not None:
+            await source.close()
         for sig in signals:
             loop.remove_signal_handler(sig)
 

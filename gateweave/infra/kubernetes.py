@@ -1,0 +1,236 @@
+"""Kubernetes infrastructure: per Gateway an Envoy Deployment, Service, ServiceAccount and
+bootstrap ConfigMap, owned by the Gateway.
+
+It is the runtime's infra sink (``update(changed, removed)``) in Kubernetes mode. Each
+object is written with server-side apply (field manager ``gateweave``, forced: these
+objects are ours), carries an ownerReference to its Gateway (so deleting the Gateway
+garbage-collects them) and the Gateway's ``spec.infrastructure`` labels and annotations;
+a Gateway that leaves the infra IR (deleted, or no longer ours) has its objects deleted.
+Only the leader manages infrastructure (``enabled``): a follower remembers the desired
+state and applies it all when it becomes the leader.
+
+:func:`service_addresses` reads the Gateway's addresses from its Service (load-balancer
+ingress, else the cluster IP), for the Gateway's ``status.addresses``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from gateweave.api.kinds import Key
+from gateweave.infra.bootstrap import BootstrapParams, render
+from gateweave.ir import InfraGateway
+from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
+from gateweave.store import Store
+
+log = structlog.get_logger("gateweave.infra.kubernetes")
+
+FIELD_MANAGER = "gateweave"
+GATEWAY_LABEL = "gateway.networking.k8s.io/gateway-name"
+DEFAULT_IMAGE = "envoyproxy/envoy:v1.40.0"
+ENVOY_ADMIN_PORT = 19001
+
+DEPLOYMENTS = ResourcePath("apps", "v1", "deployments", True)
+SERVICES = ResourcePath("", "v1", "services", True)
+SERVICE_ACCOUNTS = ResourcePath("", "v1", "serviceaccounts", True)
+CONFIG_MAPS = ResourcePath("", "v1", "configmaps", True)
+OWNED = (DEPLOYMENTS, SERVICES, CONFIG_MAPS, SERVICE_ACCOUNTS)
+
+
+def object_name(gateway_name: str) -> str:
+    """``gateweave-<gateway>``, shortened with a hash to fit a DNS label (63)."""
+    name = f"gateweave-{gateway_name}"
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(gateway_name.encode()).hexdigest()[:8]
+    return f"{name[:54].rstrip('-')}-{digest}"
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def bootstrap(gw: InfraGateway, xds_host: str, xds_port: int) -> dict[str, Any]:
+    """The Envoy bootstrap for a Gateway's pod: ADS to the control plane's Service."""
+    doc = render(BootstrapParams(node_id=gw.name, xds_host=xds_host, xds_port=xds_port,
+                                 admin_port=ENVOY_ADMIN_PORT, admin_host="127.0.0.1"))
+    if not _is_ip(xds_host):  # a Service DNS name: resolve it
+        for cluster in doc["static_resources"]["clusters"]:
+            cluster["type"] = "STRICT_DNS"
+    return doc
+
+
+class KubernetesInfra:
+    def __init__(
+        self,
+        client: KubeClient,
+        store: Store,
+        *,
+        xds_host: str,
+        xds_port: int,
+        image: str = DEFAULT_IMAGE,
+        service_type: str = "LoadBalancer",
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.xds_host, self.xds_port = xds_host, xds_port
+        self.image = image
+        self.service_type = service_type
+        self.enabled = True
+        self.desired: dict[str, InfraGateway] = {}
+        self.applied: dict[str, InfraGateway] = {}
+
+    # ------------------------------------------------------------ the infra sink
+
+    async def update(self, changed: Mapping[str, InfraGateway], removed: Sequence[str]) -> None:
+        for name in removed:
+            self.desired.pop(name, None)
+        self.desired.update(changed)
+        if self.enabled:
+            await self.reconcile()
+
+    async def reconcile(self) -> None:
+        """Make the cluster match :attr:`desired` (after a change, or on becoming leader)."""
+        for name in sorted(self.applied.keys() - self.desired.keys()):
+            await self._delete(self.applied.pop(name))
+        for name, gw in sorted(self.desired.items()):
+            if self.applied.get(name) != gw:
+                await self._apply(gw)
+                self.applied[name] = gw
+
+    # ------------------------------------------------------------ objects
+
+    def _owner(self, gw: InfraGateway) -> list[dict[str, Any]]:
+        stored = self.store.get(Key("Gateway", gw.namespace, gw.gateway_name))
+        uid = stored.model.metadata.uid if stored is not None else ""
+        if not uid:
+            return []
+        return [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gw.gateway_name,
+                 "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+
+    def _meta(self, gw: InfraGateway, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        labels = {**gw.labels, **self.selector(gw), **(extra_labels or {})}
+        meta: dict[str, Any] = {"name": object_name(gw.gateway_name), "namespace": gw.namespace,
+                                "labels": dict(sorted(labels.items()))}
+        if gw.annotations:
+            meta["annotations"] = dict(sorted(gw.annotations.items()))
+        owner = self._owner(gw)
+        if owner:
+            meta["ownerReferences"] = owner
+        return meta
+
+    @staticmethod
+    def selector(gw: InfraGateway) -> dict[str, str]:
+        return {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/managed-by": "gateweave",
+                GATEWAY_LABEL: gw.gateway_name}
+
+    def manifests(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
+        name = object_name(gw.gateway_name)
+        boot = json.dumps(bootstrap(gw, self.xds_host, self.xds_port), indent=2, sort_keys=True)
+        boot_hash = hashlib.sha256(boot.encode()).hexdigest()[:16]
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": self._meta(gw)}
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self._meta(gw), "data": {"bootstrap.json": boot}}
+        ports = [{"name": f"{p.protocol.lower()}-{p.port}", "containerPort": p.port, "protocol": p.protocol}
+                 for p in gw.ports]
+        pod_annotations = {**gw.annotations, "gateweave.io/bootstrap-hash": boot_hash}
+        deployment = {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": self._meta(gw),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": self.selector(gw)},
+                "template": {
+                    "metadata": {"labels": dict(sorted({**gw.labels, **self.selector(gw)}.items())),
+                                 "annotations": dict(sorted(pod_annotations.items()))},
+                    "spec": {
+                        "serviceAccountName": name,
+                        "automountServiceAccountToken": False,
+                        "containers": [{
+                            "name": "envoy", "image": self.image,
+                            "args": ["--config-path", "/etc/envoy/bootstrap.json", "--log-level", "warn",
+                                     "--disable-hot-restart"],
+                            "ports": ports,
+                            "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
+                            "volumeMounts": [{"name": "bootstrap", "mountPath": "/etc/envoy", "readOnly": True}],
+                        }],
+                        "volumes": [{"name": "bootstrap", "configMap": {"name": name}}],
+                    },
+                },
+            },
+        }
+        service = {
+            "apiVersion": "v1", "kind": "Service", "metadata": self._meta(gw),
+            "spec": {
+                "type": self.service_type,
+                "selector": self.selector(gw),
+                "ports": [{"name": f"{p.protocol.lower()}-{p.port}", "port": p.port, "targetPort": p.port,
+                           "protocol": p.protocol} for p in gw.ports],
+            },
+        }
+        return [(SERVICE_ACCOUNTS, sa), (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service)]
+
+    async def _apply(self, gw: InfraGateway) -> None:
+        for path, obj in self.manifests(gw):
+            await self.client.patch(path.item(gw.namespace, obj["metadata"]["name"]), obj, APPLY_PATCH,
+                                    field_manager=FIELD_MANAGER, force=True)
+        log.info("infrastructure applied", gateway=gw.name)
+
+    async def _delete(self, gw: InfraGateway) -> None:
+        for path in OWNED:
+            try:
+                await self.client.delete(path.item(gw.namespace, object_name(gw.gateway_name)))
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+        log.info("infrastructure deleted", gateway=gw.name)
+
+
+def service_addresses(service: Mapping[str, Any] | None) -> list[dict[str, str]]:
+    """A Gateway's addresses from its Service: load-balancer ingress, else the cluster IP."""
+    if not service:
+        return []
+    out: list[dict[str, str]] = []
+    for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+        if ingress.get("ip"):
+            out.append({"type": "IPAddress", "value": str(ingress["ip"])})
+        elif ingress.get("hostname"):
+            out.append({"type": "Hostname", "value": str(ingress["hostname"])})
+    if not out:
+        ip = (service.get("spec") or {}).get("clusterIP")
+        if ip and ip != "None":
+            out.append({"type": "IPAddress", "value": str(ip)})
+    return out
+
+
+def addresses_hooks(
+    store: Store,
+) -> tuple[Callable[[Key, dict[str, Any]], dict[str, Any]], Callable[[Key], list[Key]]]:
+    """For the status writer: ``overlay`` puts a Gateway's Service addresses in its status;
+    ``related`` maps a change of such a Service (e.g. its load-balancer IP, a status-only
+    change) to its Gateway."""
+
+    def overlay(key: Key, status: dict[str, Any]) -> dict[str, Any]:
+        if key.kind != "Gateway":
+            return status
+        svc = store.get(Key("Service", key.namespace, object_name(key.name)))
+        addresses = service_addresses(svc.raw if svc is not None else None)
+        return {**status, "addresses": addresses} if addresses else status
+
+    def related(key: Key) -> list[Key]:
+        if key.kind != "Service":
+            return []
+        svc = store.get(key)
+        gateway = ((svc.raw.get("metadata") or {}).get("labels") or {}).get(GATEWAY_LABEL) if svc else None
+        return [Key("Gateway", key.namespace, gateway)] if gateway else []
+
+    return overlay, related

@@ -1,0 +1,1 @@
+"""Kubernetes API helpers: a small generic client over kubernetes_asyncio, resource paths."""

@@ -1,0 +1,298 @@
+"""The Kubernetes status sink: statuses written through the ``status`` subresource.
+
+The runtime hands it every computed status (:meth:`KubeStatusWriter.publish`, the same
+interface as the standalone :class:`~gateweave.status.StatusSink`). For each object it
+merges the computed status into the status the API server has (as the watch delivered it
+into the store) with :func:`~gateweave.status.merge_status` - other controllers' route
+parent entries are kept, our stale ones removed, ``lastTransitionTime`` of unchanged
+conditions kept - and queues a write only when the result differs. A worker task writes
+the queue:
+
+* ``PUT .../<name>/status`` with the object's ``metadata.resourceVersion``, so a write
+  never overwrites a status it has not seen; on 409 Conflict it re-reads the object,
+  merges again and retries (bounded), and skips the write if the fresh status already
+  is the merged one;
+* rate-limited by a token bucket (``rate`` writes/s, ``burst``);
+* after a write, until the watch delivers it, the written status (and its
+  resourceVersion) stands in for the store's stale one, so the same status is never
+  written twice;
+* a status-only change seen by the watch (ours or another writer's) is checked again
+  against the desired status, without a translation: it never wakes the processor (the
+  store reports status-only changes as ``model_changed=False``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+import msgspec
+import structlog
+
+from gateweave.api.kinds import Key
+from gateweave.kube.client import KubeClient, KubeError, ResourcePath
+from gateweave.metrics import Metrics
+from gateweave.status import Status, StatusSink, merge_status, owned_list, utc_now
+from gateweave.store import Change, Store
+
+log = structlog.get_logger("gateweave.kubestatus")
+
+
+class TokenBucket:
+    """``rate`` tokens per second, at most ``burst`` saved up."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = max(1, burst)
+        self.clock = clock
+        self.tokens = float(self.burst)
+        self.stamp = clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    async def take(self) -> None:
+        while True:
+            self._refill()
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
+            await asyncio.sleep((1 - self.tokens) / self.rate)
+
+
+def _rv(raw: Mapping[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _newer_or_same(rv: str, than: str) -> bool:
+    # resourceVersions are opaque, but an API server's are etcd revisions; when both are
+    # integers (always, in practice) order them, else trust the store.
+    try:
+        return int(rv) >= int(than)
+    except ValueError:
+        return True
+
+
+class KubeStatusWriter(StatusSink):
+    def __init__(
+        self,
+        client: KubeClient,
+        store: Store,
+        paths: Callable[[str], ResourcePath | None],
+        controller_name: str,
+        *,
+        rate: float = 20.0,
+        burst: int = 50,
+        max_attempts: int = 5,
+        retry_delay: float = 1.0,
+        clock: Callable[[], str] = utc_now,
+        metrics: Metrics | None = None,
+        overlay: Callable[[Key, dict[str, Any]], dict[str, Any]] | None = None,
+        related: Callable[[Key], list[Key]] | None = None,
+    ) -> None:
+        super().__init__(controller_name, clock=clock, metrics=metrics)
+        # overlay(key, computed): the status to write (e.g. Gateway addresses from its Service);
+        # related(key): objects whose status depends on ``key``'s stored form besides their own.
+        self.overlay = overlay
+        self.related = related
+        self.client = client
+        self.store = store
+        self.paths = paths
+        self.bucket = TokenBucket(rate, burst)
+        self.max_attempts = max_attempts
+        self.retry_delay = retry_delay
+        self.conflicts = 0
+        self.failures = 0
+        self.enabled = True  # False while not the leader: statuses are computed, not written
+        self._desired: dict[Key, dict[str, Any]] = {}
+        self._echo: dict[Key, tuple[str, Status]] = {}  # our last write until the watch shows it
+        self._pending: set[Key] = set()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._unsubscribe = store.subscribe(self._on_change)
+
+    # ------------------------------------------------------------ what the API server has
+
+    def _current(self, key: Key) -> tuple[Status | None, str, dict[str, Any] | None]:
+        """(status, resourceVersion, object) as far as we know the API server has them."""
+        stored = self.store.get(key)
+        if stored is None:
+            return None, "", None
+        rv = _rv(stored.raw)
+        status = stored.raw.get("status")
+        echo = self._echo.get(key)
+        if echo is not None:
+            if _newer_or_same(rv, echo[0]):
+                del self._echo[key]
+            else:
+                return echo[1], echo[0], stored.raw
+        return (status if isinstance(status, dict) else None), rv, stored.raw
+
+    def get(self, key: Key) -> Status | None:
+        return self._current(key)[0]
+
+    # ------------------------------------------------------------ the sink interface
+
+    def publish(
+        self,
+        computed: Mapping[tuple[str, str, str], Mapping[str, Any]],
+        stored: Callable[[Key], Mapping[str, Any] | None] = lambda _key: None,
+    ) -> list[Key]:
+        """Remember the computed statuses; queue a write for each that changes the stored one."""
+        now = self.clock()
+        queued: list[Key] = []
+        desired_now: dict[Key, dict[str, Any]] = {
+            Key(*k): msgspec.to_builtins(computed[k]) for k in computed
+        }
+        for key in [k for k in self._desired if k not in desired_now]:
+            # No longer reported on (e.g. its parent is no longer ours): withdraw our
+            # route/policy entries; any other status is left as it is.
+            shared = owned_list(key.kind)
+            if shared is None:
+                self._forget(key)
+            else:
+                desired_now[key] = {shared: []}
+        for key in sorted(desired_now):
+            desired = desired_now[key]
+            self._desired[key] = desired
+            if self._differs(key, desired, now):
+                self._pending.add(key)
+                queued.append(key)
+        if queued:
+            self._idle.clear()
+            self._wake.set()
+        return queued
+
+    def retain(self, keys: Collection[Key]) -> None:
+        for key in [k for k in self._desired if k not in keys]:
+            self._forget(key)
+
+    def _forget(self, key: Key) -> None:
+        self._desired.pop(key, None)
+        self._echo.pop(key, None)
+        self._pending.discard(key)
+
+    def _target(self, key: Key, desired: dict[str, Any]) -> dict[str, Any]:
+        return self.overlay(key, desired) if self.overlay is not None else desired
+
+    def _differs(self, key: Key, desired: dict[str, Any], now: str | None) -> bool:
+        desired = self._target(key, desired)
+        current, _, obj = self._current(key)
+        if obj is None:
+            return False
+        merged = merge_status(key.kind, current, desired, self.controller_name, now, namespace=key.namespace)
+        return merged != dict(current or {})
+
+    def _on_change(self, change: Change) -> None:
+        for key in self.related(change.key) if self.related is not None else ():
+            if key in self._desired and self._differs(key, self._desired[key], None):
+                self._pending.add(key)
+                self._idle.clear()
+                self._wake.set()
+        if change.op == "deleted":
+            self._forget(change.key)
+        elif not change.model_changed and change.key in self._desired and self._differs(
+            change.key, self._desired[change.key], None
+        ):
+            # Someone else changed the status (ours are recognised as no difference).
+            self._pending.add(change.key)
+            self._idle.clear()
+            self._wake.set()
+
+    # ------------------------------------------------------------ writing
+
+    async def run(self) -> None:
+        """Write queued statuses until cancelled."""
+        try:
+            while True:
+                if not self._pending or not self.enabled:
+                    self._idle.set()
+                    await self._wake.wait()
+                    self._wake.clear()
+                    continue
+                key = min(self._pending)
+                self._pending.discard(key)
+                await self.bucket.take()
+                try:
+                    await self._write(key)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self.failures += 1
+                    log.warning("status write failed; will retry", object=str(key), error=str(exc))
+                    asyncio.get_running_loop().call_later(self.retry_delay, self._requeue, key)
+        finally:
+            self._unsubscribe()
+
+    def _requeue(self, key: Key) -> None:
+        if key in self._desired:
+            self._pending.add(key)
+            self._idle.clear()
+            self._wake.set()
+
+    def kick(self) -> None:
+        """Re-check every desired status (e.g. after becoming the leader)."""
+        self._pending |= set(self._desired)
+        if self._pending:
+            self._idle.clear()
+        self._wake.set()
+
+    async def wait_idle(self, timeout: float = 5.0) -> None:
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    @property
+    def busy(self) -> bool:
+        return not self._idle.is_set()
+
+    async def _write(self, key: Key) -> None:
+        desired = self._desired.get(key)
+        path = self.paths(key.kind)
+        if desired is None or path is None:
+            return
+        desired = self._target(key, desired)
+        current, rv, obj = self._current(key)
+        for _ in range(self.max_attempts):
+            if obj is None:
+                return
+            merged = merge_status(key.kind, current, desired, self.controller_name, self.clock(),
+                                  namespace=key.namespace)
+            if merged == dict(current or {}):
+                return
+            body = {**obj, "apiVersion": path.api_version, "kind": key.kind,
+                    "metadata": {**(obj.get("metadata") or {}), "resourceVersion": rv}, "status": merged}
+            try:
+                written = await self.client.replace(path.item(key.namespace, key.name, "status"), body)
+            except KubeError as exc:
+                if exc.code == 404:
+                    return  # deleted meanwhile; the watch will tell the store
+                if exc.code != 409:
+                    raise
+                self.conflicts += 1
+                fresh = await self._read(path, key)
+                if fresh is None:
+                    return
+                obj, rv = fresh, _rv(fresh)
+                status = fresh.get("status")
+                current = status if isinstance(status, dict) else None
+                continue
+            self._echo[key] = (_rv(written), merged)
+            self.writes += 1
+            if self.metrics is not None:
+                self.metrics.status_writes.inc()
+            if self.on_write is not None:
+                self.on_write(key, merged)
+            return
+        raise KubeError(409, f"{key}: still conflicting after {self.max_attempts} attempts")
+
+    async def _read(self, path: ResourcePath, key: Key) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(path.item(key.namespace, key.name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return None
+            raise

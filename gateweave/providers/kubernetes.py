@@ -1,0 +1,292 @@
+"""The Kubernetes provider: list and watch the API server, keep the store equal to it.
+
+For every kind the store holds (:data:`gateweave.api.kinds.KINDS`) it
+
+1. discovers which group/version the API server serves (Gateway API CRDs may be installed
+   at v1 only, v1beta1 only, or not at all; a kind that is not served is not watched);
+2. lists it (paged) and reconciles the store: listed objects are applied, stored objects
+   of that kind that the list lacks are deleted;
+3. watches from the list's resourceVersion, with bookmarks (so a quiet kind still moves its
+   resourceVersion forward), applying ADDED/MODIFIED and deleting on DELETED;
+4. when the watch ends (server timeout, forced disconnect, network error) resumes from the
+   last resourceVersion seen, with exponential backoff on errors; on 410 Gone (history
+   window exceeded) lists again (2.).
+
+Objects are decoded with :func:`gateweave.api.decode.decode` and applied with
+``authoritative=True``: the store keeps the API server's generation, creationTimestamp and
+uid. A watch event whose only change is ``status`` (e.g. our own status write) changes no
+model, so the store does not wake the processor.
+
+Namespace mode (``namespace=...``): namespaced kinds are listed and watched in that
+namespace only; the cluster-scoped kinds (GatewayClass, Namespace) are still read
+cluster-wide, which needs a ClusterRole for them. If that is forbidden the error is
+reported (admin API ``/api/errors``) and retried; the kind counts as synced (empty).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+
+from gateweave.api.decode import Decoded, ObjectError, decode
+from gateweave.api.kinds import KINDS, Key, KindInfo
+from gateweave.kube.client import Gone, KubeClient, KubeError, ResourcePath
+from gateweave.providers import ConfigError, ErrorBook
+from gateweave.store import Store
+
+log = structlog.get_logger("gateweave.providers.kubernetes")
+
+DecodeFn = Callable[[Any, str], tuple[Decoded | None, list[ObjectError]]]
+_RETRYABLE = (KubeError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
+
+
+@dataclass
+class Backoff:
+    initial: float = 0.2
+    maximum: float = 10.0
+    _next: float = 0.0
+
+    def reset(self) -> None:
+        self._next = 0.0
+
+    def delay(self) -> float:
+        self._next = self.initial if self._next == 0.0 else min(self.maximum, self._next * 2)
+        return self._next * random.uniform(0.8, 1.2)
+
+
+async def discover(client: KubeClient, kinds: Mapping[str, KindInfo] = KINDS) -> dict[str, ResourcePath]:
+    """For each kind, the first of its versions (in kinds.py order) that the server serves."""
+    served: dict[tuple[str, str], dict[str, bool]] = {}  # (group, version) -> plural -> namespaced
+
+    async def resources(group: str, version: str) -> dict[str, bool]:
+        if (group, version) not in served:
+            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            try:
+                listing = await client.get(path)
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                listing = {}
+            served[(group, version)] = {
+                str(r.get("name")): bool(r.get("namespaced"))
+                for r in listing.get("resources") or [] if isinstance(r, dict)
+            }
+        return served[(group, version)]
+
+    groups = await client.get("/apis")
+    versions_of = {
+        str(g.get("name")): {str(v.get("version")) for v in g.get("versions") or []}
+        for g in groups.get("groups") or [] if isinstance(g, dict)
+    }
+    found: dict[str, ResourcePath] = {}
+    for kind, info in kinds.items():
+        for version in info.versions:
+            if info.group and version not in versions_of.get(info.group, set()):
+                continue
+            listed = await resources(info.group, version)
+            if info.plural in listed:
+                found[kind] = ResourcePath(info.group, version, info.plural, listed[info.plural])
+                break
+    return found
+
+
+class KubernetesProvider:
+    """Keeps ``store`` equal to what the API server holds."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        store: Store,
+        errors: ErrorBook | None = None,
+        *,
+        namespace: str | None = None,
+        kinds: Mapping[str, KindInfo] = KINDS,
+        backoff: tuple[float, float] = (0.2, 10.0),
+        watch_timeout: int = 300,
+        decode_fn: DecodeFn = decode,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.errors = errors if errors is not None else ErrorBook()
+        self.namespace = namespace or ""
+        self.kinds = kinds
+        self.backoff = backoff
+        self.watch_timeout = watch_timeout
+        self.decode_fn = decode_fn
+        self.paths: dict[str, ResourcePath] = {}
+        self.synced = asyncio.Event()
+        self.seen: dict[str, int] = {}  # highest resourceVersion seen per kind
+        self.lists: dict[str, int] = {}  # completed lists per kind (re-lists after 410 included)
+        self._rv: dict[str, str] = {}
+        self._rejected: dict[str, set[Key]] = {}
+
+    # ------------------------------------------------------------ helpers
+
+    def path(self, kind: str) -> ResourcePath | None:
+        return self.paths.get(kind)
+
+    def _scope(self, kind: str) -> str:
+        path = self.paths[kind]
+        return self.namespace if path.namespaced else ""
+
+    def caught_up(self, resource_version: int) -> bool:
+        """True when every watched kind has seen ``resource_version`` (tests, readiness)."""
+        return bool(self.paths) and all(self.seen.get(k, -1) >= resource_version for k in self.paths)
+
+    def _see(self, kind: str, rv: Any) -> None:
+        if rv in (None, ""):
+            return
+        self._rv[kind] = str(rv)
+        with contextlib.suppress(ValueError):
+            self.seen[kind] = max(self.seen.get(kind, -1), int(rv))
+
+    def _apply(self, kind: str, raw: Any) -> Key | None:
+        if not isinstance(raw, dict):
+            return None
+        meta = raw.get("metadata") or {}
+        key = Key(kind, str(meta.get("namespace") or "") if self.paths[kind].namespaced else "",
+                  str(meta.get("name") or ""))
+        source = f"kubernetes:{kind}/{key.namespace}/{key.name}" if key.namespace else f"kubernetes:{kind}/{key.name}"
+        scope = f"kube:{kind}/{key.namespace}/{key.name}"
+        try:
+            decoded, errs = self.decode_fn(raw, source)
+        except Exception as exc:  # a bug in decoding must not stop the provider
+            log.exception("decoding failed", source=source)
+            decoded, errs = None, [ObjectError(source=source, kind=kind, namespace=key.namespace,
+                                               name=key.name, message=f"internal error while decoding: {exc!r}")]
+        if decoded is None:
+            self.errors.set(scope, [ConfigError(e.source, e.message, e.kind, e.namespace, e.name) for e in errs])
+            self._rejected.setdefault(kind, set()).add(key)
+            self.store.delete(key)
+            return key
+        self._forget_error(kind, key)
+        self.store.apply(decoded, source=source, authoritative=True)
+        return key
+
+    def _forget_error(self, kind: str, key: Key) -> None:
+        rejected = self._rejected.get(kind)
+        if rejected and key in rejected:
+            rejected.discard(key)
+            self.errors.clear(f"kube:{kind}/{key.namespace}/{key.name}")
+
+    def _delete(self, kind: str, raw: Any) -> None:
+        meta = (raw or {}).get("metadata") or {}
+        key = Key(kind, str(meta.get("namespace") or "") if self.paths[kind].namespaced else "",
+                  str(meta.get("name") or ""))
+        self._forget_error(kind, key)
+        self.store.delete(key)
+
+    # ------------------------------------------------------------ list and watch
+
+    async def list_kind(self, kind: str) -> None:
+        """List ``kind`` and make the store hold exactly what was listed."""
+        path = self.paths[kind]
+        items, rv = await self.client.list(path.collection(self._scope(kind)))
+        listed: set[Key] = set()
+        for raw in items:
+            key = self._apply(kind, raw)
+            if key is not None:
+                listed.add(key)
+        scope = self._scope(kind)
+        for key in list(self.store):
+            if key.kind == kind and key not in listed and (not scope or key.namespace == scope):
+                self.store.delete(key)
+        for key in list(self._rejected.get(kind, set()) - listed):
+            self._forget_error(kind, key)
+        self._rv[kind] = rv
+        self._see(kind, rv)
+        self.lists[kind] = self.lists.get(kind, 0) + 1
+        self.errors.clear(f"kube-list:{kind}")
+
+    async def sync(self) -> None:
+        """Discover, then list every kind once; sets :attr:`synced`. Retries (with
+        backoff) while the API server cannot be reached."""
+        backoff = Backoff(*self.backoff)
+        while True:
+            try:
+                await self._sync_once()
+                return
+            except asyncio.CancelledError:
+                raise
+            except _RETRYABLE as exc:
+                delay = backoff.delay()
+                log.warning("initial sync failed; retrying", error=str(exc), retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
+
+    async def _sync_once(self) -> None:
+        if not self.paths:
+            self.paths = await discover(self.client, self.kinds)
+            missing = sorted(set(self.kinds) - set(self.paths))
+            log.info("discovered kinds", watched=sorted(self.paths), not_served=missing)
+
+        async def first(kind: str) -> None:
+            try:
+                await self.list_kind(kind)
+            except KubeError as exc:
+                if exc.code not in (401, 403):
+                    raise
+                self._report(kind, exc)  # retried by follow(); the kind starts empty
+        await asyncio.gather(*(first(k) for k in sorted(self.paths)))
+        self.synced.set()
+
+    def _report(self, kind: str, exc: BaseException) -> None:
+        path = self.paths[kind]
+        where = path.collection(self._scope(kind))
+        self.errors.set(f"kube-list:{kind}", [ConfigError(f"kubernetes:{where}", f"cannot list/watch: {exc}", kind)])
+
+    async def follow(self, kind: str) -> None:
+        """Watch ``kind`` forever (re-listing when needed)."""
+        backoff = Backoff(*self.backoff)
+        path = self.paths[kind]
+        collection = path.collection(self._scope(kind))
+        while True:
+            try:
+                if not self._rv.get(kind):
+                    await self.list_kind(kind)
+                events = 0
+                async for event in self.client.watch(collection, self._rv[kind], timeout_seconds=self.watch_timeout):
+                    events += 1
+                    etype = event.get("type")
+                    obj = event.get("object") or {}
+                    if etype in ("ADDED", "MODIFIED"):
+                        self._apply(kind, obj)
+                    elif etype == "DELETED":
+                        self._delete(kind, obj)
+                    self._see(kind, (obj.get("metadata") or {}).get("resourceVersion"))
+                    backoff.reset()
+                if events:
+                    backoff.reset()  # the server ended a working watch: resume at once
+                else:  # ended without even a bookmark: do not spin
+                    await asyncio.sleep(backoff.delay())
+            except Gone:
+                log.info("resourceVersion expired; listing again", kind=kind, rv=self._rv.get(kind))
+                self._rv[kind] = ""
+            except asyncio.CancelledError:
+                raise
+            except _RETRYABLE as exc:
+                if isinstance(exc, KubeError) and exc.code in (401, 403):
+                    self._report(kind, exc)
+                delay = backoff.delay()
+                log.warning("watch failed; retrying", kind=kind, error=str(exc), retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
+
+    async def run(self) -> None:
+        """Sync (if not done yet), then follow every kind until cancelled."""
+        if not self.synced.is_set():
+            await self.sync()
+        tasks = [asyncio.create_task(self.follow(k), name=f"gateweave-watch-{k}") for k in sorted(self.paths)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

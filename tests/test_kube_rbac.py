@@ -1,0 +1,83 @@
+"""The RBAC rules in deploy/rbac.yaml against what gateweave actually asks the API server
+(the stand-in's request log) in a run that uses every feature: the provider, the status
+writer (with a conflict), leader election and the Kubernetes data plane."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "examples" / "quickstart" / "quickstart.yaml"
+LEASE_NS = "gateweave-system"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rules() -> list[tuple[str, dict[str, Any]]]:
+    """(namespace the rule applies in, "" = everywhere; the rule)."""
+    out = []
+    for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
+        if doc and doc["kind"] in ("ClusterRole", "Role"):
+            scope = doc["metadata"].get("namespace", "") if doc["kind"] == "Role" else ""
+            out += [(scope, r) for r in doc["rules"]]
+    return out
+
+
+def allowed(req: Request, granted: list[tuple[str, dict[str, Any]]]) -> bool:
+    resource = f"{req.resource}/{req.subresource}" if req.subresource else req.resource
+    return any(
+        (not scope or scope == req.namespace) and req.group in r["apiGroups"]
+        and resource in r["resources"] and req.verb in r["verbs"]
+        for scope, r in granted
+    )
+
+
+async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
+    api = KubeAPI(bookmark_interval=0.02)
+    await api.start()
+    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
+        if doc:
+            api.put(doc)
+    conflict = {"done": False}
+
+    def other_writer(req: Request) -> None:
+        if req.resource == "httproutes" and req.subresource == "status" and not conflict["done"]:
+            conflict["done"] = True
+            obj = api.get("HTTPRoute", "default", "demo")
+            assert obj is not None
+            api._update(api.rtype("HTTPRoute"), "default", "demo", {**obj, "status": {"parents": []}}, True, "x")
+
+    api.hooks.append(other_writer)
+    try:
+        async with serving(api, write_kubeconfig(api, str(tmp_path / "kc")), leader_elect=True,
+                           lease_namespace=LEASE_NS, lease_duration=1.0, renew_deadline=0.8, retry_period=0.05,
+                           kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port()) as (runtime, source):
+            for _ in range(200):
+                if source.elector.leading:
+                    break
+                await settle(api, runtime, source)
+            await settle(api, runtime, source)
+            assert source.status_writer.conflicts == 1
+            api.remove("Gateway", "default", "quickstart")  # its infrastructure is deleted
+            await settle(api, runtime, source)
+            await source.elector.try_acquire_or_renew()  # a renewal (update)
+    finally:
+        await api.stop()
+
+    granted = rules()
+    denied = sorted({(r.verb, r.group, r.resource, r.subresource) for r in api.log if not allowed(r, granted)})
+    assert denied == []
+    # and nothing granted goes unused: every verb of every rule was used on one of its resources
+    used = {(r.verb, r.group, f"{r.resource}/{r.subresource}" if r.subresource else r.resource) for r in api.log}
+    for _, rule in granted:
+        for verb in rule["verbs"]:
+            assert any((verb, g, res) in used for g in rule["apiGroups"] for res in rule["resources"]), (verb, rule)

@@ -1,0 +1,198 @@
+"""Statuses written through the status subresource of the API-server stand-in by
+``serve(kube=...)``: only when different, merged with other controllers' entries,
+conflicts retried, never twice, and never causing a translation."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
+
+from gateweave.kubestatus import TokenBucket
+
+OURS = "gateweave.io/gateway-controller"
+THEIRS = "example.com/other-controller"
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "quickstart.yaml"
+
+
+def their_entry(name: str = "their-gw") -> dict[str, Any]:
+    return {"parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name},
+            "controllerName": THEIRS,
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                            "observedGeneration": 1, "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[KubeAPI]:
+    server = KubeAPI(history=50, bookmark_interval=0.02)
+    await server.start()
+    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
+        if doc:
+            server.put(doc)
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def status_writes(api: KubeAPI, resource: str | None = None, code: int | None = 200) -> list[Request]:
+    return [r for r in api.requests(subresource="status", resource=resource)
+            if r.verb in ("update", "patch") and (code is None or r.code == code)]
+
+
+def set_status(api: KubeAPI, kind: str, name: str, status: dict[str, Any]) -> None:
+    """Another client writes a status (through the subresource, bypassing the log)."""
+    obj = api.get(kind, "default", name)
+    assert obj is not None
+    api._update(api.rtype(kind), "default", name, {**obj, "status": status}, True, "other")
+
+
+async def test_statuses_written_once_and_own_writes_do_not_translate(api: KubeAPI, tmp_path: Path) -> None:
+    async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, source):
+        await settle(api, runtime, source)
+        assert {r.resource for r in status_writes(api)} == {"gatewayclasses", "gateways", "httproutes"}
+        assert len(status_writes(api)) == 3
+        assert runtime.translations == 1  # the three status writes came back through the watch: no translation
+        gw = api.get("Gateway", "default", "quickstart")
+        assert gw is not None and gw["status"]["listeners"][0]["attachedRoutes"] == 1
+
+        # a no-op update and a disconnect + resume: nothing to translate, nothing to write
+        api.put(api.get("HTTPRoute", "default", "demo") or {})
+        api.disconnect_watches()
+        await settle(api, runtime, source)
+        assert runtime.translations == 1 and len(status_writes(api)) == 3
+
+        # a spec change: one translation, the route's and the Gateway's... only what changed
+        route = api.get("HTTPRoute", "default", "demo")
+        assert route is not None
+        before = copy.deepcopy(route["status"])
+        source.status_writer.clock = lambda: "2030-01-01T00:00:00Z"
+        api.put({**route, "spec": {**route["spec"], "hostnames": ["other.example.com"]}})
+        await settle(api, runtime, source)
+        assert runtime.translations == 2
+        assert [r.resource for r in status_writes(api)][3:] == ["httproutes"]  # observedGeneration moved
+        after = api.get("HTTPRoute", "default", "demo")["status"]  # type: ignore[index]
+        cond = after["parents"][0]["conditions"][0]
+        assert cond["observedGeneration"] == 2
+        # unchanged condition status: lastTransitionTime kept
+        assert cond["lastTransitionTime"] == before["parents"][0]["conditions"][0]["lastTransitionTime"]
+
+
+async def test_other_controllers_entries_are_kept(api: KubeAPI, tmp_path: Path) -> None:
+    set_status(api, "HTTPRoute", "demo", {"parents": [their_entry()]})
+    async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, source):
+        await settle(api, runtime, source)
+        parents = api.get("HTTPRoute", "default", "demo")["status"]["parents"]  # type: ignore[index]
+        assert [p["controllerName"] for p in parents] == [THEIRS, OURS]
+
+        # the other controller rewrites its entry (a status-only change): we keep ours, no translation
+        translations = runtime.translations
+        entry = their_entry()
+        entry["conditions"][0]["reason"] = "Pending"
+        set_status(api, "HTTPRoute", "demo", {"parents": [entry, parents[1]]})
+        await settle(api, runtime, source)
+        assert runtime.translations == translations
+        # ... and if it drops ours, ours is put back (without a translation)
+        set_status(api, "HTTPRoute", "demo", {"parents": [entry]})
+        await settle(api, runtime, source)
+        parents = api.get("HTTPRoute", "default", "demo")["status"]["parents"]  # type: ignore[index]
+        assert [p["controllerName"] for p in parents] == [THEIRS, OURS]
+        assert parents[0]["conditions"][0]["reason"] == "Pending"
+        assert runtime.translations == translations
+
+        # the route moves to a Gateway that is not ours: our stale entry goes, theirs stays
+        route = api.get("HTTPRoute", "default", "demo")
+        assert route is not None
+        api.put({**route, "spec": {**route["spec"], "parentRefs": [{"name": "their-gw"}]}})
+        await settle(api, runtime, source)
+        parents = api.get("HTTPRoute", "default", "demo")["status"]["parents"]  # type: ignore[index]
+        assert [p["controllerName"] for p in parents] == [THEIRS]
+
+
+async def test_conflicting_writer_loses_no_update(api: KubeAPI, tmp_path: Path) -> None:
+    fired = {"n": 0}
+
+    def other_writer(req: Request) -> None:
+        # Between our read (the watch) and our write, another controller writes its status.
+        if req.resource == "httproutes" and req.subresource == "status" and fired["n"] == 0:
+            fired["n"] += 1
+            set_status(api, "HTTPRoute", "demo", {"parents": [their_entry()]})
+
+    api.hooks.append(other_writer)
+    async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, source):
+        await settle(api, runtime, source)
+        assert [r.code for r in status_writes(api, "httproutes", code=None)] == [409, 200]
+        assert source.status_writer.conflicts == 1
+        parents = api.get("HTTPRoute", "default", "demo")["status"]["parents"]  # type: ignore[index]
+        assert [p["controllerName"] for p in parents] == [THEIRS, OURS]
+        assert runtime.translations == 1
+
+
+async def test_410_and_disconnects_write_no_status_twice(tmp_path: Path) -> None:
+    api = KubeAPI(history=3, bookmark_interval=0.02)
+    await api.start()
+    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
+        if doc:
+            api.put(doc)
+    hold = asyncio.Event()
+    hold.set()
+
+    async def gate(req: Request) -> None:
+        if req.verb == "watch":
+            await hold.wait()
+
+    api.hooks.append(gate)
+    try:
+        async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, source):
+            await settle(api, runtime, source)
+            assert len(status_writes(api)) == 3
+            hold.clear()
+            api.disconnect_watches()
+            route = api.get("HTTPRoute", "default", "demo")
+            assert route is not None
+            for host in ("x1.example.com", "x2.example.com", "x3.example.com", "x4.example.com"):
+                route = api.put({**route, "spec": {**route["spec"], "hostnames": [host]}})
+            hold.set()
+            await settle(api, runtime, source)
+            assert source.provider.lists["HTTPRoute"] == 2  # the history was exceeded: listed again
+            # one more write, for the route whose generation moved; nothing written twice
+            assert [r.resource for r in status_writes(api)] == ["gateways", "gatewayclasses", "httproutes",
+                                                                "httproutes"]
+            status = api.get("HTTPRoute", "default", "demo")["status"]  # type: ignore[index]
+            assert status["parents"][0]["conditions"][0]["observedGeneration"] == 5
+    finally:
+        await api.stop()
+
+
+async def test_token_bucket() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=10, burst=2, clock=lambda: now[0])
+    await bucket.take()
+    await bucket.take()
+    waiter = asyncio.create_task(bucket.take())
+    await asyncio.sleep(0.02)
+    assert not waiter.done()  # no token left and the clock has not moved
+    now[0] += 0.1
+    await asyncio.wait_for(waiter, 1)
+
+
+async def test_writes_are_rate_limited(api: KubeAPI, tmp_path: Path) -> None:
+    for i in range(6):
+        api.put({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                 "metadata": {"name": f"r{i}", "namespace": "default"},
+                 "spec": {"parentRefs": [{"name": "quickstart"}]}})
+    loop = asyncio.get_running_loop()
+    async with serving(api, write_kubeconfig(api, str(tmp_path / "kc")), status_rate=20.0, status_burst=1) as (
+        runtime, source,
+    ):
+        started = loop.time()
+        await settle(api, runtime, source)
+        elapsed = loop.time() - started
+        assert len(status_writes(api)) == 9
+        assert elapsed >= 8 / 20 * 0.9  # 9 writes, 1 at once then 20/s
