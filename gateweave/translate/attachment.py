@@ -22,6 +22,8 @@ class RouteTranslation:
     http: list[tuple[PrecedenceKey, ir.Route]] = field(default_factory=list)
     # TLSRoute/TCPRoute/UDPRoute: where connections go (empty: reject them).
     tcp: tuple[ir.WeightedCluster, ...] = ()
+    # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per BackendTLSPolicy.
+    tcp_terminated: tuple[ir.WeightedCluster, ...] = ()
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
     services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
     refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from gateweave import ir
@@ -81,16 +82,18 @@ class BackendResolver:
         self.tls = tls
         self._cache: dict[tuple[str, str, str, int | None, str], Backend] = {}
 
-    def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike) -> Backend:
+    def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False) -> Backend:
+        """``terminated``: a TLSRoute backend behind a listener that terminates TLS, which a
+        BackendTLSPolicy re-encrypts (behind a passthrough listener the client's TLS goes through)."""
         ns = ref.namespace or route_ns
-        key = (route_kind, route_ns, f"{ref.group}|{ref.kind}|{ns}|{ref.name}", ref.port, FAMILY_BY_KIND[route_kind])
+        key = (route_kind, route_ns, f"{ref.group}|{ref.kind}|{ns}|{ref.name}|{terminated}", ref.port, FAMILY_BY_KIND[route_kind])
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._resolve(route_kind, route_ns, ref, ns)
+            hit = self._resolve(route_kind, route_ns, ref, ns, terminated)
             self._cache[key] = hit
         return hit
 
-    def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str) -> Backend:
+    def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool) -> Backend:
         if ref.group not in ("", "core") or ref.kind != "Service":
             return Backend(reason=c.R_INVALID_KIND, message=f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind")
         if ns != route_ns and not self.ctx.reference_allowed(
@@ -114,7 +117,7 @@ class BackendResolver:
             return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Service {ns}/{ref.name} port {ref.port}: {problem}")
         service = (ns, ref.name, sport.name)
         tls: ir.UpstreamTLS | None = None
-        if family in ("HTTP", "GRPC"):
+        if family in ("HTTP", "GRPC") or (route_kind == "TLSRoute" and terminated):
             policy = self.tls.for_service_port(ns, ref.name, sport.name)
             if policy is not None:
                 if policy.tls is None:
@@ -125,6 +128,8 @@ class BackendResolver:
                 if protocol == "H2C":
                     protocol = "HTTP2"
         name = f"{ns}/{ref.name}/{ref.port}/{protocol.lower()}"
+        if tls is not None and family == "TCP":
+            name += "/tls"  # a TLSRoute's re-encrypting variant, beside the plain one passthrough uses
         cluster = ir.Cluster(name=name, protocol=protocol, endpoints=self._endpoints(ns, ref.name, sport), tls=tls)
         return Backend(cluster=cluster, service=service)
 
@@ -140,9 +145,9 @@ class BackendResolver:
                 if ep.conditions.ready is False:
                     continue
                 for addr in ep.addresses:
-                    if _is_ip(addr):
+                    if _ip_key(addr) is not None:
                         found.add((addr, port.port))
-        ordered = sorted(found, key=lambda ap: (_ip_sort_key(ap[0]), ap[1]))
+        ordered = sorted(found, key=lambda ap: (_ip_key(ap[0]), ap[1]))
         return tuple(ir.Endpoint(address=a, port=p) for a, p in ordered)
 
 
@@ -167,14 +172,12 @@ def _protocol(family: str, sport: m.ServicePort) -> tuple[str, str]:
     return proto, ""
 
 
-def _is_ip(addr: str) -> bool:
+@lru_cache(maxsize=65536)
+def _ip_key(addr: str) -> tuple[int, int] | None:
+    """Sort key (version, value) of an IP address, None when ``addr`` is not one (memoised:
+    the same endpoints are read on every translation)."""
     try:
-        ipaddress.ip_address(addr)
+        ip = ipaddress.ip_address(addr)
     except ValueError:
-        return False
-    return True
-
-
-def _ip_sort_key(addr: str) -> tuple[int, int]:
-    ip = ipaddress.ip_address(addr)
+        return None
     return (ip.version, int(ip))

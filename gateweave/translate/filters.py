@@ -99,6 +99,7 @@ def weighted_backends(
     resolver: BackendResolver,
     refs: Sequence[Any],
     per_backend: Sequence[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] | None = None,
+    terminated: bool = False,
 ) -> tuple[ir.WeightedCluster, ...]:
     """backendRefs as weighted clusters. Invalid ones keep their weight on the invalid-backend cluster.
 
@@ -109,7 +110,7 @@ def weighted_backends(
     valid_weight = 0
     for i, ref in enumerate(refs):
         br: BackendRefLike = ref
-        backend = resolver.resolve(tr.kind, ns, br)
+        backend = resolver.resolve(tr.kind, ns, br, terminated)
         weight = int(getattr(ref, "weight", 1))
         if backend.service:
             tr.services.add(backend.service)

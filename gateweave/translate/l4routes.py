@@ -19,4 +19,7 @@ def translate_l4_route(kind: str, route: Any, resolver: BackendResolver) -> Rout
     tr.rule_count = len(route.spec.rules)
     refs = [ref for rule in route.spec.rules for ref in rule.backend_refs]
     tr.tcp = weighted_backends(tr, resolver, refs)
+    if kind == "TLSRoute":
+        # Behind a terminating listener, a BackendTLSPolicy makes Envoy re-encrypt to the backend.
+        tr.tcp_terminated = weighted_backends(tr, resolver, refs, terminated=True)
     return tr

@@ -129,7 +129,7 @@ def _filter_chains(name: str, lcs: list[ListenerCtx]) -> tuple[ir.FilterChain, .
                     name=cname,
                     server_names=tuple(h for h in mine if h is not None),
                     tls=lc.tls if terminate else None,
-                    tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp),
+                    tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp_terminated if terminate else att.translation.tcp),
                 )
             )
     return tuple(chains)
