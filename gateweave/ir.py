@@ -19,7 +19,7 @@ from __future__ import annotations
 import msgspec
 
 
-class _IR(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+class _IR(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, gc=False):
     pass
 
 
@@ -87,6 +87,10 @@ class WeightedCluster(_IR, kw_only=True, frozen=True):
     weight: int
     request_headers: HeaderMods | None = None  # per-backendRef filters
     response_headers: HeaderMods | None = None
+    # A backendRef's own RequestRedirect answers its share of the requests itself; its own
+    # URLRewrite applies to the requests forwarded to it (over the rule's, field by field).
+    redirect: Redirect | None = None
+    url_rewrite: URLRewrite | None = None
 
 
 # ---------------------------------------------------------------- HTTP

@@ -22,6 +22,7 @@ import structlog
 
 from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.api.kinds import Key
+from gateweave.gcpause import gc_paused
 from gateweave.ir import InfraGateway, Result, XdsGateway
 from gateweave.metrics import Metrics
 from gateweave.snapshot import Snapshot
@@ -34,6 +35,12 @@ log = structlog.get_logger("gateweave.runtime")
 
 TranslateFn = Callable[[Snapshot, TranslateOptions], Result]
 T = TypeVar("T")
+
+
+def _translate_gc_paused(fn: TranslateFn, snapshot: Snapshot, options: TranslateOptions) -> Result:
+    """One translation with the cyclic garbage collector paused (see gateweave.gcpause)."""
+    with gc_paused():
+        return fn(snapshot, options)
 
 
 class XdsSink(Protocol):
@@ -193,9 +200,9 @@ class Runtime:
         started = time.perf_counter()
         try:
             if self.offload:
-                result = await asyncio.to_thread(self.translate_fn, snapshot, options)
+                result = await asyncio.to_thread(_translate_gc_paused, self.translate_fn, snapshot, options)
             else:
-                result = self.translate_fn(snapshot, options)
+                result = _translate_gc_paused(self.translate_fn, snapshot, options)
         except Exception:
             # translate is total; if it raises anyway, keep what is published.
             self.metrics.translation_failures.inc()

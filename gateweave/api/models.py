@@ -19,7 +19,7 @@ import msgspec
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 
 
-class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True):
+class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False):
     pass
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re2
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the error goes into a condition message, not to stderr
 
 
+@lru_cache(maxsize=8192)
 def re2_error(pattern: str) -> str | None:
-    """Why ``pattern`` is not a valid RE2 expression, or None when it is."""
+    """Why ``pattern`` is not a valid RE2 expression, or None when it is (memoised: pure)."""
     try:
         re2.compile(pattern, _OPTIONS)
     except Exception as exc:  # re2.error, and TypeError/ValueError on odd input

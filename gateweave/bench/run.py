@@ -1,0 +1,513 @@
+"""The measurements of ``gateweave bench``: one row of figures per route count.
+
+Each row is measured in a fresh process (``python -m gateweave.bench.run --measure N``),
+so no figure depends on what ran before it. What each figure covers (wall-clock seconds
+on one thread unless said otherwise; every timed step is repeated and the median is
+reported):
+
+* ``decode_s``: ``msgspec.json.decode`` of every object's JSON serialisation, one
+  object at a time as events bring them, with the cyclic garbage collector paused - the
+  floor any decoding can reach;
+* ``load_s``: the same bytes through our full path: JSON decoding, then
+  :func:`gateweave.api.decode.decode` (CRD schema and CEL validation, defaulting,
+  typed conversion);
+* ``translate_s``: ``translate(store.snapshot())`` of every object;
+* ``change_s`` / ``endpoints_change_s``: one HTTPRoute / one EndpointSlice changed ->
+  new xDS snapshot ready, in-process: decoding the changed object, ``Store.apply``,
+  ``Store.snapshot``, a full ``translate``, the runtime's diff of each Gateway's xDS IR
+  against what was published, then for each changed Gateway the xDS builder
+  (``gateweave.xds.build``) and the ADS server's packing and versioning
+  (``make_snapshot``). Not included: the runtime's coalescing window (50 ms of quiet
+  by default), status writes, the gRPC push to Envoy (``event_to_envoy`` covers that);
+* ``burst_translations``: translations the real :class:`~gateweave.runtime.Runtime`
+  (default window and max delay, translation in a worker thread) runs for 1,000 route
+  changes applied one by one, yielding to the event loop after each;
+* ``rss_mb``: peak resident memory (``VmHWM``; see :func:`peak_rss_mb`) of another fresh
+  process that does only the controller's work for that many routes: decode every
+  object into a Store, translate, build and version every Gateway's Envoy resources;
+* ``event_to_envoy_p50_ms`` / ``_p99_ms``: at 1,000 routes, from
+  :mod:`gateweave.bench.latency` (a real Envoy) when that module is present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from gateweave.api.decode import Decoded, decode
+from gateweave.bench.objects import (
+    DEFAULT_SEED,
+    BenchObjects,
+    changed_endpoint_slice,
+    changed_route,
+    generate,
+    referenced_slices,
+)
+from gateweave.gcpause import gc_paused
+from gateweave.ir import Result, XdsGateway
+from gateweave.snapshot import Snapshot
+from gateweave.store import Store
+from gateweave.translate import TranslateOptions, translate
+from gateweave.xds.build import build
+from gateweave.xds.snapshot_cache import NodeSnapshot, make_snapshot
+
+KEYS = (
+    "routes",
+    "objects",
+    "decode_s",
+    "load_s",
+    "translate_s",
+    "change_s",
+    "endpoints_change_s",
+    "burst_translations",
+    "rss_mb",
+    "event_to_envoy_p50_ms",
+    "event_to_envoy_p99_ms",
+)
+DEFAULT_ROUTES = (100, 1000, 10000)
+BURST_EVENTS = 1000
+LATENCY_ROUTES = 1000
+TARGETS = {
+    "translate_s": "<= 3 x decode_s at 10,000 routes",
+    "change_s": "<= 5% of translate_s at 10,000 routes",
+    "endpoints_change_s": "<= 5% of translate_s at 10,000 routes",
+    "burst_translations": "<= 2",
+    "event_to_envoy_p99_ms": "< 100 at 1,000 routes",
+    "rss_mb": "< 256 at 1,000 routes",
+}
+
+
+class BenchError(Exception):
+    """The generated objects did not behave as the benchmark needs (a bug, not a slow run)."""
+
+
+
+def _translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
+    """A translation as the runtime runs it: with the cyclic garbage collector paused."""
+    with gc_paused():
+        return translate(snapshot, options)
+
+def _median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(max(1, repeat)):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _json_decode_floor(blobs: Sequence[bytes]) -> list[Any]:
+    """JSON-decode every blob with the cyclic collector paused: the floor. With it on, the
+    collections the decoded dicts trigger over the process's heap cost several times the
+    decoding itself at 10,000 routes (0.08 s -> 0.5-0.7 s)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return [msgspec.json.decode(b) for b in blobs]
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def decode_all(manifests: Sequence[Mapping[str, Any]]) -> list[Decoded]:
+    """Every manifest through our decode path; any rejection is a :class:`BenchError`."""
+    out = []
+    for raw in manifests:
+        decoded, errors = decode(raw, "bench")
+        if errors or decoded is None:
+            raise BenchError(f"generated object rejected: {errors or raw.get('kind')}")
+        out.append(decoded)
+    return out
+
+
+def _decode_one(raw: Mapping[str, Any]) -> Decoded:
+    return decode_all([raw])[0]
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        cpu = platform.processor()
+    return {
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _time_translate(store: Store, options: TranslateOptions, repeat: int) -> float:
+    snap = store.snapshot()
+    return _median_time(lambda: _translate(snap, options), repeat)
+
+
+# ---------------------------------------------------------------- change -> new xDS snapshot
+
+
+class Pipeline:
+    """The controller's in-process path from an event to versioned Envoy resources."""
+
+    def __init__(self, decoded: Sequence[Decoded], options: TranslateOptions) -> None:
+        self.options = options
+        self.store = Store()
+        for d in decoded:
+            self.store.apply(d)
+        result = _translate(self.store.snapshot(), options)
+        self.published: dict[str, XdsGateway] = dict(result.xds)
+        self.nodes: dict[str, NodeSnapshot] = {
+            name: make_snapshot(build(gw).by_type()) for name, gw in sorted(result.xds.items())
+        }
+
+    def change(self, raw: Mapping[str, Any]) -> list[str]:
+        """Apply one changed object; the Gateways whose xDS snapshot changed."""
+        decoded = _decode_one(raw)
+        self.store.apply(decoded)
+        result = _translate(self.store.snapshot(), self.options)
+        changed = {n: gw for n, gw in sorted(result.xds.items()) if self.published.get(n) != gw}
+        for name in self.published.keys() - result.xds.keys():
+            self.nodes.pop(name, None)
+        for name, gw in changed.items():
+            self.nodes[name] = make_snapshot(build(gw).by_type())
+        self.published = dict(result.xds)
+        return sorted(changed)
+
+
+def _time_changes(pipeline: Pipeline, events: Sequence[dict[str, Any]], what: str, *, one: bool) -> float:
+    """Median seconds per change; each must change one Gateway's snapshot (``one``) or at least one."""
+    times = []
+    for raw in events:
+        started = time.perf_counter()
+        changed = pipeline.change(raw)
+        times.append(time.perf_counter() - started)
+        if not changed or (one and len(changed) != 1):
+            raise BenchError(f"a {what} change changed the snapshots of {changed or 'no Gateway'}")
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------- the runtime under a burst
+
+
+async def _burst(decoded: Sequence[Decoded], events: Sequence[Decoded], timeout: float) -> int:
+    from gateweave.runtime import Runtime
+
+    store = Store()
+    for d in decoded:
+        store.apply(d)
+    runtime = Runtime(store, dataplane=False)
+    task = asyncio.get_running_loop().create_task(runtime.run())
+    try:
+        await runtime.wait_settled(timeout)
+        before = runtime.translations
+        for d in events:
+            store.apply(d)
+            await asyncio.sleep(0)
+        await runtime.wait_settled(timeout)
+        return runtime.translations - before
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        runtime.close()
+
+
+def burst_translations(objects: BenchObjects, decoded: Sequence[Decoded], events: int = BURST_EVENTS) -> int:
+    changes = [_decode_one(changed_route(objects, i, 1_000_000 + i)) for i in range(events)]
+    return asyncio.run(_burst(decoded, changes, timeout=600.0))
+
+
+# ---------------------------------------------------------------- memory (a fresh process)
+
+
+def _child(args: Sequence[str], timeout: float) -> Any:
+    """Run ``python -m gateweave.bench.run ARGS`` (stderr passes through); its JSON answer."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateweave.bench.run", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise BenchError(f"`python -m gateweave.bench.run {' '.join(args)}` failed (exit {proc.returncode})")
+    return json.loads(proc.stdout)
+
+
+def controller_rss_mb(routes: int, seed: int) -> float:
+    """Peak RSS (MB) of a fresh process doing the controller's work for ``routes`` routes."""
+    return float(_child(["--rss", str(routes), "--seed", str(seed)], timeout=900)["rss_mb"])
+
+
+def _measure_in_child(routes: int, seed: int, repeat: int, latency_samples: int) -> tuple[dict[str, Any], str]:
+    args = ["--measure", str(routes), "--seed", str(seed), "--repeat", str(repeat), "--latency-samples", str(latency_samples)]
+    answer = _child(args, timeout=3600)
+    return dict(answer["row"]), str(answer["note"])
+
+
+def _rss_child(routes: int, seed: int) -> dict[str, float]:
+    objects = generate(routes, seed)
+    store = Store()
+    for d in decode_all(objects.manifests):
+        store.apply(d)
+    del objects
+    result = translate(store.snapshot(), TranslateOptions())
+    nodes = {name: make_snapshot(build(gw).by_type()) for name, gw in sorted(result.xds.items())}
+    if not nodes:
+        raise BenchError("no Gateway was translated")
+    return {"rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process image in MB.
+
+    ``VmHWM`` from /proc/self/status where there is one: ``ru_maxrss`` also counts the
+    memory of the process that forked this one before its ``exec`` (Linux keeps the
+    larger of the two), which would charge the parent's size to a fresh child.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)  # kB
+    except (OSError, ValueError):
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+
+
+# ---------------------------------------------------------------- event -> Envoy (another module)
+
+
+def event_to_envoy(routes: int, samples: int) -> tuple[float | None, float | None, str]:
+    """(p50 ms, p99 ms, note) from :mod:`gateweave.bench.latency`, or Nones and why not."""
+    try:
+        from gateweave.bench import latency  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None, None, "missing: gateweave.bench.latency is not present"
+    measure = getattr(latency, "measure_event_to_envoy", None)
+    if measure is None:
+        return None, None, "missing: gateweave.bench.latency has no measure_event_to_envoy"
+    try:
+        outcome = measure(routes, samples)
+    except Exception as exc:  # a failed Envoy run must not lose the other figures
+        return None, None, f"failed: {type(exc).__name__}: {exc}"
+    return _percentiles(outcome)
+
+
+def _percentiles(outcome: Any) -> tuple[float | None, float | None, str]:
+    """Reads the latency module's report: per mode (``store``: the event applied to the
+    store; ``file``: a manifest file rewritten) a ``summary`` whose ``total`` has p50/p99
+    in ms. The figure is the ``store`` mode's; the ``file`` mode's goes in the note.
+    Also accepts a flat mapping with p50_ms/p99_ms or a sequence of samples in seconds."""
+    if isinstance(outcome, Mapping) and isinstance(outcome.get("store"), Mapping):
+        total = outcome["store"].get("summary", {}).get("total", {})
+        note = f"store event -> Envoy serving ({total.get('n', '?')} samples)"
+        file_total = (outcome.get("file") or {}).get("summary", {}).get("total")
+        if file_total:
+            note += f"; file rewrite -> Envoy serving (incl. watch debounce): p50 {file_total['p50']} ms, p99 {file_total['p99']} ms"
+        if "p50" in total and "p99" in total:
+            return float(total["p50"]), float(total["p99"]), note
+    if isinstance(outcome, Mapping):
+        p50 = outcome.get("p50_ms", outcome.get("event_to_envoy_p50_ms"))
+        p99 = outcome.get("p99_ms", outcome.get("event_to_envoy_p99_ms"))
+        if p50 is not None and p99 is not None:
+            return float(p50), float(p99), ""
+    if hasattr(outcome, "p50_ms") and hasattr(outcome, "p99_ms"):
+        return float(outcome.p50_ms), float(outcome.p99_ms), ""
+    if isinstance(outcome, Sequence) and outcome and all(isinstance(x, int | float) for x in outcome):
+        ordered = sorted(float(x) * 1000 for x in outcome)
+        pick = lambda q: ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]  # noqa: E731
+        return pick(0.5), pick(0.99), "percentiles of the returned samples (taken as seconds)"
+    return None, None, f"unrecognised result from measure_event_to_envoy: {type(outcome).__name__}"
+
+
+# ---------------------------------------------------------------- one row, all rows
+
+
+def measure(
+    routes: int,
+    *,
+    seed: int = DEFAULT_SEED,
+    repeat: int = 3,
+    latency_samples: int = 100,
+    log: Callable[[str], None] = lambda _: None,
+) -> tuple[dict[str, Any], str]:
+    """Every figure for ``routes`` routes, and a note on the event -> Envoy figure."""
+    objects = generate(routes, seed)
+    blobs = [msgspec.json.encode(raw) for raw in objects.manifests]
+    row: dict[str, Any] = dict.fromkeys(KEYS)
+    row["routes"] = routes
+    row["objects"] = len(objects.manifests)
+
+    log(f"[{routes}] decode")
+    row["decode_s"] = _median_time(lambda: _json_decode_floor(blobs), repeat)
+    log(f"[{routes}] load")
+    row["load_s"] = _median_time(lambda: decode_all([msgspec.json.decode(b) for b in blobs]), repeat)
+    decoded = decode_all(objects.manifests)
+
+    log(f"[{routes}] translate")
+    options = TranslateOptions()
+    pipeline = Pipeline(decoded, options)
+    row["translate_s"] = _time_translate(pipeline.store, options, repeat)
+
+    log(f"[{routes}] change")
+    n_changes = max(3, repeat)
+    step = max(1, routes // n_changes)
+    row["change_s"] = _time_changes(
+        pipeline, [changed_route(objects, k * step, k + 1) for k in range(n_changes)], "route", one=True
+    )
+    slices = referenced_slices(objects)
+    sstep = max(1, len(slices) // n_changes)
+    row["endpoints_change_s"] = _time_changes(
+        pipeline,
+        [changed_endpoint_slice(objects, slices[(k * sstep) % len(slices)], k + 1) for k in range(n_changes)],
+        "EndpointSlice",
+        one=False,
+    )
+    del pipeline
+
+    log(f"[{routes}] burst of {BURST_EVENTS} events")
+    row["burst_translations"] = burst_translations(objects, decoded)
+    del decoded
+    log(f"[{routes}] memory (fresh process)")
+    row["rss_mb"] = controller_rss_mb(routes, seed)
+
+    note = ""
+    if routes == LATENCY_ROUTES and latency_samples > 0:
+        log(f"[{routes}] event -> Envoy ({latency_samples} samples)")
+        p50, p99, note = event_to_envoy(routes, latency_samples)
+        row["event_to_envoy_p50_ms"], row["event_to_envoy_p99_ms"] = p50, p99
+    for key in ("decode_s", "load_s", "translate_s", "change_s", "endpoints_change_s"):
+        row[key] = round(row[key], 4)
+    return row, note
+
+
+def run_bench(
+    routes: Sequence[int],
+    *,
+    seed: int = DEFAULT_SEED,
+    repeat: int = 3,
+    latency_samples: int = 100,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every row, each measured in a fresh process so that no figure depends on what ran
+    before it (heap size, caches, collector state)."""
+    rows = []
+    notes: dict[str, str] = {}
+    for n in routes:
+        log(f"[{n}] measuring in a fresh process")
+        row, note = _measure_in_child(n, seed, repeat, latency_samples)
+        rows.append(row)
+        if note:
+            notes[f"event_to_envoy at {n} routes"] = note
+    if LATENCY_ROUTES not in routes:
+        notes["event_to_envoy"] = f"measured only at {LATENCY_ROUTES} routes"
+    elif latency_samples <= 0:
+        notes["event_to_envoy"] = "not measured (--latency-samples 0)"
+    return {"machine": machine(), "seed": seed, "repeat": repeat, "results": rows, "targets": TARGETS, "notes": notes}
+
+
+def profile_translate(routes: int, seed: int = DEFAULT_SEED, top: int = 25) -> str:
+    """cProfile of one translation of ``routes`` routes: the top entries by own time and by cumulative time."""
+    decoded = decode_all(generate(routes, seed).manifests)
+    store = Store()
+    for d in decoded:
+        store.apply(d)
+    snap = store.snapshot()
+    options = TranslateOptions()
+    translate(snap, options)  # warm caches shared across translations (certificates, regexes)
+    prof = cProfile.Profile()
+    prof.enable()
+    translate(snap, options)
+    prof.disable()
+    out = io.StringIO()
+    for order in ("tottime", "cumulative"):
+        stats = pstats.Stats(prof, stream=out)
+        stats.sort_stats(order).print_stats(top)
+    return out.getvalue()
+
+
+def format_table(report: Mapping[str, Any]) -> str:
+    rows = report["results"]
+    width = max([len(k) for k in KEYS] + [8])
+    lines = [f"{'':{width}}" + "".join(f"{row['routes']:>14,}" for row in rows)]
+    for key in KEYS[1:]:
+        cells = []
+        for row in rows:
+            value = row[key]
+            if value is None:
+                cells.append(f"{'-':>14}")
+            elif isinstance(value, float):
+                cells.append(f"{value:>14.4f}" if key.endswith("_s") else f"{value:>14.1f}")
+            else:
+                cells.append(f"{value:>14,}")
+        lines.append(f"{key:{width}}" + "".join(cells))
+    m = report["machine"]
+    lines.append("")
+    lines.append(f"machine: {m['nproc']} CPUs, {m['cpu'] or 'unknown CPU'}, Python {m['python']}; seed {report['seed']}, median of {report['repeat']}")
+    for what, note in report["notes"].items():
+        lines.append(f"{what}: {note}")
+    return "\n".join(lines)
+
+
+def _log_to_stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def main(argv: Sequence[str]) -> int:
+    """The fresh processes of ``gateweave bench``: ``--measure N`` (one row) or ``--rss N``
+    (the memory probe); the answer is JSON on stdout, progress and logs go to stderr."""
+    import argparse
+    import logging
+
+    import structlog
+
+    parser = argparse.ArgumentParser(prog="python -m gateweave.bench.run", description="Use `gateweave bench`.")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--measure", type=int, metavar="N")
+    what.add_argument("--rss", type=int, metavar="N")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency-samples", type=int, default=100)
+    args = parser.parse_args(argv)
+    # stdout carries the answer: every log goes to stderr.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+    try:
+        if args.rss is not None:
+            answer: dict[str, Any] = _rss_child(args.rss, args.seed)
+        else:
+            row, note = measure(
+                args.measure, seed=args.seed, repeat=args.repeat, latency_samples=args.latency_samples, log=_log_to_stderr
+            )
+            answer = {"row": row, "note": note}
+    except BenchError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    sys.stdout.write(json.dumps(answer) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""gateweave bench: the generated objects are deterministic, valid and realistic; the command reports every figure.
+
+No timing is asserted here: speed is what the command measures.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+from gateweave.bench.objects import (
+    changed_endpoint_slice,
+    changed_route,
+    generate,
+    referenced_slices,
+)
+from gateweave.bench.run import KEYS, Pipeline, decode_all
+from gateweave.gcpause import gc_paused
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions, translate
+
+
+def test_generation_is_deterministic_and_seeded() -> None:
+    a = msgspec.json.encode(generate(120).manifests)
+    assert a == msgspec.json.encode(generate(120).manifests)
+    assert a != msgspec.json.encode(generate(120, seed=8).manifests)
+
+
+def test_every_generated_object_decodes_and_every_kind_is_there() -> None:
+    objects = generate(300)
+    decoded = decode_all(objects.manifests)  # raises on any rejected object
+    kinds = Counter(d.model.kind for d in decoded)
+    assert kinds["HTTPRoute"] == 300
+    assert kinds["GatewayClass"] == 1
+    for kind in ("Gateway", "Service", "EndpointSlice", "ReferenceGrant", "Namespace", "Secret"):
+        assert kinds[kind] >= 2, kind
+    assert len({(d.model.kind, d.model.metadata.namespace, d.model.metadata.name) for d in decoded}) == len(decoded)
+
+
+def test_generated_system_is_valid_every_route_attaches_and_resolves() -> None:
+    objects = generate(200)
+    snapshot_objects = [d.model for d in decode_all(objects.manifests)]
+    result = translate(Snapshot.from_objects(snapshot_objects))
+    statuses: dict[tuple[str, str, str], Any] = dict(result.statuses)
+    routes = {k: v for k, v in statuses.items() if k[0] == "HTTPRoute"}
+    assert len(routes) == 200
+    for key, status in routes.items():
+        for parent in status["parents"]:
+            conds = {c["type"]: c["status"] for c in parent["conditions"]}
+            assert conds == {"Accepted": "True", "ResolvedRefs": "True"}, key
+    gateways = [v for k, v in statuses.items() if k[0] == "Gateway"]
+    assert gateways and all(
+        {c["type"]: c["status"] for c in gw["conditions"]}["Programmed"] == "True" for gw in gateways
+    )
+    for gw in result.xds.values():
+        protocols = {p.protocol for p in gw.ports}
+        assert protocols == {"HTTP", "TLS"}
+        tls = next(p for p in gw.ports if p.protocol == "TLS")
+        assert all(fc.tls is not None for fc in tls.filter_chains)
+        assert any(len(c.endpoints) >= 3 for c in gw.clusters)
+
+
+def test_changes_reach_a_new_xds_snapshot() -> None:
+    objects = generate(60)
+    pipeline = Pipeline(decode_all(objects.manifests), TranslateOptions())
+    before = dict(pipeline.nodes)
+    changed = pipeline.change(changed_route(objects, 5, 1))
+    assert len(changed) == 1
+    assert pipeline.nodes[changed[0]].version != before[changed[0]].version
+    assert pipeline.change(changed_route(objects, 5, 1)) == []  # the same object again: nothing
+    eps = referenced_slices(objects)
+    assert eps
+    assert pipeline.change(changed_endpoint_slice(objects, eps[0], 1))
+
+
+def test_translate_pauses_the_collector_and_restores_it() -> None:
+    objects = [d.model for d in decode_all(generate(20).manifests)]
+    snap = Snapshot.from_objects(objects)
+    assert gc.isenabled()
+    translate(snap)
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            translate(snap)
+        assert not gc.isenabled()  # still inside the outer pause
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        translate(snap)
+        assert not gc.isenabled()  # a collector turned off by the application stays off
+    finally:
+        gc.enable()
+
+
+def test_bench_command_outputs_every_figure() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateweave.cli", "bench", "--routes", "50", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [row["routes"] for row in report["results"]] == [50]
+    row = report["results"][0]
+    assert set(KEYS) <= set(row)
+    for key in ("decode_s", "load_s", "translate_s", "change_s", "endpoints_change_s", "rss_mb"):
+        assert isinstance(row[key], float) and row[key] > 0, key
+    assert row["burst_translations"] >= 1
+    assert row["objects"] > 50
+    assert row["event_to_envoy_p50_ms"] is None  # measured at 1,000 routes only
+    assert {"nproc", "cpu", "python"} <= set(report["machine"])
+    assert "--routes 50" in report["command"]
+
+
+def test_bench_command_rejects_bad_counts() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateweave.cli", "bench", "--routes", "ten"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "--routes" in proc.stderr
