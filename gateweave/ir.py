@@ -157,10 +157,13 @@ class Route(_IR, kw_only=True, frozen=True):
     """One Envoy route: a single match of a route rule, with everything it does.
 
     Exactly one of ``backends``, ``redirect`` and ``direct_status`` decides the action;
-    a rule whose backends are all invalid has ``direct_status=500``.
+    a rule whose backends are all invalid has ``direct_status=500``. Backends may carry
+    their own redirect / rewrite (the xDS builder then splits the route by weight).
     """
 
-    name: str  # "<kind>/<ns>/<name>/rule/<i>/match/<j>"
+    # "<kind>/<ns>/<name>/rule/<i>/match/<j>"; an HTTPS chain's 421 for a misdirected request:
+    # "<route config>/misdirected/<domain>"
+    name: str
     match: RouteMatch
     backends: tuple[WeightedCluster, ...] = ()
     redirect: Redirect | None = None

@@ -342,6 +342,94 @@ def test_rule_without_backends_answers_500_and_extension_ref_is_not_resolved() -
     assert {r.direct_status for r in vh.routes} == {500}
 
 
+def _redirect_filter(**kw: Any) -> m.HTTPRouteFilter:
+    return m.HTTPRouteFilter(type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(**kw))
+
+
+def _rewrite_filter(**kw: Any) -> m.HTTPRouteFilter:
+    return m.HTTPRouteFilter(type="URLRewrite", url_rewrite=m.HTTPURLRewriteFilter(**kw))
+
+
+def test_backend_ref_redirect_and_rewrite_filters_map_to_their_weighted_cluster() -> None:
+    full = m.HTTPPathModifier(type="ReplaceFullPath", replace_full_path="/elsewhere")
+    prefix_mod = m.HTTPPathModifier(type="ReplacePrefixMatch", replace_prefix_match="/v2")
+    rule = m.HTTPRouteRule(
+        matches=(prefix("/api"),),
+        backend_refs=(
+            bref("svc", weight=1),
+            bref("svc", weight=2, filters=(_redirect_filter(path=full, status_code=301),)),
+            bref("svc", weight=3, filters=(_rewrite_filter(hostname="h.example", path=prefix_mod),)),
+        ),
+    )
+    res = run(base(gateway(), http_route("r", rule)))
+    entry = parents_of(res, "HTTPRoute", "r")[0]
+    assert cond(entry, "Accepted") == ("True", "Accepted")
+    assert cond(entry, "ResolvedRefs") == ("True", "ResolvedRefs")
+    ((route,),) = [vh.routes for vh in vhosts(res).values()]
+    assert route.redirect is None and route.url_rewrite is None
+    plain, redirected, rewritten = route.backends
+    assert (plain.weight, plain.redirect, plain.url_rewrite) == (1, None, None)
+    assert redirected.weight == 2
+    assert redirected.redirect == ir.Redirect(path_type="ReplaceFullPath", path="/elsewhere", status_code=301)
+    assert rewritten.weight == 3 and rewritten.redirect is None
+    assert rewritten.url_rewrite == ir.URLRewrite(hostname="h.example", path_type="ReplacePrefixMatch", path="/v2")
+
+
+def test_backend_ref_filters_are_validated_like_rule_filters() -> None:
+    exact = m.HTTPRouteMatch(path=m.HTTPPathMatch(type="Exact", value="/x"))
+    prefix_mod = m.HTTPPathModifier(type="ReplacePrefixMatch", replace_prefix_match="/v2")
+    not_prefix = m.HTTPRouteRule(matches=(exact,), backend_refs=(bref("svc", filters=(_rewrite_filter(path=prefix_mod),)),))
+    both = m.HTTPRouteRule(
+        backend_refs=(bref("svc", filters=(_redirect_filter(scheme="https"), _rewrite_filter(hostname="x"))),),
+    )
+    mirror = m.HTTPRouteFilter(type="RequestMirror", request_mirror=m.HTTPRequestMirrorFilter(backend_ref=m.BackendObjectReference(name="svc", port=8080)))
+    unsupported = m.HTTPRouteRule(backend_refs=(bref("svc", filters=(mirror,)),))
+    res = run(base(gateway(), http_route("np", not_prefix), http_route("both", both), http_route("mir", unsupported)))
+    assert cond(parents_of(res, "HTTPRoute", "np")[0], "Accepted") == ("False", "UnsupportedValue")
+    assert cond(parents_of(res, "HTTPRoute", "both")[0], "Accepted") == ("False", "IncompatibleFilters")
+    assert cond(parents_of(res, "HTTPRoute", "mir")[0], "Accepted") == ("False", "UnsupportedValue")
+    grpc = m.GRPCRoute(
+        metadata=meta("gr"),
+        spec=m.GRPCRouteSpec(
+            parent_refs=(pref(),),
+            rules=(m.GRPCRouteRule(backend_refs=(m.GRPCBackendRef(name="svc", port=8080, filters=(m.GRPCRouteFilter(type="RequestMirror"),)),)),),
+        ),
+    )
+    res = run(base(gateway(), grpc))
+    assert cond(parents_of(res, "GRPCRoute", "gr")[0], "Accepted")[0] == "False"
+
+
+def test_grpc_route_request_header_modifier_maps_to_the_route() -> None:
+    mods = m.HTTPHeaderFilter(
+        set=(m.HTTPHeader(name="X-Set", value="s"),), add=(m.HTTPHeader(name="X-Add", value="a"),), remove=("X-Drop",)
+    )
+    route = m.GRPCRoute(
+        metadata=meta("gr"),
+        spec=m.GRPCRouteSpec(
+            parent_refs=(pref(),),
+            rules=(
+                m.GRPCRouteRule(
+                    filters=(m.GRPCRouteFilter(type="RequestHeaderModifier", request_header_modifier=mods),),
+                    backend_refs=(m.GRPCBackendRef(name="svc", port=8080),),
+                ),
+            ),
+        ),
+    )
+    res = run(base(gateway(), route))
+    assert cond(parents_of(res, "GRPCRoute", "gr")[0], "Accepted") == ("True", "Accepted")
+    ((r,),) = [vh.routes for vh in vhosts(res).values()]
+    assert r.request_headers == ir.HeaderMods(set=(("X-Set", "s"),), add=(("X-Add", "a"),), remove=("X-Drop",))
+    features: list[dict[str, str]] = res.statuses[("GatewayClass", "", "gw-class")]["supportedFeatures"]  # type: ignore[assignment]
+    supported = [f["name"] for f in features]
+    for feature in (
+        "GRPCRouteRequestHeaderModifier",
+        "HTTPRouteBackendRequestRedirect",
+        "HTTPRouteBackendURLRewrite",
+        "GatewayHTTPSListenerDetectMisdirectedRequests",
+    ):
+        assert feature in supported
+
+
 # ---------------------------------------------------------------- precedence and hostnames
 
 
@@ -437,6 +525,97 @@ def test_weights_and_grpc_method_matches() -> None:
 
 
 # ---------------------------------------------------------------- L4 and TLS ports
+
+
+def _tls_secret(name: str = "cert") -> m.Secret:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gw")])
+    now = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return m.Secret(
+        metadata=meta(name),
+        type="kubernetes.io/tls",
+        string_data={"tls.crt": cert.public_bytes(serialization.Encoding.PEM).decode(), "tls.key": key_pem.decode()},
+    )
+
+
+def _https(name: str, hostname: str | None = None) -> m.Listener:
+    tls = m.ListenerTLSConfig(certificate_refs=(m.SecretObjectReference(name="cert"),))
+    return listener(name, port=443, protocol="HTTPS", hostname=hostname, tls=tls)
+
+
+def test_https_chains_answer_421_for_hosts_of_other_listeners() -> None:
+    """The upstream GatewayHTTPSListenerDetectMisdirectedRequests layout: each chain (selected
+    by SNI) serves its own hosts, 421 for hosts another listener of the port owns, 404 else."""
+    gw = gateway(
+        "gw",
+        _https("any"),
+        _https("exact", "second.org"),
+        _https("wild", "*.wildcard.org"),
+        _https("narrow", "fourth.wildcard.org"),
+    )
+    routes = [
+        http_route("r-any", parents=(pref(section_name="any"),), hostnames=("example.org", "second.org")),
+        http_route("r-exact", parents=(pref(section_name="exact"),)),
+        http_route("r-wild", parents=(pref(section_name="wild"),)),
+        http_route("r-narrow", parents=(pref(section_name="narrow"),)),
+    ]
+    res = run(base(gw, _tls_secret(), *routes))
+    (port,) = res.xds[f"{NS}/gw"].ports
+    chains = {fc.name.rsplit("/", 1)[1]: fc for fc in port.filter_chains}
+    assert {n: fc.server_names for n, fc in chains.items()} == {
+        "narrow": ("fourth.wildcard.org",),
+        "exact": ("second.org",),
+        "wild": ("*.wildcard.org",),
+        "any": (),
+    }
+
+    def served(chain: str) -> dict[str, str]:
+        """domain -> the route it serves, "421", or "404" (a routeless virtual host)."""
+        http = chains[chain].http
+        assert http is not None
+        out = {}
+        for vh in http.virtual_hosts:
+            (domain,) = vh.domains
+            if not vh.routes:
+                out[domain] = "404"
+            elif vh.routes[0].direct_status == 421:
+                out[domain] = "421"
+            else:
+                out[domain] = vh.routes[0].name.split("/")[2]
+        return out
+
+    # second.org belongs to the listener "exact", even for r-any that names it
+    assert served("any") == {
+        "example.org": "r-any",
+        "second.org": "421",
+        "*.wildcard.org": "421",
+        "fourth.wildcard.org": "421",
+    }
+    assert served("exact") == {"second.org": "r-exact", "*.wildcard.org": "421", "fourth.wildcard.org": "421", "*": "421"}
+    assert served("wild") == {"*.wildcard.org": "r-wild", "second.org": "421", "fourth.wildcard.org": "421", "*": "421"}
+    assert served("narrow") == {"fourth.wildcard.org": "r-narrow", "second.org": "421", "*.wildcard.org": "421", "*": "421"}
+
+    # Without a catch-all listener, a host no listener matches is a 404 (no "*" virtual host);
+    # a host of the chain's own listener without a route is a 404 too (routeless virtual host).
+    gw2 = gateway("gw", _https("exact", "second.org"), _https("wild", "*.wildcard.org"))
+    only = http_route("r-wild", parents=(pref(section_name="wild"),), hostnames=("a.wildcard.org",))
+    res = run(base(gw2, _tls_secret(), only))
+    (port,) = res.xds[f"{NS}/gw"].ports
+    chains = {fc.name.rsplit("/", 1)[1]: fc for fc in port.filter_chains}
+    assert served("wild") == {"a.wildcard.org": "r-wild", "*.wildcard.org": "404", "second.org": "421"}
+    assert served("exact") == {"second.org": "404", "*.wildcard.org": "421"}
+
 
 
 def test_tcp_oldest_route_wins_and_tls_passthrough_chains() -> None:

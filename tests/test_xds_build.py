@@ -1225,6 +1225,130 @@ def test_end_to_end_with_envoy(backend: int) -> None:
         assert _request(address, port, "/", {"Host": "other.example"})[0] == 404
 
 
+# ---------------------------------------------------------------- end to end: backendRef redirects and rewrites
+
+
+def _split_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
+    """Routes whose backendRefs carry their own RequestRedirect / URLRewrite filters."""
+    n = "httproute/default/split/rule"
+    routes = (
+        ir.Route(
+            name=f"{n}/0/match/0",
+            match=_prefix("/only-redirect"),
+            backends=_to("echo", redirect=ir.Redirect(path_type="ReplacePrefixMatch", path="/moved")),
+        ),
+        ir.Route(
+            # the rule rewrites the Host, the backendRef the path: both apply
+            name=f"{n}/1/match/0",
+            match=_prefix("/only-rewrite"),
+            url_rewrite=ir.URLRewrite(hostname="rule.example"),
+            backends=_to("echo", url_rewrite=ir.URLRewrite(path_type="ReplaceFullPath", path="/rewritten")),
+        ),
+        ir.Route(
+            name=f"{n}/2/match/0",
+            match=_prefix("/mixed"),
+            request_headers=ir.HeaderMods(set=(("x-rule", "1"),)),
+            backends=(
+                ir.WeightedCluster(cluster="echo", weight=1),
+                ir.WeightedCluster(
+                    cluster="echo",
+                    weight=1,
+                    url_rewrite=ir.URLRewrite(path_type="ReplaceFullPath", path="/rewritten"),
+                ),
+                ir.WeightedCluster(cluster="echo", weight=0, redirect=ir.Redirect(hostname="never.example")),
+                ir.WeightedCluster(
+                    cluster="echo", weight=2, redirect=ir.Redirect(hostname="moved.example", status_code=307)
+                ),
+            ),
+        ),
+    )
+    config = ir.RouteConfig(
+        name="split",
+        virtual_hosts=(ir.VirtualHost(name="vh", domains=("*",), routes=routes),),
+    )
+    return ir.XdsGateway(
+        name="default/split",
+        address=address,
+        ports=(ir.Port(name="default/split/http", port=port, protocol="HTTP", http=config),),
+        clusters=(ir.Cluster(name="echo", endpoints=(ir.Endpoint(address="127.0.0.1", port=backend_port),)),),
+    )
+
+
+def test_backend_ref_redirects_and_rewrites_split_the_route() -> None:
+    res = build(_split_gateway("127.0.0.1", 8080, 9))
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    n = "httproute/default/split/rule"
+    (vh,) = res.routes["split"].virtual_hosts
+    assert [r.name for r in vh.routes] == [
+        f"{n}/0/match/0",
+        f"{n}/1/match/0",
+        f"{n}/2/match/0/backends/0",
+        f"{n}/2/match/0/backends/1",
+        f"{n}/2/match/0/backends/2",
+    ]
+    only_redirect, only_rewrite, plain, rewritten, redirected = vh.routes
+    # one group: no runtime fraction, the route simply redirects / rewrites
+    assert only_redirect.WhichOneof("action") == "redirect" and not only_redirect.match.HasField("runtime_fraction")
+    assert only_redirect.redirect.prefix_rewrite == "/moved"
+    assert only_rewrite.route.cluster == "echo" and only_rewrite.route.host_rewrite_literal == "rule.example"
+    assert only_rewrite.route.regex_rewrite.substitution == "/rewritten"
+    # three groups (the weight-0 redirect is dropped): cumulative shares 1/4, 2/4, then the rest
+    million = percent_pb2.FractionalPercent.MILLION
+    fractions = [
+        (r.match.runtime_fraction.default_value.numerator, r.match.runtime_fraction.default_value.denominator)
+        for r in (plain, rewritten)
+    ]
+    assert fractions == [(250_000, million), (500_000, million)]
+    assert not redirected.match.HasField("runtime_fraction")
+    assert all(r.match.path_separated_prefix == "/mixed" for r in (plain, rewritten, redirected))
+    assert plain.route.cluster == "echo" and not plain.route.HasField("regex_rewrite")
+    assert rewritten.route.cluster == "echo" and rewritten.route.regex_rewrite.substitution == "/rewritten"
+    assert redirected.redirect.host_redirect == "moved.example"
+    assert redirected.redirect.response_code == rc.RedirectAction.TEMPORARY_REDIRECT
+    # rule-level filters apply to every group
+    for r in (plain, rewritten, redirected):
+        assert [h.header.key for h in r.request_headers_to_add] == ["x-rule"]
+
+
+def test_backend_ref_redirects_and_rewrites_with_envoy(backend: int) -> None:
+    address = f"127.0.{os.getpid() % 200 + 20}.{(os.getpid() + 3) % 250 + 2}"
+    port = _free_port(address)
+    res = build(_split_gateway(address, port, backend))
+    with tempfile.TemporaryDirectory() as tmp, _Envoy(res, tmp):
+        host = {"Host": "app.example"}
+        status, headers, _ = _request(address, port, "/only-redirect/a?q=1", host)
+        assert status == 302 and headers["location"] == f"http://app.example:{port}/moved/a?q=1"
+        status, _, body = _request(address, port, "/only-rewrite/a?q=1", host)
+        seen = json.loads(body)
+        assert status == 200 and seen["path"] == "/rewritten?q=1" and seen["headers"]["host"] == "rule.example"
+
+        # Weights 1 (as is) : 1 (rewritten) : 2 (redirected). Envoy tests every route's
+        # fraction against one random value per request, so the shares are 1/4, 1/4, 1/2
+        # (with independent draws the last two would get 3/8 each).
+        counts = {"plain": 0, "rewritten": 0, "redirected": 0}
+        conn = http.client.HTTPConnection(address, port, timeout=5)
+        try:
+            for _ in range(800):
+                conn.request("GET", "/mixed/x", headers=host)
+                resp = conn.getresponse()
+                body = resp.read()
+                if resp.status == 307:
+                    assert resp.getheader("location", "").startswith("http://moved.example")
+                    counts["redirected"] += 1
+                else:
+                    assert resp.status == 200
+                    path = json.loads(body)["path"]
+                    assert path in ("/mixed/x", "/rewritten")
+                    counts["plain" if path == "/mixed/x" else "rewritten"] += 1
+        finally:
+            conn.close()
+        # expected 200 / 200 / 400, standard deviation about 12 / 12 / 14
+        assert 140 <= counts["plain"] <= 260, counts
+        assert 140 <= counts["rewritten"] <= 260, counts
+        assert 340 <= counts["redirected"] <= 460, counts
+
+
 # ---------------------------------------------------------------- end to end: TLS, TCP, UDP
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from gateweave import ir
 from gateweave.api import models as m
+from gateweave.translate import conditions as c
 from gateweave.translate.attachment import RouteTranslation
 from gateweave.translate.backends import INVALID_CLUSTER, BackendRefLike, BackendResolver
 
@@ -50,25 +51,52 @@ def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMod
     return ir.HeaderMods(set=a.set + b.set, add=a.add + b.add, remove=a.remove + b.remove)
 
 
+class BackendFilters(NamedTuple):
+    """What one backendRef's own filters do to the requests forwarded to it."""
+
+    request: ir.HeaderMods | None = None
+    response: ir.HeaderMods | None = None
+    redirect: ir.Redirect | None = None
+    url_rewrite: ir.URLRewrite | None = None
+
+
 def backend_header_mods(
     backend_refs: Sequence[m.HTTPBackendRef | m.GRPCBackendRef],
-) -> list[tuple[ir.HeaderMods | None, ir.HeaderMods | None]]:
-    """(request, response) header modifiers of each backendRef's own filters, in order.
+    redirect: Callable[[m.HTTPRequestRedirectFilter], ir.Redirect] | None = None,
+    rewrite: Callable[[m.HTTPURLRewriteFilter], ir.URLRewrite] | None = None,
+) -> list[BackendFilters]:
+    """The filters of each backendRef, in order.
 
-    Raises RuleError for a backendRef filter type other than the header modifiers.
+    Header modifiers are always understood; RequestRedirect and URLRewrite only when the
+    caller passes how to read them (HTTPRoute). Raises RuleError for any other filter type,
+    and for a redirect combined with a rewrite on one backendRef.
     """
-    out: list[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] = []
+    out: list[BackendFilters] = []
     for ref in backend_refs:
         req: ir.HeaderMods | None = None
         resp: ir.HeaderMods | None = None
+        red: ir.Redirect | None = None
+        rew: ir.URLRewrite | None = None
         for bf in ref.filters:
             if bf.type == "RequestHeaderModifier":
                 req = merge_mods(req, header_mods(bf.request_header_modifier))
             elif bf.type == "ResponseHeaderModifier":
                 resp = merge_mods(resp, header_mods(bf.response_header_modifier))
+            elif bf.type == "RequestRedirect" and redirect is not None and isinstance(bf, m.HTTPRouteFilter):
+                if bf.request_redirect is None:
+                    raise RuleError("backendRef RequestRedirect filter without requestRedirect")
+                red = redirect(bf.request_redirect)
+            elif bf.type == "URLRewrite" and rewrite is not None and isinstance(bf, m.HTTPRouteFilter):
+                if bf.url_rewrite is None:
+                    raise RuleError("backendRef URLRewrite filter without urlRewrite")
+                rew = rewrite(bf.url_rewrite)
             else:
                 raise RuleError(f"backendRef filter type {bf.type} is not supported")
-        out.append((req, resp))
+        if red is not None and rew is not None:
+            raise RuleError(
+                "backendRef RequestRedirect and URLRewrite filters cannot be combined", c.R_INCOMPATIBLE_FILTERS
+            )
+        out.append(BackendFilters(req, resp, red, rew))
     return out
 
 
@@ -98,7 +126,7 @@ def weighted_backends(
     tr: RouteTranslation,
     resolver: BackendResolver,
     refs: Sequence[Any],
-    per_backend: Sequence[tuple[ir.HeaderMods | None, ir.HeaderMods | None]] | None = None,
+    per_backend: Sequence[BackendFilters] | None = None,
     terminated: bool = False,
 ) -> tuple[ir.WeightedCluster, ...]:
     """backendRefs as weighted clusters. Invalid ones keep their weight on the invalid-backend cluster.
@@ -114,7 +142,7 @@ def weighted_backends(
         weight = int(getattr(ref, "weight", 1))
         if backend.service:
             tr.services.add(backend.service)
-        req, resp = per_backend[i] if per_backend else (None, None)
+        own = per_backend[i] if per_backend else BackendFilters()
         if backend.cluster is None:
             if backend.reason:
                 tr.note_refs(backend.reason, backend.message)
@@ -125,7 +153,16 @@ def weighted_backends(
             continue
         tr.clusters[backend.cluster.name] = backend.cluster
         valid_weight += weight
-        out.append(ir.WeightedCluster(cluster=backend.cluster.name, weight=weight, request_headers=req, response_headers=resp))
+        out.append(
+            ir.WeightedCluster(
+                cluster=backend.cluster.name,
+                weight=weight,
+                request_headers=own.request,
+                response_headers=own.response,
+                redirect=own.redirect,
+                url_rewrite=own.url_rewrite,
+            )
+        )
     if valid_weight == 0:
         return ()
     if any(w.cluster == INVALID_CLUSTER.name for w in out):

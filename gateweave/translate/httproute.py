@@ -20,7 +20,6 @@ from gateweave.translate.filters import (
 from gateweave.translate.regex import re2_error
 
 _PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
-_PER_BACKEND_FILTERS = ("RequestHeaderModifier", "ResponseHeaderModifier")
 
 
 def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver) -> RouteTranslation:
@@ -80,7 +79,12 @@ def _rule(
     timeout_s, backend_timeout_s = _timeouts(rule.timeouts)
     retry = _retry(rule.retry)
 
-    per_backend = backend_header_mods(rule.backend_refs)
+    # A backendRef's own filters may also redirect or rewrite the requests sent its way.
+    per_backend = backend_header_mods(
+        rule.backend_refs,
+        redirect=lambda f: _redirect(f, ir_matches),
+        rewrite=lambda f: _rewrite(f, ir_matches),
+    )
 
     backends: tuple[ir.WeightedCluster, ...] = ()
     direct_status: int | None = None

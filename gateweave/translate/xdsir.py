@@ -62,15 +62,20 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
     return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=_clusters(gw, ports))
 
 
-def _route_config(name: str, lcs: list[ListenerCtx]) -> ir.RouteConfig:
-    """Virtual hosts of the HTTP listeners ``lcs`` (most specific first) that share one port or filter chain."""
+def _route_config(name: str, lcs: list[ListenerCtx], peers: list[ListenerCtx] | None = None) -> ir.RouteConfig:
+    """Virtual hosts of the HTTP listeners ``lcs`` (most specific first) that share one port or filter chain.
+
+    ``peers`` (HTTPS): every listener that has a filter chain on the port, most specific first,
+    ``lcs`` being the one whose chain this is; a domain belongs to the most specific of them.
+    """
+    owners = lcs if peers is None else peers
     per_domain: dict[str, list[tuple[PrecedenceKey, ir.Route]]] = {}
     for lc in lcs:
         for att in lc.routes:
             if not isinstance(att, Attachment) or att.kind not in _HTTP_KINDS:
                 continue
             for domain in att.hostnames or ("*",):
-                if _owner(lcs, domain) is not lc:
+                if _owner(owners, domain) is not lc:
                     continue
                 per_domain.setdefault(domain, []).extend(att.translation.http)
     vhosts = []
@@ -83,7 +88,51 @@ def _route_config(name: str, lcs: list[ListenerCtx]) -> ir.RouteConfig:
                 seen.add(r.name)
                 routes.append(r)
         vhosts.append(ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=tuple(routes)))
+    if peers is not None:
+        vhosts = _misdirected(name, lcs[0], peers, vhosts)
     return ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
+
+
+def _misdirected(
+    name: str, lc: ListenerCtx, peers: list[ListenerCtx], vhosts: list[ir.VirtualHost]
+) -> list[ir.VirtualHost]:
+    """Detection of misdirected requests on the filter chain of HTTPS listener ``lc``.
+
+    The chain was selected by the TLS SNI; the Host (HTTP/2 :authority) may name another
+    listener's hostname, e.g. when a client reuses a connection for another origin. Gateway
+    API (Listener.hostname): when another listener of the port has an exact or more specific
+    entry for the Host, or the chain's listener does not match it while another one does,
+    answer 421 Misdirected Request; when no listener matches it, 404.
+
+    Envoy picks the most specific domain (exact, then the longest ``*.`` suffix, then ``*``),
+    as listeners are ranked, so it is enough to add: a 421 virtual host for each other
+    listener's hostname; the chain listener's own hostname, routeless (404), where no route
+    covers it already; and, for a listener with a hostname, a 421 catch-all ``*`` when another
+    listener accepts any hostname (else nothing matches: 404).
+    """
+    taken = {d for vh in vhosts for d in vh.domains}
+    extra: list[ir.VirtualHost] = []
+
+    def add(domain: str, status: int | None) -> None:
+        if domain in taken:
+            return
+        taken.add(domain)
+        routes: tuple[ir.Route, ...] = ()
+        if status is not None:
+            match = ir.RouteMatch(path_type="PathPrefix", path="/")
+            routes = (ir.Route(name=f"{name}/misdirected/{domain}", match=match, direct_status=status),)
+        extra.append(ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes))
+
+    if lc.hostname is not None:
+        add(lc.hostname, None)
+    for other in peers:
+        if other is lc:
+            continue
+        if other.hostname is not None:
+            add(other.hostname, 421)
+        elif lc.hostname is not None:
+            add("*", 421)
+    return sorted(vhosts + extra, key=lambda vh: vh.domains[0])
 
 
 def _owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
@@ -94,22 +143,14 @@ def _owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
 
 
 def _filter_chains(name: str, lcs: list[ListenerCtx]) -> tuple[ir.FilterChain, ...]:
-    chains: list[ir.FilterChain] = []
+    chains: list[ir.FilterChain | ListenerCtx] = []  # an HTTPS listener: its chain, built last
     claimed: set[str | None] = set()
     for lc in lcs:
         if lc.protocol == "HTTPS":
             if lc.tls is None or lc.hostname in claimed:
                 continue
             claimed.add(lc.hostname)
-            cname = f"{name}/{lc.name}"
-            chains.append(
-                ir.FilterChain(
-                    name=cname,
-                    server_names=(lc.hostname,) if lc.hostname else (),
-                    tls=lc.tls,
-                    http=_route_config(cname, [lc]),
-                )
-            )
+            chains.append(lc)
             continue
         terminate = lc.listener.tls is not None and lc.listener.tls.mode == "Terminate"
         if terminate and lc.tls is None:
@@ -132,7 +173,19 @@ def _filter_chains(name: str, lcs: list[ListenerCtx]) -> tuple[ir.FilterChain, .
                     tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp_terminated if terminate else att.translation.tcp),
                 )
             )
-    return tuple(chains)
+    https = [ch for ch in chains if isinstance(ch, ListenerCtx)]
+    return tuple(ch if isinstance(ch, ir.FilterChain) else _https_chain(name, ch, https) for ch in chains)
+
+
+def _https_chain(name: str, lc: ListenerCtx, peers: list[ListenerCtx]) -> ir.FilterChain:
+    """The filter chain of HTTPS listener ``lc``; ``peers``: the port's HTTPS listeners with a chain."""
+    cname = f"{name}/{lc.name}"
+    return ir.FilterChain(
+        name=cname,
+        server_names=(lc.hostname,) if lc.hostname else (),
+        tls=lc.tls,
+        http=_route_config(cname, [lc], peers),
+    )
 
 
 def _l4_proxy(name: str, lcs: list[ListenerCtx], kind: str) -> ir.TCPProxy:

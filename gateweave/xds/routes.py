@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
@@ -422,6 +423,78 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
     return out
 
 
+# ---------------------------------------------------------------- backendRef redirects and rewrites
+
+
+def _merge_rewrite(rule: ir.URLRewrite | None, own: ir.URLRewrite | None) -> ir.URLRewrite | None:
+    """The rule's URLRewrite, then the backendRef's: what the latter sets wins, field by field."""
+    if rule is None or own is None:
+        return own if rule is None else rule
+    keep_path = own.path_type is None
+    return ir.URLRewrite(
+        hostname=own.hostname if own.hostname is not None else rule.hostname,
+        path_type=rule.path_type if keep_path else own.path_type,
+        path=rule.path if keep_path else own.path,
+    )
+
+
+def backend_variants(r: ir.Route) -> list[tuple[ir.Route, int]] | None:
+    """Split ``r`` when its backendRefs carry their own RequestRedirect or URLRewrite filters.
+
+    Envoy's weighted clusters can rewrite only the Host, and cannot redirect, so the backends
+    are grouped by those filters, in order: each group becomes a route of its own (a redirect,
+    or forwarding to the group's clusters with the merged rewrite), paired with the group's
+    total weight. ``None`` when no backendRef has such a filter (one route, as usual).
+    """
+    if r.redirect is not None or r.direct_status is not None:
+        return None
+    backends = [b for b in r.backends if b.weight > 0]
+    if all(b.redirect is None and b.url_rewrite is None for b in backends):
+        return None
+    groups: dict[tuple[ir.Redirect | None, ir.URLRewrite | None], list[ir.WeightedCluster]] = {}
+    for b in backends:
+        plain = msgspec.structs.replace(b, redirect=None, url_rewrite=None)
+        groups.setdefault((b.redirect, b.url_rewrite), []).append(plain)
+    out: list[tuple[ir.Route, int]] = []
+    for k, ((redirect, rewrite), members) in enumerate(groups.items()):
+        name = r.name if len(groups) == 1 else f"{r.name}/backends/{k}"
+        if redirect is not None:
+            variant = msgspec.structs.replace(r, name=name, backends=(), redirect=redirect, mirrors=())
+        else:
+            merged = _merge_rewrite(r.url_rewrite, rewrite)
+            variant = msgspec.structs.replace(r, name=name, backends=tuple(members), url_rewrite=merged)
+        out.append((variant, sum(b.weight for b in members)))
+    return out
+
+
+def routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None) -> list[rc.Route]:
+    """The Envoy routes of one IR route: one, or one per group of :func:`backend_variants`.
+
+    Groups share the match; all but the last also match on a ``runtime_fraction`` with the
+    cumulative share of the weights so far. Envoy draws one random value per request and
+    tests every route's fraction against it (``value % 1e6 < numerator``), so with
+    cumulative numerators the k-th group gets exactly its share of the requests.
+    """
+    variants = backend_variants(r)
+    if variants is None:
+        return [route(r, listener_port, https, exact_host)]
+    total = sum(weight for _, weight in variants)
+    out: list[rc.Route] = []
+    cumulative = 0
+    for k, (variant, weight) in enumerate(variants):
+        built = route(variant, listener_port, https, exact_host)
+        cumulative += weight
+        if k < len(variants) - 1:
+            built.match.runtime_fraction.default_value.CopyFrom(
+                percent_pb2.FractionalPercent(
+                    numerator=round(cumulative * 1_000_000 / total),
+                    denominator=percent_pb2.FractionalPercent.MILLION,
+                )
+            )
+        out.append(built)
+    return out
+
+
 def route_configuration(
     config: ir.RouteConfig, listener_port: int, https: bool
 ) -> route_pb2.RouteConfiguration:
@@ -437,7 +510,11 @@ def route_configuration(
             rc.VirtualHost(
                 name=vh.name,
                 domains=list(vh.domains),
-                routes=[route(r, listener_port, https, _exact_host(vh)) for r in vh.routes],
+                routes=[
+                    built
+                    for r in vh.routes
+                    for built in routes(r, listener_port, https, _exact_host(vh))
+                ],
             )
             for vh in config.virtual_hosts
         ],
