@@ -401,7 +401,12 @@ def conformance_cmd(
 
     import structlog
 
-    from gateweave.conformance.runner import RunnerOptions, load_known_failures, run_sync
+    from gateweave.conformance.runner import (
+        RunnerError,
+        RunnerOptions,
+        load_known_failures,
+        run_sync,
+    )
 
     for pattern in (run, skip_tests):
         if pattern is not None:
@@ -446,7 +451,12 @@ def conformance_cmd(
         backend_prefix=backend_prefix,
         out=out,
     )
-    raise typer.Exit(run_sync(options))
+    try:
+        code = run_sync(options)
+    except RunnerError as exc:  # the run could not start (e.g. an echo backend's address is taken)
+        _err(f"error: {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
 
 
 @app.command("version")
