@@ -41,6 +41,18 @@ class InfraGateway(_IR, kw_only=True, frozen=True):
     ports: tuple[InfraPort, ...] = ()
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
+    # Kubernetes addressing mode: the spec.addresses IPs to ask the Gateway's Service for.
+    requested_addresses: tuple[str, ...] = ()
+
+
+# Kubernetes data plane: the labels on a Gateway's Envoy Deployment pods and Service (the
+# Service's selector). Translate finds the Gateway's Service, for its addresses, by them.
+GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
+
+
+def envoy_labels(gateway_name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/managed-by": "gateweave",
+            GATEWAY_NAME_LABEL: gateway_name}
 
 
 # ---------------------------------------------------------------- upstreams

@@ -91,14 +91,8 @@ class KubeStatusWriter(StatusSink):
         retry_delay: float = 1.0,
         clock: Callable[[], str] = utc_now,
         metrics: Metrics | None = None,
-        overlay: Callable[[Key, dict[str, Any]], dict[str, Any]] | None = None,
-        related: Callable[[Key], list[Key]] | None = None,
     ) -> None:
         super().__init__(controller_name, clock=clock, metrics=metrics)
-        # overlay(key, computed): the status to write (e.g. Gateway addresses from its Service);
-        # related(key): objects whose status depends on ``key``'s stored form besides their own.
-        self.overlay = overlay
-        self.related = related
         self.client = client
         self.store = store
         self.paths = paths
@@ -177,11 +171,7 @@ class KubeStatusWriter(StatusSink):
         self._echo.pop(key, None)
         self._pending.discard(key)
 
-    def _target(self, key: Key, desired: dict[str, Any]) -> dict[str, Any]:
-        return self.overlay(key, desired) if self.overlay is not None else desired
-
     def _differs(self, key: Key, desired: dict[str, Any], now: str | None) -> bool:
-        desired = self._target(key, desired)
         current, _, obj = self._current(key)
         if obj is None:
             return False
@@ -189,11 +179,6 @@ class KubeStatusWriter(StatusSink):
         return merged != dict(current or {})
 
     def _on_change(self, change: Change) -> None:
-        for key in self.related(change.key) if self.related is not None else ():
-            if key in self._desired and self._differs(key, self._desired[key], None):
-                self._pending.add(key)
-                self._idle.clear()
-                self._wake.set()
         if change.op == "deleted":
             self._forget(change.key)
         elif not change.model_changed and change.key in self._desired and self._differs(
@@ -254,7 +239,6 @@ class KubeStatusWriter(StatusSink):
         path = self.paths(key.kind)
         if desired is None or path is None:
             return
-        desired = self._target(key, desired)
         current, rv, obj = self._current(key)
         for _ in range(self.max_attempts):
             if obj is None:

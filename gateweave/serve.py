@@ -84,7 +84,12 @@ async def serve(
     runtime = Runtime(
         store,
         translate_fn=translate_fn,
-        options=TranslateOptions(controller_name=controller_name, address_pool=address_pool),
+        # The Kubernetes data plane: listeners bind 0.0.0.0 in pods, addresses come from Services.
+        options=TranslateOptions(
+            controller_name=controller_name,
+            address_pool=address_pool,
+            address_mode="kubernetes" if kube is not None and kube.kube_dataplane and dataplane else "standalone",
+        ),
         status_sink=status_sink,
         dataplane=dataplane,
         window=window,

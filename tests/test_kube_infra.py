@@ -1,21 +1,76 @@
 """The Kubernetes data plane's infrastructure against the API-server stand-in: per Gateway
 an Envoy Deployment, Service, ServiceAccount and bootstrap ConfigMap, owned by the Gateway,
-with spec.infrastructure labels/annotations; status.addresses from the Service."""
+with spec.infrastructure labels/annotations; listeners binding 0.0.0.0 (checked with an
+in-test ADS client standing in for the Envoy pod); status.addresses from the Service, as
+translate computes it (Kubernetes addressing mode)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import grpc
 import yaml
+from envoy.config.core.v3 import base_pb2
+from envoy.config.listener.v3 import listener_pb2
+from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
 from gateweave.infra.kubernetes import object_name
+from gateweave.xds.snapshot_cache import CLUSTER, LISTENER
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "quickstart.yaml"
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    for _ in range(int(timeout / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise TimeoutError("condition not met")
+
+
+@contextlib.asynccontextmanager
+async def envoy_pod(port: int, node_id: str) -> AsyncIterator[list[listener_pb2.Listener]]:
+    """An ADS client standing in for a Gateway's Envoy pod: subscribes to Clusters and
+    Listeners (wildcard), ACKs every response; yields the Listeners last received."""
+    listeners: list[listener_pb2.Listener] = []
+    requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
+    node = base_pb2.Node(id=node_id, cluster="gateweave")
+    for type_url in (CLUSTER, LISTENER):
+        requests.put_nowait(discovery_pb2.DiscoveryRequest(node=node, type_url=type_url))
+
+    async def outgoing() -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
+        while True:
+            yield await requests.get()
+
+    async def incoming(call: Any) -> None:
+        async for response in call:
+            if response.type_url == LISTENER:
+                listeners[:] = [listener_pb2.Listener.FromString(r.value) for r in response.resources]
+            requests.put_nowait(discovery_pb2.DiscoveryRequest(
+                node=node, type_url=response.type_url, version_info=response.version_info,
+                response_nonce=response.nonce))
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(outgoing())
+        task = asyncio.create_task(incoming(call))
+        try:
+            yield listeners
+        finally:
+            call.cancel()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await task
 
 
 def free_port() -> int:
@@ -62,16 +117,34 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             applies = [r for r in api.requests(verb="patch") if r.resource in ("deployments", "services")]
             assert applies and all(r.code == 200 for r in applies)
 
-            # the cluster IP until the load balancer has an address, then that (a status-only change)
-            assert api.get("Gateway", "default", "quickstart")["status"]["addresses"] == [  # type: ignore[index]
-                {"type": "IPAddress", "value": svc["spec"]["clusterIP"]}]
-            translations = runtime.translations
-            api._update(api.rtype("Service"), "default", name,
-                        {**svc, "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True, "cloud")
-            await settle(api, runtime, source)
-            assert api.get("Gateway", "default", "quickstart")["status"]["addresses"] == [  # type: ignore[index]
-                {"type": "IPAddress", "value": "203.0.113.7"}]
-            assert runtime.translations == translations
+            # a LoadBalancer Service without ingress yet: no address, not programmed, yet served
+            status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
+            assert "addresses" not in status
+            assert conditions(status)["Programmed"] == ("False", "AddressNotAssigned")
+            xds = runtime.last_result.xds["default/quickstart"]
+            assert xds.address == "0.0.0.0"
+
+            # the Envoy pod connects and acknowledges: listeners bind 0.0.0.0
+            async with envoy_pod(source.settings.xds_port, "default/quickstart") as listeners:
+                await until(lambda: bool(listeners))
+                assert {lst.address.socket_address.address for lst in listeners} == {"0.0.0.0"}
+                await settle(api, runtime, source)
+                status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
+                assert conditions(status)["Programmed"] == ("False", "AddressNotAssigned")
+
+                # the cloud controller writes the load balancer's address (status subresource):
+                # a translation, and the Gateway has the address and is programmed
+                translations = runtime.translations
+                svc = api.get("Service", "default", name)
+                assert svc is not None
+                api._update(api.rtype("Service"), "default", name,
+                            {**svc, "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True, "cloud")
+                await settle(api, runtime, source)
+                assert runtime.translations > translations
+                status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
+                assert status["addresses"] == [{"type": "IPAddress", "value": "203.0.113.7"}]
+                assert conditions(status)["Programmed"] == ("True", "Programmed")
+                assert api.get("Service", "default", name)["spec"].get("loadBalancerIP") is None  # type: ignore[index]
 
             # the Gateway goes: so does its infrastructure
             api.remove("Gateway", "default", "quickstart")
@@ -81,3 +154,50 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
                        for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap"))
     finally:
         await api.stop()
+
+
+async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
+    """A ClusterIP Service: the requested IP becomes an externalIP, and the Gateway's
+    addresses are the externalIPs then the cluster IP (no load balancer to wait for)."""
+    api = KubeAPI(bookmark_interval=0.02)
+    await api.start()
+    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
+        if doc:
+            if doc["kind"] == "Gateway":
+                doc["spec"]["addresses"] = [{"type": "IPAddress", "value": "192.0.2.10"}]
+            api.put(doc)
+    kc = write_kubeconfig(api, str(tmp_path / "kc"))
+    name = object_name("quickstart")
+    try:
+        async with serving(api, kc, kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port(),
+                           service_type="ClusterIP") as (runtime, source):
+            await settle(api, runtime, source)
+            svc = api.get("Service", "default", name)
+            assert svc is not None
+            assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["externalIPs"] == ["192.0.2.10"]
+            status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
+            assert status["addresses"] == [{"type": "IPAddress", "value": "192.0.2.10"},
+                                           {"type": "IPAddress", "value": svc["spec"]["clusterIP"]}]
+            assert conditions(status)["Programmed"] == ("False", "Pending")  # no Envoy has acknowledged
+            async with envoy_pod(source.settings.xds_port, "default/quickstart"):
+                await until(lambda: runtime.last_result is not None and conditions(
+                    runtime.last_result.statuses[("Gateway", "default", "quickstart")])["Programmed"][0] == "True")
+                await settle(api, runtime, source)
+                status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
+                assert conditions(status)["Programmed"] == ("True", "Programmed")
+    finally:
+        await api.stop()
+
+
+def test_load_balancer_service_requests_its_ip() -> None:
+    from gateweave.infra.kubernetes import KubernetesInfra
+    from gateweave.ir import InfraGateway, InfraPort
+    from gateweave.store import Store
+
+    gw = InfraGateway(name="default/gw", namespace="default", gateway_name="gw", gateway_class="gc",
+                      address="0.0.0.0", ports=(InfraPort(name="dns", port=53, protocol="UDP"),),
+                      requested_addresses=("192.0.2.10",))
+    infra = KubernetesInfra(None, Store(), xds_host="10.0.0.1", xds_port=18000)  # type: ignore[arg-type]
+    spec = next(obj for _path, obj in infra.manifests(gw) if obj["kind"] == "Service")["spec"]
+    assert spec["type"] == "LoadBalancer" and spec["loadBalancerIP"] == "192.0.2.10" and "externalIPs" not in spec
+    assert spec["ports"] == [{"name": "udp-53", "port": 53, "targetPort": 53, "protocol": "UDP"}]

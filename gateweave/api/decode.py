@@ -69,7 +69,10 @@ def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tu
     meta.setdefault("generation", 1)
     if "status" in raw and "status" not in obj:
         obj["status"] = copy.deepcopy(raw["status"])
-    spec_view = {k: v for k, v in obj.items() if k != "status"}
+    # The status is not part of the model, except for kinds whose model declares it (Service:
+    # its status is the cluster's, e.g. load-balancer addresses, never gateweave's own writes).
+    keep_status = "status" in info.model.__struct_fields__
+    spec_view = {k: v for k, v in obj.items() if k != "status" or keep_status}
     spec_view["apiVersion"] = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
     try:
         model = msgspec.convert(spec_view, info.model, strict=False)

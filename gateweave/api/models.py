@@ -564,6 +564,21 @@ class ServiceSpec(_Base, kw_only=True, frozen=True):
     ports: tuple[ServicePort, ...] = ()
     cluster_ip: str | None = msgspec.field(default=None, name="clusterIP")
     external_name: str | None = None
+    external_ips: tuple[str, ...] = msgspec.field(default=(), name="externalIPs")
+    load_balancer_ip: str | None = msgspec.field(default=None, name="loadBalancerIP")
+
+
+class LoadBalancerIngress(_Base, kw_only=True, frozen=True):
+    ip: str | None = None
+    hostname: str | None = None
+
+
+class LoadBalancerStatus(_Base, kw_only=True, frozen=True):
+    ingress: tuple[LoadBalancerIngress, ...] = ()
+
+
+class ServiceStatus(_Base, kw_only=True, frozen=True):
+    load_balancer: LoadBalancerStatus = LoadBalancerStatus()
 
 
 class Service(_Base, kw_only=True, frozen=True):
@@ -571,6 +586,9 @@ class Service(_Base, kw_only=True, frozen=True):
     kind: str = "Service"
     metadata: ObjectMeta
     spec: ServiceSpec = ServiceSpec()
+    # Written by Kubernetes (the load balancer's addresses), not by gateweave: part of the
+    # model, so a change of it is a change to translate (a Gateway's addresses).
+    status: ServiceStatus = ServiceStatus()
 
 
 class EndpointConditions(_Base, kw_only=True, frozen=True):

@@ -9,29 +9,30 @@ a Gateway that leaves the infra IR (deleted, or no longer ours) has its objects 
 Only the leader manages infrastructure (``enabled``): a follower remembers the desired
 state and applies it all when it becomes the leader.
 
-:func:`service_addresses` reads the Gateway's addresses from its Service (load-balancer
-ingress, else the cluster IP), for the Gateway's ``status.addresses``.
+The Service carries :func:`gateweave.ir.envoy_labels` (also its selector): translate finds
+it by them and writes the Gateway's ``status.addresses`` from it (translate/addresses.py).
+The Gateway's requested ``spec.addresses`` (``InfraGateway.requested_addresses``) go into
+the Service: ``loadBalancerIP`` (the first) for a LoadBalancer Service, else ``externalIPs``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from gateweave.api.kinds import Key
 from gateweave.infra.bootstrap import BootstrapParams, render
-from gateweave.ir import InfraGateway
+from gateweave.ir import InfraGateway, envoy_labels
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
 from gateweave.store import Store
 
 log = structlog.get_logger("gateweave.infra.kubernetes")
 
 FIELD_MANAGER = "gateweave"
-GATEWAY_LABEL = "gateway.networking.k8s.io/gateway-name"
 DEFAULT_IMAGE = "envoyproxy/envoy:v1.40.0"
 ENVOY_ADMIN_PORT = 19001
 
@@ -132,8 +133,7 @@ class KubernetesInfra:
 
     @staticmethod
     def selector(gw: InfraGateway) -> dict[str, str]:
-        return {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/managed-by": "gateweave",
-                GATEWAY_LABEL: gw.gateway_name}
+        return envoy_labels(gw.gateway_name)
 
     def manifests(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
         name = object_name(gw.gateway_name)
@@ -168,15 +168,17 @@ class KubernetesInfra:
                 },
             },
         }
-        service = {
-            "apiVersion": "v1", "kind": "Service", "metadata": self._meta(gw),
-            "spec": {
-                "type": self.service_type,
-                "selector": self.selector(gw),
-                "ports": [{"name": f"{p.protocol.lower()}-{p.port}", "port": p.port, "targetPort": p.port,
-                           "protocol": p.protocol} for p in gw.ports],
-            },
+        service_spec: dict[str, Any] = {
+            "type": self.service_type,
+            "selector": self.selector(gw),
+            "ports": [{"name": f"{p.protocol.lower()}-{p.port}", "port": p.port, "targetPort": p.port,
+                       "protocol": p.protocol} for p in gw.ports],
         }
+        if gw.requested_addresses and self.service_type == "LoadBalancer":
+            service_spec["loadBalancerIP"] = gw.requested_addresses[0]
+        elif gw.requested_addresses:
+            service_spec["externalIPs"] = list(gw.requested_addresses)
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": self._meta(gw), "spec": service_spec}
         return [(SERVICE_ACCOUNTS, sa), (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service)]
 
     async def _apply(self, gw: InfraGateway) -> None:
@@ -194,43 +196,3 @@ class KubernetesInfra:
                     raise
         log.info("infrastructure deleted", gateway=gw.name)
 
-
-def service_addresses(service: Mapping[str, Any] | None) -> list[dict[str, str]]:
-    """A Gateway's addresses from its Service: load-balancer ingress, else the cluster IP."""
-    if not service:
-        return []
-    out: list[dict[str, str]] = []
-    for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
-        if ingress.get("ip"):
-            out.append({"type": "IPAddress", "value": str(ingress["ip"])})
-        elif ingress.get("hostname"):
-            out.append({"type": "Hostname", "value": str(ingress["hostname"])})
-    if not out:
-        ip = (service.get("spec") or {}).get("clusterIP")
-        if ip and ip != "None":
-            out.append({"type": "IPAddress", "value": str(ip)})
-    return out
-
-
-def addresses_hooks(
-    store: Store,
-) -> tuple[Callable[[Key, dict[str, Any]], dict[str, Any]], Callable[[Key], list[Key]]]:
-    """For the status writer: ``overlay`` puts a Gateway's Service addresses in its status;
-    ``related`` maps a change of such a Service (e.g. its load-balancer IP, a status-only
-    change) to its Gateway."""
-
-    def overlay(key: Key, status: dict[str, Any]) -> dict[str, Any]:
-        if key.kind != "Gateway":
-            return status
-        svc = store.get(Key("Service", key.namespace, object_name(key.name)))
-        addresses = service_addresses(svc.raw if svc is not None else None)
-        return {**status, "addresses": addresses} if addresses else status
-
-    def related(key: Key) -> list[Key]:
-        if key.kind != "Service":
-            return []
-        svc = store.get(key)
-        gateway = ((svc.raw.get("metadata") or {}).get("labels") or {}).get(GATEWAY_LABEL) if svc else None
-        return [Key("Gateway", key.namespace, gateway)] if gateway else []
-
-    return overlay, related

@@ -108,7 +108,7 @@ class KubeSource:
     def dataplane_setup(self) -> Callable[[Runtime], AbstractAsyncContextManager[None]]:
         """The Kubernetes data plane: xDS server + Envoy Deployments/Services per Gateway."""
         from gateweave.dataplane import XdsPublisher
-        from gateweave.infra.kubernetes import DEFAULT_IMAGE, KubernetesInfra, addresses_hooks
+        from gateweave.infra.kubernetes import DEFAULT_IMAGE, KubernetesInfra
         from gateweave.xds.server import AdsServer
 
         settings = self.settings
@@ -121,7 +121,6 @@ class KubeSource:
                                          xds_port=settings.xds_port, image=settings.envoy_image or DEFAULT_IMAGE,
                                          service_type=settings.service_type)
             self.infra.enabled = self.elector is None or self.elector.leading
-            self.status_writer.overlay, self.status_writer.related = addresses_hooks(runtime.store)
             try:
                 runtime.attach(xds_sink=XdsPublisher(server, runtime.set_dataplane_state), infra_sink=self.infra)
                 yield

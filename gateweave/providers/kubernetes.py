@@ -15,7 +15,8 @@ For every kind the store holds (:data:`gateweave.api.kinds.KINDS`) it
 Objects are decoded with :func:`gateweave.api.decode.decode` and applied with
 ``authoritative=True``: the store keeps the API server's generation, creationTimestamp and
 uid. A watch event whose only change is ``status`` (e.g. our own status write) changes no
-model, so the store does not wake the processor.
+model, so the store does not wake the processor - except for a Service, whose status (its
+load-balancer addresses, written by Kubernetes) is part of its model: a Gateway's addresses.
 
 Namespace mode (``namespace=...``): namespaced kinds are listed and watched in that
 namespace only; the cluster-scoped kinds (GatewayClass, Namespace) are still read

@@ -1,17 +1,31 @@
-"""Gateway addresses in standalone mode: spec.addresses checked, the rest assigned from a pool.
+"""Gateway addresses, in one of two modes (``TranslateOptions.address_mode``).
 
-Every Gateway gets its own loopback address so many Gateways can listen on the same port.
-The assignment is a pure function of the set of Gateways: each Gateway's preferred slot is a
-hash of its namespace/name, so adding or removing other Gateways almost never moves it; on a
-collision the Gateway that sorts first (creationTimestamp, then namespace/name) keeps the slot.
+**standalone**: spec.addresses checked, the rest assigned from a pool. Every Gateway gets its
+own loopback address so many Gateways can listen on the same port. The assignment is a pure
+function of the set of Gateways: each Gateway's preferred slot is a hash of its
+namespace/name, so adding or removing other Gateways almost never moves it; on a collision
+the Gateway that sorts first (creationTimestamp, then namespace/name) keeps the slot.
+
+**kubernetes** (``serve --dataplane kubernetes``): each Gateway has its own Envoy pods behind
+its own Service, so listeners bind ``0.0.0.0``. spec.addresses IPAddress entries are
+requests handed to that Service (the infrastructure IR's ``requested_addresses``; the
+infra manager sets ``loadBalancerIP`` on a LoadBalancer Service, ``externalIPs`` on
+others); Hostname and NamedAddress are not supported (Accepted=False UnsupportedAddress).
+The Gateway's addresses are the Service's, found in the snapshot by the labels the infra
+manager puts on it (:func:`gateweave.ir.envoy_labels`): a LoadBalancer Service's ingress
+IPs and hostnames - none yet is Programmed=False AddressNotAssigned (the cluster IP is not
+what clients of a load balancer reach) - and any other type's externalIPs and cluster IP.
+A requested address the Service does not have is Programmed=False AddressNotUsable.
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.context import sort_key
@@ -27,6 +41,10 @@ class AddressResult:
     accept_reason: str = ""
     program_reason: str = ""
     message: str = ""
+    # Kubernetes mode: the IPs to request from the Service, and the Gateway's addresses
+    # as (type, value) for status.addresses.
+    requested: tuple[str, ...] = ()
+    found: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _usable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -96,4 +114,92 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
         else:
             results[key].program_reason = c.R_ADDRESS_NOT_ASSIGNED
             results[key].message = f"the address pool {pool} is exhausted"
+    return results
+
+
+# ---------------------------------------------------------------- Kubernetes mode
+
+ANY_ADDRESS = "0.0.0.0"
+NN = tuple[str, str]
+
+
+def _normal_ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return value
+
+
+def envoy_services(services: Mapping[NN, m.Service]) -> dict[NN, m.Service]:
+    """(namespace, Gateway name) -> the Gateway's Envoy Service (by its labels; if several
+    carry them, the first by name)."""
+    out: dict[NN, m.Service] = {}
+    for (ns, _name), svc in sorted(services.items()):
+        labels = svc.metadata.labels
+        gateway = labels.get(ir.GATEWAY_NAME_LABEL)
+        if gateway is None or (ns, gateway) in out:
+            continue
+        if all(labels.get(k) == v for k, v in ir.envoy_labels(gateway).items()):
+            out[(ns, gateway)] = svc
+    return out
+
+
+def service_addresses(svc: m.Service) -> list[tuple[str, str]]:
+    """A Service's addresses as Gateway addresses: a LoadBalancer's ingress, else the
+    externalIPs and the cluster IP."""
+    out: list[tuple[str, str]] = []
+    if svc.spec.type == "LoadBalancer":
+        for ingress in svc.status.load_balancer.ingress:
+            if ingress.ip:
+                out.append(("IPAddress", _normal_ip(ingress.ip)))
+            elif ingress.hostname:
+                out.append(("Hostname", ingress.hostname))
+        return out
+    out += [("IPAddress", _normal_ip(ip)) for ip in svc.spec.external_ips]
+    if svc.spec.cluster_ip and svc.spec.cluster_ip != "None":
+        out.append(("IPAddress", _normal_ip(svc.spec.cluster_ip)))
+    return list(dict.fromkeys(out))
+
+
+def assign_kubernetes(gateways: list[m.Gateway], services: Mapping[NN, m.Service]) -> dict[NN, AddressResult]:
+    by_gateway = envoy_services(services)
+    results: dict[NN, AddressResult] = {}
+    for gw in gateways:
+        key = (gw.metadata.namespace, gw.metadata.name)
+        res = results[key] = AddressResult(address=ANY_ADDRESS)
+        requested: list[str] = []
+        for addr in gw.spec.addresses:
+            if addr.type not in SUPPORTED_TYPES:
+                res.accept_reason = c.R_UNSUPPORTED_ADDRESS
+                res.message = f"address type {addr.type!r} is not supported (supported: IPAddress)"
+                break
+            if not addr.value:
+                continue  # an empty value asks the implementation to pick one
+            try:
+                requested.append(str(ipaddress.ip_address(addr.value)))
+            except ValueError:
+                res.accept_reason = c.R_UNSUPPORTED_ADDRESS
+                res.message = f"{addr.value!r} is not an IP address"
+                break
+        if res.accept_reason:
+            continue
+        res.requested = tuple(dict.fromkeys(requested))
+        svc = by_gateway.get(key)
+        if svc is None:
+            res.program_reason = c.R_ADDRESS_NOT_ASSIGNED
+            res.message = "waiting for the Gateway's Envoy Service to be created"
+            continue
+        where = f"Service {svc.metadata.namespace}/{svc.metadata.name}"
+        res.found = service_addresses(svc)
+        if not res.found:
+            res.program_reason = c.R_ADDRESS_NOT_ASSIGNED
+            res.message = (f"waiting for the load balancer to assign an address to {where}"
+                           if svc.spec.type == "LoadBalancer" else f"{where} has no cluster IP yet")
+            continue
+        have = {value for kind, value in res.found if kind == "IPAddress"}
+        missing = [ip for ip in res.requested if ip not in have]
+        if missing:
+            res.program_reason = c.R_ADDRESS_NOT_USABLE
+            res.message = (f"requested address{'es' if len(missing) > 1 else ''} {', '.join(missing)} "
+                           f"not assigned to {where} (it has {', '.join(v for _, v in res.found)})")
     return results

@@ -153,7 +153,10 @@ class GatewayCtx:
     gateway: m.Gateway
     gateway_class: m.GatewayClass
     accepted: bool = True
-    address: str = ""
+    address: str = ""  # the address its listeners bind
+    # Kubernetes addressing mode: spec.addresses IPs for its Service; its addresses (type, value).
+    requested_addresses: tuple[str, ...] = ()
+    service_addresses: list[tuple[str, str]] = field(default_factory=list)
     listeners: list[ListenerCtx] = field(default_factory=list)  # the Gateway's own listeners
     listener_sets: list[tuple[m.ListenerSet, list[ListenerCtx]]] = field(default_factory=list)  # accepted ones
     serving: bool = False  # accepted and has a usable address: its configuration is generated

@@ -26,6 +26,10 @@ class _GatewayFindings:
     accept_message: str = ""
     program_reason: str = ""
     program_message: str = ""
+    # Kubernetes mode: the Service has no (requested) address yet. Programmed=False, but the
+    # configuration and infrastructure are generated (the Service must exist to get one).
+    address_reason: str = ""
+    address_message: str = ""
     backend_refs_reason: str = ""  # spec.tls.backend.clientCertificateRef problem
     backend_refs_message: str = ""
 
@@ -45,7 +49,11 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
     ours = [
         gw for gw in sorted(ctx.snapshot.gateways.values(), key=sort_key) if gw.spec.gateway_class_name in classes
     ]
-    assigned = addresses.assign(ours, ctx.options.address_pool)
+    kube = ctx.options.address_mode == "kubernetes"
+    if kube:
+        assigned = addresses.assign_kubernetes(ours, ctx.snapshot.services)
+    else:
+        assigned = addresses.assign(ours, ctx.options.address_pool)
     result: list[GatewayCtx] = []
     for gw in ours:
         gc = ctx.snapshot.gateway_classes[("", gw.spec.gateway_class_name)]
@@ -53,6 +61,8 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         f = _GatewayFindings()
         addr = assigned[(gw.metadata.namespace, gw.metadata.name)]
         gctx.address = addr.address
+        gctx.requested_addresses = addr.requested
+        gctx.service_addresses = addr.found
         if not classes[gw.spec.gateway_class_name]:
             f.accept_reason, f.accept_message = c.R_PENDING, f"GatewayClass {gc.metadata.name} is not accepted"
         elif gw.spec.infrastructure is not None and gw.spec.infrastructure.parameters_ref is not None:
@@ -61,7 +71,9 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
             f.accept_message = f"infrastructure.parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no Gateway parameters"
         elif addr.accept_reason:
             f.accept_reason, f.accept_message = addr.accept_reason, addr.message
-        if addr.program_reason:
+        if addr.program_reason and kube:
+            f.address_reason, f.address_message = addr.program_reason, addr.message
+        elif addr.program_reason:
             f.program_reason, f.program_message = addr.program_reason, addr.message
         _resolve_backend_client_cert(ctx, gctx, f)
         gctx.listeners = [listeners.new_listener(gctx, lst) for lst in gw.spec.listeners]
@@ -82,7 +94,11 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         gctx.accepted = not f.accept_reason
         # Serving: its configuration is generated. Programmed: and the data plane took it.
         gctx.serving = gctx.accepted and bool(gctx.address) and not f.program_reason
-        gctx.programmed = gctx.serving and _dataplane_ok(ctx, gctx, f)
+        if gctx.serving and f.address_reason:
+            f.program_reason, f.program_message = f.address_reason, f.address_message
+            gctx.programmed = False
+        else:
+            gctx.programmed = gctx.serving and _dataplane_ok(ctx, gctx, f)
         for lc in gctx.listeners:
             listeners.finish(lc)
         for lf in sets:
@@ -182,13 +198,13 @@ def _listener_set_allowed(ctx: Ctx, gw: m.Gateway, ls: m.ListenerSet) -> tuple[b
 def write_gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     for gctx in gateways:
         f = gctx.findings if isinstance(gctx.findings, _GatewayFindings) else _GatewayFindings()
-        ctx.statuses[("Gateway", *gctx.key)] = _gateway_status(gctx, f)
+        ctx.statuses[("Gateway", *gctx.key)] = _gateway_status(gctx, f, ctx.options.address_mode == "kubernetes")
     for lf in ctx.listener_set_results:
         ls = lf.listener_set
         ctx.statuses[("ListenerSet", ls.metadata.namespace, ls.metadata.name)] = _listener_set_status(lf)
 
 
-def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings) -> dict[str, Any]:
+def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings, kube: bool) -> dict[str, Any]:
     gw = gctx.gateway
     gen = gw.metadata.generation
     conds: list[dict[str, Any]] = []
@@ -225,7 +241,10 @@ def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings) -> dict[str, Any]:
         )
     gateway_reason = "" if gctx.programmed else (f.program_reason or c.R_INVALID)
     status: dict[str, Any] = {}
-    if gctx.address and gctx.accepted and not f.program_reason:
+    if kube:  # the Service's addresses, whenever it has some
+        if gctx.accepted and gctx.service_addresses:
+            status["addresses"] = [{"type": t, "value": v} for t, v in gctx.service_addresses]
+    elif gctx.address and gctx.accepted and not f.program_reason:
         status["addresses"] = [{"type": "IPAddress", "value": gctx.address}]
     status["conditions"] = conds
     status["listeners"] = [listeners.listener_status(lc, gen, gateway_reason) for lc in gctx.listeners]
@@ -300,5 +319,6 @@ def build_infra(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGatew
             ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto) for (p, proto), names in sorted(ports.items())),
             labels=dict(infra.labels) if infra is not None else {},
             annotations=dict(infra.annotations) if infra is not None else {},
+            requested_addresses=gctx.requested_addresses,
         )
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 import msgspec
 
@@ -22,6 +23,11 @@ class DataplaneState(msgspec.Struct, frozen=True, kw_only=True):
 
 class TranslateOptions(msgspec.Struct, frozen=True, kw_only=True):
     controller_name: str = DEFAULT_CONTROLLER_NAME
+    # How Gateways get addresses (see translate/addresses.py). "standalone": a loopback
+    # address per Gateway that its listeners bind. "kubernetes" (serve --dataplane
+    # kubernetes): listeners bind 0.0.0.0 in the Gateway's Envoy pod, spec.addresses are
+    # requested from the Gateway's Service, and status.addresses are the Service's.
+    address_mode: Literal["standalone", "kubernetes"] = "standalone"
     # Standalone mode: Gateways without a usable spec.addresses get an address from this pool.
     address_pool: str = "127.10.0.0/16"
     # Per Gateway ("ns/name"): the data plane's report. None: no data plane (offline
