@@ -18,6 +18,7 @@ from pathlib import Path
 
 import structlog
 
+from gateweave.gcpause import gc_paused
 from gateweave.infra.host import HostInfra
 from gateweave.ir import InfraGateway, XdsGateway
 from gateweave.runtime import Runtime
@@ -46,14 +47,17 @@ class XdsPublisher:
             self.report(name, None)
         for name, gw in changed.items():
             try:
-                resources = build(gw)
+                # The collector paused, as during translation (see gateweave.gcpause).
+                with gc_paused():
+                    resources = build(gw)
             except ValueError as exc:  # an IR the builder cannot map: never served, reported
                 log.error("cannot build Envoy configuration", gateway=name, error=str(exc))
                 self._build_errors[name] = f"cannot build Envoy configuration: {exc}"
                 self.report(name, DataplaneState(acked=False, error=self._build_errors[name]))
                 continue
             self._build_errors.pop(name, None)
-            self.server.set_snapshot(name, resources.by_type())
+            with gc_paused():
+                self.server.set_snapshot(name, resources.by_type())
 
     def _on_status(self, node_id: str, status: NodeStatus) -> None:
         if node_id in self._build_errors:

@@ -1,16 +1,21 @@
 """The processor: the one loop that turns store changes into published results.
 
-It waits for a change, lets a burst settle (``window`` of quiet, at most ``max_delay``
-after the first event), takes one snapshot of the whole store, translates it, and
-publishes only what changed: statuses to the status sink, each Gateway's xDS IR to the
-xDS sink, each Gateway's infra IR to the infra sink. There is exactly one of it, it
-never resyncs periodically, and a change that alters nothing observable publishes
+It waits for a change and translates on the leading edge: an event that finds the
+processor idle is translated at once (after ``lead``, a few milliseconds that let the
+objects of one edit arrive together). Events that arrive while a translation (or its
+publication) runs are coalesced into the next one, which waits for the burst to settle
+(``window`` of quiet, at most ``max_delay`` after the first of them). Each translation
+takes one snapshot of the whole store, translates it, and publishes only what changed:
+each Gateway's xDS IR to the xDS sink (first: that is what a change waits for), statuses
+to the status sink, each Gateway's infra IR to the infra sink. There is exactly one of
+it, it never resyncs periodically, and a change that alters nothing observable publishes
 nothing, so what is published is always ``translate(current objects)``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import threading
 import time
@@ -74,8 +79,10 @@ class Runtime:
         dataplane: bool = True,
         window: float = 0.05,
         max_delay: float = 0.5,
+        lead: float = 0.002,
         metrics: Metrics | None = None,
         offload: bool = True,
+        gc_freeze: bool = False,
     ) -> None:
         self.store = store
         self.translate_fn = translate_fn
@@ -89,9 +96,17 @@ class Runtime:
         self.xds_sink = xds_sink
         self.infra_sink = infra_sink
         self.dataplane = dataplane
-        self.window = window
-        self.max_delay = max_delay
+        self.window = window  # quiet time that ends a burst arriving while busy
+        self.max_delay = max_delay  # bound from the first pending event to its translation
+        self.lead = lead  # delay before translating an event that found the processor idle
         self.offload = offload  # translate in a worker thread, keeping the loop responsive
+        # Once the first translation is published, move every object alive then (modules,
+        # the loaded store) out of the collector's reach (gc.freeze) until run() ends: a
+        # full collection then scans only what was allocated since, instead of pausing
+        # the process for tens of milliseconds in the middle of a change. Process-wide:
+        # for the one runtime of a server process, not for tests running many.
+        self.gc_freeze = gc_freeze
+        self._froze_gc = False
 
         self.last_result: Result | None = None
         # What each sink has taken (stays empty while no sink is attached).
@@ -101,6 +116,8 @@ class Runtime:
         self._dataplane_states: dict[str, DataplaneState] = {}
         self._wake = asyncio.Event()
         self._wake.set()  # the first translation runs even on an empty store
+        self._pending_since: float | None = time.monotonic()  # the first event not yet taken
+        self._busy = True  # translating or publishing (events then wait for a quiet window)
         self._settled = asyncio.Event()
         self._ready = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -140,6 +157,8 @@ class Runtime:
             self._kick()
 
     def _kick(self) -> None:
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
         self._settled.clear()
         self._wake.set()
 
@@ -165,18 +184,45 @@ class Runtime:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._settled.clear()
-        while True:
-            await self._wake.wait()
-            await self._coalesce()
-            self._wake.clear()
-            self.store.changed.clear()
-            await self._translate_and_publish()
-            if not self._wake.is_set():
-                self._settled.set()
+        if self._pending_since is not None:
+            self._pending_since = time.monotonic()  # the first translation: bounded from now
+        try:
+            while True:
+                if not self._wake.is_set():
+                    self._busy = False
+                await self._wake.wait()
+                if self._busy:
+                    await self._coalesce()  # a burst that arrived while busy: let it settle
+                else:
+                    await self._lead()  # the processor was idle: translate (almost) at once
+                self._busy = True
+                self._wake.clear()
+                self._pending_since = None
+                self.store.changed.clear()
+                await self._translate_and_publish()
+                if self.gc_freeze and self._ready and not self._froze_gc:
+                    self._freeze_gc()
+                if not self._wake.is_set():
+                    self._settled.set()
+        finally:
+            if self._froze_gc:
+                gc.unfreeze()
+                self._froze_gc = False
+
+    def _freeze_gc(self) -> None:
+        gc.collect()
+        gc.freeze()
+        self._froze_gc = True
+        log.info("objects of the initial state frozen for the garbage collector", count=gc.get_freeze_count())
+
+    async def _lead(self) -> None:
+        if self.lead > 0:
+            await asyncio.sleep(self.lead)
 
     async def _coalesce(self) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.max_delay
+        first = self._pending_since if self._pending_since is not None else time.monotonic()
+        deadline = loop.time() + max(0.0, first + self.max_delay - time.monotonic())
         while True:
             self._wake.clear()
             left = deadline - loop.time()
@@ -218,14 +264,16 @@ class Runtime:
             log.info("first translation published", objects=len(self.store))
 
     async def _publish(self, result: Result) -> None:
-        self.status_sink.retain(set(self.store.keys()))
-        written = self.status_sink.publish(result.statuses, self._stored_status)
-        if written:
-            self.metrics.publishes.labels(sink="status").inc()
-            log.debug("statuses written", count=len(written))
+        # The data plane first: Envoy configuration is what a change waits for.
         xds_changed, xds_removed = _diff(self.published_xds, result.xds)
         if (xds_changed or xds_removed) and await self._send("xds", self.xds_sink, xds_changed, xds_removed):
             self.published_xds = dict(result.xds)
+        self.status_sink.retain(set(self.store.keys()))
+        with gc_paused():
+            written = self.status_sink.publish(result.statuses, self._stored_status)
+        if written:
+            self.metrics.publishes.labels(sink="status").inc()
+            log.debug("statuses written", count=len(written))
         infra_changed, infra_removed = _diff(self.published_infra, result.infra)
         if (infra_changed or infra_removed) and await self._send(
             "infra", self.infra_sink, infra_changed, infra_removed

@@ -95,6 +95,7 @@ async def serve(
         window=window,
         max_delay=max_delay,
         metrics=metrics,
+        gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
     )
     admin = AdminServer(runtime, errors, admin_address)
 

@@ -11,10 +11,13 @@ this controller's entries. :func:`merge_status` turns that into the status to st
   listener's (by name), each parent entry's (by parentRef).
 
 The :class:`StatusSink` (standalone mode) keeps every object's status and writes only
-what differs from what it holds. When translate stops reporting on an object that still
-exists (a Gateway whose GatewayClass is gone or no longer ours), the sink withdraws what
-it wrote: a route's or policy's entries of ours are dropped (other controllers' stay),
-any other object's status reverts to the one it came with.
+what differs from what it holds. It also keeps, for each status it holds, the computed
+status it was merged from: an object whose computed status equals that one is skipped
+without merging (merging again would give back what it holds, times included). When
+translate stops reporting on an object that still exists (a Gateway whose GatewayClass
+is gone or no longer ours), the sink withdraws what it wrote: a route's or policy's
+entries of ours are dropped (other controllers' stay), any other object's status reverts
+to the one it came with.
 """
 
 from __future__ import annotations
@@ -167,6 +170,8 @@ class StatusSink:
         self.on_write = on_write
         self.metrics = metrics
         self._status: dict[Key, Status] = {}
+        # For each key of ``_status``: the computed status it was merged from (when known).
+        self._computed: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self.writes = 0
 
     def get(self, key: Key) -> Status | None:
@@ -188,15 +193,25 @@ class StatusSink:
         """
         now = self.clock()
         written: list[Key] = []
-        for k in sorted(computed):
+        last = self._computed
+        held = self._status
+        # Skipped: what is held was merged from an equal computed status, so merging
+        # again would give it back. (A Key is a NamedTuple: it hashes and compares as
+        # the plain tuple ``k``.)
+        todo = [k for k, status in computed.items() if k not in held or last.get(k) != status]
+        for k in sorted(todo):
             key = Key(*k)
-            current = self._status[key] if key in self._status else stored(key)
+            status = computed[k]
+            current: Mapping[str, Any] | None = held[key] if key in held else stored(key)
             merged = merge_status(
-                key.kind, current, computed[k], self.controller_name, now, namespace=key.namespace
+                key.kind, current, status, self.controller_name, now, namespace=key.namespace
             )
             if merged == dict(current or {}):
+                if key in held:
+                    last[key] = status
                 continue
-            self._status[key] = merged
+            held[key] = merged
+            last[key] = status
             self._written(key, merged, written)
         for key in sorted(k for k in self._status if k not in computed):
             self._withdraw(key, stored(key), written)
@@ -204,6 +219,7 @@ class StatusSink:
 
     def _withdraw(self, key: Key, given: Mapping[str, Any] | None, written: list[Key]) -> None:
         """Translate no longer reports on ``key``: take back what this controller wrote."""
+        self._computed.pop(key, None)
         current = self._status[key]
         shared = owned_list(key.kind)
         kept: Status = {}
@@ -233,3 +249,4 @@ class StatusSink:
         """Forget the statuses of objects that no longer exist."""
         for key in [k for k in self._status if k not in keys]:
             del self._status[key]
+            self._computed.pop(key, None)

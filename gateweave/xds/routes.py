@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 from envoy.config.core.v3 import base_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
@@ -495,6 +497,57 @@ def routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None 
     return out
 
 
+# Built virtual hosts and routes, memoised by their IR value (frozen IR Structs hash and
+# compare by value), so rebuilding a Gateway after a one-route change builds one route.
+# What is kept is wire bytes (compact, immutable): each route and virtual host as the
+# repeated field it is in its parent message, so a RouteConfiguration is its header plus
+# the concatenated fields, parsed once. Parsing is exact: the configuration serialises
+# to the same bytes as one built message by message. Bounded (LRU).
+VHOST_CACHE_SIZE = 16_384
+ROUTE_CACHE_SIZE = 65_536
+
+_VHOST_ROUTES = rc.VirtualHost.DESCRIPTOR.fields_by_name["routes"].number
+_CONFIG_VHOSTS = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """``payload`` (a serialised message) as field ``number`` of its parent message."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+@functools.lru_cache(maxsize=ROUTE_CACHE_SIZE, typed=True)
+def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None) -> bytes:
+    """The Envoy routes of ``r``, as ``VirtualHost.routes`` fields."""
+    return b"".join(
+        _field(_VHOST_ROUTES, built.SerializeToString(deterministic=True))
+        for built in routes(r, listener_port, https, exact_host)
+    )
+
+
+@functools.lru_cache(maxsize=VHOST_CACHE_SIZE, typed=True)
+def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> bytes:
+    """``vh`` as a ``RouteConfiguration.virtual_hosts`` field."""
+    exact_host = _exact_host(vh)
+    head = rc.VirtualHost(name=vh.name, domains=list(vh.domains)).SerializeToString(deterministic=True)
+    body = b"".join(_built_routes(r, listener_port, https, exact_host) for r in vh.routes)
+    return _field(_CONFIG_VHOSTS, head + body)
+
+
+def clear_caches() -> None:
+    """Forget every memoised virtual host and route."""
+    _virtual_host.cache_clear()
+    _built_routes.cache_clear()
+
+
 def route_configuration(
     config: ir.RouteConfig, listener_port: int, https: bool
 ) -> route_pb2.RouteConfiguration:
@@ -503,22 +556,9 @@ def route_configuration(
     Hosts match whatever port the client put in Host (``ignore_port_in_host_matching``),
     and the Host header reaches the backend unchanged, port included.
     """
-    return route_pb2.RouteConfiguration(
-        name=config.name,
-        ignore_port_in_host_matching=True,
-        virtual_hosts=[
-            rc.VirtualHost(
-                name=vh.name,
-                domains=list(vh.domains),
-                routes=[
-                    built
-                    for r in vh.routes
-                    for built in routes(r, listener_port, https, _exact_host(vh))
-                ],
-            )
-            for vh in config.virtual_hosts
-        ],
-    )
+    out = route_pb2.RouteConfiguration(name=config.name, ignore_port_in_host_matching=True)
+    out.MergeFromString(b"".join(_virtual_host(vh, listener_port, https) for vh in config.virtual_hosts))
+    return out
 
 
 def _exact_host(vh: ir.VirtualHost) -> str | None:

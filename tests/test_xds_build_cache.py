@@ -1,0 +1,123 @@
+"""The xDS builder's memoised virtual hosts and routes: same bytes as a cold build, and a
+one-route change builds one route."""
+
+from __future__ import annotations
+
+import msgspec
+from conformance_objects import all_case_files, case_objects, require_shared
+from envoy.config.route.v3 import route_components_pb2 as rc
+from envoy.config.route.v3 import route_pb2
+
+from gateweave import ir
+from gateweave.api.decode import decode
+from gateweave.bench import harness as h
+from gateweave.bench.latency import route_doc
+from gateweave.snapshot import Snapshot
+from gateweave.store import Store
+from gateweave.translate import translate
+from gateweave.xds import routes as xds_routes
+from gateweave.xds.build import build
+from gateweave.xds.resources import serialize
+
+
+def _bytes(gw: ir.XdsGateway) -> list[bytes]:
+    return [
+        f"{type_url}:{name}:".encode() + serialize(msg)
+        for type_url, items in build(gw).by_type().items()
+        for name, msg in items.items()
+    ]
+
+
+def _cold(gw: ir.XdsGateway) -> list[bytes]:
+    xds_routes.clear_caches()
+    return _bytes(gw)
+
+
+def _direct(config: ir.RouteConfig, port: int, https: bool) -> route_pb2.RouteConfiguration:
+    """The RouteConfiguration built message by message, without the caches."""
+    return route_pb2.RouteConfiguration(
+        name=config.name,
+        ignore_port_in_host_matching=True,
+        virtual_hosts=[
+            rc.VirtualHost(
+                name=vh.name,
+                domains=list(vh.domains),
+                routes=[
+                    built
+                    for r in vh.routes
+                    for built in xds_routes.routes(r, port, https, xds_routes._exact_host(vh))
+                ],
+            )
+            for vh in config.virtual_hosts
+        ],
+    )
+
+
+def _configs(gw: ir.XdsGateway) -> list[tuple[ir.RouteConfig, int, bool]]:
+    out = [(p.http, p.port, False) for p in gw.ports if p.protocol == "HTTP" and p.http is not None]
+    out += [(c.http, p.port, True) for p in gw.ports if p.protocol == "TLS" for c in p.filter_chains if c.http]
+    return out
+
+
+def test_warm_builds_equal_cold_and_direct_builds_for_every_conformance_case() -> None:
+    """Every case's Gateways built with a cache warmed by every other case (other ports,
+    HTTPS chains, the same route names) give the bytes of a build from an empty cache,
+    and each RouteConfiguration the bytes of one built message by message."""
+    require_shared()
+    gateways: list[ir.XdsGateway] = []
+    for case_file in all_case_files():
+        gateways.extend(translate(Snapshot.from_objects(list(case_objects(case_file)))).xds.values())
+    configs = [c for gw in gateways for c in _configs(gw)]
+    assert any(https for _, _, https in configs) and len(configs) > 50
+    xds_routes.clear_caches()
+    warm = [_bytes(gw) for gw in gateways]  # fills the cache across every case
+    again = [_bytes(gw) for gw in gateways]  # served from it
+    assert xds_routes._virtual_host.cache_info().hits > 0
+    assert again == warm
+    assert [_cold(gw) for gw in gateways] == warm
+    for config, port, https in configs:
+        built = xds_routes.route_configuration(config, port, https)
+        assert built == _direct(config, port, https)
+        assert serialize(built) == serialize(_direct(config, port, https))
+
+
+def _bench_gateway(routes: int, version_of: dict[int, int]) -> ir.XdsGateway:
+    store = Store()
+    docs = [
+        h.gateway_class(),
+        h.gateway("bench", "127.40.200.1", [h.listener("http", "HTTP", 8080)]),
+        *h.service("backend", 80, 9999),
+        *(route_doc(i, version_of.get(i, 0)) for i in range(routes)),
+    ]
+    for doc in docs:
+        decoded, errors = decode(doc, "test")
+        assert decoded is not None, errors
+        store.apply(decoded, source="test")
+    return translate(store.snapshot()).xds["default/bench"]
+
+
+def test_a_one_route_change_builds_one_route() -> None:
+    before = _bench_gateway(40, {})
+    after = _bench_gateway(40, {7: 1})
+    xds_routes.clear_caches()
+    _bytes(before)
+    vh_misses = xds_routes._virtual_host.cache_info().misses
+    route_misses = xds_routes._built_routes.cache_info().misses
+    assert vh_misses == 40 and route_misses == 40
+    changed = _bytes(after)
+    assert xds_routes._virtual_host.cache_info().misses == vh_misses + 1
+    assert xds_routes._built_routes.cache_info().misses == route_misses + 1
+    assert changed == _cold(after)
+    assert changed != _cold(before)
+
+
+def test_the_caches_are_bounded_and_keyed_by_value() -> None:
+    assert xds_routes._virtual_host.cache_info().maxsize == xds_routes.VHOST_CACHE_SIZE
+    assert xds_routes._built_routes.cache_info().maxsize == xds_routes.ROUTE_CACHE_SIZE
+    gw = _bench_gateway(3, {})
+    xds_routes.clear_caches()
+    first = _bytes(gw)
+    copy = msgspec.json.decode(msgspec.json.encode(gw), type=ir.XdsGateway)  # equal, not identical
+    assert copy == gw and copy is not gw
+    assert _bytes(copy) == first
+    assert xds_routes._virtual_host.cache_info().hits == 3
