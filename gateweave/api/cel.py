@@ -896,64 +896,42 @@ class _Compiler:
         return ternary
 
     def c_conditionalor(self, t: lark.Tree) -> Fn:
-        ch = _children(t)
-        if len(ch) == 1:
-            return self.c(ch[0])
-        left, right = self.c(ch[0]), self.c(ch[1])
-
-        def or_(env: Env) -> Any:
-            err: CelError | None = None
-            try:
-                lv = left(env)
-                if lv is True:
-                    return True
-                if lv is not False:
-                    err = _overload("_||_", lv)
-            except CelError as exc:
-                err = exc
-            try:
-                rv = right(env)
-            except CelError:
-                if err is not None:
-                    raise err from None  # both sides failed: the left error is reported
-                raise
-            if rv is True:
-                return True
-            if err is not None:
-                raise err
-            return _as_bool(rv, "_||_")
-
-        return or_
+        return self._logical(t, decisive=True, op="_||_")
 
     def c_conditionaland(self, t: lark.Tree) -> Fn:
+        return self._logical(t, decisive=False, op="_&&_")
+
+    def _logical(self, t: lark.Tree, decisive: bool, op: str) -> Fn:
+        """CEL's commutative || (decisive=True) and && (decisive=False): a side equal to
+        ``decisive`` wins even if the other side errs; when both err, the left error is reported."""
         ch = _children(t)
         if len(ch) == 1:
             return self.c(ch[0])
         left, right = self.c(ch[0]), self.c(ch[1])
 
-        def and_(env: Env) -> Any:
+        def logical(env: Env) -> Any:
             err: CelError | None = None
             try:
                 lv = left(env)
-                if lv is False:
-                    return False
-                if lv is not True:
-                    err = _overload("_&&_", lv)
+                if lv is decisive:
+                    return decisive
+                if lv is not (not decisive):
+                    err = _overload(op, lv)
             except CelError as exc:
                 err = exc
             try:
                 rv = right(env)
             except CelError:
                 if err is not None:
-                    raise err from None  # both sides failed: the left error is reported
+                    raise err from None
                 raise
-            if rv is False:
-                return False
+            if rv is decisive:
+                return decisive
             if err is not None:
                 raise err
-            return _as_bool(rv, "_&&_")
+            return _as_bool(rv, op)
 
-        return and_
+        return logical
 
     _BINARY: dict[str, Callable[[Any, Any], Any]] = {
         "relation_lt": _lt,

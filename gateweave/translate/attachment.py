@@ -31,6 +31,13 @@ class RouteTranslation:
     invalid_rules: list[str] = field(default_factory=list)  # why each dropped rule was dropped
     invalid_reason: str = "UnsupportedValue"  # Accepted reason when every rule is dropped
 
+    def drop_rule(self, label: str, message: str, reason: str) -> None:
+        """Record a rule that cannot be implemented (the route becomes PartiallyInvalid); a reason
+        other than UnsupportedValue becomes the Accepted reason should every rule be dropped."""
+        self.invalid_rules.append(f"{label}: {message}")
+        if reason != "UnsupportedValue":
+            self.invalid_reason = reason
+
     def note_refs(self, reason: str, message: str) -> None:
         if self.refs_issue is None:
             self.refs_issue = (reason, message)

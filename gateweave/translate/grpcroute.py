@@ -28,7 +28,7 @@ def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver) -> Route
         try:
             tr.http.extend(_rule(tr, resolver, route, i, rule))
         except RuleError as err:
-            tr.invalid_rules.append(f"rule {rule.name or i}: {err}")
+            tr.drop_rule(f"rule {rule.name or i}", str(err), err.reason)
     return tr
 
 

@@ -29,10 +29,7 @@ def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver) -> Route
         try:
             tr.http.extend(_rule(tr, resolver, route, i, rule))
         except RuleError as err:
-            label = f"rule {rule.name or i}"
-            tr.invalid_rules.append(f"{label}: {err}")
-            if err.reason != c.R_UNSUPPORTED_VALUE:
-                tr.invalid_reason = err.reason
+            tr.drop_rule(f"rule {rule.name or i}", str(err), err.reason)
     return tr
 
 
