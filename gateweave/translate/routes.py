@@ -8,6 +8,7 @@ and every status come out in a deterministic order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gateweave.api.kinds import ROUTE_KINDS
@@ -49,10 +50,32 @@ def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
 
 def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[GatewayCtx]:
     """Resolve the route's parentRefs, attach it, write its status; the Gateways that accepted it."""
+    outcome = judge_route(ctx, parents, tr)
+    route = tr.route
+    ctx.statuses[(tr.kind, route.metadata.namespace, route.metadata.name)] = outcome.status
+    for lc, hosts in outcome.attached:
+        lc.attached_routes += 1
+        lc.routes.append(Attachment(translation=tr, hostnames=hosts))
+    return outcome.accepted_by
+
+
+@dataclass
+class RouteOutcome:
+    """What a route's parentRefs come to: its status, the listeners it attaches to (each once,
+    with the hostnames it serves there) and the Gateways that accepted it."""
+
+    status: dict[str, Any]
+    attached: list[tuple[ListenerCtx, tuple[str, ...] | None]]
+    accepted_by: list[GatewayCtx]
+
+
+def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
+    """Resolve every parentRef of a translated route against our listeners (reads, never writes, them)."""
     route = tr.route
     gen = route.metadata.generation
     accepted_by: list[GatewayCtx] = []
-    attached: set[int] = set()
+    attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
+    seen: set[int] = set()
     entries: list[dict[str, Any]] = []
     resolved = (
         c.condition(c.RESOLVED_REFS, False, tr.refs_issue[0], tr.refs_issue[1], gen)
@@ -71,21 +94,14 @@ def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[Ga
             accepted = c.condition(c.ACCEPTED, False, tr.invalid_reason, "no valid rule: " + "; ".join(tr.invalid_rules), gen)
         elif outcome.attached:
             accepted = c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Accepted", gen)
-            _attach(outcome.attached, tr, attached)
+            for lc, hosts in outcome.attached:
+                if id(lc) not in seen:
+                    seen.add(id(lc))
+                    attached.append((lc, hosts))
             if outcome.gateway not in accepted_by:
                 accepted_by.append(outcome.gateway)
         else:
             accepted = c.condition(c.ACCEPTED, False, outcome.reason, outcome.message, gen)
         conds = [accepted, resolved] + ([partially] if partially else [])
         entries.append({"parentRef": outcome.ref, "controllerName": ctx.options.controller_name, "conditions": conds})
-    ctx.statuses[(tr.kind, route.metadata.namespace, route.metadata.name)] = {"parents": entries}
-    return accepted_by
-
-
-def _attach(listeners: list[tuple[ListenerCtx, tuple[str, ...] | None]], tr: RouteTranslation, done: set[int]) -> None:
-    for lc, hosts in listeners:
-        if id(lc) in done:
-            continue
-        done.add(id(lc))
-        lc.attached_routes += 1
-        lc.routes.append(Attachment(translation=tr, hostnames=hosts))
+    return RouteOutcome({"parents": entries}, attached, accepted_by)

@@ -19,15 +19,16 @@ Within a virtual host, routes follow Gateway API precedence (see ``http_preceden
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.attachment import Attachment, PrecedenceKey
+from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
 from gateweave.translate.hostnames import matches, specificity
 
-_HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
+HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 _FAMILY = {"HTTP": "HTTP", "HTTPS": "TLS", "TLS": "TLS", "TCP": "TCP", "UDP": "UDP"}
 
 
@@ -39,27 +40,55 @@ def build_xds(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
     return out
 
 
-def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
-    # One Envoy listener per (port, transport): UDP listeners may share a port number with TCP ones.
+PortPlan = tuple[int, bool, str, str, list[ListenerCtx]]  # (port, udp, family, Envoy listener name, listeners)
+
+
+def port_plan(gw: GatewayCtx) -> list[PortPlan]:
+    """The Gateway's Envoy listeners: one per (port, transport), UDP listeners may share a port
+    number with TCP ones; each with its ready listeners of one family, most specific first."""
     by_port: dict[tuple[int, bool], list[ListenerCtx]] = defaultdict(list)
     for lc in gw.all_listeners():
         if lc.ready and lc.protocol in _FAMILY:
             by_port[(lc.port, lc.protocol == "UDP")].append(lc)
-    ports: list[ir.Port] = []
+    plan: list[PortPlan] = []
     for port, udp in sorted(by_port):
         lcs = by_port[(port, udp)]
         family = _FAMILY[lcs[0].protocol]
         lcs = sorted((lc for lc in lcs if _FAMILY[lc.protocol] == family), key=lambda lc: specificity(lc.hostname))
         name = f"{gw.name}/{port}/udp" if udp else f"{gw.name}/{port}"
+        plan.append((port, udp, family, name, lcs))
+    return plan
+
+
+def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
+    ports: list[ir.Port] = []
+    for port, _, family, name, lcs in port_plan(gw):
         if family == "HTTP":
             ports.append(ir.Port(name=name, port=port, protocol="HTTP", http=_route_config(name, lcs)))
-        elif family == "TLS":
-            ports.append(ir.Port(name=name, port=port, protocol="TLS", filter_chains=_filter_chains(name, lcs)))
-        elif family == "TCP":
-            ports.append(ir.Port(name=name, port=port, protocol="TCP", tcp=_l4_proxy(name, lcs, "TCPRoute")))
         else:
-            ports.append(ir.Port(name=name, port=port, protocol="UDP", udp=_l4_proxy(name, lcs, "UDPRoute")))
-    return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=_clusters(gw, ports))
+            ports.append(l4_port(name, port, family, lcs, _https_config))
+    known: dict[str, ir.Cluster] = {}
+    for lc in gw.all_listeners():
+        for att in lc.routes:
+            if isinstance(att, Attachment):
+                known.update(att.translation.clusters)
+    used: set[str] = set()
+    for p in ports:
+        used |= port_clusters(p)
+    return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known))
+
+
+# An HTTPS listener's RouteConfig on its filter chain: (chain name, listener, HTTPS peers) -> config.
+HttpsConfig = Callable[[str, ListenerCtx, list[ListenerCtx]], ir.RouteConfig]
+
+
+def l4_port(name: str, port: int, family: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> ir.Port:
+    """A TLS, TCP or UDP Envoy listener (``family`` from :func:`port_plan`)."""
+    if family == "TLS":
+        return ir.Port(name=name, port=port, protocol="TLS", filter_chains=_filter_chains(name, lcs, https_config))
+    if family == "TCP":
+        return ir.Port(name=name, port=port, protocol="TCP", tcp=_l4_proxy(name, lcs, "TCPRoute"))
+    return ir.Port(name=name, port=port, protocol="UDP", udp=_l4_proxy(name, lcs, "UDPRoute"))
 
 
 def _route_config(name: str, lcs: list[ListenerCtx], peers: list[ListenerCtx] | None = None) -> ir.RouteConfig:
@@ -69,33 +98,41 @@ def _route_config(name: str, lcs: list[ListenerCtx], peers: list[ListenerCtx] | 
     ``lcs`` being the one whose chain this is; a domain belongs to the most specific of them.
     """
     owners = lcs if peers is None else peers
-    per_domain: dict[str, list[tuple[PrecedenceKey, ir.Route]]] = {}
+    per_domain: dict[str, list[Attachment]] = {}
     for lc in lcs:
         for att in lc.routes:
-            if not isinstance(att, Attachment) or att.kind not in _HTTP_KINDS:
+            if not isinstance(att, Attachment) or att.kind not in HTTP_KINDS:
                 continue
             for domain in att.hostnames or ("*",):
-                if _owner(owners, domain) is not lc:
-                    continue
-                per_domain.setdefault(domain, []).extend(att.translation.http)
-    vhosts = []
-    for domain in sorted(per_domain):
-        entries = sorted(per_domain[domain], key=lambda kr: kr[0])
-        seen: set[str] = set()
-        routes = []
-        for _, r in entries:
-            if r.name not in seen:
-                seen.add(r.name)
-                routes.append(r)
-        vhosts.append(ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=tuple(routes)))
+                if owner(owners, domain) is lc:
+                    per_domain.setdefault(domain, []).append(att)
+    vhosts = [virtual_host(name, domain, per_domain[domain]) for domain in sorted(per_domain)]
     if peers is not None:
-        vhosts = _misdirected(name, lcs[0], peers, vhosts)
+        extras = misdirected(name, lcs[0], peers, {vh.domains[0] for vh in vhosts}.__contains__)
+        vhosts = sorted(vhosts + list(extras.values()), key=lambda vh: vh.domains[0])
     return ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
 
 
-def _misdirected(
-    name: str, lc: ListenerCtx, peers: list[ListenerCtx], vhosts: list[ir.VirtualHost]
-) -> list[ir.VirtualHost]:
+def _https_config(name: str, lc: ListenerCtx, peers: list[ListenerCtx]) -> ir.RouteConfig:
+    return _route_config(name, [lc], peers)
+
+
+def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHost:
+    """The virtual host of ``domain`` from the attachments that serve it on its owning listener
+    (in the listener's route order): their routes in precedence order, each once."""
+    entries = sorted((kr for att in atts for kr in att.translation.http), key=lambda kr: kr[0])
+    seen: set[str] = set()
+    routes = []
+    for _, r in entries:
+        if r.name not in seen:
+            seen.add(r.name)
+            routes.append(r)
+    return ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=tuple(routes))
+
+
+def misdirected(
+    name: str, lc: ListenerCtx, peers: list[ListenerCtx], taken: Callable[[str], bool]
+) -> dict[str, ir.VirtualHost]:
     """Detection of misdirected requests on the filter chain of HTTPS listener ``lc``.
 
     The chain was selected by the TLS SNI; the Host (HTTP/2 :authority) may name another
@@ -108,20 +145,19 @@ def _misdirected(
     as listeners are ranked, so it is enough to add: a 421 virtual host for each other
     listener's hostname; the chain listener's own hostname, routeless (404), where no route
     covers it already; and, for a listener with a hostname, a 421 catch-all ``*`` when another
-    listener accepts any hostname (else nothing matches: 404).
+    listener accepts any hostname (else nothing matches: 404). ``taken(domain)``: the
+    domain has a virtual host with routes already. The extra virtual hosts, by domain.
     """
-    taken = {d for vh in vhosts for d in vh.domains}
-    extra: list[ir.VirtualHost] = []
+    extra: dict[str, ir.VirtualHost] = {}
 
     def add(domain: str, status: int | None) -> None:
-        if domain in taken:
+        if domain in extra or taken(domain):
             return
-        taken.add(domain)
         routes: tuple[ir.Route, ...] = ()
         if status is not None:
             match = ir.RouteMatch(path_type="PathPrefix", path="/")
             routes = (ir.Route(name=f"{name}/misdirected/{domain}", match=match, direct_status=status),)
-        extra.append(ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes))
+        extra[domain] = ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes)
 
     if lc.hostname is not None:
         add(lc.hostname, None)
@@ -132,17 +168,17 @@ def _misdirected(
             add(other.hostname, 421)
         elif lc.hostname is not None:
             add("*", 421)
-    return sorted(vhosts + extra, key=lambda vh: vh.domains[0])
+    return extra
 
 
-def _owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
+def owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
     """The most specific listener (``lcs`` is sorted that way) that selects requests for ``domain``."""
     if domain == "*":
         return next((o for o in lcs if o.hostname is None), None)
     return next((o for o in lcs if matches(o.hostname, domain)), None)
 
 
-def _filter_chains(name: str, lcs: list[ListenerCtx]) -> tuple[ir.FilterChain, ...]:
+def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> tuple[ir.FilterChain, ...]:
     chains: list[ir.FilterChain | ListenerCtx] = []  # an HTTPS listener: its chain, built last
     claimed: set[str | None] = set()
     for lc in lcs:
@@ -174,17 +210,17 @@ def _filter_chains(name: str, lcs: list[ListenerCtx]) -> tuple[ir.FilterChain, .
                 )
             )
     https = [ch for ch in chains if isinstance(ch, ListenerCtx)]
-    return tuple(ch if isinstance(ch, ir.FilterChain) else _https_chain(name, ch, https) for ch in chains)
+    return tuple(ch if isinstance(ch, ir.FilterChain) else https_chain(name, ch, https, https_config) for ch in chains)
 
 
-def _https_chain(name: str, lc: ListenerCtx, peers: list[ListenerCtx]) -> ir.FilterChain:
+def https_chain(name: str, lc: ListenerCtx, peers: list[ListenerCtx], https_config: HttpsConfig) -> ir.FilterChain:
     """The filter chain of HTTPS listener ``lc``; ``peers``: the port's HTTPS listeners with a chain."""
     cname = f"{name}/{lc.name}"
     return ir.FilterChain(
         name=cname,
         server_names=(lc.hostname,) if lc.hostname else (),
         tls=lc.tls,
-        http=_route_config(cname, [lc], peers),
+        http=https_config(cname, lc, peers),
     )
 
 
@@ -197,27 +233,30 @@ def _l4_proxy(name: str, lcs: list[ListenerCtx], kind: str) -> ir.TCPProxy:
     return ir.TCPProxy(name=name)
 
 
-def _clusters(gw: GatewayCtx, ports: list[ir.Port]) -> tuple[ir.Cluster, ...]:
-    """Every cluster the ports refer to, once, sorted by name; upstream TLS gets the Gateway's client certificate."""
-    known: dict[str, ir.Cluster] = {}
-    for lc in gw.all_listeners():
-        for att in lc.routes:
-            if isinstance(att, Attachment):
-                known.update(att.translation.clusters)
+def port_clusters(port: ir.Port) -> set[str]:
+    """Names of the clusters one Envoy listener sends to (routes, mirrors, proxies)."""
     used: set[str] = set()
-    for port in ports:
-        configs = [port.http] + [fc.http for fc in port.filter_chains]
-        proxies = [port.tcp, port.udp] + [fc.tcp for fc in port.filter_chains]
-        for rc in configs:
-            if rc is None:
-                continue
+    for rc in [port.http] + [fc.http for fc in port.filter_chains]:
+        if rc is not None:
             for vh in rc.virtual_hosts:
-                for r in vh.routes:
-                    used.update(w.cluster for w in r.backends)
-                    used.update(mi.cluster for mi in r.mirrors)
-        for px in proxies:
-            if px is not None:
-                used.update(w.cluster for w in px.backends)
+                used |= vhost_clusters(vh)
+    for px in [port.tcp, port.udp] + [fc.tcp for fc in port.filter_chains]:
+        if px is not None:
+            used.update(w.cluster for w in px.backends)
+    return used
+
+
+def vhost_clusters(vh: ir.VirtualHost) -> set[str]:
+    used: set[str] = set()
+    for r in vh.routes:
+        used.update(w.cluster for w in r.backends)
+        used.update(mi.cluster for mi in r.mirrors)
+    return used
+
+
+def gateway_clusters(gw: GatewayCtx, used: Iterable[str], known: Mapping[str, ir.Cluster]) -> tuple[ir.Cluster, ...]:
+    """Every cluster of ``used`` that routes defined (``known``), once, sorted by name; upstream
+    TLS gets the Gateway's client certificate."""
     cert = gw.backend_client_cert
     out = []
     for cname in sorted(used):
@@ -225,7 +264,12 @@ def _clusters(gw: GatewayCtx, ports: list[ir.Port]) -> tuple[ir.Cluster, ...]:
         if cl is None:
             continue
         if cl.tls is not None and cert is not None:
-            tls = msgspec.structs.replace(cl.tls, client_cert_pem=cert.cert_pem, client_key_pem=cert.key_pem)
-            cl = msgspec.structs.replace(cl, tls=tls)
+            cl = with_client_cert(cl, cert)
         out.append(cl)
     return tuple(out)
+
+
+def with_client_cert(cl: ir.Cluster, cert: ir.Certificate) -> ir.Cluster:
+    assert cl.tls is not None
+    tls = msgspec.structs.replace(cl.tls, client_cert_pem=cert.cert_pem, client_key_pem=cert.key_pem)
+    return msgspec.structs.replace(cl, tls=tls)
