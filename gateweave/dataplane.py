@@ -23,18 +23,24 @@ from gateweave.infra.host import HostInfra
 from gateweave.ir import InfraGateway, XdsGateway
 from gateweave.runtime import Runtime
 from gateweave.translate.options import DataplaneState
-from gateweave.xds.build import build
+from gateweave.xds.incremental import IncrementalSnapshots
 from gateweave.xds.server import AdsServer, NodeStatus
 
 log = structlog.get_logger("gateweave.dataplane")
 
 
 class XdsPublisher:
-    """xDS sink: builds each changed Gateway's resources and hands them to the ADS server."""
+    """xDS sink: builds each changed Gateway's resources and hands them to the ADS server.
+
+    Builds are incremental: each Gateway's snapshot is rebuilt from its previous one, at
+    the cost of the IR objects that are new instances (the output equals a full build).
+    """
 
     def __init__(self, server: AdsServer, report: Callable[[str, DataplaneState | None], None]) -> None:
         self.server = server
         self.report = report
+        # Each Gateway's last build, so a change costs what changed (gateweave.xds.incremental).
+        self.snapshots = IncrementalSnapshots()
         self._acked_once: set[str] = set()
         self._build_errors: dict[str, str] = {}
         server.on_status(self._on_status)
@@ -42,6 +48,7 @@ class XdsPublisher:
     def update(self, changed: Mapping[str, XdsGateway], removed: Sequence[str]) -> None:
         for name in removed:
             self.server.remove_snapshot(name)
+            self.snapshots.forget(name)
             self._acked_once.discard(name)
             self._build_errors.pop(name, None)
             self.report(name, None)
@@ -49,15 +56,14 @@ class XdsPublisher:
             try:
                 # The collector paused, as during translation (see gateweave.gcpause).
                 with gc_paused():
-                    resources = build(gw)
+                    snapshot = self.snapshots.snapshot(gw)
             except ValueError as exc:  # an IR the builder cannot map: never served, reported
                 log.error("cannot build Envoy configuration", gateway=name, error=str(exc))
                 self._build_errors[name] = f"cannot build Envoy configuration: {exc}"
                 self.report(name, DataplaneState(acked=False, error=self._build_errors[name]))
                 continue
             self._build_errors.pop(name, None)
-            with gc_paused():
-                self.server.set_snapshot(name, resources.by_type())
+            self.server.publish(name, snapshot)
 
     def _on_status(self, node_id: str, status: NodeStatus) -> None:
         if node_id in self._build_errors:

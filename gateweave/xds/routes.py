@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
 import msgspec
 from envoy.config.core.v3 import base_pb2
@@ -540,6 +541,31 @@ def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> bytes:
     head = rc.VirtualHost(name=vh.name, domains=list(vh.domains)).SerializeToString(deterministic=True)
     body = b"".join(_built_routes(r, listener_port, https, exact_host) for r in vh.routes)
     return _field(_CONFIG_VHOSTS, head + body)
+
+
+def virtual_host_field(vh: ir.VirtualHost, listener_port: int, https: bool) -> bytes:
+    """``vh`` built as a ``RouteConfiguration.virtual_hosts`` field (memoised by value)."""
+    return _virtual_host(vh, listener_port, https)
+
+
+# Deterministic serialisation writes fields in field-number order: the name (1), then the
+# virtual hosts (2), then ignore_port_in_host_matching (14) - so a RouteConfiguration's wire
+# bytes are a head, its virtual host fields and a fixed tail.
+assert (
+    route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["name"].number
+    < _CONFIG_VHOSTS
+    < route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["ignore_port_in_host_matching"].number
+)
+_CONFIG_TAIL = route_pb2.RouteConfiguration(ignore_port_in_host_matching=True).SerializeToString(
+    deterministic=True
+)
+
+
+def route_configuration_wire(name: str, virtual_hosts: Iterable[bytes]) -> bytes:
+    """The deterministic wire bytes of :func:`route_configuration` from its virtual host
+    fields (:func:`virtual_host_field`), without building the message."""
+    head = route_pb2.RouteConfiguration(name=name).SerializeToString(deterministic=True)
+    return b"".join([head, *virtual_hosts, _CONFIG_TAIL])
 
 
 def clear_caches() -> None:

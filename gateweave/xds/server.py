@@ -608,7 +608,11 @@ class AdsServer:
 
     def set_snapshot(self, node_id: str, resources: Mapping[str, Mapping[str, Message]]) -> str:
         """Publish what ``node_id`` should have; returns the snapshot version."""
-        snapshot = make_snapshot(resources)
+        return self.publish(node_id, make_snapshot(resources))
+
+    def publish(self, node_id: str, snapshot: NodeSnapshot) -> str:
+        """Publish an already versioned snapshot (e.g. from
+        :class:`gateweave.xds.incremental.IncrementalSnapshots`); returns its version."""
         current = self._snapshots.get(node_id)
         if current is not None and current.version == snapshot.version:
             return snapshot.version

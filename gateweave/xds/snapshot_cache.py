@@ -85,41 +85,49 @@ class NodeSnapshot:
         return others + [t for t in CORE_ORDER if t in self.resources]
 
 
+def resource_version(raw: bytes, cluster_version: str | None = None) -> str:
+    """The version of a resource serialised as ``raw``; a ClusterLoadAssignment's also
+    covers the version of its Cluster (``cluster_version``), if there is one."""
+    return digest([raw] if cluster_version is None else [raw, cluster_version.encode()])
+
+
+def pack(type_url: str, name: str, raw: bytes, cluster_version: str | None = None) -> Resource:
+    """The versioned resource ``name`` of ``type_url`` whose wire bytes are ``raw``."""
+    return Resource(name, resource_version(raw, cluster_version), any_pb2.Any(type_url=type_url, value=raw))
+
+
+def snapshot_version(set_versions: Mapping[str, str]) -> str:
+    """The version of a snapshot from the :func:`set_version` of each of its types."""
+    return digest(
+        part for type_url in sorted(set_versions) for part in (type_url.encode(), set_versions[type_url].encode())
+    )
+
+
 def make_snapshot(resources: Mapping[str, Mapping[str, Message]]) -> NodeSnapshot:
     """Pack and version ``resources`` (type URL -> name -> proto message).
 
     Raises ``ValueError`` when a message does not match its type URL: Envoy would NACK
     the whole response.
     """
-    packed: dict[str, dict[str, tuple[bytes, any_pb2.Any]]] = {}
+    raws: dict[str, dict[str, bytes]] = {}
     for type_url, by_name in resources.items():
         if not by_name:
             continue
-        out: dict[str, tuple[bytes, any_pb2.Any]] = {}
+        out: dict[str, bytes] = {}
         for name, message in by_name.items():
             if type_url_of(message) != type_url:
                 raise ValueError(
                     f"resource {name!r}: a {message.DESCRIPTOR.full_name} under {type_url}"
                 )
-            raw = message.SerializeToString(deterministic=True)
-            body = any_pb2.Any(type_url=type_url, value=raw)
-            out[name] = (raw, body)
-        packed[type_url] = out
+            out[name] = message.SerializeToString(deterministic=True)
+        raws[type_url] = out
 
-    cluster_versions = {name: digest([raw]) for name, (raw, _) in packed.get(CLUSTER, {}).items()}
+    cluster_versions = {name: resource_version(raw) for name, raw in raws.get(CLUSTER, {}).items()}
     versioned: dict[str, Mapping[str, Resource]] = {}
-    for type_url, by_name in packed.items():
-        table: dict[str, Resource] = {}
-        for name in sorted(by_name):
-            raw, body = by_name[name]
-            parts = [raw]
-            if type_url == ENDPOINT and name in cluster_versions:
-                parts.append(cluster_versions[name].encode())
-            table[name] = Resource(name, digest(parts), body)
-        versioned[type_url] = MappingProxyType(table)
-    version = digest(
-        part
-        for type_url in sorted(versioned)
-        for part in (type_url.encode(), set_version(versioned[type_url]).encode())
-    )
+    for type_url, by_name in raws.items():
+        extra = cluster_versions if type_url == ENDPOINT else {}
+        versioned[type_url] = MappingProxyType(
+            {name: pack(type_url, name, by_name[name], extra.get(name)) for name in sorted(by_name)}
+        )
+    version = snapshot_version({t: set_version(table) for t, table in versioned.items()})
     return NodeSnapshot(version=version, resources=MappingProxyType(versioned))
