@@ -12,9 +12,44 @@ from gateweave.api.kinds import Key
 NN = tuple[str, str]  # (namespace, name)
 
 
+class ChangeLog:
+    """The keys whose model a store changed, in order, the last ``limit`` of them.
+
+    Two snapshots of the same store carry the same log and their positions in it, so a
+    consumer that kept the older one can list what differs without comparing every object
+    (:meth:`between`); an over-approximation (a key changed and changed back) is possible.
+    """
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = max(2, limit)
+        self._entries: list[tuple[str, NN]] = []
+        self._first = 0  # position of _entries[0]
+
+    @property
+    def position(self) -> int:
+        return self._first + len(self._entries)
+
+    def record(self, kind: str, key: NN) -> None:
+        self._entries.append((kind, key))
+        if len(self._entries) > self.limit:
+            drop = len(self._entries) // 2
+            del self._entries[:drop]
+            self._first += drop
+
+    def between(self, start: int, end: int) -> list[tuple[str, NN]] | None:
+        """The (kind, key) changes after position ``start`` up to ``end``; None when forgotten."""
+        if start < self._first or end < start or end > self.position:
+            return None
+        return self._entries[start - self._first : end - self._first]
+
+
 @dataclass
 class Snapshot:
-    """Objects by kind, each mapping keyed by (namespace, name) ("" namespace when cluster-scoped)."""
+    """Objects by kind, each mapping keyed by (namespace, name) ("" namespace when cluster-scoped).
+
+    ``changelog``/``position``: set by a :class:`~gateweave.store.Store`, where in the store's
+    change log this snapshot was taken (see :class:`ChangeLog`).
+    """
 
     gateway_classes: dict[NN, m.GatewayClass] = field(default_factory=dict)
     gateways: dict[NN, m.Gateway] = field(default_factory=dict)
@@ -31,6 +66,8 @@ class Snapshot:
     namespaces: dict[NN, m.Namespace] = field(default_factory=dict)
     secrets: dict[NN, m.Secret] = field(default_factory=dict)
     config_maps: dict[NN, m.ConfigMap] = field(default_factory=dict)
+    changelog: ChangeLog | None = field(default=None, compare=False, repr=False)
+    position: int = field(default=0, compare=False, repr=False)
 
     def by_kind(self, kind: str) -> dict[NN, Any]:
         mapping: dict[NN, Any] = getattr(self, _FIELD_BY_KIND[kind])

@@ -27,7 +27,7 @@ import msgspec
 
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
-from gateweave.snapshot import Snapshot
+from gateweave.snapshot import ChangeLog, Snapshot
 
 # Fields of metadata the store itself maintains: they never make an apply a change.
 _BOOKKEEPING = ("generation", "resourceVersion")
@@ -97,6 +97,7 @@ class Store:
         self._unsorted: set[str] = set()  # kinds that gained a key since the last snapshot
         self._listeners: list[Listener] = []
         self._version = 0
+        self.changelog = ChangeLog()  # keys whose model changed: lets translation diff snapshots cheaply
         self.changed = asyncio.Event()  # set when a model changed; consumers clear it
 
     # ------------------------------------------------------------ reading
@@ -135,7 +136,7 @@ class Store:
         for kind in self._unsorted:
             self._by_kind[kind] = dict(sorted(self._by_kind[kind].items()))
         self._unsorted.clear()
-        snap = Snapshot()
+        snap = Snapshot(changelog=self.changelog, position=self.changelog.position)
         for kind, objs in self._by_kind.items():
             snap.by_kind(kind).update(objs)
         return snap
@@ -188,6 +189,8 @@ class Store:
         if old is None:
             self._unsorted.add(key.kind)
         self._by_kind.setdefault(key.kind, {})[(key.namespace, key.name)] = model
+        if model_changed:
+            self.changelog.record(key.kind, (key.namespace, key.name))
         change = Change(key, "added" if old is None else "updated", model_changed)
         self._notify(change)
         return change
@@ -196,6 +199,7 @@ class Store:
         if self._objects.pop(key, None) is None:
             return None
         self._by_kind[key.kind].pop((key.namespace, key.name), None)
+        self.changelog.record(key.kind, (key.namespace, key.name))
         self._version += 1
         change = Change(key, "deleted", True)
         self._notify(change)
