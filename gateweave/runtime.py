@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,13 +34,17 @@ from gateweave.metrics import Metrics
 from gateweave.snapshot import Snapshot
 from gateweave.status import StatusSink
 from gateweave.store import Change, Store
-from gateweave.translate import translate
+from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import DataplaneState, TranslateOptions
 
 log = structlog.get_logger("gateweave.runtime")
 
 TranslateFn = Callable[[Snapshot, TranslateOptions], Result]
 T = TypeVar("T")
+
+
+def check_incremental() -> bool:
+    return os.environ.get("GATEWEAVE_CHECK_INCREMENTAL", "") not in ("", "0")
 
 
 def _translate_gc_paused(fn: TranslateFn, snapshot: Snapshot, options: TranslateOptions) -> Result:
@@ -71,7 +76,7 @@ class Runtime:
         self,
         store: Store,
         *,
-        translate_fn: TranslateFn = translate,
+        translate_fn: TranslateFn | None = None,
         options: TranslateOptions | None = None,
         status_sink: StatusSink | None = None,
         xds_sink: XdsSink | None = None,
@@ -85,7 +90,10 @@ class Runtime:
         gc_freeze: bool = False,
     ) -> None:
         self.store = store
-        self.translate_fn = translate_fn
+        # By default the incremental translator: a full translation's result for the work
+        # of what changed. GATEWEAVE_CHECK_INCREMENTAL=1 also runs a full translation on
+        # every change and fails the translation on any difference (tests, CI).
+        self.translate_fn: TranslateFn = translate_fn or IncrementalTranslator(check=check_incremental())
         self.options = options or TranslateOptions()
         self.metrics = metrics or Metrics()
         self.status_sink = status_sink or StatusSink(

@@ -20,7 +20,6 @@ from gateweave.providers.file import FileProvider
 from gateweave.runtime import Runtime, TranslateFn
 from gateweave.status import StatusSink
 from gateweave.store import Store
-from gateweave.translate import translate
 from gateweave.translate.options import TranslateOptions
 
 if TYPE_CHECKING:
@@ -41,7 +40,7 @@ async def serve(
     *,
     address_pool: str = "127.10.0.0/16",
     dataplane_setup: DataplaneSetup | None = None,
-    translate_fn: TranslateFn = translate,
+    translate_fn: TranslateFn | None = None,
     window: float = 0.05,
     max_delay: float = 0.5,
     debounce_ms: int = 50,

@@ -47,7 +47,7 @@ from gateweave.infra.host import free_port
 from gateweave.ir import Result, XdsGateway
 from gateweave.snapshot import Snapshot
 from gateweave.store import Change
-from gateweave.translate import translate
+from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import TranslateOptions
 from gateweave.xds.server import NodeStatus
 
@@ -73,6 +73,7 @@ class _Clock:
     published: float | None = None
     acked: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _translator: IncrementalTranslator = field(default_factory=IncrementalTranslator)  # as the runtime's default
 
     def arm(self, key: Key) -> None:
         with self._lock:
@@ -85,7 +86,7 @@ class _Clock:
 
     def translate(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         started = time.perf_counter()
-        result = translate(snapshot, options)
+        result = self._translator(snapshot, options)
         ended = time.perf_counter()
         with self._lock:
             if self.event is not None and self.translate_start is None and started >= self.event:

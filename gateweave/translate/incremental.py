@@ -1,0 +1,615 @@
+"""Incremental translation: the same Result as :func:`gateweave.translate.translate`, for a
+fraction of the work when little changed.
+
+:class:`IncrementalTranslator` is called like ``translate(snapshot, options)`` with a new
+snapshot each time. It keeps what the previous call computed and redoes only what the
+difference between the two snapshots can affect. Its output equals a full translation of the
+same snapshot (``tests/test_incremental.py`` checks that with hypothesis on the conformance
+object sets and generated ones; ``check=True`` compares every call against a full
+translation and raises on the first difference).
+
+What is reused, and what invalidates it (the store hands out the same model instance while an
+object does not change, so "unchanged" is an identity check per key):
+
+* **Routes** (any kind): its translation, the listeners it attaches to, its status. Redone
+  when the route changes, or a Service it referred to (found or not) or an EndpointSlice of
+  such a Service changes.
+* **Gateway side** (GatewayClasses, Gateways, listeners, TLS): recomputed whenever a
+  GatewayClass, Gateway, Secret (or, in Kubernetes address mode, a Service) changes or the
+  data plane reports something new; cheap, it is per Gateway. When what routes and the xDS
+  assembly read from it (a fingerprint of every Gateway's acceptance, address and listeners)
+  is unchanged, the route side is kept; Gateway, ListenerSet and GatewayClass statuses and
+  the infrastructure IR are taken from the new run.
+* **xDS IR**, per Gateway, per Envoy listener, per virtual host: a virtual host is rebuilt
+  when an attachment to its domain changed; a RouteConfig/Port/XdsGateway is rebuilt when one
+  of its parts changed, and kept (same instance) when the rebuilt one is equal.
+* Anything else - a Namespace, ReferenceGrant, ConfigMap, BackendTLSPolicy or ListenerSet
+  change, other options, a changed fingerprint - is a full translation, which also rebuilds
+  every index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from gateweave import ir
+from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.ir import Result
+from gateweave.snapshot import NN, Snapshot
+from gateweave.translate import gateway, routes, xdsir
+from gateweave.translate.attachment import Attachment, RouteTranslation
+from gateweave.translate.backends import Backend, BackendRefLike, BackendResolver
+from gateweave.translate.backendtls import BackendTLSIndex
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
+from gateweave.translate.core import translate_all
+from gateweave.translate.options import TranslateOptions
+from gateweave.translate.parentrefs import ParentIndex
+
+RouteKey = tuple[str, str, str]  # (kind, namespace, name)
+StatusKey = tuple[str, str, str]
+_KIND_INDEX = {kind: i for i, kind in enumerate(ROUTE_KINDS)}
+_SERVICE_LABEL = "kubernetes.io/service-name"
+
+# Changes the route side cannot take incrementally: a full translation.
+_FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet"})
+# Changes that re-run the gateway side (the route side is kept when its fingerprint holds).
+_GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret"})
+
+
+def _order(kind: str, route: Any) -> tuple[Any, ...]:
+    """The order a full translation visits routes in (and lists them on a listener)."""
+    return (_KIND_INDEX[kind], *sort_key(route))
+
+
+def _att_order(att: Attachment) -> tuple[Any, ...]:
+    return _order(att.translation.kind, att.translation.route)
+
+
+class _RecordingResolver(BackendResolver):
+    """A BackendResolver that notes every Service a route refers to (found or not)."""
+
+    def __init__(self, ctx: Ctx, tls: BackendTLSIndex) -> None:
+        super().__init__(ctx, tls)
+        self.touched: set[NN] = set()
+
+    def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False) -> Backend:
+        self.touched.add((ref.namespace or route_ns, ref.name))
+        return super().resolve(route_kind, route_ns, ref, terminated)
+
+
+@dataclass(eq=False, slots=True)
+class _Entry:
+    """One route as the previous translation left it."""
+
+    key: RouteKey
+    model: Any
+    order: tuple[Any, ...]
+    translation: RouteTranslation
+    atts: list[Attachment]  # one per listener it attached to
+    listeners: list[ListenerCtx]  # parallel to atts
+    accepted_by: list[GatewayCtx]
+    status: dict[str, Any]
+    services: set[NN]
+
+
+@dataclass(eq=False)
+class _RouteConfigState:
+    """One RouteConfig (an HTTP port's, or an HTTPS listener's filter chain's) by domain."""
+
+    name: str
+    lcs: list[ListenerCtx]  # the listeners whose routes it serves
+    owners: list[ListenerCtx]  # the listeners that compete for its domains
+    https: ListenerCtx | None  # the HTTPS listener of a filter chain (misdirected-request hosts)
+    vhosts: dict[str, ir.VirtualHost] = field(default_factory=dict)
+    domains: list[str] = field(default_factory=list)  # sorted keys of vhosts
+    clusters: dict[str, set[str]] = field(default_factory=dict)  # domain -> cluster names used
+    used: dict[str, int] = field(default_factory=dict)  # cluster name -> virtual hosts using it
+    extras: dict[str, ir.VirtualHost] = field(default_factory=dict)
+    config: ir.RouteConfig | None = None
+
+
+@dataclass(eq=False)
+class _GatewayState:
+    ports: dict[str, ir.Port]  # by Envoy listener name, in port-plan order
+    port_used: dict[str, set[str]]  # cluster names per Envoy listener
+    cert_clusters: dict[str, tuple[ir.Cluster, ir.Cluster]] = field(default_factory=dict)
+    xds: ir.XdsGateway | None = None
+
+
+def _fingerprint(gws: list[GatewayCtx]) -> tuple[Any, ...]:
+    """Everything the route side and the xDS assembly read from the gateway side."""
+
+    def lfp(lc: ListenerCtx) -> tuple[Any, ...]:
+        owner = lc.listener_set.metadata if lc.listener_set is not None else None
+        return (
+            lc.listener,
+            (owner.namespace, owner.name) if owner is not None else None,
+            tuple(lc.supported_kinds),
+            lc.accepted,
+            lc.ready,
+            lc.tls,
+        )
+
+    return tuple(
+        (
+            gw.key,
+            gw.accepted,
+            gw.serving,
+            gw.address,
+            gw.backend_client_cert,
+            tuple(lfp(lc) for lc in gw.listeners),
+            tuple(((ls.metadata.namespace, ls.metadata.name), tuple(lfp(lc) for lc in lcs)) for ls, lcs in gw.listener_sets),
+        )
+        for gw in gws
+    )
+
+
+def _listener_id(lc: ListenerCtx) -> tuple[Any, ...]:
+    owner = lc.listener_set.metadata if lc.listener_set is not None else None
+    return (lc.gateway.key, (owner.namespace, owner.name) if owner is not None else None, lc.name)
+
+
+def _status_listeners(gws: Iterable[GatewayCtx], ls_results: Iterable[Any]) -> list[ListenerCtx]:
+    out: list[ListenerCtx] = []
+    for gw in gws:
+        out.extend(gw.listeners)
+    for lf in ls_results:
+        out.extend(lf.listeners)
+    return out
+
+
+def _changed_keys(old: Mapping[NN, Any], new: Mapping[NN, Any]) -> set[NN]:
+    """Keys added, removed or whose model is another instance."""
+    changed = {k for k, v in new.items() if old.get(k) is not v}
+    added = sum(1 for k in changed if k not in old)
+    if len(old) != len(new) - added:
+        changed.update(k for k in old if k not in new)
+    return changed
+
+
+def _changes(old: Snapshot, new: Snapshot) -> dict[str, set[NN]]:
+    """The keys that differ between two snapshots, by kind: from the store's change log when
+    both come from the same store and it still holds the span, else by comparing every key."""
+    log = new.changelog
+    span = log.between(old.position, new.position) if log is not None and old.changelog is log else None
+    changed: dict[str, set[NN]] = {}
+    if span is not None:
+        for kind, key in span:
+            changed.setdefault(kind, set()).add(key)
+        return changed
+    for kind in _KINDS:
+        keys = _changed_keys(old.by_kind(kind), new.by_kind(kind))
+        if keys:
+            changed[kind] = keys
+    return changed
+
+
+class IncrementalTranslator:
+    """``translate`` with memory: call it with successive snapshots (one processor at a time)."""
+
+    def __init__(self, *, check: bool = False) -> None:
+        self.check = check
+        self.full_translations = 0  # how many calls were full translations (tests, metrics)
+        self._snapshot: Snapshot | None = None
+        self._options: TranslateOptions | None = None
+
+    def __call__(self, snapshot: Snapshot, options: TranslateOptions | None = None) -> Result:
+        options = options or TranslateOptions()
+        try:
+            result = self._translate(snapshot, options)
+        except BaseException:
+            self._snapshot = None  # never build on a state a failure left half-updated
+            raise
+        if self.check:
+            _compare(result, translate_all(snapshot, options))
+        return result
+
+    # ------------------------------------------------------------ deciding
+
+    def _translate(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
+        old, old_options = self._snapshot, self._options
+        if old is None or old_options is None or msgspec.structs.replace(old_options, dataplane=None) != msgspec.structs.replace(
+            options, dataplane=None
+        ):
+            return self._full(snapshot, options)
+        changed = _changes(old, snapshot)
+        if _FULL_KINDS & changed.keys():
+            return self._full(snapshot, options)
+        rerun_gateways = bool(_GATEWAY_KINDS & changed.keys()) or old_options.dataplane != options.dataplane
+        if options.address_mode == "kubernetes" and "Service" in changed:
+            rerun_gateways = True
+        return self._step(snapshot, options, changed, rerun_gateways)
+
+    # ------------------------------------------------------------ a full translation
+
+    def _full(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
+        self.full_translations += 1
+        ctx = Ctx.build(snapshot, options)
+        gws = gateway.resolve_gateways(ctx)
+        self._ctx = ctx
+        self._gws = gws  # route side: attachments and xDS read these
+        self._status_gws = gws  # statuses and infra IR read these
+        self._ls_results = list(ctx.listener_set_results)
+        self._fingerprint = _fingerprint(gws)
+        self._gateway_statuses: dict[StatusKey, dict[str, Any]] = dict(ctx.statuses)  # GatewayClass statuses
+        self._infra = gateway.build_infra(ctx, gws)
+        self._tls = BackendTLSIndex(ctx)
+        self._parents = ParentIndex(ctx, gws)
+        self._slice_keys: dict[NN, set[NN]] = {}
+        for key, eps in snapshot.endpoint_slices.items():
+            svc = eps.metadata.labels.get(_SERVICE_LABEL)
+            if svc:
+                self._slice_keys.setdefault((key[0], svc), set()).add(key)
+        self._entries: dict[RouteKey, _Entry] = {}
+        self._users: dict[NN, set[RouteKey]] = {}
+        self._domain_atts: dict[ListenerCtx, dict[str, dict[RouteKey, tuple[tuple[Any, ...], Attachment]]]] = {}
+        self._clusters: dict[str, ir.Cluster] = {}
+        self._cluster_refs: dict[str, int] = {}
+        self._dirty: dict[ListenerCtx, set[str]] = {}
+        self._dirty_gateways: set[GatewayCtx] = set()
+        self._rcs: dict[str, _RouteConfigState] = {}
+        self._gw_states: dict[NN, _GatewayState] = {}
+        self._statuses: dict[StatusKey, dict[str, Any]] = {}
+        self._other_keys: set[StatusKey] = set()
+        self._xds: dict[str, ir.XdsGateway] = {}
+        self._visited: set[str] = set()
+
+        resolver = _RecordingResolver(ctx, self._tls)
+        for kind in ROUTE_KINDS:
+            for route in sorted(snapshot.by_kind(kind).values(), key=sort_key):
+                self._add(kind, route, resolver)
+        self._snapshot, self._options = snapshot, options
+        return self._finish(ctx, rebuild_all=True)
+
+    # ------------------------------------------------------------ an incremental step
+
+    def _step(self, snapshot: Snapshot, options: TranslateOptions, changed: dict[str, set[NN]], rerun_gateways: bool) -> Result:
+        ctx = self._ctx
+        ctx.snapshot = snapshot
+        ctx.options = options
+        if rerun_gateways:
+            gctx = Ctx(snapshot, options)
+            gctx.namespace_labels = ctx.namespace_labels
+            gctx.grants_by_namespace = ctx.grants_by_namespace
+            gctx.slices_by_service = ctx.slices_by_service
+            gws = gateway.resolve_gateways(gctx)
+            if _fingerprint(gws) != self._fingerprint:
+                return self._full(snapshot, options)
+            self._status_gws = gws
+            self._ls_results = list(gctx.listener_set_results)
+            self._gateway_statuses = dict(gctx.statuses)
+            self._infra = gateway.build_infra(gctx, gws)
+
+        affected: set[RouteKey] = set()
+        services: set[NN] = set(changed.get("Service", ()))
+        old_slices, new_slices = self._snapshot, snapshot
+        assert old_slices is not None
+        for slice_key in changed.get("EndpointSlice", ()):
+            for snap in (old_slices, new_slices):
+                eps = snap.endpoint_slices.get(slice_key)
+                label = eps.metadata.labels.get(_SERVICE_LABEL) if eps is not None else None
+                if label:
+                    services.add((slice_key[0], label))
+            self._reindex_slice(slice_key, old_slices, new_slices)
+        for svc in services:
+            keys = self._slice_keys.get(svc)
+            if keys:
+                ctx.slices_by_service[svc] = [snapshot.endpoint_slices[k] for k in sorted(keys)]
+            else:
+                ctx.slices_by_service.pop(svc, None)
+            affected.update(self._users.get(svc, ()))
+        for kind in ROUTE_KINDS:
+            affected.update((kind, ns, name) for ns, name in changed.get(kind, ()))
+
+        for route_key in affected:
+            entry = self._entries.get(route_key)
+            if entry is not None:
+                self._remove(entry)
+        resolver = _RecordingResolver(ctx, self._tls)
+        for kind, ns, name in sorted(affected, key=lambda k: (_KIND_INDEX[k[0]], k[1], k[2])):
+            route = snapshot.by_kind(kind).get((ns, name))
+            if route is not None:
+                self._add(kind, route, resolver)
+            else:
+                self._statuses.pop((kind, ns, name), None)
+        self._snapshot, self._options = snapshot, options
+        return self._finish(ctx, rebuild_all=False)
+
+    def _reindex_slice(self, key: NN, old: Snapshot, new: Snapshot) -> None:
+        before, after = old.endpoint_slices.get(key), new.endpoint_slices.get(key)
+        if before is not None and (svc := before.metadata.labels.get(_SERVICE_LABEL)):
+            keys = self._slice_keys.get((key[0], svc))
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._slice_keys[(key[0], svc)]
+        if after is not None and (svc := after.metadata.labels.get(_SERVICE_LABEL)):
+            self._slice_keys.setdefault((key[0], svc), set()).add(key)
+
+    # ------------------------------------------------------------ routes in and out
+
+    def _add(self, kind: str, route: Any, resolver: _RecordingResolver) -> None:
+        resolver.touched = set()
+        tr = routes.translate_route(kind, route, resolver)
+        outcome = routes.judge_route(self._ctx, self._parents, tr)
+        key = (kind, route.metadata.namespace, route.metadata.name)
+        old_status = self._statuses.get(key)
+        status = old_status if old_status is not None and old_status == outcome.status else outcome.status
+        entry = _Entry(
+            key=key,
+            model=route,
+            order=_order(kind, route),
+            translation=tr,
+            atts=[Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached],
+            listeners=[lc for lc, _ in outcome.attached],
+            accepted_by=outcome.accepted_by,
+            status=status,
+            services=resolver.touched,
+        )
+        self._entries[key] = entry
+        self._statuses[key] = status
+        for svc in entry.services:
+            self._users.setdefault(svc, set()).add(key)
+        for name, cl in tr.clusters.items():
+            known = self._clusters.get(name)
+            if known is None or known != cl:
+                self._clusters[name] = cl
+            self._cluster_refs[name] = self._cluster_refs.get(name, 0) + 1
+        for lc, att in zip(entry.listeners, entry.atts, strict=True):
+            lc.attached_routes += 1
+            routes_of = lc.routes
+            if not routes_of or _att_order(routes_of[-1]) < entry.order:
+                routes_of.append(att)
+            else:
+                routes_of.insert(bisect.bisect_left(routes_of, entry.order, key=_att_order), att)
+            self._index(lc, entry, att, add=True)
+
+    def _remove(self, entry: _Entry) -> None:
+        del self._entries[entry.key]
+        for svc in entry.services:
+            users = self._users.get(svc)
+            if users is not None:
+                users.discard(entry.key)
+                if not users:
+                    del self._users[svc]
+        for name in entry.translation.clusters:
+            left = self._cluster_refs[name] - 1
+            if left:
+                self._cluster_refs[name] = left
+            else:
+                del self._cluster_refs[name]
+                del self._clusters[name]
+        for lc, att in zip(entry.listeners, entry.atts, strict=True):
+            lc.attached_routes -= 1
+            routes_of = lc.routes
+            i = bisect.bisect_left(routes_of, entry.order, key=_att_order)
+            while routes_of[i] is not att:
+                i += 1
+            del routes_of[i]
+            self._index(lc, entry, att, add=False)
+
+    def _index(self, lc: ListenerCtx, entry: _Entry, att: Attachment, *, add: bool) -> None:
+        """Keep the per-listener, per-domain index of HTTP attachments; note what got dirty."""
+        self._dirty_gateways.add(lc.gateway)
+        dirty = self._dirty.setdefault(lc, set())
+        if att.kind not in xdsir.HTTP_KINDS:
+            dirty.add("")  # the listener's L4 routes changed
+            return
+        by_domain = self._domain_atts.setdefault(lc, {})
+        for domain in att.hostnames or ("*",):
+            dirty.add(domain)
+            if add:
+                by_domain.setdefault(domain, {})[entry.key] = (entry.order, att)
+            else:
+                bucket = by_domain[domain]
+                del bucket[entry.key]
+                if not bucket:
+                    del by_domain[domain]
+
+    # ------------------------------------------------------------ statuses and IRs
+
+    def _finish(self, ctx: Ctx, *, rebuild_all: bool) -> Result:
+        # Gateway and ListenerSet statuses (attachedRoutes), GatewayClass, BackendTLSPolicy.
+        if self._status_gws is not self._gws:
+            counts = {_listener_id(lc): lc.attached_routes for gw in self._gws for lc in gw.all_listeners()}
+            for lc in _status_listeners(self._status_gws, self._ls_results):
+                lc.attached_routes = counts.get(_listener_id(lc), 0)
+        sctx = Ctx(ctx.snapshot, ctx.options)
+        sctx.listener_set_results = self._ls_results
+        gateway.write_gateway_statuses(sctx, self._status_gws)
+        if self._tls.results:
+            using: dict[tuple[str, str, str], list[GatewayCtx]] = {}
+            for entry in self._entries.values():
+                for gw in entry.accepted_by:
+                    for svc in entry.translation.services:
+                        users = using.setdefault(svc, [])
+                        if gw not in users:
+                            users.append(gw)
+            self._tls.ctx = sctx
+            self._tls.write_statuses(using)
+            self._tls.ctx = ctx
+        others = {**self._gateway_statuses, **sctx.statuses}
+        for key in self._other_keys - others.keys():
+            self._statuses.pop(key, None)
+        for key, status in others.items():
+            old = self._statuses.get(key)
+            self._statuses[key] = old if old is not None and old == status else status
+        self._other_keys = set(others)
+
+        # xDS IR of every Gateway whose attachments changed.
+        todo = [gw for gw in self._gws if gw.serving] if rebuild_all else [gw for gw in self._dirty_gateways if gw.serving]
+        for gw in sorted(todo, key=lambda g: g.key):
+            self._xds[gw.name] = self._gateway_xds(gw, rebuild_all)
+        if rebuild_all:
+            self._xds = {name: self._xds[name] for name in sorted(self._xds)}
+        # A RouteConfig state that a dirty listener feeds but no rebuild visited is stale.
+        for lc in self._dirty:
+            for name in [n for n, rc in self._rcs.items() if lc in rc.lcs and n not in self._visited]:
+                del self._rcs[name]
+        self._dirty.clear()
+        self._dirty_gateways.clear()
+        self._visited = set()
+        return Result(statuses=dict(self._statuses), infra=dict(self._infra), xds=dict(self._xds))
+
+    def _gateway_xds(self, gw: GatewayCtx, rebuild_all: bool) -> ir.XdsGateway:
+        state = self._gw_states.get(gw.key)
+        if state is None or rebuild_all:
+            state = self._gw_states[gw.key] = _GatewayState(ports={}, port_used={})
+        ports: dict[str, ir.Port] = {}
+        for port, _, family, name, lcs in xdsir.port_plan(gw):
+            old = state.ports.get(name)
+            if old is not None and not any(lc in self._dirty for lc in lcs):
+                ports[name] = old
+                continue
+            if family == "HTTP":
+                rc = self._route_config(name, lcs, None, None)
+                new = ir.Port(name=name, port=port, protocol="HTTP", http=rc.config)
+                used = set(rc.used)
+            else:
+                rcs: list[_RouteConfigState] = []
+                new = xdsir.l4_port(name, port, family, lcs, functools.partial(self._https_config, built=rcs))
+                used = set()
+                for rc in rcs:
+                    used.update(rc.used)
+                for px in [new.tcp, new.udp] + [fc.tcp for fc in new.filter_chains]:
+                    if px is not None:
+                        used.update(w.cluster for w in px.backends)
+            ports[name] = old if old is not None and old == new else new
+            state.port_used[name] = used
+        for name in [n for n in state.port_used if n not in ports]:
+            del state.port_used[name]
+        state.ports = ports
+        used_all: set[str] = set()
+        for names in state.port_used.values():
+            used_all |= names
+        clusters = self._gateway_clusters(gw, state, used_all)
+        new_gw = ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports.values()), clusters=clusters)
+        if state.xds is not None and state.xds == new_gw:
+            return state.xds
+        state.xds = new_gw
+        return new_gw
+
+    def _https_config(
+        self, cname: str, lc: ListenerCtx, peers: list[ListenerCtx], *, built: list[_RouteConfigState]
+    ) -> ir.RouteConfig:
+        rc = self._route_config(cname, [lc], lc, peers)
+        built.append(rc)
+        assert rc.config is not None
+        return rc.config
+
+    def _gateway_clusters(self, gw: GatewayCtx, state: _GatewayState, used: set[str]) -> tuple[ir.Cluster, ...]:
+        cert = gw.backend_client_cert
+        out = []
+        for cname in sorted(used):
+            cl = self._clusters.get(cname)
+            if cl is None:
+                continue
+            if cl.tls is not None and cert is not None:
+                hit = state.cert_clusters.get(cname)
+                if hit is None or hit[0] is not cl:
+                    hit = state.cert_clusters[cname] = (cl, xdsir.with_client_cert(cl, cert))
+                cl = hit[1]
+            out.append(cl)
+        return tuple(out)
+
+    def _route_config(
+        self, name: str, lcs: list[ListenerCtx], https: ListenerCtx | None, peers: list[ListenerCtx] | None
+    ) -> _RouteConfigState:
+        """The RouteConfig ``name`` of listeners ``lcs`` (``https``/``peers``: an HTTPS filter
+        chain's listener and the port's HTTPS listeners), updated for what is dirty."""
+        self._visited.add(name)
+        owners = lcs if peers is None else peers
+        rc = self._rcs.get(name)
+        if rc is None or rc.lcs != lcs or rc.owners != owners or rc.https is not https:
+            rc = self._rcs[name] = _RouteConfigState(name=name, lcs=list(lcs), owners=list(owners), https=https)
+            domains: set[str] = set()
+            for lc in lcs:
+                domains.update(self._domain_atts.get(lc, ()))
+        else:
+            domains = set()
+            for lc in lcs:
+                domains.update(d for d in self._dirty.get(lc, ()) if d)
+            if not domains and rc.config is not None:
+                return rc
+        for domain in domains:
+            self._rebuild_vhost(rc, domain)
+        vhosts = [rc.vhosts[d] for d in rc.domains]
+        if https is not None and peers is not None:
+            extras = xdsir.misdirected(name, https, peers, rc.vhosts.__contains__)
+            for domain, vh in extras.items():
+                old = rc.extras.get(domain)
+                if old is not None and old == vh:
+                    extras[domain] = old
+            rc.extras = extras
+            if extras:
+                vhosts = sorted(vhosts + list(extras.values()), key=lambda vh: vh.domains[0])
+        config = ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
+        rc.config = rc.config if rc.config is not None and rc.config == config else config
+        return rc
+
+    def _rebuild_vhost(self, rc: _RouteConfigState, domain: str) -> None:
+        owner = xdsir.owner(rc.owners, domain)
+        bucket = self._domain_atts.get(owner, {}).get(domain) if owner is not None and owner in rc.lcs else None
+        old = rc.vhosts.get(domain)
+        if bucket:
+            atts = [att for _, att in sorted(bucket.values(), key=lambda oa: oa[0])]
+            vh = xdsir.virtual_host(rc.name, domain, atts)
+            if old is not None and old == vh:
+                return
+            if old is None:
+                bisect.insort(rc.domains, domain)
+            rc.vhosts[domain] = vh
+            self._count_clusters(rc, domain, xdsir.vhost_clusters(vh))
+        elif old is not None:
+            del rc.vhosts[domain]
+            del rc.domains[bisect.bisect_left(rc.domains, domain)]
+            self._count_clusters(rc, domain, set())
+
+    @staticmethod
+    def _count_clusters(rc: _RouteConfigState, domain: str, names: set[str]) -> None:
+        before = rc.clusters.pop(domain, set())
+        if names:
+            rc.clusters[domain] = names
+        for n in before - names:
+            left = rc.used[n] - 1
+            if left:
+                rc.used[n] = left
+            else:
+                del rc.used[n]
+        for n in names - before:
+            rc.used[n] = rc.used.get(n, 0) + 1
+
+
+_KINDS = (
+    "GatewayClass",
+    "Gateway",
+    "ListenerSet",
+    *ROUTE_KINDS,
+    "ReferenceGrant",
+    "BackendTLSPolicy",
+    "Service",
+    "EndpointSlice",
+    "Namespace",
+    "Secret",
+    "ConfigMap",
+)
+
+
+class IncrementalMismatch(AssertionError):
+    """An incremental result differs from a full translation (a missing dependency: a bug)."""
+
+
+def _compare(got: Result, want: Result) -> None:
+    for what in ("statuses", "infra", "xds"):
+        a, b = getattr(got, what), getattr(want, what)
+        if a == b:
+            continue
+        keys = sorted(set(a) | set(b), key=repr)
+        first = next(k for k in keys if a.get(k) != b.get(k))
+        raise IncrementalMismatch(f"incremental {what} differ from a full translation at {first!r}")

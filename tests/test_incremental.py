@@ -1,0 +1,268 @@
+"""Incremental translation equals a full translation, after any sequence of changes.
+
+Property tests: objects of the conformance cases and generated (bench) object sets go
+through a Store; random sequences of creates, spec changes, metadata changes, deletes and
+re-creates (and data-plane reports) are applied, and after every change the
+IncrementalTranslator's Result (statuses, infrastructure IR, xDS IR) must equal
+``translate`` of the same snapshot - ``check=True`` compares them and raises
+IncrementalMismatch naming the first difference.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import random
+from typing import Any
+
+import pytest
+from conformance_objects import CASES, all_case_files
+from convergence import case_set
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_order_independence import (
+    CASE_SETS,
+    Item,
+    Universe,
+    metadata_variant,
+    spec_variant,
+    universe,
+)
+
+from gateweave.api.decode import Decoded, decode
+from gateweave.api.kinds import Key
+from gateweave.bench.objects import changed_endpoint_slice, changed_route, generate
+from gateweave.store import Store, key_of
+from gateweave.translate import DataplaneState, TranslateOptions, translate
+from gateweave.translate.incremental import IncrementalMismatch, IncrementalTranslator, _compare
+
+needs_shared = pytest.mark.skipif(not CASES.is_dir(), reason=f"{CASES} not present")
+
+BASE, SPEC, META, DELETE = 0, 1, 2, 3
+Op = tuple[int, int]  # (item, BASE | SPEC | META | DELETE); item -1: a data-plane report
+
+
+def _variant(make: Any, raw: dict[str, Any]) -> Decoded:
+    dec, errors = decode(make(raw))
+    if dec is None:  # not a valid change for this object: a label alone
+        dec, errors = decode(metadata_variant(raw))
+    assert dec is not None, errors
+    return dec
+
+
+def _changed(change: Any, objects: Any, i: int, _raw: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = change(objects, i, 7)
+    return result
+
+
+@functools.cache
+def bench_universe(routes: int, seed: int) -> Universe:
+    """Generated objects; routes get the bench's route change, slices an endpoint move."""
+    objects = generate(routes, seed)
+    route_pos = {pos: i for i, pos in enumerate(objects.route_index)}
+    slice_pos = {pos: i for i, pos in enumerate(objects.slice_index)}
+    items = []
+    for pos, raw in enumerate(objects.manifests):
+        base, errors = decode(raw)
+        assert base is not None, errors
+        if pos in route_pos:
+            spec = _variant(functools.partial(_changed, changed_route, objects, route_pos[pos]), raw)
+        elif pos in slice_pos:
+            spec = _variant(functools.partial(_changed, changed_endpoint_slice, objects, slice_pos[pos]), raw)
+        else:
+            spec = _variant(spec_variant, raw)
+        items.append(Item(key_of(base), (base, spec, _variant(metadata_variant, raw))))
+    important = tuple(i for i, it in enumerate(items) if it.key.kind in ("Gateway", "Service", "ReferenceGrant", "Namespace"))
+    return Universe(tuple(items), important)
+
+
+class Driver:
+    """A Store, the incremental translator in check mode, and the data plane's reports."""
+
+    def __init__(self, u: Universe) -> None:
+        self.u = u
+        self.store = Store()
+        self.translator = IncrementalTranslator(check=True)
+        self.dataplane: dict[str, DataplaneState] = {}
+        self.gateway_names = sorted(f"{it.key.namespace}/{it.key.name}" for it in u.items if it.key.kind == "Gateway")
+        for item in u.items:
+            self.store.apply(item.versions[BASE])
+
+    def options(self) -> TranslateOptions:
+        return TranslateOptions(dataplane=dict(self.dataplane))
+
+    def apply(self, op: Op) -> None:
+        i, what = op
+        if i < 0:  # a data-plane report flips
+            if self.gateway_names:
+                name = self.gateway_names[what % len(self.gateway_names)]
+                state = self.dataplane.get(name)
+                self.dataplane[name] = DataplaneState(acked=not (state and state.acked))
+        elif what == DELETE:
+            self.store.delete(self.u.items[i].key)
+        else:
+            self.store.apply(self.u.items[i].versions[what])
+
+    def translate(self) -> None:
+        self.translator(self.store.snapshot(), self.options())  # raises IncrementalMismatch
+
+
+@st.composite
+def ops(draw: st.DrawFn, u: Universe, max_size: int = 30) -> list[Op]:
+    n = len(u.items)
+    index = st.one_of(st.sampled_from(u.important), st.integers(0, n - 1)) if u.important else st.integers(0, n - 1)
+    change = st.tuples(index, st.sampled_from((BASE, SPEC, SPEC, META, DELETE)))
+    report = st.tuples(st.just(-1), st.integers(0, 7))
+    return draw(st.lists(st.one_of(change, change, change, report), min_size=1, max_size=max_size))
+
+
+def _run(u: Universe, plan: list[Op], batch: int = 1) -> IncrementalTranslator:
+    d = Driver(u)
+    d.translate()
+    for start in range(0, len(plan), batch):
+        for op in plan[start : start + batch]:
+            d.apply(op)
+        d.translate()
+    return d.translator
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(CASE_SETS))
+def test_conformance_sets_incremental_equals_full(name: str) -> None:
+    u = universe(name)
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
+    def check(plan: list[Op], batch: int) -> None:
+        _run(u, plan, batch)
+
+    check()
+
+
+@pytest.mark.parametrize("routes,seed", [(40, 3), (120, 11)])
+def test_generated_sets_incremental_equals_full(routes: int, seed: int) -> None:
+    u = bench_universe(routes, seed)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(plan=ops(u, max_size=50), batch=st.sampled_from((1, 1, 5)))
+    def check(plan: list[Op], batch: int) -> None:
+        _run(u, plan, batch)
+
+    check()
+
+
+@needs_shared
+@pytest.mark.parametrize("case_file", all_case_files())
+def test_every_conformance_case_incremental_equals_full(case_file: str) -> None:
+    """Each case's objects: every object changed, deleted and restored in a seeded order."""
+    decoded = [d for d in case_set([case_file])]
+    u = Universe(tuple(Item(key_of(d), (d, _variant(spec_variant, d.raw), _variant(metadata_variant, d.raw))) for d in decoded), ())
+    rng = random.Random(case_file)
+    plan: list[Op] = []
+    for i in rng.sample(range(len(u.items)), len(u.items)):
+        plan += [(i, SPEC), (i, META), (-1, rng.randrange(8)), (i, DELETE), (i, BASE)]
+    _run(u, plan)
+
+
+# ---------------------------------------------------------------- the fast path is taken
+
+
+def test_route_and_endpoint_changes_take_the_incremental_path() -> None:
+    u = bench_universe(120, 11)
+    d = Driver(u)
+    d.translate()
+    kinds = ("HTTPRoute", "EndpointSlice", "Service")
+    picks = [i for i, it in enumerate(u.items) if it.key.kind in kinds]
+    rng = random.Random(5)
+    for i in rng.sample(picks, 40):
+        d.apply((i, rng.choice((SPEC, META, DELETE, BASE))))
+        d.translate()
+    for _ in range(4):
+        d.apply((-1, rng.randrange(8)))  # data-plane reports re-run only the gateway side
+        d.translate()
+    assert d.translator.full_translations == 1
+
+
+def test_a_gateway_side_change_is_a_full_translation_and_still_equal() -> None:
+    u = bench_universe(40, 3)
+    d = Driver(u)
+    d.translate()
+    gw = next(i for i, it in enumerate(u.items) if it.key.kind == "Gateway")
+    d.apply((gw, SPEC))
+    d.translate()
+    assert d.translator.full_translations == 2
+    ns = next(i for i, it in enumerate(u.items) if it.key.kind == "Namespace")
+    d.apply((ns, SPEC))
+    d.translate()
+    assert d.translator.full_translations == 3
+
+
+def test_unchanged_parts_keep_their_instances() -> None:
+    """What did not change is handed out again as the same objects: the xDS builder's and
+    the status sink's comparisons are identity checks for it."""
+    u = bench_universe(120, 11)
+    store = Store()
+    for item in u.items:
+        store.apply(item.versions[BASE])
+    inc = IncrementalTranslator()
+    before = inc(store.snapshot())
+    route = next(it for it in u.items if it.key.kind == "HTTPRoute")
+    store.apply(route.versions[SPEC])
+    after = inc(store.snapshot())
+    changed = [name for name in after.xds if after.xds[name] is not before.xds[name]]
+    assert len(changed) == 1
+    old, new = before.xds[changed[0]], after.xds[changed[0]]
+    old_vhosts = {vh.name: vh for p in old.ports for rc in [p.http, *(fc.http for fc in p.filter_chains)] if rc for vh in rc.virtual_hosts}
+    new_vhosts = [vh for p in new.ports for rc in [p.http, *(fc.http for fc in p.filter_chains)] if rc for vh in rc.virtual_hosts]
+    reused = sum(1 for vh in new_vhosts if old_vhosts.get(vh.name) is vh)
+    assert 0 < len(new_vhosts) - reused <= 4  # only the route's own virtual hosts are new
+    key = (route.key.kind, route.key.namespace, route.key.name)
+    other = [k for k in after.statuses if k != key and k[0] == "HTTPRoute"]
+    assert all(after.statuses[k] is before.statuses[k] for k in other)
+    assert after.statuses[key] == translate(store.snapshot()).statuses[key]
+
+
+def test_check_mode_names_the_first_difference() -> None:
+    u = bench_universe(40, 3)
+    store = Store()
+    for item in u.items:
+        store.apply(item.versions[BASE])
+    full = translate(store.snapshot())
+    statuses = copy.deepcopy(dict(full.statuses))
+    victim = sorted(statuses)[0]
+    statuses[victim] = {"conditions": []}
+    with pytest.raises(IncrementalMismatch, match="statuses"):
+        _compare(type(full)(statuses=statuses, infra=full.infra, xds=full.xds), full)
+
+
+def test_snapshots_of_another_store_are_diffed_key_by_key() -> None:
+    """Without a shared change log (snapshots built by hand, or from two stores) the
+    translator compares every key: still equal to a full translation."""
+    u = bench_universe(40, 3)
+    a, b = Store(), Store()
+    for item in u.items:
+        a.apply(item.versions[BASE])
+        b.apply(item.versions[SPEC] if item.key.kind == "HTTPRoute" else item.versions[BASE])
+    inc = IncrementalTranslator(check=True)
+    inc(a.snapshot())
+    inc(b.snapshot())
+    inc(a.snapshot())
+    assert inc.full_translations == 1
+
+
+def test_a_forgotten_change_log_span_falls_back_to_comparing() -> None:
+    u = bench_universe(40, 3)
+    store = Store()
+    store.changelog.limit = 4
+    for item in u.items:
+        store.apply(item.versions[BASE])
+    inc = IncrementalTranslator(check=True)
+    inc(store.snapshot())
+    routes = [it for it in u.items if it.key.kind == "HTTPRoute"][:10]
+    for item in routes:
+        store.apply(item.versions[SPEC])
+    inc(store.snapshot())
+    store.delete(routes[0].key)
+    inc(store.snapshot())
+    assert inc.full_translations == 1
+    assert Key("HTTPRoute", routes[0].key.namespace, routes[0].key.name) not in store
