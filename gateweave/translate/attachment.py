@@ -46,6 +46,26 @@ class RouteTranslation:
     def all_rules_invalid(self) -> bool:
         return self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
 
+    # Computed on first use by the xDS IR assembly, once the translation is complete.
+    _sorted_http: tuple[ir.Route, ...] | None = field(default=None, repr=False, compare=False)
+    _http_clusters: frozenset[str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def sorted_http(self) -> tuple[ir.Route, ...]:
+        """The IR routes in precedence order (names are unique within one route)."""
+        if self._sorted_http is None:
+            self._sorted_http = tuple(r for _, r in sorted(self.http, key=lambda kr: kr[0]))
+        return self._sorted_http
+
+    @property
+    def http_clusters(self) -> frozenset[str]:
+        """Names of the clusters its IR routes send to (backends and mirrors)."""
+        if self._http_clusters is None:
+            self._http_clusters = frozenset(
+                [w.cluster for _, r in self.http for w in r.backends] + [mi.cluster for _, r in self.http for mi in r.mirrors]
+            )
+        return self._http_clusters
+
 
 @dataclass
 class Attachment:

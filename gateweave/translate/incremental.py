@@ -474,12 +474,9 @@ class IncrementalTranslator:
             else:
                 rcs: list[_RouteConfigState] = []
                 new = xdsir.l4_port(name, port, family, lcs, functools.partial(self._https_config, built=rcs))
-                used = set()
+                used = xdsir.proxy_clusters(new)
                 for rc in rcs:
                     used.update(rc.used)
-                for px in [new.tcp, new.udp] + [fc.tcp for fc in new.filter_chains]:
-                    if px is not None:
-                        used.update(w.cluster for w in px.backends)
             ports[name] = old if old is not None and old == new else new
             state.port_used[name] = used
         for name in [n for n in state.port_used if n not in ports]:
@@ -565,7 +562,7 @@ class IncrementalTranslator:
             if old is None:
                 bisect.insort(rc.domains, domain)
             rc.vhosts[domain] = vh
-            self._count_clusters(rc, domain, xdsir.vhost_clusters(vh))
+            self._count_clusters(rc, domain, xdsir.atts_clusters(atts))
         elif old is not None:
             del rc.vhosts[domain]
             del rc.domains[bisect.bisect_left(rc.domains, domain)]

@@ -18,6 +18,7 @@ Within a virtual host, routes follow Gateway API precedence (see ``http_preceden
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
@@ -62,19 +63,19 @@ def port_plan(gw: GatewayCtx) -> list[PortPlan]:
 
 def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
     ports: list[ir.Port] = []
+    used: set[str] = set()
     for port, _, family, name, lcs in port_plan(gw):
         if family == "HTTP":
-            ports.append(ir.Port(name=name, port=port, protocol="HTTP", http=_route_config(name, lcs)))
+            ports.append(ir.Port(name=name, port=port, protocol="HTTP", http=_route_config(name, lcs, used=used)))
         else:
-            ports.append(l4_port(name, port, family, lcs, _https_config))
+            l4 = l4_port(name, port, family, lcs, functools.partial(_https_config, used=used))
+            used |= proxy_clusters(l4)
+            ports.append(l4)
     known: dict[str, ir.Cluster] = {}
     for lc in gw.all_listeners():
         for att in lc.routes:
             if isinstance(att, Attachment):
                 known.update(att.translation.clusters)
-    used: set[str] = set()
-    for p in ports:
-        used |= port_clusters(p)
     return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known))
 
 
@@ -91,43 +92,58 @@ def l4_port(name: str, port: int, family: str, lcs: list[ListenerCtx], https_con
     return ir.Port(name=name, port=port, protocol="UDP", udp=_l4_proxy(name, lcs, "UDPRoute"))
 
 
-def _route_config(name: str, lcs: list[ListenerCtx], peers: list[ListenerCtx] | None = None) -> ir.RouteConfig:
+def _route_config(
+    name: str, lcs: list[ListenerCtx], peers: list[ListenerCtx] | None = None, *, used: set[str]
+) -> ir.RouteConfig:
     """Virtual hosts of the HTTP listeners ``lcs`` (most specific first) that share one port or filter chain.
 
     ``peers`` (HTTPS): every listener that has a filter chain on the port, most specific first,
     ``lcs`` being the one whose chain this is; a domain belongs to the most specific of them.
+    Adds the names of the clusters its routes send to to ``used``.
     """
     owners = lcs if peers is None else peers
     per_domain: dict[str, list[Attachment]] = {}
+    owner_of: dict[str, ListenerCtx | None] = {}
     for lc in lcs:
         for att in lc.routes:
-            if not isinstance(att, Attachment) or att.kind not in HTTP_KINDS:
+            if not isinstance(att, Attachment) or att.translation.kind not in HTTP_KINDS:
                 continue
             for domain in att.hostnames or ("*",):
-                if owner(owners, domain) is lc:
+                if domain not in owner_of:
+                    owner_of[domain] = owner(owners, domain)
+                if owner_of[domain] is lc:
                     per_domain.setdefault(domain, []).append(att)
-    vhosts = [virtual_host(name, domain, per_domain[domain]) for domain in sorted(per_domain)]
+    vhosts = []
+    for domain in sorted(per_domain):
+        atts = per_domain[domain]
+        vhosts.append(virtual_host(name, domain, atts))
+        for att in atts:
+            used |= att.translation.http_clusters
     if peers is not None:
         extras = misdirected(name, lcs[0], peers, {vh.domains[0] for vh in vhosts}.__contains__)
         vhosts = sorted(vhosts + list(extras.values()), key=lambda vh: vh.domains[0])
     return ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
 
 
-def _https_config(name: str, lc: ListenerCtx, peers: list[ListenerCtx]) -> ir.RouteConfig:
-    return _route_config(name, [lc], peers)
+def _https_config(name: str, lc: ListenerCtx, peers: list[ListenerCtx], *, used: set[str]) -> ir.RouteConfig:
+    return _route_config(name, [lc], peers, used=used)
 
 
 def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHost:
     """The virtual host of ``domain`` from the attachments that serve it on its owning listener
     (in the listener's route order): their routes in precedence order, each once."""
-    entries = sorted((kr for att in atts for kr in att.translation.http), key=lambda kr: kr[0])
-    seen: set[str] = set()
-    routes = []
-    for _, r in entries:
-        if r.name not in seen:
-            seen.add(r.name)
-            routes.append(r)
-    return ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=tuple(routes))
+    if len(atts) == 1:
+        routes: tuple[ir.Route, ...] = atts[0].translation.sorted_http
+    else:
+        entries = sorted((kr for att in atts for kr in att.translation.http), key=lambda kr: kr[0])
+        seen: set[str] = set()
+        out = []
+        for _, r in entries:
+            if r.name not in seen:
+                seen.add(r.name)
+                out.append(r)
+        routes = tuple(out)
+    return ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes)
 
 
 def misdirected(
@@ -233,24 +249,20 @@ def _l4_proxy(name: str, lcs: list[ListenerCtx], kind: str) -> ir.TCPProxy:
     return ir.TCPProxy(name=name)
 
 
-def port_clusters(port: ir.Port) -> set[str]:
-    """Names of the clusters one Envoy listener sends to (routes, mirrors, proxies)."""
+def proxy_clusters(port: ir.Port) -> set[str]:
+    """Names of the clusters a port's TCP/UDP proxies (its own or its filter chains') send to."""
     used: set[str] = set()
-    for rc in [port.http] + [fc.http for fc in port.filter_chains]:
-        if rc is not None:
-            for vh in rc.virtual_hosts:
-                used |= vhost_clusters(vh)
     for px in [port.tcp, port.udp] + [fc.tcp for fc in port.filter_chains]:
         if px is not None:
             used.update(w.cluster for w in px.backends)
     return used
 
 
-def vhost_clusters(vh: ir.VirtualHost) -> set[str]:
+def atts_clusters(atts: Iterable[Attachment]) -> set[str]:
+    """Names of the clusters the routes of these attachments send to."""
     used: set[str] = set()
-    for r in vh.routes:
-        used.update(w.cluster for w in r.backends)
-        used.update(mi.cluster for mi in r.mirrors)
+    for att in atts:
+        used |= att.translation.http_clusters
     return used
 
 
