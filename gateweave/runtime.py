@@ -20,6 +20,7 @@ import inspect
 import os
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -121,6 +122,8 @@ class Runtime:
         self.published_xds: dict[str, XdsGateway] = {}
         self.published_infra: dict[str, InfraGateway] = {}
         self.translations = 0
+        self.failed_translations = 0  # translations that raised (a bug); the last one's traceback:
+        self.last_translation_error = ""
         self._dataplane_states: dict[str, DataplaneState] = {}
         self._wake = asyncio.Event()
         self._wake.set()  # the first translation runs even on an empty store
@@ -260,6 +263,8 @@ class Runtime:
         except Exception:
             # translate is total; if it raises anyway, keep what is published.
             self.metrics.translation_failures.inc()
+            self.failed_translations += 1
+            self.last_translation_error = traceback.format_exc(limit=3)
             log.exception("translation failed; keeping the last published result")
             return
         finally:

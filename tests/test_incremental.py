@@ -266,3 +266,40 @@ def test_a_forgotten_change_log_span_falls_back_to_comparing() -> None:
     inc(store.snapshot())
     assert inc.full_translations == 1
     assert Key("HTTPRoute", routes[0].key.namespace, routes[0].key.name) not in store
+
+
+def test_a_mismatch_fails_the_translation_in_the_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With check mode, a difference from a full translation is a failed translation the
+    runtime counts (the conformance runner fails the case it happened in)."""
+    import asyncio
+
+    from gateweave.ir import Result
+    from gateweave.runtime import Runtime
+    from gateweave.translate import incremental
+
+    u = bench_universe(40, 3)
+    store = Store()
+    for item in u.items:
+        store.apply(item.versions[BASE])
+
+    def wrong(snapshot: Any, options: Any) -> Result:
+        full = translate(snapshot, options)
+        return Result(statuses={}, infra=full.infra, xds=full.xds)
+
+    monkeypatch.setattr(incremental, "translate_all", wrong)
+
+    async def main() -> Runtime:
+        runtime = Runtime(store, dataplane=False, translate_fn=IncrementalTranslator(check=True))
+        task = asyncio.get_running_loop().create_task(runtime.run())
+        try:
+            await runtime.wait_settled(30)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            runtime.close()
+        return runtime
+
+    runtime = asyncio.run(main())
+    assert runtime.failed_translations >= 1
+    assert "IncrementalMismatch" in runtime.last_translation_error
+    assert runtime.last_result is None  # nothing wrong was published

@@ -25,7 +25,8 @@ reported):
   changes applied one by one, yielding to the event loop after each;
 * ``rss_mb``: peak resident memory (``VmHWM``; see :func:`peak_rss_mb`) of another fresh
   process that does only the controller's work for that many routes: decode every
-  object into a Store, translate, build and version every Gateway's Envoy resources;
+  object into a Store, translate with the runtime's incremental translator, build and
+  version every Gateway's Envoy resources incrementally (both keep their state);
 * ``event_to_envoy_p50_ms`` / ``_p99_ms``: at 1,000 routes, from
   :mod:`gateweave.bench.latency` (a real Envoy) when that module is present.
 """
@@ -65,9 +66,8 @@ from gateweave.snapshot import Snapshot
 from gateweave.store import Store
 from gateweave.translate import TranslateOptions, translate
 from gateweave.translate.incremental import IncrementalTranslator
-from gateweave.xds.build import build
 from gateweave.xds.incremental import IncrementalSnapshots
-from gateweave.xds.snapshot_cache import NodeSnapshot, make_snapshot
+from gateweave.xds.snapshot_cache import NodeSnapshot
 
 KEYS = (
     "routes",
@@ -275,8 +275,12 @@ def _rss_child(routes: int, seed: int) -> dict[str, float]:
     for d in decode_all(objects.manifests):
         store.apply(d)
     del objects
-    result = translate(store.snapshot(), TranslateOptions())
-    nodes = {name: make_snapshot(build(gw).by_type()) for name, gw in sorted(result.xds.items())}
+    # As the runtime does it: the incremental translator and xDS snapshots, which keep their
+    # state for the next change.
+    translator = IncrementalTranslator()
+    result = translator(store.snapshot(), TranslateOptions())
+    snapshots = IncrementalSnapshots()
+    nodes = {name: snapshots.snapshot(gw) for name, gw in sorted(result.xds.items())}
     if not nodes:
         raise BenchError("no Gateway was translated")
     return {"rss_mb": peak_rss_mb()}

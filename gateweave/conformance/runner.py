@@ -642,7 +642,13 @@ async def run(options: RunnerOptions) -> tuple[list[CaseResult], frozenset[str]]
     try:
         await runner.start()
         for case in cases:
+            failed_before = _failed_translations(runner)
             result = await runner.run_case_guarded(case)
+            if _failed_translations(runner) > failed_before and result.outcome != "FAIL":
+                # A translation raised during the case (with GATEWEAVE_CHECK_INCREMENTAL=1: an
+                # incremental result that differed from a full translation): never a pass.
+                error = runner.runtime.last_translation_error.strip().splitlines()
+                result = CaseResult(case.name, "FAIL", "a translation raised: " + (error[-1] if error else "?"), result.seconds, result.features)
             result.known = options.known_failures.get(case.name, "")
             results.append(result)
             options.out(result.line())
@@ -655,6 +661,10 @@ async def run(options: RunnerOptions) -> tuple[list[CaseResult], frozenset[str]]
         report = rp.build_report(outcomes, runner.claimed, version=__version__, provisional=provisional)
         options.report.write_text(rp.dump(report), encoding="utf-8")
     return results, runner.claimed
+
+
+def _failed_translations(runner: LiveRunner) -> int:
+    return int(getattr(runner.runtime, "failed_translations", 0))
 
 
 def exit_code(results: Iterable[CaseResult]) -> int:

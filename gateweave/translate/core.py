@@ -27,11 +27,11 @@ def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result,
 
 def translate_all(snapshot: Snapshot, options: TranslateOptions) -> Result:
     result, _, gateways = run_pipeline(snapshot, options)
-    _release(gateways)
+    release(gateways)
     return result
 
 
-def _release(gateways: list[GatewayCtx]) -> None:
+def release(gateways: list[GatewayCtx]) -> None:
     """Break the Gateway <-> listener reference cycles of the working state, so reference
     counting frees it all at once instead of leaving it to a full garbage collection
     (most of a translation's allocations; at 10,000 routes, seconds of collector time)."""

@@ -47,7 +47,7 @@ from gateweave.translate.attachment import Attachment, RouteTranslation
 from gateweave.translate.backends import Backend, BackendRefLike, BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
-from gateweave.translate.core import translate_all
+from gateweave.translate.core import release, translate_all
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.parentrefs import ParentIndex
 
@@ -230,6 +230,7 @@ class IncrementalTranslator:
 
     def _full(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         self.full_translations += 1
+        self._release()
         ctx = Ctx.build(snapshot, options)
         gws = gateway.resolve_gateways(ctx)
         self._ctx = ctx
@@ -267,6 +268,17 @@ class IncrementalTranslator:
         self._snapshot, self._options = snapshot, options
         return self._finish(ctx, rebuild_all=True)
 
+    def _release(self) -> None:
+        """Let reference counting free the previous state at once (see core.release)."""
+        gws: list[GatewayCtx] = getattr(self, "_gws", [])
+        status_gws: list[GatewayCtx] = getattr(self, "_status_gws", gws)
+        release(gws)
+        if status_gws is not gws:
+            release(status_gws)
+        self._rcs = {}
+        self._domain_atts = {}
+        self._dirty = {}
+
     # ------------------------------------------------------------ an incremental step
 
     def _step(self, snapshot: Snapshot, options: TranslateOptions, changed: dict[str, set[NN]], rerun_gateways: bool) -> Result:
@@ -281,6 +293,8 @@ class IncrementalTranslator:
             gws = gateway.resolve_gateways(gctx)
             if _fingerprint(gws) != self._fingerprint:
                 return self._full(snapshot, options)
+            if self._status_gws is not self._gws:
+                release(self._status_gws)
             self._status_gws = gws
             self._ls_results = list(gctx.listener_set_results)
             self._gateway_statuses = dict(gctx.statuses)
