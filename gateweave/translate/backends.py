@@ -20,6 +20,7 @@ from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.context import Ctx
+from gateweave.translate.rulememo import RuleMemo
 
 # Families of route kinds: what a backend must speak.
 FAMILY_BY_KIND = {
@@ -80,13 +81,21 @@ class BackendResolver:
     def __init__(self, ctx: Ctx, tls: BackendTLSIndex) -> None:
         self.ctx = ctx
         self.tls = tls
-        self._cache: dict[tuple[str, str, str, int | None, str], Backend] = {}
+        # (route kind, route namespace, group, kind, namespace, name, port, terminated) -> Backend
+        self._cache: dict[tuple[str, str, str, str, str, str, int | None, bool], Backend] = {}
+        # What a Service port resolves to whichever namespace refers to it (the ReferenceGrant
+        # check aside): (route kind, namespace, name, port, terminated) -> Backend
+        self._targets: dict[tuple[str, str, str, int | None, bool], Backend] = {}
+        # (route kind, route namespace, Service namespace, Service name) -> ReferenceGrant verdict
+        self._grants: dict[tuple[str, str, str, str], bool] = {}
+        # Pure pieces of route rules, built once per translation (see rulememo).
+        self.memo = RuleMemo()
 
     def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False) -> Backend:
         """``terminated``: a TLSRoute backend behind a listener that terminates TLS, which a
         BackendTLSPolicy re-encrypts (behind a passthrough listener the client's TLS goes through)."""
         ns = ref.namespace or route_ns
-        key = (route_kind, route_ns, f"{ref.group}|{ref.kind}|{ns}|{ref.name}|{terminated}", ref.port, FAMILY_BY_KIND[route_kind])
+        key = (route_kind, route_ns, ref.group, ref.kind, ns, ref.name, ref.port, terminated)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._resolve(route_kind, route_ns, ref, ns, terminated)
@@ -96,41 +105,55 @@ class BackendResolver:
     def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool) -> Backend:
         if ref.group not in ("", "core") or ref.kind != "Service":
             return Backend(reason=c.R_INVALID_KIND, message=f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind")
-        if ns != route_ns and not self.ctx.reference_allowed(
-            m.GATEWAY_GROUP, route_kind, route_ns, "", "Service", ns, ref.name
-        ):
+        if ns != route_ns and not self._permitted(route_kind, route_ns, ns, ref.name):
             return Backend(
                 reason=c.R_REF_NOT_PERMITTED,
                 message=f"backendRef Service {ns}/{ref.name}: not permitted by any ReferenceGrant",
             )
-        svc: m.Service | None = self.ctx.snapshot.services.get((ns, ref.name))
+        key = (route_kind, ns, ref.name, ref.port, terminated)
+        hit = self._targets.get(key)
+        if hit is None:
+            hit = self._targets[key] = self._service_port(route_kind, ns, ref.name, ref.port, terminated)
+        return hit
+
+    def _permitted(self, route_kind: str, route_ns: str, ns: str, name: str) -> bool:
+        """Whether a ReferenceGrant lets a route of ``route_kind`` in ``route_ns`` refer to Service ``ns/name``."""
+        key = (route_kind, route_ns, ns, name)
+        hit = self._grants.get(key)
+        if hit is None:
+            hit = self._grants[key] = self.ctx.reference_allowed(m.GATEWAY_GROUP, route_kind, route_ns, "", "Service", ns, name)
+        return hit
+
+    def _service_port(self, route_kind: str, ns: str, name: str, port: int | None, terminated: bool) -> Backend:
+        """A permitted reference to Service ``ns/name`` port ``port``."""
+        svc: m.Service | None = self.ctx.snapshot.services.get((ns, name))
         if svc is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{ref.name} not found")
-        if ref.port is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"backendRef Service {ns}/{ref.name}: port is required")
-        sport = next((p for p in svc.spec.ports if p.port == ref.port), None)
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{name} not found")
+        if port is None:
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"backendRef Service {ns}/{name}: port is required")
+        sport = next((p for p in svc.spec.ports if p.port == port), None)
         if sport is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{ref.name} has no port {ref.port}")
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{name} has no port {port}")
         family = FAMILY_BY_KIND[route_kind]
         protocol, problem = _protocol(family, sport)
         if problem:
-            return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Service {ns}/{ref.name} port {ref.port}: {problem}")
-        service = (ns, ref.name, sport.name)
+            return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Service {ns}/{name} port {port}: {problem}")
+        service = (ns, name, sport.name)
         tls: ir.UpstreamTLS | None = None
         if family in ("HTTP", "GRPC") or (route_kind == "TLSRoute" and terminated):
-            policy = self.tls.for_service_port(ns, ref.name, sport.name)
+            policy = self.tls.for_service_port(ns, name, sport.name)
             if policy is not None:
                 if policy.tls is None:
                     # The reference resolves, but the policy that governs it is invalid:
                     # never send that traffic in clear text.
-                    return Backend(service=service, message=f"BackendTLSPolicy for Service {ns}/{ref.name} is invalid")
+                    return Backend(service=service, message=f"BackendTLSPolicy for Service {ns}/{name} is invalid")
                 tls = policy.tls
                 if protocol == "H2C":
                     protocol = "HTTP2"
-        name = f"{ns}/{ref.name}/{ref.port}/{protocol.lower()}"
+        cname = f"{ns}/{name}/{port}/{protocol.lower()}"
         if tls is not None and family == "TCP":
-            name += "/tls"  # a TLSRoute's re-encrypting variant, beside the plain one passthrough uses
-        cluster = ir.Cluster(name=name, protocol=protocol, endpoints=self._endpoints(ns, ref.name, sport), tls=tls)
+            cname += "/tls"  # a TLSRoute's re-encrypting variant, beside the plain one passthrough uses
+        cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=self._endpoints(ns, name, sport), tls=tls)
         return Backend(cluster=cluster, service=service)
 
     def _endpoints(self, ns: str, name: str, sport: m.ServicePort) -> tuple[ir.Endpoint, ...]:

@@ -11,6 +11,7 @@ from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.attachment import RouteTranslation
 from gateweave.translate.backends import INVALID_CLUSTER, BackendRefLike, BackendResolver
+from gateweave.translate.rulememo import RuleMemo
 
 _DURATION = re.compile(r"(?:[0-9]{1,5}(?:h|m|s|ms)){1,4}")
 _DURATION_PART = re.compile(r"([0-9]{1,5})(h|ms|m|s)")
@@ -37,10 +38,24 @@ def header_mods(f: m.HTTPHeaderFilter | None) -> ir.HeaderMods | None:
     if f is None:
         return None
     return ir.HeaderMods(
-        set=tuple((h.name, h.value) for h in f.set),
-        add=tuple((h.name, h.value) for h in f.add),
+        set=tuple([(h.name, h.value) for h in f.set]),
+        add=tuple([(h.name, h.value) for h in f.add]),
         remove=tuple(f.remove),
     )
+
+
+def memo_header_mods(memo: RuleMemo, f: m.HTTPHeaderFilter | None) -> ir.HeaderMods | None:
+    """:func:`header_mods`, built once per translation for each distinct filter."""
+    if f is None:
+        return None
+    hit = memo.header_mods.get(f)
+    if hit is None:
+        hit = memo.header_mods[f] = ir.HeaderMods(
+            set=tuple([(h.name, h.value) for h in f.set]),
+            add=tuple([(h.name, h.value) for h in f.add]),
+            remove=tuple(f.remove),
+        )
+    return hit
 
 
 def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMods | None:
@@ -122,6 +137,9 @@ def mirror(
     return ir.Mirror(cluster=backend.cluster.name)
 
 
+_NO_FILTERS = BackendFilters()
+
+
 def weighted_backends(
     tr: RouteTranslation,
     resolver: BackendResolver,
@@ -134,37 +152,53 @@ def weighted_backends(
     Returns () when no valid backend carries any weight (the caller answers 500 / rejects).
     """
     ns = tr.route.metadata.namespace
+    kind = tr.kind
+    shared = resolver.memo.weighted
+    clusters = tr.clusters
+    services = tr.services
     out: list[ir.WeightedCluster] = []
     valid_weight = 0
+    invalid = False
     for i, ref in enumerate(refs):
         br: BackendRefLike = ref
-        backend = resolver.resolve(tr.kind, ns, br, terminated)
+        backend = resolver.resolve(kind, ns, br, terminated)
         weight = int(getattr(ref, "weight", 1))
         if backend.service:
-            tr.services.add(backend.service)
-        own = per_backend[i] if per_backend else BackendFilters()
-        if backend.cluster is None:
+            services.add(backend.service)
+        cluster = backend.cluster
+        if cluster is None:
             if backend.reason:
                 tr.note_refs(backend.reason, backend.message)
             if weight > 0:
-                out.append(ir.WeightedCluster(cluster=INVALID_CLUSTER.name, weight=weight))
+                wc = shared.get((INVALID_CLUSTER.name, weight))
+                if wc is None:
+                    wc = shared[(INVALID_CLUSTER.name, weight)] = ir.WeightedCluster(cluster=INVALID_CLUSTER.name, weight=weight)
+                out.append(wc)
+                invalid = True
             continue
         if weight <= 0:
             continue
-        tr.clusters[backend.cluster.name] = backend.cluster
+        clusters[cluster.name] = cluster
         valid_weight += weight
-        out.append(
-            ir.WeightedCluster(
-                cluster=backend.cluster.name,
-                weight=weight,
-                request_headers=own.request,
-                response_headers=own.response,
-                redirect=own.redirect,
-                url_rewrite=own.url_rewrite,
+        own = per_backend[i] if per_backend else _NO_FILTERS
+        if own is _NO_FILTERS:
+            wc = shared.get((cluster.name, weight))
+            if wc is None:
+                wc = shared[(cluster.name, weight)] = ir.WeightedCluster(cluster=cluster.name, weight=weight)
+            out.append(wc)
+        else:
+            out.append(
+                ir.WeightedCluster(
+                    cluster=cluster.name,
+                    weight=weight,
+                    request_headers=own.request,
+                    response_headers=own.response,
+                    redirect=own.redirect,
+                    url_rewrite=own.url_rewrite,
+                )
             )
-        )
     if valid_weight == 0:
         return ()
-    if any(w.cluster == INVALID_CLUSTER.name for w in out):
-        tr.clusters[INVALID_CLUSTER.name] = INVALID_CLUSTER
+    if invalid:
+        clusters[INVALID_CLUSTER.name] = INVALID_CLUSTER
     return tuple(out)

@@ -11,41 +11,52 @@ from gateweave.translate.context import sort_key
 from gateweave.translate.filters import (
     RuleError,
     backend_header_mods,
-    header_mods,
+    memo_header_mods,
     merge_mods,
     mirror,
     weighted_backends,
 )
 from gateweave.translate.regex import re2_error, re2_escape
+from gateweave.translate.rulememo import RuleMemo
 
 _ANY_SEGMENT = "[^/]+"
+_ANY_MATCH = (m.GRPCRouteMatch(),)
 
 
 def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver) -> RouteTranslation:
     tr = RouteTranslation(kind="GRPCRoute", route=route)
     tr.rule_count = len(route.spec.rules)
+    meta = route.metadata
+    prefix = f"grpcroute/{meta.namespace}/{meta.name}/rule/"
+    order = sort_key(route)
     for i, rule in enumerate(route.spec.rules):
         try:
-            tr.http.extend(_rule(tr, resolver, route, i, rule))
+            tr.http.extend(_rule(tr, resolver, i, rule, prefix, order))
         except RuleError as err:
             tr.drop_rule(f"rule {rule.name or i}", str(err), err.reason)
     return tr
 
 
 def _rule(
-    tr: RouteTranslation, resolver: BackendResolver, route: m.GRPCRoute, i: int, rule: m.GRPCRouteRule
+    tr: RouteTranslation,
+    resolver: BackendResolver,
+    i: int,
+    rule: m.GRPCRouteRule,
+    prefix: str,
+    order: tuple[int, str, str, str],
 ) -> list[tuple[PrecedenceKey, ir.Route]]:
-    matches = rule.matches or (m.GRPCRouteMatch(),)
-    ir_matches = [_match(mt) for mt in matches]
+    memo = resolver.memo
+    matches = rule.matches or _ANY_MATCH
+    ir_matches = [_match(mt, memo) for mt in matches]
     req_h: ir.HeaderMods | None = None
     resp_h: ir.HeaderMods | None = None
     mirrors: list[ir.Mirror] = []
     error_500 = False
     for f in rule.filters:
         if f.type == "RequestHeaderModifier":
-            req_h = merge_mods(req_h, header_mods(f.request_header_modifier))
+            req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
         elif f.type == "ResponseHeaderModifier":
-            resp_h = merge_mods(resp_h, header_mods(f.response_header_modifier))
+            resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier))
         elif f.type == "RequestMirror" and f.request_mirror is not None:
             mir = mirror(tr, resolver, f.request_mirror)
             if mir is not None:
@@ -62,39 +73,32 @@ def _rule(
     direct_status: int | None = None
     if error_500 or not backends:
         backends, direct_status, mirrors = (), 500, []
-    ns, name = route.metadata.namespace, route.metadata.name
+    name = f"{prefix}{i}/match/"
+    mirrored = tuple(mirrors)
     out: list[tuple[PrecedenceKey, ir.Route]] = []
     for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
         r = ir.Route(
-            name=f"grpcroute/{ns}/{name}/rule/{i}/match/{j}",
+            name=f"{name}{j}",
             match=mt,
             backends=backends,
             direct_status=direct_status,
             request_headers=req_h,
             response_headers=resp_h,
-            mirrors=tuple(mirrors),
+            mirrors=mirrored,
         )
-        key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *sort_key(route), i, j)
+        key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j)
         out.append((key, r))
     return out
 
 
-def _match(mt: m.GRPCRouteMatch) -> tuple[ir.RouteMatch, tuple[int, int]]:
+def _match(mt: m.GRPCRouteMatch, memo: RuleMemo) -> tuple[ir.RouteMatch, tuple[int, int]]:
     """The IR match and (service length, method length) for precedence."""
-    headers: list[ir.StringMatch] = []
-    seen: set[str] = set()
-    for h in mt.headers:
-        if h.name.lower() in seen:
-            continue
-        seen.add(h.name.lower())
-        if h.type not in ("Exact", "RegularExpression"):
-            raise RuleError(f"header match type {h.type} is not supported")
-        if h.type == "RegularExpression" and (err := re2_error(h.value)):
-            raise RuleError(f"invalid header regular expression {h.value!r}: {err}")
-        headers.append(ir.StringMatch(name=h.name, type=h.type, value=h.value))
+    headers = memo.header_matches(mt.headers) if mt.headers else ()
+    if isinstance(headers, str):
+        raise RuleError(headers)
     meth = mt.method
     if meth is None or (not meth.service and not meth.method):
-        return ir.RouteMatch(path_type="PathPrefix", path="/", headers=tuple(headers), grpc=True), (0, 0)
+        return ir.RouteMatch(path_type="PathPrefix", path="/", headers=headers, grpc=True), (0, 0)
     svc, method = meth.service or "", meth.method or ""
     if meth.type == "Exact":
         if svc and method:
@@ -109,5 +113,5 @@ def _match(mt: m.GRPCRouteMatch) -> tuple[ir.RouteMatch, tuple[int, int]]:
         path_type, path = "RegularExpression", f"/{svc or _ANY_SEGMENT}/{method or _ANY_SEGMENT}"
     else:
         raise RuleError(f"method match type {meth.type} is not supported")
-    match = ir.RouteMatch(path_type=path_type, path=path, headers=tuple(headers), grpc=True)
+    match = ir.RouteMatch(path_type=path_type, path=path, headers=headers, grpc=True)
     return match, (len(svc), len(method))

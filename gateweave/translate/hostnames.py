@@ -29,9 +29,19 @@ def effective_hostnames(listener: str | None, route_hostnames: tuple[str, ...]) 
     """Hostnames a route serves on a listener: None = any; () = no intersection."""
     if not route_hostnames:
         return None if listener is None else (listener,)
+    return intersect_lowered(listener, tuple(h.lower() for h in route_hostnames))
+
+
+def intersect_lowered(listener: str | None, route_hostnames: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`effective_hostnames` for non-empty route hostnames that are already lowercase."""
+    if len(route_hostnames) == 1:
+        hit = intersect(listener, route_hostnames[0])
+        if hit is None:
+            return ()
+        return route_hostnames if hit is route_hostnames[0] else (hit,)
     out: list[str] = []
     for h in route_hostnames:
-        hit = intersect(listener, h.lower())
+        hit = intersect(listener, h)
         if hit is not None and hit not in out:
             out.append(hit)
     return tuple(out)

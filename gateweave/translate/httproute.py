@@ -9,35 +9,56 @@ from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.context import sort_key
 from gateweave.translate.filters import (
+    BackendFilters,
     RuleError,
     backend_header_mods,
-    header_mods,
+    memo_header_mods,
     merge_mods,
     mirror,
     parse_duration,
     weighted_backends,
 )
 from gateweave.translate.regex import re2_error
+from gateweave.translate.rulememo import RuleMemo
 
 _PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
+_ANY_MATCH = (m.HTTPRouteMatch(),)
+_ROOT = m.HTTPPathMatch()
+# -n for path lengths, as shared objects: CPython allocates every int below -5 anew, and
+# every IR route's precedence key holds one.
+_NEGATIVES = 1024
+_NEGATIVE = tuple(-n for n in range(_NEGATIVES))
 
 
 def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver) -> RouteTranslation:
     tr = RouteTranslation(kind="HTTPRoute", route=route)
-    tr.rule_count = len(route.spec.rules)
-    for i, rule in enumerate(route.spec.rules):
+    rules = route.spec.rules
+    tr.rule_count = len(rules)
+    # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
+    meta = route.metadata
+    prefix = f"httproute/{meta.namespace}/{meta.name}/rule/"
+    order = sort_key(route)
+    for i, rule in enumerate(rules):
         try:
-            tr.http.extend(_rule(tr, resolver, route, i, rule))
+            _rule(tr, resolver, i, rule, prefix, order)
         except RuleError as err:
             tr.drop_rule(f"rule {rule.name or i}", str(err), err.reason)
     return tr
 
 
 def _rule(
-    tr: RouteTranslation, resolver: BackendResolver, route: m.HTTPRoute, i: int, rule: m.HTTPRouteRule
-) -> list[tuple[PrecedenceKey, ir.Route]]:
-    matches = rule.matches or (m.HTTPRouteMatch(),)
-    ir_matches = [_match(mt) for mt in matches]
+    tr: RouteTranslation,
+    resolver: BackendResolver,
+    i: int,
+    rule: m.HTTPRouteRule,
+    prefix: str,
+    order: tuple[int, str, str, str],
+) -> None:
+    """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
+    raises RuleError (before appending anything) when the rule cannot be implemented."""
+    memo = resolver.memo
+    matches = rule.matches or _ANY_MATCH
+    ir_matches = [_match(mt, memo) for mt in matches]
 
     req_h: ir.HeaderMods | None = None
     resp_h: ir.HeaderMods | None = None
@@ -48,9 +69,9 @@ def _rule(
     error_500 = False
     for f in rule.filters:
         if f.type == "RequestHeaderModifier":
-            req_h = merge_mods(req_h, header_mods(f.request_header_modifier))
+            req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
         elif f.type == "ResponseHeaderModifier":
-            resp_h = merge_mods(resp_h, header_mods(f.response_header_modifier))
+            resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier))
         elif f.type == "RequestRedirect" and f.request_redirect is not None:
             redirect = _redirect(f.request_redirect, ir_matches)
         elif f.type == "URLRewrite" and f.url_rewrite is not None:
@@ -73,48 +94,69 @@ def _rule(
     if redirect is not None and rewrite is not None:
         raise RuleError("RequestRedirect and URLRewrite filters cannot be combined", c.R_INCOMPATIBLE_FILTERS)
 
-    timeout_s, backend_timeout_s = _timeouts(rule.timeouts)
-    retry = _retry(rule.retry)
+    timeout_s, backend_timeout_s = _timeouts(rule.timeouts) if rule.timeouts is not None else (None, None)
+    retry = _retry(rule.retry) if rule.retry is not None else None
 
     # A backendRef's own filters may also redirect or rewrite the requests sent its way.
-    per_backend = backend_header_mods(
-        rule.backend_refs,
-        redirect=lambda f: _redirect(f, ir_matches),
-        rewrite=lambda f: _rewrite(f, ir_matches),
-    )
+    refs = rule.backend_refs
+    per_backend: list[BackendFilters] | None = None
+    for ref in refs:
+        if ref.filters:
+            per_backend = backend_header_mods(
+                refs,
+                redirect=lambda f: _redirect(f, ir_matches),
+                rewrite=lambda f: _rewrite(f, ir_matches),
+            )
+            break
 
     backends: tuple[ir.WeightedCluster, ...] = ()
     direct_status: int | None = None
     if redirect is None:
-        backends = weighted_backends(tr, resolver, rule.backend_refs, per_backend)
+        backends = weighted_backends(tr, resolver, refs, per_backend)
         if error_500 or not backends:
             backends, direct_status = (), 500
-    elif rule.backend_refs:
+    elif refs:
         # A redirect answers by itself; still report what its backendRefs resolve to.
-        weighted_backends(tr, resolver, rule.backend_refs)
-    if direct_status is not None or redirect is not None:
-        mirrors = []
+        weighted_backends(tr, resolver, refs)
+    mirrored = () if direct_status is not None or redirect is not None else tuple(mirrors)
+    url_rewrite = rewrite if redirect is None else None
 
-    ns, name = route.metadata.namespace, route.metadata.name
-    out: list[tuple[PrecedenceKey, ir.Route]] = []
+    name = f"{prefix}{i}/match/"
+    o0, o1, o2, o3 = order
+    append = tr.http.append
     for j, mt in enumerate(ir_matches):
         r = ir.Route(
-            name=f"httproute/{ns}/{name}/rule/{i}/match/{j}",
+            name=f"{name}{j}",
             match=mt,
             backends=backends,
             redirect=redirect,
             direct_status=direct_status,
             request_headers=req_h,
             response_headers=resp_h,
-            url_rewrite=rewrite if redirect is None else None,
-            mirrors=tuple(mirrors),
+            url_rewrite=url_rewrite,
+            mirrors=mirrored,
             cors=cors,
             timeout_s=timeout_s,
             backend_timeout_s=backend_timeout_s,
             retry=retry,
         )
-        out.append((http_precedence(mt, route, i, j), r))
-    return out
+        # http_precedence, built inline: one tuple, no intermediate list.
+        n = len(mt.path)
+        key: PrecedenceKey = (
+            1,
+            _PATH_RANK[mt.path_type],
+            _NEGATIVE[n] if n < _NEGATIVES else -n,
+            0 if mt.method else 1,
+            -len(mt.headers),
+            -len(mt.query_params),
+            o0,
+            o1,
+            o2,
+            o3,
+            i,
+            j,
+        )
+        append((key, r))
 
 
 def http_precedence(mt: ir.RouteMatch, route: object, i: int, j: int) -> PrecedenceKey:
@@ -123,7 +165,7 @@ def http_precedence(mt: ir.RouteMatch, route: object, i: int, j: int) -> Precede
     Exact path, then RegularExpression (implementation-specific: after Exact, before
     prefixes, longer first), then the longest prefix; then a method match, more header
     matches, more query param matches; then the oldest route, namespace/name, rule and
-    match order.
+    match order. (``_rule`` builds the same key inline.)
     """
     return (
         1,
@@ -138,43 +180,30 @@ def http_precedence(mt: ir.RouteMatch, route: object, i: int, j: int) -> Precede
     )
 
 
-def _match(mt: m.HTTPRouteMatch) -> ir.RouteMatch:
-    path = mt.path or m.HTTPPathMatch()
-    if path.type not in _PATH_RANK:
-        raise RuleError(f"path match type {path.type} is not supported")
-    if path.type == "RegularExpression":
-        err = re2_error(path.value)
-        if err:
-            raise RuleError(f"invalid path regular expression {path.value!r}: {err}")
-    elif not path.value.startswith("/"):
-        raise RuleError(f"path {path.value!r} must start with '/'")
-    headers: list[ir.StringMatch] = []
-    seen: set[str] = set()
-    for h in mt.headers:
-        if h.name.lower() in seen:
-            continue  # only the first entry of an equivalent header name counts
-        seen.add(h.name.lower())
-        headers.append(_string_match("header", h.type, h.name, h.value))
-    params: list[ir.StringMatch] = []
-    seen_q: set[str] = set()
-    for q in mt.query_params:
-        if q.name in seen_q:
-            continue
-        seen_q.add(q.name)
-        params.append(_string_match("query param", q.type, q.name, q.value))
-    return ir.RouteMatch(
-        path_type=path.type, path=path.value, headers=tuple(headers), query_params=tuple(params), method=mt.method
-    )
-
-
-def _string_match(what: str, type_: str, name: str, value: str) -> ir.StringMatch:
-    if type_ not in ("Exact", "RegularExpression"):
-        raise RuleError(f"{what} match type {type_} is not supported")
-    if type_ == "RegularExpression":
+def _match(mt: m.HTTPRouteMatch, memo: RuleMemo) -> ir.RouteMatch:
+    path = mt.path or _ROOT
+    ptype, value = path.type, path.value
+    if ptype == "RegularExpression":
         err = re2_error(value)
         if err:
-            raise RuleError(f"invalid {what} regular expression {value!r}: {err}")
-    return ir.StringMatch(name=name, type=type_, value=value)
+            raise RuleError(f"invalid path regular expression {value!r}: {err}")
+    elif ptype not in _PATH_RANK:
+        raise RuleError(f"path match type {ptype} is not supported")
+    elif not value.startswith("/"):
+        raise RuleError(f"path {value!r} must start with '/'")
+    headers: tuple[ir.StringMatch, ...] = ()
+    if mt.headers:
+        got = memo.header_matches(mt.headers)
+        if isinstance(got, str):
+            raise RuleError(got)
+        headers = got
+    params: tuple[ir.StringMatch, ...] = ()
+    if mt.query_params:
+        got = memo.query_param_matches(mt.query_params)
+        if isinstance(got, str):
+            raise RuleError(got)
+        params = got
+    return ir.RouteMatch(path_type=ptype, path=value, headers=headers, query_params=params, method=mt.method)
 
 
 def _path_modifier(pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]) -> tuple[str | None, str | None]:

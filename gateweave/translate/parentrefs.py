@@ -14,7 +14,7 @@ from typing import Any
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, label_selector_matches
-from gateweave.translate.hostnames import effective_hostnames
+from gateweave.translate.hostnames import intersect_lowered
 
 HOSTNAME_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute")
 
@@ -22,7 +22,7 @@ HOSTNAME_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute")
 SECTION, PORT, KIND, NAMESPACE, HOSTNAME, OK = "sectionName", "port", "kind", "namespace", "hostname", "ok"
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     listener: ListenerCtx
     stage: str  # OK when the listener takes the route, else the check that refused it
@@ -30,7 +30,7 @@ class Verdict:
     hosts: tuple[str, ...] | None = None  # OK only: hostnames served (None: no hostname semantics)
 
 
-@dataclass
+@dataclass(slots=True)
 class ParentOutcome:
     """One parentRef that targets one of our parents."""
 
@@ -42,7 +42,37 @@ class ParentOutcome:
     verdicts: list[Verdict] = field(default_factory=list)  # every listener considered (for explain)
 
 
+class _Listener:
+    """What the checks read of one listener, read once per ParentIndex."""
+
+    __slots__ = ("hostname", "kinds", "kinds_text", "lc", "name", "namespaces", "port", "shown_hostname", "wild_suffix")
+
+    def __init__(self, lc: ListenerCtx) -> None:
+        self.lc = lc
+        self.name = lc.name
+        self.port = lc.port
+        self.kinds = frozenset(k for g, k in lc.supported_kinds if g == m.GATEWAY_GROUP)
+        self.kinds_text = ", ".join(k for _, k in lc.supported_kinds) or "none"
+        self.hostname = lc.hostname
+        self.shown_hostname = lc.hostname or "(any)"
+        # "*.example.com" -> ".example.com" (the names it covers end with it); None when not a wildcard
+        self.wild_suffix = lc.hostname[1:] if lc.hostname is not None and lc.hostname.startswith("*.") else None
+        self.namespaces = lc.listener.allowed_routes.namespaces
+
+
+# A listener's judgement before the route's hostnames are looked at: final (a Verdict), or
+# admitted so far, the hostnames to decide (None, the listener, the policy sentence that admits it).
+_Plan = tuple[Verdict | None, _Listener, str]
+
+
 class ParentIndex:
+    """Resolves parentRefs against the listeners of one set of resolved Gateways.
+
+    What does not depend on a route's hostnames (sectionName, port, kind, namespace) is judged
+    once per (listeners, kind, namespace, sectionName, port) and shared; so an index must be
+    rebuilt whenever the listeners or the namespaces' labels change.
+    """
+
     def __init__(self, ctx: Ctx, gateways: list[GatewayCtx]) -> None:
         self.ctx = ctx
         self.gateways = {gw.key: gw for gw in gateways}
@@ -50,6 +80,17 @@ class ParentIndex:
         for gw in gateways:
             for ls, listeners in gw.listener_sets:
                 self.accepted_sets[(ls.metadata.namespace, ls.metadata.name)] = listeners
+        # Per listener (by identity; the entry keeps the listener alive), built on first use.
+        self._listeners: dict[int, _Listener] = {}
+        # (id of a listener list, kind, route namespace, sectionName, port) ->
+        # (that list, kept alive, and each listener's judgement before hostnames)
+        self._plans: dict[tuple[int, str, str, str | None, int | None], tuple[list[ListenerCtx], list[_Plan]]] = {}
+
+    def _listener(self, lc: ListenerCtx) -> _Listener:
+        facts = self._listeners.get(id(lc))
+        if facts is None:
+            facts = self._listeners[id(lc)] = _Listener(lc)
+        return facts
 
     def resolve(self, kind: str, route: Any, pref: m.ParentReference) -> ParentOutcome | None:
         """The outcome for one parentRef, or None when the parent is not ours."""
@@ -87,10 +128,25 @@ class ParentIndex:
         if not gw.accepted:
             out.reason, out.message = c.R_NO_MATCHING_PARENT, f"Gateway {gw.name} is not accepted"
             return out
-        verdicts = [self.judge(lc, kind, route, pref) for lc in listeners]
+        key = (id(listeners), kind, route_ns, pref.section_name, pref.port)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = (listeners, [self._prejudge(self._listener(lc), kind, route_ns, pref) for lc in listeners])
+        verdicts: list[Verdict] = []
+        attached = out.attached
+        route_hosts: _RouteHosts | None = None
+        for v0, li, policy in plan[1]:
+            if v0 is not None:
+                v = v0
+            else:
+                if route_hosts is None:
+                    route_hosts = _RouteHosts(route)
+                v = _hostname_verdict(li, policy, route_hosts)
+            verdicts.append(v)
+            if v.stage == OK:
+                attached.append((v.listener, v.hosts))
         out.verdicts = verdicts
-        out.attached = [(v.listener, v.hosts) for v in verdicts if v.stage == OK]
-        if out.attached:
+        if attached:
             return out
         stages = {v.stage for v in verdicts}
         if stages <= {SECTION, PORT}:
@@ -108,27 +164,27 @@ class ParentIndex:
 
     def judge(self, lc: ListenerCtx, kind: str, route: Any, pref: m.ParentReference) -> Verdict:
         """Whether one listener takes the route for this parentRef, and the rule that decided it."""
-        if pref.section_name is not None and lc.name != pref.section_name:
-            return Verdict(lc, SECTION, f"sectionName {pref.section_name!r} does not name this listener")
-        if pref.port is not None and lc.port != pref.port:
-            return Verdict(lc, PORT, f"parentRef port {pref.port} is not the listener's port {lc.port}")
-        if (m.GATEWAY_GROUP, kind) not in lc.supported_kinds:
-            kinds = ", ".join(k for _, k in lc.supported_kinds) or "none"
-            return Verdict(lc, KIND, f"the listener takes {kinds}, not {kind}")
-        route_ns = route.metadata.namespace
-        spec = lc.listener.allowed_routes.namespaces
+        v, li, policy = self._prejudge(self._listener(lc), kind, route.metadata.namespace, pref)
+        return v if v is not None else _hostname_verdict(li, policy, _RouteHosts(route))
+
+    def _prejudge(self, li: _Listener, kind: str, route_ns: str, pref: m.ParentReference) -> _Plan:
+        """The checks that do not read the route's hostnames, in order: a refusal, the verdict of a
+        kind without hostname semantics, or the listener and its policy sentence, pending hostnames."""
+        lc = li.lc
+        if pref.section_name is not None and li.name != pref.section_name:
+            return Verdict(lc, SECTION, f"sectionName {pref.section_name!r} does not name this listener"), li, ""
+        if pref.port is not None and li.port != pref.port:
+            return Verdict(lc, PORT, f"parentRef port {pref.port} is not the listener's port {li.port}"), li, ""
+        if kind not in li.kinds:
+            return Verdict(lc, KIND, f"the listener takes {li.kinds_text}, not {kind}"), li, ""
+        spec = li.namespaces
         if not self._allows_namespace(lc, route_ns):
-            return Verdict(lc, NAMESPACE, f"allowedRoutes.namespaces.from={spec.from_} does not admit namespace {route_ns}")
+            why = f"allowedRoutes.namespaces.from={spec.from_} does not admit namespace {route_ns}"
+            return Verdict(lc, NAMESPACE, why), li, ""
         policy = f"allowedRoutes.namespaces.from={spec.from_} admits namespace {route_ns}"
         if kind not in HOSTNAME_KINDS:
-            return Verdict(lc, OK, policy)
-        route_hosts = tuple(route.spec.hostnames)
-        hosts = effective_hostnames(lc.hostname, route_hosts)
-        shown = ", ".join(route_hosts) or "(any)"
-        if hosts == ():
-            return Verdict(lc, HOSTNAME, f"{policy}, but listener hostname {lc.hostname} does not intersect route hostnames {shown}")
-        served = ", ".join(hosts) if hosts else "(any)"
-        return Verdict(lc, OK, f"{policy}; listener hostname {lc.hostname or '(any)'} with route hostnames {shown} serves {served}", hosts)
+            return Verdict(lc, OK, policy), li, policy
+        return None, li, policy
 
     def _allows_namespace(self, lc: ListenerCtx, route_ns: str) -> bool:
         spec = lc.listener.allowed_routes.namespaces
@@ -139,3 +195,46 @@ class ParentIndex:
         if spec.from_ == "Selector":
             return spec.selector is not None and label_selector_matches(spec.selector, self.ctx.labels_of_namespace(route_ns))
         return False
+
+
+def _hostname_verdict(li: _Listener, policy: str, route_hosts: _RouteHosts) -> Verdict:
+    """The last check: the hostnames the route serves on a listener that admits it otherwise."""
+    hosts = route_hosts.on(li.hostname, li.wild_suffix)
+    if hosts == ():
+        return Verdict(li.lc, HOSTNAME, f"{policy}, but listener hostname {li.hostname} does not intersect route hostnames {route_hosts.shown}")
+    served = ", ".join(hosts) if hosts else "(any)"
+    return Verdict(li.lc, OK, f"{policy}; listener hostname {li.shown_hostname} with route hostnames {route_hosts.shown} serves {served}", hosts)
+
+
+class _RouteHosts:
+    """A route's hostnames, read once for all the listeners one parentRef selects."""
+
+    __slots__ = ("hosts", "lowered", "shown", "wild_suffix")
+
+    def __init__(self, route: Any) -> None:
+        self.hosts: tuple[str, ...] = tuple(route.spec.hostnames)
+        lowered = tuple([h.lower() for h in self.hosts])
+        # Already lowercase (the usual case): the route's own tuple, which the results then share.
+        self.lowered = self.hosts if lowered == self.hosts else lowered
+        self.shown = ", ".join(self.hosts) or "(any)"
+        # One wildcard hostname "*.example.com": ".example.com"
+        one = self.lowered[0] if len(self.lowered) == 1 else ""
+        self.wild_suffix = one[1:] if one.startswith("*.") else None
+
+    def on(self, listener: str | None, listener_suffix: str | None) -> tuple[str, ...] | None:
+        """:func:`effective_hostnames` of these hostnames on a listener hostname (``listener_suffix``:
+        its suffix when it is a wildcard); the single-hostname case of :func:`intersect` inline."""
+        low = self.lowered
+        if not low:
+            return None if listener is None else (listener,)
+        if len(low) != 1:
+            return intersect_lowered(listener, low)
+        host = low[0]
+        if listener is None or listener == host:
+            return low
+        if listener_suffix is not None and host.endswith(listener_suffix) and len(host) > len(listener_suffix):
+            return low
+        suffix = self.wild_suffix
+        if suffix is not None and listener.endswith(suffix) and len(listener) > len(suffix):
+            return (listener,)
+        return ()

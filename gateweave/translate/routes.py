@@ -53,9 +53,13 @@ def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[Ga
     outcome = judge_route(ctx, parents, tr)
     route = tr.route
     ctx.statuses[(tr.kind, route.metadata.namespace, route.metadata.name)] = outcome.status
+    att: Attachment | None = None
     for lc, hosts in outcome.attached:
         lc.attached_routes += 1
-        lc.routes.append(Attachment(translation=tr, hostnames=hosts))
+        # Listeners where the route serves the very same hostnames (one shared tuple) share one record.
+        if att is None or att.hostnames is not hosts:
+            att = Attachment(translation=tr, hostnames=hosts)
+        lc.routes.append(att)
     return outcome.accepted_by
 
 
@@ -72,10 +76,13 @@ class RouteOutcome:
 def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
     """Resolve every parentRef of a translated route against our listeners (reads, never writes, them)."""
     route = tr.route
+    kind = tr.kind
     gen = route.metadata.generation
+    controller = ctx.options.controller_name
+    all_invalid = tr.all_rules_invalid
     accepted_by: list[GatewayCtx] = []
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
-    seen: set[int] = set()
+    seen: set[int] | None = None  # ids of attached listeners, once a second parentRef attaches
     entries: list[dict[str, Any]] = []
     resolved = (
         c.condition(c.RESOLVED_REFS, False, tr.refs_issue[0], tr.refs_issue[1], gen)
@@ -83,25 +90,30 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         else c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references resolved", gen)
     )
     partially = None
-    if tr.invalid_rules and not tr.all_rules_invalid:
+    if tr.invalid_rules and not all_invalid:
         msg = "; ".join(tr.invalid_rules)
         partially = c.condition(c.PARTIALLY_INVALID, True, c.R_UNSUPPORTED_VALUE, f"dropped {msg}", gen)
     for pref in route.spec.parent_refs:
-        outcome = parents.resolve(tr.kind, route, pref)
+        outcome = parents.resolve(kind, route, pref)
         if outcome is None:
             continue
-        if outcome.attached and tr.all_rules_invalid:
+        if outcome.attached and all_invalid:
             accepted = c.condition(c.ACCEPTED, False, tr.invalid_reason, "no valid rule: " + "; ".join(tr.invalid_rules), gen)
         elif outcome.attached:
             accepted = c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Accepted", gen)
-            for lc, hosts in outcome.attached:
-                if id(lc) not in seen:
-                    seen.add(id(lc))
-                    attached.append((lc, hosts))
+            if not attached:
+                attached.extend(outcome.attached)  # one parentRef's listeners are distinct
+            else:
+                if seen is None:
+                    seen = {id(lc) for lc, _ in attached}
+                for lc, hosts in outcome.attached:
+                    if id(lc) not in seen:
+                        seen.add(id(lc))
+                        attached.append((lc, hosts))
             if outcome.gateway not in accepted_by:
                 accepted_by.append(outcome.gateway)
         else:
             accepted = c.condition(c.ACCEPTED, False, outcome.reason, outcome.message, gen)
-        conds = [accepted, resolved] + ([partially] if partially else [])
-        entries.append({"parentRef": outcome.ref, "controllerName": ctx.options.controller_name, "conditions": conds})
+        conds = [accepted, resolved, partially] if partially else [accepted, resolved]
+        entries.append({"parentRef": outcome.ref, "controllerName": controller, "conditions": conds})
     return RouteOutcome({"parents": entries}, attached, accepted_by)
