@@ -85,6 +85,9 @@ class ParentIndex:
         # (id of a listener list, kind, route namespace, sectionName, port) ->
         # (that list, kept alive, and each listener's judgement before hostnames)
         self._plans: dict[tuple[int, str, str, str | None, int | None], tuple[list[ListenerCtx], list[_Plan]]] = {}
+        # Route statuses by what they are made of (routes.judge_route): routes with the same
+        # parentRefs, outcomes and generation share one status value (never mutated).
+        self.statuses: dict[Any, dict[str, Any]] = {}
 
     def _listener(self, lc: ListenerCtx) -> _Listener:
         facts = self._listeners.get(id(lc))

@@ -37,14 +37,17 @@ def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     resolver = BackendResolver(ctx, tls_index)
     parents = ParentIndex(ctx, gateways)
     using: dict[ServicePortKey, list[GatewayCtx]] = {}
+    policies = bool(tls_index.results)  # which Gateways use which Service ports: their ancestors
     for kind in ROUTE_KINDS:
         for route in sorted(ctx.snapshot.by_kind(kind).values(), key=sort_key):
             tr = translate_route(kind, route, resolver)
-            for gw in _attach_one(ctx, parents, tr):
-                for svc in sorted(tr.services):
-                    users = using.setdefault(svc, [])
-                    if gw not in users:
-                        users.append(gw)
+            accepted_by = _attach_one(ctx, parents, tr)
+            if policies:
+                for gw in accepted_by:
+                    for svc in tr.services:
+                        users = using.setdefault(svc, [])
+                        if gw not in users:
+                            users.append(gw)
     tls_index.write_statuses(using)
 
 
@@ -74,33 +77,28 @@ class RouteOutcome:
 
 
 def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
-    """Resolve every parentRef of a translated route against our listeners (reads, never writes, them)."""
+    """Resolve every parentRef of a translated route against our listeners (reads, never writes, them).
+
+    The status is shared with every other route of this translation made of the same parts
+    (parentRefs, outcomes, generation): statuses are values, nobody mutates them.
+    """
     route = tr.route
     kind = tr.kind
-    gen = route.metadata.generation
-    controller = ctx.options.controller_name
+    route_ns = route.metadata.namespace
     all_invalid = tr.all_rules_invalid
     accepted_by: list[GatewayCtx] = []
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
     seen: set[int] | None = None  # ids of attached listeners, once a second parentRef attaches
-    entries: list[dict[str, Any]] = []
-    resolved = (
-        c.condition(c.RESOLVED_REFS, False, tr.refs_issue[0], tr.refs_issue[1], gen)
-        if tr.refs_issue
-        else c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references resolved", gen)
-    )
-    partially = None
-    if tr.invalid_rules and not all_invalid:
-        msg = "; ".join(tr.invalid_rules)
-        partially = c.condition(c.PARTIALLY_INVALID, True, c.R_UNSUPPORTED_VALUE, f"dropped {msg}", gen)
+    parts: list[tuple[Any, ...]] = []  # per parentRef of ours: (parentRef, Accepted status, reason, message)
+    refs: list[dict[str, Any]] = []
     for pref in route.spec.parent_refs:
         outcome = parents.resolve(kind, route, pref)
         if outcome is None:
             continue
         if outcome.attached and all_invalid:
-            accepted = c.condition(c.ACCEPTED, False, tr.invalid_reason, "no valid rule: " + "; ".join(tr.invalid_rules), gen)
+            parts.append((pref, False, tr.invalid_reason, "no valid rule: " + "; ".join(tr.invalid_rules)))
         elif outcome.attached:
-            accepted = c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Accepted", gen)
+            parts.append((pref, True, c.R_ACCEPTED, "Accepted"))
             if not attached:
                 attached.extend(outcome.attached)  # one parentRef's listeners are distinct
             else:
@@ -113,7 +111,35 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
             if outcome.gateway not in accepted_by:
                 accepted_by.append(outcome.gateway)
         else:
-            accepted = c.condition(c.ACCEPTED, False, outcome.reason, outcome.message, gen)
+            parts.append((pref, False, outcome.reason, outcome.message))
+        refs.append(outcome.ref)
+    key = (route_ns, route.metadata.generation, tr.refs_issue, tuple(tr.invalid_rules) if not all_invalid else (), *parts)
+    status = parents.statuses.get(key)
+    if status is None:
+        if len(parents.statuses) >= _STATUS_MEMO:
+            parents.statuses.clear()
+        status = parents.statuses[key] = _route_status(ctx, tr, parts, refs)
+    return RouteOutcome(status, attached, accepted_by)
+
+
+_STATUS_MEMO = 1 << 14
+
+
+def _route_status(ctx: Ctx, tr: RouteTranslation, parts: list[tuple[Any, ...]], refs: list[dict[str, Any]]) -> dict[str, Any]:
+    gen = tr.route.metadata.generation
+    controller = ctx.options.controller_name
+    resolved = (
+        c.condition(c.RESOLVED_REFS, False, tr.refs_issue[0], tr.refs_issue[1], gen)
+        if tr.refs_issue
+        else c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references resolved", gen)
+    )
+    partially = None
+    if tr.invalid_rules and not tr.all_rules_invalid:
+        msg = "; ".join(tr.invalid_rules)
+        partially = c.condition(c.PARTIALLY_INVALID, True, c.R_UNSUPPORTED_VALUE, f"dropped {msg}", gen)
+    entries: list[dict[str, Any]] = []
+    for (_, ok, reason, message), ref in zip(parts, refs, strict=True):
+        accepted = c.condition(c.ACCEPTED, ok, reason, message, gen)
         conds = [accepted, resolved, partially] if partially else [accepted, resolved]
-        entries.append({"parentRef": outcome.ref, "controllerName": controller, "conditions": conds})
-    return RouteOutcome({"parents": entries}, attached, accepted_by)
+        entries.append({"parentRef": ref, "controllerName": controller, "conditions": conds})
+    return {"parents": entries}

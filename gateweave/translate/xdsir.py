@@ -25,11 +25,12 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.attachment import Attachment
+from gateweave.translate.attachment import Attachment, RouteTranslation
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
 from gateweave.translate.hostnames import matches, specificity
 
 HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
+_UNKNOWN = object()  # a domain whose owner is not looked up yet (owner() may return None)
 _FAMILY = {"HTTP": "HTTP", "HTTPS": "TLS", "TLS": "TLS", "TCP": "TCP", "UDP": "UDP"}
 
 
@@ -72,10 +73,13 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
             used |= proxy_clusters(l4)
             ports.append(l4)
     known: dict[str, ir.Cluster] = {}
+    seen: set[int] = set()
     for lc in gw.all_listeners():
         for att in lc.routes:
-            if isinstance(att, Attachment):
-                known.update(att.translation.clusters)
+            tr = att.translation
+            if id(tr) not in seen:
+                seen.add(id(tr))
+                known.update(tr.clusters)
     return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known))
 
 
@@ -104,21 +108,22 @@ def _route_config(
     owners = lcs if peers is None else peers
     per_domain: dict[str, list[Attachment]] = {}
     owner_of: dict[str, ListenerCtx | None] = {}
+    serving: dict[int, RouteTranslation] = {}  # translations with routes in a virtual host
     for lc in lcs:
         for att in lc.routes:
-            if not isinstance(att, Attachment) or att.translation.kind not in HTTP_KINDS:
+            tr = att.translation
+            if tr.kind not in HTTP_KINDS:
                 continue
             for domain in att.hostnames or ("*",):
-                if domain not in owner_of:
-                    owner_of[domain] = owner(owners, domain)
-                if owner_of[domain] is lc:
+                own: object = owner_of.get(domain, _UNKNOWN)
+                if own is _UNKNOWN:
+                    own = owner_of[domain] = owner(owners, domain)
+                if own is lc:
                     per_domain.setdefault(domain, []).append(att)
-    vhosts = []
-    for domain in sorted(per_domain):
-        atts = per_domain[domain]
-        vhosts.append(virtual_host(name, domain, atts))
-        for att in atts:
-            used |= att.translation.http_clusters
+                    serving[id(tr)] = tr
+    vhosts = [virtual_host(name, domain, per_domain[domain]) for domain in sorted(per_domain)]
+    for tr in serving.values():
+        used |= tr.http_clusters
     if peers is not None:
         extras = misdirected(name, lcs[0], peers, {vh.domains[0] for vh in vhosts}.__contains__)
         vhosts = sorted(vhosts + list(extras.values()), key=lambda vh: vh.domains[0])
@@ -190,8 +195,14 @@ def misdirected(
 def owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
     """The most specific listener (``lcs`` is sorted that way) that selects requests for ``domain``."""
     if domain == "*":
-        return next((o for o in lcs if o.hostname is None), None)
-    return next((o for o in lcs if matches(o.hostname, domain)), None)
+        for o in lcs:
+            if o.listener.hostname is None:
+                return o
+        return None
+    for o in lcs:
+        if matches(o.listener.hostname, domain):
+            return o
+    return None
 
 
 def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> tuple[ir.FilterChain, ...]:
