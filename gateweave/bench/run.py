@@ -220,7 +220,7 @@ async def _burst(decoded: Sequence[Decoded], events: Sequence[Decoded], timeout:
     store = Store()
     for d in decoded:
         store.apply(d)
-    runtime = Runtime(store, dataplane=False)
+    runtime = Runtime(store, dataplane=False, gc_freeze=True)  # as `gateweave serve` runs it
     task = asyncio.get_running_loop().create_task(runtime.run())
     try:
         await runtime.wait_settled(timeout)
