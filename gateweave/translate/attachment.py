@@ -7,7 +7,9 @@ from typing import Any
 
 from gateweave import ir
 
-# A route's precedence key for one match: compared ascending, so the first sorts first.
+# A route's precedence key for one match: compared ascending, so the first sorts first. Its last
+# element is the IR route itself: the elements before it are unique per route kind, route,
+# rule and match, so the route is never compared and a plain sort orders the entries.
 PrecedenceKey = tuple[Any, ...]
 ServicePortKey = tuple[str, str, str]  # (namespace, Service name, port name)
 
@@ -19,7 +21,7 @@ class RouteTranslation:
     kind: str
     route: Any
     # HTTPRoute/GRPCRoute: one IR route per match of each valid rule, with its precedence key.
-    http: list[tuple[PrecedenceKey, ir.Route]] = field(default_factory=list)
+    http: list[PrecedenceKey] = field(default_factory=list)
     # TLSRoute/TCPRoute/UDPRoute: where connections go (empty: reject them).
     tcp: tuple[ir.WeightedCluster, ...] = ()
     # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per BackendTLSPolicy.
@@ -54,7 +56,7 @@ class RouteTranslation:
     def sorted_http(self) -> tuple[ir.Route, ...]:
         """The IR routes in precedence order (names are unique within one route)."""
         if self._sorted_http is None:
-            self._sorted_http = tuple(r for _, r in sorted(self.http, key=lambda kr: kr[0]))
+            self._sorted_http = tuple(key[-1] for key in sorted(self.http))
         return self._sorted_http
 
     @property
@@ -62,7 +64,8 @@ class RouteTranslation:
         """Names of the clusters its IR routes send to (backends and mirrors)."""
         if self._http_clusters is None:
             self._http_clusters = frozenset(
-                [w.cluster for _, r in self.http for w in r.backends] + [mi.cluster for _, r in self.http for mi in r.mirrors]
+                [w.cluster for key in self.http for w in key[-1].backends]
+                + [mi.cluster for key in self.http for mi in key[-1].mirrors]
             )
         return self._http_clusters
 

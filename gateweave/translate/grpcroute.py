@@ -44,7 +44,7 @@ def _rule(
     rule: m.GRPCRouteRule,
     prefix: str,
     order: tuple[int, str, str, str],
-) -> list[tuple[PrecedenceKey, ir.Route]]:
+) -> list[PrecedenceKey]:
     memo = resolver.memo
     matches = rule.matches or _ANY_MATCH
     ir_matches = [_match(mt, memo) for mt in matches]
@@ -75,7 +75,7 @@ def _rule(
         backends, direct_status, mirrors = (), 500, []
     name = f"{prefix}{i}/match/"
     mirrored = tuple(mirrors)
-    out: list[tuple[PrecedenceKey, ir.Route]] = []
+    out: list[PrecedenceKey] = []
     for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",
@@ -86,8 +86,8 @@ def _rule(
             response_headers=resp_h,
             mirrors=mirrored,
         )
-        key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j)
-        out.append((key, r))
+        key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j, r)
+        out.append(key)
     return out
 
 

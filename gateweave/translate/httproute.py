@@ -140,7 +140,11 @@ def _rule(
             backend_timeout_s=backend_timeout_s,
             retry=retry,
         )
-        # http_precedence, built inline: one tuple, no intermediate list.
+        # Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
+        # RegularExpression (implementation-specific: after Exact, before prefixes, longer
+        # first), then the longest prefix; then a method match, more header matches, more query
+        # param matches; then the oldest route, namespace/name, rule and match order. The IR
+        # route goes last (see attachment.PrecedenceKey).
         n = len(mt.path)
         key: PrecedenceKey = (
             1,
@@ -155,29 +159,9 @@ def _rule(
             o3,
             i,
             j,
+            r,
         )
-        append((key, r))
-
-
-def http_precedence(mt: ir.RouteMatch, route: object, i: int, j: int) -> PrecedenceKey:
-    """Gateway API HTTPRoute precedence (ascending sorts first).
-
-    Exact path, then RegularExpression (implementation-specific: after Exact, before
-    prefixes, longer first), then the longest prefix; then a method match, more header
-    matches, more query param matches; then the oldest route, namespace/name, rule and
-    match order. (``_rule`` builds the same key inline.)
-    """
-    return (
-        1,
-        _PATH_RANK.get(mt.path_type, 3),
-        -len(mt.path),
-        0 if mt.method else 1,
-        -len(mt.headers),
-        -len(mt.query_params),
-        *sort_key(route),
-        i,
-        j,
-    )
+        append(key)
 
 
 def _match(mt: m.HTTPRouteMatch, memo: RuleMemo) -> ir.RouteMatch:

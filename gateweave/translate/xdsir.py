@@ -13,7 +13,7 @@ listeners are grouped by port:
   is claimed once per port, most specific listener first, then oldest route.
 * TCP / UDP listeners -> a proxy to the oldest attached route's backends (none: reject).
 
-Within a virtual host, routes follow Gateway API precedence (see ``http_precedence``).
+Within a virtual host, routes follow Gateway API precedence (the keys httproute/grpcroute build).
 """
 
 from __future__ import annotations
@@ -140,10 +140,10 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
     if len(atts) == 1:
         routes: tuple[ir.Route, ...] = atts[0].translation.sorted_http
     else:
-        entries = sorted((kr for att in atts for kr in att.translation.http), key=lambda kr: kr[0])
         seen: set[str] = set()
         out = []
-        for _, r in entries:
+        for key in sorted(key for att in atts for key in att.translation.http):
+            r = key[-1]
             if r.name not in seen:
                 seen.add(r.name)
                 out.append(r)
