@@ -1,0 +1,124 @@
+"""Where the time goes: a full translation and a one-route change, stage by stage.
+
+``python -m gateweave.bench.split [--routes N] [--repeat R]`` prints, for the bench's
+generated objects, the median seconds of each stage (no profiler: each stage is timed
+around the same calls the translation makes, so the figures add up to the real cost):
+
+* a full translation (``translate``): context and indexes, the gateway side, the routes
+  (translated and attached), Gateway statuses, the xDS IR, the infrastructure IR, freeing the
+  working state, freeing the result, and the collector's pass over what the result left for
+  it once the collector is back on;
+* one HTTPRoute changed -> new xDS snapshot, as ``change_s`` times it: decoding the object,
+  ``Store.apply``, ``Store.snapshot``, the incremental translation, the runtime's IR diff,
+  the incremental xDS snapshot of the changed Gateway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import time
+from typing import Any
+
+from gateweave.bench.objects import DEFAULT_SEED, changed_route, generate
+from gateweave.bench.run import Pipeline, decode_all
+from gateweave.gcpause import gc_paused
+from gateweave.translate import TranslateOptions, core, gateway, routes, xdsir
+from gateweave.translate.context import Ctx
+
+FULL = ("context", "gateway_side", "routes", "gateway_statuses", "xds_ir", "infra_ir", "release", "free_result", "collector")
+CHANGE = ("decode", "store_apply", "store_snapshot", "translate", "ir_diff", "xds_snapshot")
+
+
+class Laps:
+    """A lap timer: ``lap(name)`` records the time since the previous lap under ``name``."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self._last
+        self._last = now
+
+
+def full_split(pipeline: Pipeline, repeat: int) -> dict[str, float]:
+    snap = pipeline.store.snapshot()
+    options = TranslateOptions()
+    rows = []
+    for _ in range(repeat):
+        gc.collect()
+        lap = Laps()
+        with gc_paused():
+            lap("start")
+            ctx = Ctx.build(snap, options)
+            lap("context")
+            gws = gateway.resolve_gateways(ctx)
+            lap("gateway_side")
+            routes.attach_routes(ctx, gws)
+            lap("routes")
+            gateway.write_gateway_statuses(ctx, gws)
+            lap("gateway_statuses")
+            xds = xdsir.build_xds(ctx, gws)
+            lap("xds_ir")
+            infra = gateway.build_infra(ctx, gws)
+            lap("infra_ir")
+            core.release(gws)
+            del gws
+            lap("release")
+            result = (ctx.statuses, xds, infra)
+            del ctx, xds, infra
+        gc.collect(0)  # what the first young-generation pass after the pause would scan
+        lap("collector")
+        del result
+        lap("free_result")
+        rows.append(lap.laps)
+    return {k: round(statistics.median(r[k] for r in rows), 4) for k in FULL}
+
+
+def change_split(pipeline: Pipeline, objects: Any, repeat: int) -> dict[str, float]:
+    from gateweave.bench.run import _decode_one
+
+    rows = []
+    n = len(objects.route_index)
+    for k in range(repeat):
+        raw = changed_route(objects, (k * 7919) % n, 5_000_000 + k)
+        lap = Laps()
+        decoded = _decode_one(raw)
+        lap("decode")
+        pipeline.store.apply(decoded)
+        lap("store_apply")
+        snap = pipeline.store.snapshot()
+        lap("store_snapshot")
+        with gc_paused():
+            result = pipeline.translator(snap, pipeline.options)
+        lap("translate")
+        changed = {name: gw for name, gw in sorted(result.xds.items()) if pipeline.published.get(name) != gw}
+        lap("ir_diff")
+        for name, gw in changed.items():
+            pipeline.nodes[name] = pipeline.snapshots.snapshot(gw)
+        pipeline.published = dict(result.xds)
+        lap("xds_snapshot")
+        rows.append(lap.laps)
+    return {k: round(statistics.median(r[k] * 1000 for r in rows), 3) for k in CHANGE}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gateweave.bench.split", description=__doc__.splitlines()[0])
+    parser.add_argument("--routes", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    args = parser.parse_args(argv)
+    objects = generate(args.routes, args.seed)
+    pipeline = Pipeline(decode_all(objects.manifests), TranslateOptions())
+    full = full_split(pipeline, args.repeat)
+    change = change_split(pipeline, objects, max(args.repeat, 21))
+    print(json.dumps({"routes": args.routes, "full_translation_s": full, "route_change_ms": change}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
