@@ -11,7 +11,8 @@ reported):
 * ``load_s``: the same bytes through our full path: JSON decoding, then
   :func:`gateweave.api.decode.decode` (CRD schema and CEL validation, defaulting,
   typed conversion);
-* ``translate_s``: ``translate(store.snapshot())`` of every object;
+* ``translate_s``: a full, cold ``translate(store.snapshot())`` of every object (the
+  collector paused, as the runtime runs it);
 * ``change_s`` / ``endpoints_change_s``: one HTTPRoute / one EndpointSlice changed ->
   new xDS snapshot ready, in-process: decoding the changed object, ``Store.apply``,
   ``Store.snapshot``, the runtime's translation (the incremental translator, which had
@@ -20,9 +21,10 @@ reported):
   (``gateweave.xds.build``) and the ADS server's packing and versioning
   (``make_snapshot``). Not included: the runtime's coalescing window (50 ms of quiet
   by default), status writes, the gRPC push to Envoy (``event_to_envoy`` covers that);
-* ``burst_translations``: translations the real :class:`~gateweave.runtime.Runtime`
-  (default window and max delay, translation in a worker thread) runs for 1,000 route
-  changes applied one by one, yielding to the event loop after each;
+* ``burst_translations``: translations the real :class:`~gateweave.runtime.Runtime`,
+  configured as ``gateweave serve`` runs it (default lead, window and max delay, translation
+  in a worker thread, ``gc_freeze``), runs for 1,000 route changes applied one by one,
+  yielding to the event loop after each;
 * ``rss_mb``: peak resident memory (``VmHWM``; see :func:`peak_rss_mb`) of another fresh
   process that does only the controller's work for that many routes: decode every
   object into a Store, translate with the runtime's incremental translator, build and
