@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeVar
 
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
 from google.protobuf.message import Message
 
 from gateweave import ir
@@ -25,8 +28,23 @@ def _sorted(items: dict[str, M]) -> dict[str, M]:
     return {name: items[name] for name in sorted(items)}
 
 
-def _udp_cluster_name(proxy: ir.TCPProxy) -> str:
-    return f"{proxy.name}#weighted"
+def udp_target(
+    port: ir.Port, by_name: Mapping[str, ir.Cluster]
+) -> tuple[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment] | None]:
+    """The cluster a UDP port's proxy sends to, and the weighted cluster to add for it, if any.
+
+    udp_proxy has no weighted clusters: several backends become one cluster with a locality
+    per backend, named after the proxy.
+    """
+    if port.udp is None:
+        raise ValueError(f"UDP port {port.name} has no proxy")
+    backends = tuple(b for b in port.udp.backends if b.weight > 0)
+    if len(backends) == 1:
+        return backends[0].cluster, None
+    target = f"{port.udp.name}#weighted"
+    if target in by_name:
+        raise ValueError(f"cluster name {target!r} is reserved")
+    return target, clusters.weighted_cluster(target, backends, by_name)
 
 
 def build(gw: ir.XdsGateway) -> Resources:
@@ -60,19 +78,10 @@ def build(gw: ir.XdsGateway) -> Resources:
         elif port.protocol == "TCP":
             listener = listeners.tcp_listener(gw, port)
         elif port.protocol == "UDP":
-            if port.udp is None:
-                raise ValueError(f"UDP port {port.name} has no proxy")
-            backends = tuple(b for b in port.udp.backends if b.weight > 0)
-            if len(backends) == 1:
-                target = backends[0].cluster
-            else:
-                # udp_proxy has no weighted clusters: one cluster, a locality per backend.
-                target = _udp_cluster_name(port.udp)
-                if target in by_name:
-                    raise ValueError(f"cluster name {target!r} is reserved")
-                cluster, cla = clusters.weighted_cluster(target, backends, by_name)
-                _put(out.clusters, target, cluster)
-                _put(out.endpoints, target, cla)
+            target, weighted = udp_target(port, by_name)
+            if weighted is not None:
+                _put(out.clusters, target, weighted[0])
+                _put(out.endpoints, target, weighted[1])
             listener = listeners.udp_listener(gw, port, target)
         else:
             raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")

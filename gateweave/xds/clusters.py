@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, protocol_pb2
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
@@ -79,7 +81,7 @@ def load_assignment(c: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment:
 
 
 def weighted_cluster(
-    name: str, backends: tuple[ir.WeightedCluster, ...], clusters: dict[str, ir.Cluster]
+    name: str, backends: tuple[ir.WeightedCluster, ...], clusters: Mapping[str, ir.Cluster]
 ) -> tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment]:
     """One cluster that spreads load over several backends by weight.
 

@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 
 from gateweave import ir
 from gateweave.xds import clusters, listeners, routes
+from gateweave.xds.build import udp_target
 from gateweave.xds.snapshot_cache import (
     CLUSTER,
     ENDPOINT,
@@ -181,17 +182,9 @@ class GatewaySnapshots:
         elif port.protocol == "TCP":
             listener = listeners.tcp_listener(gw, port)
         elif port.protocol == "UDP":
-            if port.udp is None:
-                raise ValueError(f"UDP port {port.name} has no proxy")
-            backends = tuple(b for b in port.udp.backends if b.weight > 0)
-            if len(backends) == 1:
-                target = backends[0].cluster
-            else:
-                target = f"{port.udp.name}#weighted"  # as gateweave.xds.build
-                if target in by_name:
-                    raise ValueError(f"cluster name {target!r} is reserved")
-                cluster, cla = clusters.weighted_cluster(target, backends, by_name)
-                extra.append((target, _wire(cluster), _wire(cla)))
+            target, weighted = udp_target(port, by_name)
+            if weighted is not None:
+                extra.append((target, _wire(weighted[0]), _wire(weighted[1])))
             listener = listeners.udp_listener(gw, port, target)
         else:
             raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")
