@@ -79,8 +79,9 @@ def bench_universe(routes: int, seed: int) -> Universe:
 class Driver:
     """A Store, the incremental translator in check mode, and the data plane's reports."""
 
-    def __init__(self, u: Universe) -> None:
+    def __init__(self, u: Universe, address_mode: str = "standalone") -> None:
         self.u = u
+        self.address_mode = address_mode
         self.store = Store()
         self.translator = IncrementalTranslator(check=True)
         self.dataplane: dict[str, DataplaneState] = {}
@@ -89,7 +90,7 @@ class Driver:
             self.store.apply(item.versions[BASE])
 
     def options(self) -> TranslateOptions:
-        return TranslateOptions(dataplane=dict(self.dataplane))
+        return TranslateOptions(dataplane=dict(self.dataplane), address_mode=self.address_mode)  # type: ignore[arg-type]
 
     def apply(self, op: Op) -> None:
         i, what = op
@@ -116,8 +117,8 @@ def ops(draw: st.DrawFn, u: Universe, max_size: int = 30) -> list[Op]:
     return draw(st.lists(st.one_of(change, change, change, report), min_size=1, max_size=max_size))
 
 
-def _run(u: Universe, plan: list[Op], batch: int = 1) -> IncrementalTranslator:
-    d = Driver(u)
+def _run(u: Universe, plan: list[Op], batch: int = 1, address_mode: str = "standalone") -> IncrementalTranslator:
+    d = Driver(u, address_mode)
     d.translate()
     for start in range(0, len(plan), batch):
         for op in plan[start : start + batch]:
@@ -147,6 +148,18 @@ def test_generated_sets_incremental_equals_full(routes: int, seed: int) -> None:
     @given(plan=ops(u, max_size=50), batch=st.sampled_from((1, 1, 5)))
     def check(plan: list[Op], batch: int) -> None:
         _run(u, plan, batch)
+
+    check()
+
+
+def test_kubernetes_address_mode_incremental_equals_full() -> None:
+    """Kubernetes mode reads Services on the gateway side too (the Gateways' addresses)."""
+    u = bench_universe(40, 3)
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(plan=ops(u, max_size=30))
+    def check(plan: list[Op]) -> None:
+        _run(u, plan, address_mode="kubernetes")
 
     check()
 
