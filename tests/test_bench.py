@@ -20,7 +20,7 @@ from gateweave.bench.objects import (
     generate,
     referenced_slices,
 )
-from gateweave.bench.run import KEYS, Pipeline, decode_all
+from gateweave.bench.run import KEYS, Pipeline, check_targets, decode_all
 from gateweave.gcpause import gc_paused
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
@@ -131,3 +131,20 @@ def test_bench_command_rejects_bad_counts() -> None:
     )
     assert proc.returncode == 2
     assert "--routes" in proc.stderr
+
+
+def test_targets_are_judged_on_the_rows_they_apply_to() -> None:
+    row_1k = {"routes": 1000, "decode_s": 0.01, "translate_s": 0.05, "change_s": 0.01, "endpoints_change_s": 0.01,
+              "burst_translations": 2, "rss_mb": 80.0, "event_to_envoy_p99_ms": 99.9}
+    row_10k = {"routes": 10000, "decode_s": 0.1, "translate_s": 0.31, "change_s": 0.004, "endpoints_change_s": 0.02,
+               "burst_translations": 3, "rss_mb": 300.0, "event_to_envoy_p99_ms": None}
+    checks = {(c["target"], c["routes"]): c["ok"] for c in check_targets([row_1k, row_10k])}
+    assert checks == {
+        ("translate_s / decode_s", 10000): False,  # 3.1 x
+        ("change_s / translate_s", 10000): True,
+        ("endpoints_change_s / translate_s", 10000): False,  # 6.5% > 5%
+        ("burst_translations", 1000): True,
+        ("burst_translations", 10000): False,
+        ("event_to_envoy_p99_ms", 1000): True,
+        ("rss_mb", 1000): True,
+    }

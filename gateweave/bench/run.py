@@ -434,7 +434,42 @@ def run_bench(
         notes["event_to_envoy"] = f"measured only at {LATENCY_ROUTES} routes"
     elif latency_samples <= 0:
         notes["event_to_envoy"] = "not measured (--latency-samples 0)"
-    return {"machine": machine(), "seed": seed, "repeat": repeat, "results": rows, "targets": TARGETS, "notes": notes}
+    return {
+        "machine": machine(),
+        "seed": seed,
+        "repeat": repeat,
+        "results": rows,
+        "targets": TARGETS,
+        "checks": check_targets(rows),
+        "notes": notes,
+    }
+
+
+def check_targets(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each target of :data:`TARGETS` judged on the rows it applies to (those measured)."""
+    by_routes = {row["routes"]: row for row in rows}
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, routes: int | None, value: float | None, limit: float, *, strict: bool = False) -> None:
+        if value is None:
+            return
+        ok = value < limit if strict else value <= limit
+        out.append({"target": target, "routes": routes, "value": round(value, 4), "limit": limit, "ok": ok})
+
+    big = by_routes.get(10000)
+    if big is not None and big.get("decode_s") and big.get("translate_s"):
+        add("translate_s / decode_s", 10000, big["translate_s"] / big["decode_s"], 3.0)
+        for key in ("change_s", "endpoints_change_s"):
+            if big.get(key) is not None:
+                add(f"{key} / translate_s", 10000, big[key] / big["translate_s"], 0.05)
+    for row in rows:
+        if row.get("burst_translations") is not None:
+            add("burst_translations", row["routes"], float(row["burst_translations"]), 2)
+    one_k = by_routes.get(LATENCY_ROUTES)
+    if one_k is not None:
+        add("event_to_envoy_p99_ms", LATENCY_ROUTES, one_k.get("event_to_envoy_p99_ms"), 100, strict=True)
+        add("rss_mb", LATENCY_ROUTES, one_k.get("rss_mb"), 256, strict=True)
+    return out
 
 
 def profile_translate(routes: int, seed: int = DEFAULT_SEED, top: int = 25) -> str:
@@ -477,7 +512,23 @@ def format_table(report: Mapping[str, Any]) -> str:
     lines.append(f"machine: {m['nproc']} CPUs, {m['cpu'] or 'unknown CPU'}, Python {m['python']}; seed {report['seed']}, median of {report['repeat']}")
     for what, note in report["notes"].items():
         lines.append(f"{what}: {note}")
+    checks = report.get("checks") or []
+    if checks:
+        lines.append("")
+        for check in checks:
+            verdict = "met" if check["ok"] else "NOT MET"
+            lines.append(f"{verdict:8} {check['target']} at {check['routes']:,} routes: {check['value']} (target {TARGETS_BY_CHECK.get(check['target'], check['limit'])})")
     return "\n".join(lines)
+
+
+TARGETS_BY_CHECK = {
+    "translate_s / decode_s": "<= 3",
+    "change_s / translate_s": "<= 0.05",
+    "endpoints_change_s / translate_s": "<= 0.05",
+    "burst_translations": "<= 2",
+    "event_to_envoy_p99_ms": "< 100",
+    "rss_mb": "< 256",
+}
 
 
 def _log_to_stderr(message: str) -> None:
