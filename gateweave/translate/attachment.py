@@ -14,7 +14,7 @@ PrecedenceKey = tuple[Any, ...]
 ServicePortKey = tuple[str, str, str]  # (namespace, Service name, port name)
 
 
-@dataclass
+@dataclass(slots=True)
 class RouteTranslation:
     """One route translated once, independent of the listeners it attaches to."""
 
@@ -70,7 +70,7 @@ class RouteTranslation:
         return self._http_clusters
 
 
-@dataclass
+@dataclass(slots=True)
 class Attachment:
     """A route attached to one listener (appended to ``ListenerCtx.routes``)."""
 

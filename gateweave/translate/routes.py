@@ -66,7 +66,7 @@ def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[Ga
     return outcome.accepted_by
 
 
-@dataclass
+@dataclass(slots=True)
 class RouteOutcome:
     """What a route's parentRefs come to: its status, the listeners it attaches to (each once,
     with the hostnames it serves there) and the Gateways that accepted it."""
