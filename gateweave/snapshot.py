@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,23 +25,29 @@ class ChangeLog:
         self.limit = max(2, limit)
         self._entries: list[tuple[str, NN]] = []
         self._first = 0  # position of _entries[0]
+        # The store records on its thread while a translation reads in a worker thread.
+        self._lock = threading.Lock()
 
     @property
     def position(self) -> int:
-        return self._first + len(self._entries)
+        with self._lock:
+            return self._first + len(self._entries)
 
     def record(self, kind: str, key: NN) -> None:
-        self._entries.append((kind, key))
-        if len(self._entries) > self.limit:
-            drop = len(self._entries) // 2
-            del self._entries[:drop]
-            self._first += drop
+        with self._lock:
+            self._entries.append((kind, key))
+            if len(self._entries) > self.limit:
+                drop = len(self._entries) // 2
+                del self._entries[:drop]
+                self._first += drop
 
     def between(self, start: int, end: int) -> list[tuple[str, NN]] | None:
         """The (kind, key) changes after position ``start`` up to ``end``; None when forgotten."""
-        if start < self._first or end < start or end > self.position:
-            return None
-        return self._entries[start - self._first : end - self._first]
+        with self._lock:
+            first = self._first
+            if start < first or end < start or end > first + len(self._entries):
+                return None
+            return self._entries[start - first : end - first]
 
 
 @dataclass
