@@ -79,13 +79,16 @@ def answers(address: str, port: int, path: str, host: str, *, status: int = 200,
     return probe
 
 
-def programmed(served: h.Served, want: str) -> Callable[[], Awaitable[dict[str, Any] | None]]:
-    """The Gateway's Programmed condition, once its status is ``want`` ("True"/"False")."""
+def programmed(served: h.Served, want: str, reason: str | None = None) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+    """The Gateway's Programmed condition, once its status is ``want`` ("True"/"False")
+    (and its reason ``reason``, if given)."""
 
     async def probe() -> dict[str, Any] | None:
         gw = await served.get("Gateway", "gw")
         cond = h.condition(gw, "Programmed") if gw else None
-        return dict(cond) if cond and cond["status"] == want else None
+        if not cond or cond["status"] != want or (reason is not None and cond["reason"] != reason):
+            return None
+        return dict(cond)
 
     return probe
 
@@ -271,7 +274,8 @@ async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(tmp_pa
             assert (await answers(ip, good_port, "/", "app.test", body="A")()) is not None
 
             # A change that leaves the listeners as they were does not clear it: the
-            # rejected listeners are not sent again (nor retried by Envoy).
+            # rejected listener is sent again now and then, and rejected again while the
+            # port stays taken.
             h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-b", 80)])])])
             await until(answers(ip, good_port, "/", "app.test", body="B"), 2, "the route change is served")
             assert await programmed(served, "False")() is not None
@@ -285,6 +289,48 @@ async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(tmp_pa
             assert cond["reason"] == "Programmed"
             await until(answers(ip, fixed_port, "/", "app.test", body="B"), 2, "the second listener serves")
             assert await h.fetch(ip, taken_port, "/", "app.test") is None  # never bound
+            served.envoy_pids()
+    finally:
+        holder.close()
+    assert_gone(served.pids_seen)
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
+async def test_a_nack_from_outside_the_configuration_clears_when_its_cause_goes(
+    tmp_path: Path, backends: dict[str, Any], delta: bool
+) -> None:
+    """Envoy rejected a listener because another process held its port; once the port is
+    free, the rejected configuration is sent again (backoff) and the Gateway gets programmed,
+    with no change to any file."""
+    ip = "127.40.1.25" if delta else "127.40.1.35"
+    good_port, taken_port = free_port(ip), free_port(ip)
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind((ip, taken_port))
+    holder.listen()
+    listeners = [h.listener("http", "HTTP", good_port), h.listener("http-2", "HTTP", taken_port)]
+    h.write_manifests(tmp_path / "base.yaml", base(ip, listeners, backends))
+    h.write_manifests(tmp_path / "route.yaml", [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
+    try:
+        async with h.running_serve(tmp_path, dataplane_setup=host_dataplane(delta=delta)) as served:
+            cond, _ = await until(programmed(served, "False", "Invalid"), 10, "Programmed=False after the NACK")
+            assert "Address already in use" in cond["message"], cond
+            # While the port stays taken the listener is sent again with a doubling backoff
+            # (1 s, 2 s, ...): within the next 3.5 s, one or two more NACKs, not a storm.
+            registry = served.runtime.metrics.registry
+            listener_url = "type.googleapis.com/envoy.config.listener.v3.Listener"
+
+            def nacks() -> float:
+                return registry.get_sample_value("gateweave_xds_nacks_total", {"type_url": listener_url}) or 0.0
+
+            before = nacks()
+            await asyncio.sleep(3.5)
+            assert 1 <= nacks() - before <= 2, (before, nacks())
+            assert await programmed(served, "False", "Invalid")() is not None
+            holder.close()
+            cond, _ = await until(programmed(served, "True"), 15, "Programmed=True once the port is free")
+            assert cond["reason"] == "Programmed"
+            await until(answers(ip, taken_port, "/", "app.test", body="A"), 5, "the listener serves on the freed port")
+            await until(answers(ip, good_port, "/", "app.test", body="A"), 2, "the other listener still serves")
             served.envoy_pids()
     finally:
         holder.close()

@@ -13,8 +13,10 @@ and a *driver* that moves the client to the current snapshot, make-before-break:
 
 Stale nonces are answered with nothing. LDS and CDS are wildcard; RDS, EDS (and
 other types) carry only the requested names. A NACK keeps what the client has, is
-logged (capped), counted, and visible in :class:`NodeStatus`; the rejected version is
-not sent again. In Delta the server's view of the client is rolled back on NACK.
+logged (capped), counted, and visible in :class:`NodeStatus`; the rejected resources are
+sent again after a backoff (1 s, doubling up to 60 s, until an ACK or a newer response):
+a rejection may come from outside the configuration (a port another process held). In
+Delta the server's view of the client is rolled back on NACK.
 """
 
 from __future__ import annotations
@@ -143,6 +145,11 @@ class _TypeState:
         self.pending: dict[str, tuple[dict[str, str | None], str, dict[str, str | None]]] = {}
         self.rejected: dict[str, str | None] = {}
         self.answered = False
+        # A NACK is retried (the same resources sent again) after a backoff: what Envoy
+        # rejected may have failed for a reason outside the configuration (a port another
+        # process held), which nothing else would ever make it try again.
+        self.retries = 0  # since the last ACK
+        self.retry: asyncio.TimerHandle | None = None
 
 
 class _Session:
@@ -158,6 +165,7 @@ class _Session:
         self._wakeup = asyncio.Event()
         self._answered = asyncio.Event()
         self._nonce = 0
+        self.closed = False
 
     # -- protocol-specific
 
@@ -210,6 +218,10 @@ class _Session:
     def acked(self, st: _TypeState, version: str) -> None:
         st.acked_version = version
         st.nack = None
+        st.retries = 0
+        if st.retry is not None:
+            st.retry.cancel()
+            st.retry = None
         self.server._metrics.acks.labels(st.type_url).inc()
 
     def nacked(self, st: _TypeState, message: str, version: str) -> None:
@@ -219,14 +231,32 @@ class _Session:
         if self.node_id is not None:
             self.server._last_nack[self.node_id] = nack
         cut = message[:NACK_LOG_CAP] + ("..." if len(message) > NACK_LOG_CAP else "")
+        delay = min(self.server.nack_retry_max, self.server.nack_retry * 2**st.retries)
         log.warning(
-            "xDS NACK from %s (%s) for %s version %s: %s",
+            "xDS NACK from %s (%s) for %s version %s (sent again in %.0f s): %s",
             self.node_id,
             self.protocol,
             short_type(st.type_url),
             version,
+            delay,
             cut,
         )
+        if st.retry is not None:
+            st.retry.cancel()
+        st.retry = asyncio.get_running_loop().call_later(delay, self._retry, st)
+        st.retries += 1
+
+    def _retry(self, st: _TypeState) -> None:
+        """Send again what the client rejected, unless something newer was sent since."""
+        st.retry = None
+        if st.nack is None or self.closed:
+            return
+        self.forget_rejection(st)
+        if self.push(st.type_url) and self.node_id is not None:
+            self.server._emit(self.node_id)
+
+    def forget_rejection(self, st: _TypeState) -> None:
+        raise NotImplementedError
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -250,6 +280,11 @@ class _Session:
                     break
                 yield item
         finally:
+            self.closed = True
+            for st in self.types.values():
+                if st.retry is not None:
+                    st.retry.cancel()
+                    st.retry = None
             reader.cancel()
             driver.cancel()
             self.server._metrics.streams.labels(self.protocol).dec()
@@ -424,6 +459,11 @@ class _SotwSession(_Session):
         self.send(type_url, response)
         return True
 
+    def forget_rejection(self, st: _TypeState) -> None:
+        if st.outstanding:
+            return  # a response is in flight: its answer decides
+        st.nacked_version = st.sent_version = None
+
     def settled(self, type_url: str) -> bool:
         st = self.types.get(type_url)
         return st is None or not st.outstanding
@@ -517,6 +557,9 @@ class _DeltaSession(_Session):
         self.send(type_url, response)
         return True
 
+    def forget_rejection(self, st: _TypeState) -> None:
+        st.rejected.clear()
+
     def settled(self, type_url: str) -> bool:
         st = self.types.get(type_url)
         return st is None or not st.pending
@@ -561,9 +604,18 @@ class AdsServer:
     """
 
     def __init__(
-        self, *, registry: CollectorRegistry | None = None, ack_timeout: float = 5.0
+        self,
+        *,
+        registry: CollectorRegistry | None = None,
+        ack_timeout: float = 5.0,
+        nack_retry: float = 1.0,
+        nack_retry_max: float = 60.0,
     ) -> None:
         self.ack_timeout = ack_timeout
+        # A rejected configuration is sent again after nack_retry seconds, doubling per
+        # NACK up to nack_retry_max, until the client ACKs (or something newer is sent).
+        self.nack_retry = nack_retry
+        self.nack_retry_max = nack_retry_max
         self._metrics = _metrics_for(registry if registry is not None else DEFAULT_REGISTRY)
         self._snapshots: dict[str, NodeSnapshot] = {}
         self._sessions: dict[str, set[_Session]] = {}
