@@ -35,8 +35,10 @@ def parse_duration(value: str) -> float:
 
 
 def header_mods(f: m.HTTPHeaderFilter | None) -> ir.HeaderMods | None:
-    if f is None:
-        return None
+    return None if f is None else _header_mods(f)
+
+
+def _header_mods(f: m.HTTPHeaderFilter) -> ir.HeaderMods:
     return ir.HeaderMods(
         set=tuple([(h.name, h.value) for h in f.set]),
         add=tuple([(h.name, h.value) for h in f.add]),
@@ -50,11 +52,7 @@ def memo_header_mods(memo: RuleMemo, f: m.HTTPHeaderFilter | None) -> ir.HeaderM
         return None
     hit = memo.header_mods.get(f)
     if hit is None:
-        hit = memo.header_mods[f] = ir.HeaderMods(
-            set=tuple([(h.name, h.value) for h in f.set]),
-            add=tuple([(h.name, h.value) for h in f.add]),
-            remove=tuple(f.remove),
-        )
+        hit = memo.header_mods[f] = _header_mods(f)
     return hit
 
 

@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.api.kinds import KINDS, ROUTE_KINDS
 from gateweave.ir import Result
 from gateweave.snapshot import NN, Snapshot
 from gateweave.translate import gateway, routes, xdsir
@@ -183,7 +183,7 @@ def _changes(old: Snapshot, new: Snapshot) -> dict[str, set[NN]]:
         for kind, key in span:
             changed.setdefault(kind, set()).add(key)
         return changed
-    for kind in _KINDS:
+    for kind in KINDS:
         keys = _changed_keys(old.by_kind(kind), new.by_kind(kind))
         if keys:
             changed[kind] = keys
@@ -198,6 +198,8 @@ class IncrementalTranslator:
         self.full_translations = 0  # how many calls were full translations (tests, metrics)
         self._snapshot: Snapshot | None = None
         self._options: TranslateOptions | None = None
+        self._gws: list[GatewayCtx] = []  # route side: attachments and xDS read these
+        self._status_gws: list[GatewayCtx] = self._gws  # statuses and the infra IR read these
 
     def __call__(self, snapshot: Snapshot, options: TranslateOptions | None = None) -> Result:
         options = options or TranslateOptions()
@@ -234,8 +236,8 @@ class IncrementalTranslator:
         ctx = Ctx.build(snapshot, options)
         gws = gateway.resolve_gateways(ctx)
         self._ctx = ctx
-        self._gws = gws  # route side: attachments and xDS read these
-        self._status_gws = gws  # statuses and infra IR read these
+        self._gws = gws
+        self._status_gws = gws
         self._ls_results = list(ctx.listener_set_results)
         self._fingerprint = _fingerprint(gws)
         self._gateway_statuses: dict[StatusKey, dict[str, Any]] = dict(ctx.statuses)  # GatewayClass statuses
@@ -252,6 +254,8 @@ class IncrementalTranslator:
         self._domain_atts: dict[ListenerCtx, dict[str, dict[RouteKey, tuple[tuple[Any, ...], Attachment]]]] = {}
         self._clusters: dict[str, ir.Cluster] = {}
         self._cluster_refs: dict[str, int] = {}
+        # Service port -> Gateway -> routes accepted there that use it (BackendTLSPolicy ancestors)
+        self._using: dict[tuple[str, str, str], dict[GatewayCtx, int]] = {}
         self._dirty: dict[ListenerCtx, set[str]] = {}
         self._dirty_gateways: set[GatewayCtx] = set()
         self._rcs: dict[str, _RouteConfigState] = {}
@@ -270,11 +274,9 @@ class IncrementalTranslator:
 
     def _release(self) -> None:
         """Let reference counting free the previous state at once (see core.release)."""
-        gws: list[GatewayCtx] = getattr(self, "_gws", [])
-        status_gws: list[GatewayCtx] = getattr(self, "_status_gws", gws)
-        release(gws)
-        if status_gws is not gws:
-            release(status_gws)
+        release(self._gws)
+        if self._status_gws is not self._gws:
+            release(self._status_gws)
         self._rcs = {}
         self._domain_atts = {}
         self._dirty = {}
@@ -370,6 +372,10 @@ class IncrementalTranslator:
         self._statuses[key] = status
         for svc in entry.services:
             self._users.setdefault(svc, set()).add(key)
+        for port in tr.services:
+            for gw in entry.accepted_by:
+                counts = self._using.setdefault(port, {})
+                counts[gw] = counts.get(gw, 0) + 1
         for name, cl in tr.clusters.items():
             known = self._clusters.get(name)
             if known is None or known != cl:
@@ -392,6 +398,15 @@ class IncrementalTranslator:
                 users.discard(entry.key)
                 if not users:
                     del self._users[svc]
+        for port in entry.translation.services:
+            for gw in entry.accepted_by:
+                counts = self._using[port]
+                if counts[gw] > 1:
+                    counts[gw] -= 1
+                else:
+                    del counts[gw]
+                    if not counts:
+                        del self._using[port]
         for name in entry.translation.clusters:
             left = self._cluster_refs[name] - 1
             if left:
@@ -438,15 +453,8 @@ class IncrementalTranslator:
         sctx.listener_set_results = self._ls_results
         gateway.write_gateway_statuses(sctx, self._status_gws)
         if self._tls.results:
-            using: dict[tuple[str, str, str], list[GatewayCtx]] = {}
-            for entry in self._entries.values():
-                for gw in entry.accepted_by:
-                    for svc in entry.translation.services:
-                        users = using.setdefault(svc, [])
-                        if gw not in users:
-                            users.append(gw)
             self._tls.ctx = sctx
-            self._tls.write_statuses(using)
+            self._tls.write_statuses({svc: list(users) for svc, users in self._using.items()})
             self._tls.ctx = ctx
         others = {**self._gateway_statuses, **sctx.statuses}
         for key in self._other_keys - others.keys():
@@ -597,19 +605,6 @@ class IncrementalTranslator:
             rc.used[n] = rc.used.get(n, 0) + 1
 
 
-_KINDS = (
-    "GatewayClass",
-    "Gateway",
-    "ListenerSet",
-    *ROUTE_KINDS,
-    "ReferenceGrant",
-    "BackendTLSPolicy",
-    "Service",
-    "EndpointSlice",
-    "Namespace",
-    "Secret",
-    "ConfigMap",
-)
 
 
 class IncrementalMismatch(AssertionError):
