@@ -51,6 +51,29 @@ def _usable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip in LOOPBACK or ip == ipaddress.ip_address("::1")
 
 
+def requested_ips(
+    gw: m.Gateway, res: AddressResult
+) -> list[tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address]] | None:
+    """The IP addresses ``spec.addresses`` asks for, as (value as given, address) (empty values
+    ask for one to be picked), or None, with ``res``'s Accepted reason set, when an entry is not
+    a supported IP address."""
+    out = []
+    for addr in gw.spec.addresses:
+        if addr.type not in SUPPORTED_TYPES:
+            res.accept_reason = c.R_UNSUPPORTED_ADDRESS
+            res.message = f"address type {addr.type!r} is not supported (supported: IPAddress)"
+            return None
+        if not addr.value:
+            continue  # an empty value asks the implementation to pick one
+        try:
+            out.append((addr.value, ipaddress.ip_address(addr.value)))
+        except ValueError:
+            res.accept_reason = c.R_UNSUPPORTED_ADDRESS
+            res.message = f"{addr.value!r} is not an IP address"
+            return None
+    return out
+
+
 def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], AddressResult]:
     results: dict[tuple[str, str], AddressResult] = {}
     taken: dict[str, tuple[str, str]] = {}
@@ -59,27 +82,16 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
         key = (gw.metadata.namespace, gw.metadata.name)
         res = AddressResult()
         results[key] = res
+        ips = requested_ips(gw, res)
+        if ips is None:
+            continue
         requested: list[str] = []
-        for addr in gw.spec.addresses:
-            if addr.type not in SUPPORTED_TYPES:
-                res.accept_reason = c.R_UNSUPPORTED_ADDRESS
-                res.message = f"address type {addr.type!r} is not supported (supported: IPAddress)"
-                break
-            if not addr.value:
-                continue  # an empty value asks the implementation to pick one
-            try:
-                ip = ipaddress.ip_address(addr.value)
-            except ValueError:
-                res.accept_reason = c.R_UNSUPPORTED_ADDRESS
-                res.message = f"{addr.value!r} is not an IP address"
-                break
+        for value, ip in ips:
             if not _usable(ip):
                 res.program_reason = c.R_ADDRESS_NOT_USABLE
-                res.message = f"address {addr.value} is not a loopback address this host can bind"
+                res.message = f"address {value} is not a loopback address this host can bind"
                 continue
             requested.append(str(ip))
-        if res.accept_reason:
-            continue
         if len(requested) > 1:
             res.program_reason = c.R_ADDRESS_NOT_USABLE
             res.message = "standalone mode binds one address per Gateway; more than one was requested"
@@ -167,23 +179,10 @@ def assign_kubernetes(gateways: list[m.Gateway], services: Mapping[NN, m.Service
     for gw in gateways:
         key = (gw.metadata.namespace, gw.metadata.name)
         res = results[key] = AddressResult(address=ANY_ADDRESS)
-        requested: list[str] = []
-        for addr in gw.spec.addresses:
-            if addr.type not in SUPPORTED_TYPES:
-                res.accept_reason = c.R_UNSUPPORTED_ADDRESS
-                res.message = f"address type {addr.type!r} is not supported (supported: IPAddress)"
-                break
-            if not addr.value:
-                continue  # an empty value asks the implementation to pick one
-            try:
-                requested.append(str(ipaddress.ip_address(addr.value)))
-            except ValueError:
-                res.accept_reason = c.R_UNSUPPORTED_ADDRESS
-                res.message = f"{addr.value!r} is not an IP address"
-                break
-        if res.accept_reason:
+        ips = requested_ips(gw, res)
+        if ips is None:
             continue
-        res.requested = tuple(dict.fromkeys(requested))
+        res.requested = tuple(dict.fromkeys(str(ip) for _, ip in ips))
         svc = by_gateway.get(key)
         if svc is None:
             res.program_reason = c.R_ADDRESS_NOT_ASSIGNED
