@@ -148,3 +148,14 @@ def test_targets_are_judged_on_the_rows_they_apply_to() -> None:
         ("event_to_envoy_p99_ms", 1000): True,
         ("rss_mb", 1000): True,
     }
+
+
+def test_split_times_every_stage_of_a_translation_and_of_a_change(capsys: Any) -> None:
+    from gateweave.bench import split
+
+    assert split.main(["--routes", "30", "--repeat", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["full_translation_s"]) == set(split.FULL)
+    assert set(out["route_change_ms"]) == set(split.CHANGE)
+    assert out["full_translation_s"]["routes"] > 0
+    assert out["route_change_ms"]["translate"] > 0 and out["route_change_ms"]["xds_snapshot"] > 0

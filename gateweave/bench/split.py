@@ -20,9 +20,8 @@ import gc
 import json
 import statistics
 import time
-from typing import Any
 
-from gateweave.bench.objects import DEFAULT_SEED, changed_route, generate
+from gateweave.bench.objects import DEFAULT_SEED, BenchObjects, changed_route, generate
 from gateweave.bench.run import Pipeline, decode_all
 from gateweave.gcpause import gc_paused
 from gateweave.translate import TranslateOptions, core, gateway, routes, xdsir
@@ -79,15 +78,13 @@ def full_split(pipeline: Pipeline, repeat: int) -> dict[str, float]:
     return {k: round(statistics.median(r[k] for r in rows), 4) for k in FULL}
 
 
-def change_split(pipeline: Pipeline, objects: Any, repeat: int) -> dict[str, float]:
-    from gateweave.bench.run import _decode_one
-
+def change_split(pipeline: Pipeline, objects: BenchObjects, repeat: int) -> dict[str, float]:
     rows = []
     n = len(objects.route_index)
     for k in range(repeat):
         raw = changed_route(objects, (k * 7919) % n, 5_000_000 + k)
         lap = Laps()
-        decoded = _decode_one(raw)
+        decoded = decode_all([raw])[0]
         lap("decode")
         pipeline.store.apply(decoded)
         lap("store_apply")
