@@ -58,6 +58,7 @@ import yaml
 from aiohttp import web
 
 from gateweave.api.kinds import KINDS
+from gateweave.conformance.offline import merge_patch
 
 JSON = dict[str, Any]
 
@@ -117,18 +118,6 @@ class ApiError(Exception):
     def body(self) -> JSON:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": self.message, "reason": self.reason, "code": self.code}
-
-
-def _merge_patch(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = _merge_patch(out.get(k), v)
-    return out
 
 
 def _pointer(path: str) -> list[str]:
@@ -672,7 +661,7 @@ class KubeAPI:
         if o is None:
             raise ApiError(404, "NotFound", f'{t.plural}.{t.group} "{name}" not found')
         if ctype == "application/merge-patch+json":
-            patched = _merge_patch(o.raw, body)
+            patched = merge_patch(o.raw, body)
         elif ctype == "application/json-patch+json":
             patched = _json_patch(o.raw, body)
         else:
