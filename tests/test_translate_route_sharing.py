@@ -167,6 +167,16 @@ def test_hostnames_are_judged_per_route_on_shared_listener_verdicts() -> None:
     assert verdicts["in"] == {"wild": (OK, ("x.example.com",)), "exact": ("hostname", None)}
     assert verdicts["out"] == {"wild": ("hostname", None), "exact": ("hostname", None)}
     assert verdicts["both"] == {"wild": (OK, ("*.example.com", "a.example.com")), "exact": (OK, ("a.example.com",))}
+    # The sentences explain shows (written only when read).
+    why = {v.listener.name: v.why for v in index.resolve("HTTPRoute", r_in, r_in.spec.parent_refs[0]).verdicts}  # type: ignore[union-attr]
+    assert why["wild"] == (
+        "allowedRoutes.namespaces.from=All admits namespace infra; listener hostname *.example.com"
+        " with route hostnames X.Example.COM serves x.example.com"
+    )
+    assert why["exact"] == (
+        "allowedRoutes.namespaces.from=All admits namespace infra, but listener hostname a.example.com"
+        " does not intersect route hostnames X.Example.COM"
+    )
 
 
 def test_route_hostnames_on_a_listener_agree_with_effective_hostnames() -> None:

@@ -26,8 +26,20 @@ SECTION, PORT, KIND, NAMESPACE, HOSTNAME, OK = "sectionName", "port", "kind", "n
 class Verdict:
     listener: ListenerCtx
     stage: str  # OK when the listener takes the route, else the check that refused it
-    why: str
+    # The sentence that explains it, or (hostname checks, one per route and listener) what it
+    # is made of: only `gateweave explain` reads it, so it is written when read.
+    reason: str | tuple[str, _Listener, _RouteHosts]
     hosts: tuple[str, ...] | None = None  # OK only: hostnames served (None: no hostname semantics)
+
+    @property
+    def why(self) -> str:
+        if isinstance(self.reason, str):
+            return self.reason
+        policy, li, route_hosts = self.reason
+        if self.stage == HOSTNAME:
+            return f"{policy}, but listener hostname {li.hostname} does not intersect route hostnames {route_hosts.shown}"
+        served = ", ".join(self.hosts) if self.hosts else "(any)"
+        return f"{policy}; listener hostname {li.shown_hostname} with route hostnames {route_hosts.shown} serves {served}"
 
 
 @dataclass(slots=True)
@@ -204,9 +216,8 @@ def _hostname_verdict(li: _Listener, policy: str, route_hosts: _RouteHosts) -> V
     """The last check: the hostnames the route serves on a listener that admits it otherwise."""
     hosts = route_hosts.on(li.hostname, li.wild_suffix)
     if hosts == ():
-        return Verdict(li.lc, HOSTNAME, f"{policy}, but listener hostname {li.hostname} does not intersect route hostnames {route_hosts.shown}")
-    served = ", ".join(hosts) if hosts else "(any)"
-    return Verdict(li.lc, OK, f"{policy}; listener hostname {li.shown_hostname} with route hostnames {route_hosts.shown} serves {served}", hosts)
+        return Verdict(li.lc, HOSTNAME, (policy, li, route_hosts))
+    return Verdict(li.lc, OK, (policy, li, route_hosts), hosts)
 
 
 class _RouteHosts:
