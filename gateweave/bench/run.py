@@ -162,9 +162,20 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _time_translate(store: Store, options: TranslateOptions, repeat: int) -> float:
-    snap = store.snapshot()
-    return _median_time(lambda: _translate(snap, options), repeat)
+# decode_s and translate_s are compared as a ratio: their repetitions alternate, so both
+# medians see the same machine (a shared machine's speed drifts within a minute).
+PAIRED_REPEAT = 5
+
+
+def _paired_medians(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
+    times_a: list[float] = []
+    times_b: list[float] = []
+    for _ in range(max(1, repeat)):
+        for fn, times in ((a, times_a), (b, times_b)):
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+    return statistics.median(times_a), statistics.median(times_b)
 
 
 # ---------------------------------------------------------------- change -> new xDS snapshot
@@ -369,16 +380,17 @@ def measure(
     row["routes"] = routes
     row["objects"] = len(objects.manifests)
 
-    log(f"[{routes}] decode")
-    row["decode_s"] = _median_time(lambda: _json_decode_floor(blobs), repeat)
     log(f"[{routes}] load")
     row["load_s"] = _median_time(lambda: decode_all([msgspec.json.decode(b) for b in blobs]), repeat)
     decoded = decode_all(objects.manifests)
 
-    log(f"[{routes}] translate")
+    log(f"[{routes}] decode and translate")
     options = TranslateOptions()
     pipeline = Pipeline(decoded, options)
-    row["translate_s"] = _time_translate(pipeline.store, options, repeat)
+    snap = pipeline.store.snapshot()
+    row["decode_s"], row["translate_s"] = _paired_medians(
+        lambda: _json_decode_floor(blobs), lambda: _translate(snap, options), max(PAIRED_REPEAT, repeat)
+    )
 
     log(f"[{routes}] change")
     n_changes = max(21, repeat)  # cheap now (incremental): a steadier median
