@@ -48,7 +48,7 @@ def _explain_route(ctx: Ctx, gateways: list[GatewayCtx], kind: str, route: Any, 
     hostnames = getattr(route.spec, "hostnames", ())
     if hostnames:
         lines.append(f"  hostnames: {', '.join(hostnames)}")
-    parents = ParentIndex(ctx, gateways)
+    parents = ParentIndex(ctx, gateways, explain=True)
     entries = (status or {}).get("parents", [])
     if not route.spec.parent_refs:
         lines.append("  no parentRefs: the route attaches to nothing")

@@ -154,7 +154,7 @@ def test_hostnames_are_judged_per_route_on_shared_listener_verdicts() -> None:
     assert cond(entry(res, "both"), "Accepted")["status"] == "True"
 
     _, ctx, gws = run_pipeline(snap, TranslateOptions())
-    index = ParentIndex(ctx, gws)
+    index = ParentIndex(ctx, gws, explain=True)
     verdicts = {}
     for r in (r_in, r_out, r_both):
         outcome = index.resolve("HTTPRoute", r, r.spec.parent_refs[0])

@@ -46,12 +46,26 @@ class Verdict:
 class ParentOutcome:
     """One parentRef that targets one of our parents."""
 
-    ref: dict[str, Any]  # the parentRef as given, group/kind/namespace filled in
+    pref: m.ParentReference
+    namespace: str  # the parent's namespace (the parentRef's, else the route's)
     gateway: GatewayCtx
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = field(default_factory=list)
     reason: str = c.R_ACCEPTED  # when nothing attached: the Accepted=False reason
     message: str = ""
-    verdicts: list[Verdict] = field(default_factory=list)  # every listener considered (for explain)
+    # Every listener considered, with the check that decided it: only an index made for
+    # `gateweave explain` records them (see ParentIndex).
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    @property
+    def ref(self) -> dict[str, Any]:
+        """The parentRef as the route status shows it: group, kind and namespace filled in."""
+        pref = self.pref
+        ref: dict[str, Any] = {"group": pref.group, "kind": pref.kind, "namespace": self.namespace, "name": pref.name}
+        if pref.section_name is not None:
+            ref["sectionName"] = pref.section_name
+        if pref.port is not None:
+            ref["port"] = pref.port
+        return ref
 
 
 class _Listener:
@@ -77,6 +91,20 @@ class _Listener:
 _Plan = tuple[Verdict | None, _Listener, str]
 
 
+@dataclass(slots=True)
+class _Plans:
+    """The judgements of one list of listeners for one (kind, namespace, sectionName, port)."""
+
+    listeners: list[ListenerCtx]  # kept alive: the plans are found by its id
+    plans: list[_Plan]
+    # Per listener in order, what resolve needs: the listener's facts when the route's
+    # hostnames decide, the listener when it takes the route whatever they are, None when it
+    # refused it.
+    steps: list[_Listener | ListenerCtx | None]
+    pending: bool  # some listener's verdict waits on the route's hostnames
+    stages: frozenset[str]  # the stages of the final verdicts
+
+
 class ParentIndex:
     """Resolves parentRefs against the listeners of one set of resolved Gateways.
 
@@ -85,8 +113,11 @@ class ParentIndex:
     rebuilt whenever the listeners or the namespaces' labels change.
     """
 
-    def __init__(self, ctx: Ctx, gateways: list[GatewayCtx]) -> None:
+    def __init__(self, ctx: Ctx, gateways: list[GatewayCtx], *, explain: bool = False) -> None:
         self.ctx = ctx
+        # Record every listener's verdict in the outcomes (`gateweave explain` shows them; a
+        # translation needs only what attached, so it builds none).
+        self.explain = explain
         self.gateways = {gw.key: gw for gw in gateways}
         self.accepted_sets: dict[tuple[str, str], list[ListenerCtx]] = {}
         for gw in gateways:
@@ -96,7 +127,7 @@ class ParentIndex:
         self._listeners: dict[int, _Listener] = {}
         # (id of a listener list, kind, route namespace, sectionName, port) ->
         # (that list, kept alive, and each listener's judgement before hostnames)
-        self._plans: dict[tuple[int, str, str, str | None, int | None], tuple[list[ListenerCtx], list[_Plan]]] = {}
+        self._plans: dict[tuple[int, str, str, str | None, int | None], _Plans] = {}
         # Route statuses by what they are made of (routes.judge_route): routes with the same
         # parentRefs, outcomes and generation share one status value (never mutated).
         self.statuses: dict[Any, dict[str, Any]] = {}
@@ -113,11 +144,6 @@ class ParentIndex:
         ns = pref.namespace or route_ns
         if pref.group != m.GATEWAY_GROUP:
             return None
-        ref: dict[str, Any] = {"group": pref.group, "kind": pref.kind, "namespace": ns, "name": pref.name}
-        if pref.section_name is not None:
-            ref["sectionName"] = pref.section_name
-        if pref.port is not None:
-            ref["port"] = pref.port
         if pref.kind == "Gateway":
             gw = self.gateways.get((ns, pref.name))
             if gw is None:
@@ -135,35 +161,39 @@ class ParentIndex:
                 return None
             accepted = self.accepted_sets.get((ns, pref.name))
             if accepted is None or not gw.accepted:
-                return ParentOutcome(ref, gw, reason=c.R_NO_MATCHING_PARENT, message=f"ListenerSet {ns}/{pref.name} is not accepted")
+                why = f"ListenerSet {ns}/{pref.name} is not accepted"
+                return ParentOutcome(pref, ns, gw, reason=c.R_NO_MATCHING_PARENT, message=why)
             listeners = accepted
         else:
             return None
-        out = ParentOutcome(ref, gw)
+        out = ParentOutcome(pref, ns, gw)
         if not gw.accepted:
             out.reason, out.message = c.R_NO_MATCHING_PARENT, f"Gateway {gw.name} is not accepted"
             return out
         key = (id(listeners), kind, route_ns, pref.section_name, pref.port)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = (listeners, [self._prejudge(self._listener(lc), kind, route_ns, pref) for lc in listeners])
-        verdicts: list[Verdict] = []
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = self._plan(listeners, kind, route_ns, pref)
         attached = out.attached
-        route_hosts: _RouteHosts | None = None
-        for v0, li, policy in plan[1]:
-            if v0 is not None:
-                v = v0
-            else:
-                if route_hosts is None:
-                    route_hosts = _RouteHosts(route)
-                v = _hostname_verdict(li, policy, route_hosts)
-            verdicts.append(v)
-            if v.stage == OK:
-                attached.append((v.listener, v.hosts))
-        out.verdicts = verdicts
+        if plans.pending:
+            on = _RouteHosts(route).on
+            for step in plans.steps:
+                if isinstance(step, _Listener):
+                    got = on(step.hostname, step.wild_suffix)
+                    if got != ():
+                        attached.append((step.lc, got))
+                elif step is not None:
+                    attached.append((step, None))
+        else:
+            attached.extend([(lc, None) for lc in plans.steps if isinstance(lc, ListenerCtx)])
+        if self.explain:
+            route_hosts = _RouteHosts(route)
+            out.verdicts = [
+                v0 if v0 is not None else _hostname_verdict(li, policy, route_hosts) for v0, li, policy in plans.plans
+            ]
         if attached:
             return out
-        stages = {v.stage for v in verdicts}
+        stages = plans.stages | {HOSTNAME} if plans.pending else plans.stages
         if stages <= {SECTION, PORT}:
             what = []
             if pref.section_name is not None:
@@ -176,6 +206,24 @@ class ParentIndex:
         else:
             out.reason, out.message = c.R_NOT_ALLOWED_BY_LISTENERS, f"no listener allows a {kind} from namespace {route.metadata.namespace}"
         return out
+
+    def _plan(self, listeners: list[ListenerCtx], kind: str, route_ns: str, pref: m.ParentReference) -> _Plans:
+        plans = [self._prejudge(self._listener(lc), kind, route_ns, pref) for lc in listeners]
+        steps: list[_Listener | ListenerCtx | None] = []
+        for v0, li, _ in plans:
+            if v0 is None:
+                steps.append(li)  # its hostnames decide
+            elif v0.stage == OK:
+                steps.append(v0.listener)  # a kind without hostname semantics: serves any host
+            else:
+                steps.append(None)  # refused
+        return _Plans(
+            listeners=listeners,
+            plans=plans,
+            steps=steps,
+            pending=any(v0 is None for v0, _, _ in plans),
+            stages=frozenset(v0.stage for v0, _, _ in plans if v0 is not None),
+        )
 
     def judge(self, lc: ListenerCtx, kind: str, route: Any, pref: m.ParentReference) -> Verdict:
         """Whether one listener takes the route for this parentRef, and the rule that decided it."""
@@ -223,17 +271,20 @@ def _hostname_verdict(li: _Listener, policy: str, route_hosts: _RouteHosts) -> V
 class _RouteHosts:
     """A route's hostnames, read once for all the listeners one parentRef selects."""
 
-    __slots__ = ("hosts", "lowered", "shown", "wild_suffix")
+    __slots__ = ("hosts", "lowered", "wild_suffix")
 
     def __init__(self, route: Any) -> None:
         self.hosts: tuple[str, ...] = tuple(route.spec.hostnames)
         lowered = tuple([h.lower() for h in self.hosts])
         # Already lowercase (the usual case): the route's own tuple, which the results then share.
         self.lowered = self.hosts if lowered == self.hosts else lowered
-        self.shown = ", ".join(self.hosts) or "(any)"
         # One wildcard hostname "*.example.com": ".example.com"
         one = self.lowered[0] if len(self.lowered) == 1 else ""
         self.wild_suffix = one[1:] if one.startswith("*.") else None
+
+    @property
+    def shown(self) -> str:
+        return ", ".join(self.hosts) or "(any)"
 
     def on(self, listener: str | None, listener_suffix: str | None) -> tuple[str, ...] | None:
         """:func:`effective_hostnames` of these hostnames on a listener hostname (``listener_suffix``:

@@ -20,7 +20,7 @@ from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
 from gateweave.translate.grpcroute import translate_grpc_route
 from gateweave.translate.httproute import translate_http_route
 from gateweave.translate.l4routes import translate_l4_route
-from gateweave.translate.parentrefs import ParentIndex
+from gateweave.translate.parentrefs import ParentIndex, ParentOutcome
 
 
 def translate_route(kind: str, route: Any, resolver: BackendResolver) -> RouteTranslation:
@@ -90,7 +90,7 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
     seen: set[int] | None = None  # ids of attached listeners, once a second parentRef attaches
     parts: list[tuple[Any, ...]] = []  # per parentRef of ours: (parentRef, Accepted status, reason, message)
-    refs: list[dict[str, Any]] = []
+    ours: list[ParentOutcome] = []
     for pref in route.spec.parent_refs:
         outcome = parents.resolve(kind, route, pref)
         if outcome is None:
@@ -112,13 +112,13 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
                 accepted_by.append(outcome.gateway)
         else:
             parts.append((pref, False, outcome.reason, outcome.message))
-        refs.append(outcome.ref)
+        ours.append(outcome)
     key = (route_ns, route.metadata.generation, tr.refs_issue, tuple(tr.invalid_rules) if not all_invalid else (), *parts)
     status = parents.statuses.get(key)
     if status is None:
         if len(parents.statuses) >= _STATUS_MEMO:
             parents.statuses.clear()
-        status = parents.statuses[key] = _route_status(ctx, tr, parts, refs)
+        status = parents.statuses[key] = _route_status(ctx, tr, parts, [o.ref for o in ours])
     return RouteOutcome(status, attached, accepted_by)
 
 
