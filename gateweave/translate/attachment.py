@@ -27,6 +27,9 @@ class RouteTranslation:
     # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per BackendTLSPolicy.
     tcp_terminated: tuple[ir.WeightedCluster, ...] = ()
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
+    # HTTPRoute/GRPCRoute: names of the clusters its IR routes send to (backends and mirrors;
+    # a name may repeat), added as each rule's routes are made.
+    http_clusters: list[str] = field(default_factory=list)
     services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
     refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)
     rule_count: int = 0
@@ -50,24 +53,23 @@ class RouteTranslation:
 
     # Computed on first use by the xDS IR assembly, once the translation is complete.
     _sorted_http: tuple[ir.Route, ...] | None = field(default=None, repr=False, compare=False)
-    _http_clusters: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def sorted_http(self) -> tuple[ir.Route, ...]:
         """The IR routes in precedence order (names are unique within one route)."""
         if self._sorted_http is None:
-            self._sorted_http = tuple(key[-1] for key in sorted(self.http))
+            keys = self.http
+            keys.sort()  # in place: nothing reads the order the rules made them in
+            self._sorted_http = tuple([key[-1] for key in keys])
         return self._sorted_http
 
-    @property
-    def http_clusters(self) -> frozenset[str]:
-        """Names of the clusters its IR routes send to (backends and mirrors)."""
-        if self._http_clusters is None:
-            self._http_clusters = frozenset(
-                [w.cluster for key in self.http for w in key[-1].backends]
-                + [mi.cluster for key in self.http for mi in key[-1].mirrors]
-            )
-        return self._http_clusters
+    def use_clusters(self, backends: tuple[ir.WeightedCluster, ...], mirrors: tuple[ir.Mirror, ...]) -> None:
+        """Record the clusters a rule's IR routes send to (see ``http_clusters``)."""
+        used = self.http_clusters
+        for w in backends:
+            used.append(w.cluster)
+        for mi in mirrors:
+            used.append(mi.cluster)
 
 
 @dataclass(slots=True)

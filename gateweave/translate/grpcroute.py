@@ -75,6 +75,7 @@ def _rule(
         backends, direct_status, mirrors = (), 500, []
     name = f"{prefix}{i}/match/"
     mirrored = tuple(mirrors)
+    tr.use_clusters(backends, mirrored)
     out: list[PrecedenceKey] = []
     for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
         r = ir.Route(

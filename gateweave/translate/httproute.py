@@ -121,6 +121,7 @@ def _rule(
     mirrored = () if direct_status is not None or redirect is not None else tuple(mirrors)
     url_rewrite = rewrite if redirect is None else None
 
+    tr.use_clusters(backends, mirrored)
     name = f"{prefix}{i}/match/"
     o0, o1, o2, o3 = order
     append = tr.http.append

@@ -123,7 +123,7 @@ def _route_config(
                     serving[id(tr)] = tr
     vhosts = [virtual_host(name, domain, per_domain[domain]) for domain in sorted(per_domain)]
     for tr in serving.values():
-        used |= tr.http_clusters
+        used.update(tr.http_clusters)
     if peers is not None:
         extras = misdirected(name, lcs[0], peers, {vh.domains[0] for vh in vhosts}.__contains__)
         vhosts = sorted(vhosts + list(extras.values()), key=lambda vh: vh.domains[0])
@@ -273,7 +273,7 @@ def atts_clusters(atts: Iterable[Attachment]) -> set[str]:
     """Names of the clusters the routes of these attachments send to."""
     used: set[str] = set()
     for att in atts:
-        used |= att.translation.http_clusters
+        used.update(att.translation.http_clusters)
     return used
 
 
