@@ -33,13 +33,13 @@ class RouteTranslation:
     services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
     refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)
     rule_count: int = 0
-    invalid_rules: list[str] = field(default_factory=list)  # why each dropped rule was dropped
+    invalid_rules: tuple[str, ...] = ()  # why each dropped rule was dropped
     invalid_reason: str = "UnsupportedValue"  # Accepted reason when every rule is dropped
 
     def drop_rule(self, label: str, message: str, reason: str) -> None:
         """Record a rule that cannot be implemented (the route becomes PartiallyInvalid); a reason
         other than UnsupportedValue becomes the Accepted reason should every rule be dropped."""
-        self.invalid_rules.append(f"{label}: {message}")
+        self.invalid_rules += (f"{label}: {message}",)
         if reason != "UnsupportedValue":
             self.invalid_reason = reason
 

@@ -151,6 +151,7 @@ def weighted_backends(
     """
     ns = tr.route.metadata.namespace
     kind = tr.kind
+    resolve = resolver.resolve
     shared = resolver.memo.weighted
     clusters = tr.clusters
     services = tr.services
@@ -159,9 +160,9 @@ def weighted_backends(
     invalid = False
     for i, ref in enumerate(refs):
         br: BackendRefLike = ref
-        backend = resolver.resolve(kind, ns, br, terminated)
-        weight = int(getattr(ref, "weight", 1))
-        if backend.service:
+        backend = resolve(kind, ns, br, terminated)
+        weight: int = ref.weight
+        if backend.service is not None:
             services.add(backend.service)
         cluster = backend.cluster
         if cluster is None:

@@ -7,7 +7,6 @@ from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
 from gateweave.translate.backends import BackendResolver
-from gateweave.translate.context import sort_key
 from gateweave.translate.filters import (
     RuleError,
     backend_header_mods,
@@ -23,12 +22,12 @@ _ANY_SEGMENT = "[^/]+"
 _ANY_MATCH = (m.GRPCRouteMatch(),)
 
 
-def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver) -> RouteTranslation:
+def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver, order: tuple[int, str, str, str]) -> RouteTranslation:
+    """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
     tr = RouteTranslation(kind="GRPCRoute", route=route)
     tr.rule_count = len(route.spec.rules)
     meta = route.metadata
     prefix = f"grpcroute/{meta.namespace}/{meta.name}/rule/"
-    order = sort_key(route)
     for i, rule in enumerate(route.spec.rules):
         try:
             tr.http.extend(_rule(tr, resolver, i, rule, prefix, order))

@@ -54,10 +54,3 @@ def specificity(hostname: str | None) -> tuple[int, int]:
     if hostname.startswith("*"):
         return (1, -len(hostname))
     return (0, -len(hostname))
-
-
-def matches(pattern: str | None, hostname: str) -> bool:
-    """Whether a listener hostname (possibly a wildcard, None = any) accepts a concrete hostname or wildcard."""
-    if pattern is None or pattern == hostname:
-        return True
-    return pattern.startswith("*.") and _covers(pattern, hostname)

@@ -7,7 +7,6 @@ from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
 from gateweave.translate.backends import BackendResolver
-from gateweave.translate.context import sort_key
 from gateweave.translate.filters import (
     BackendFilters,
     RuleError,
@@ -30,14 +29,14 @@ _NEGATIVES = 1024
 _NEGATIVE = tuple(-n for n in range(_NEGATIVES))
 
 
-def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver) -> RouteTranslation:
+def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver, order: tuple[int, str, str, str]) -> RouteTranslation:
+    """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
     tr = RouteTranslation(kind="HTTPRoute", route=route)
     rules = route.spec.rules
     tr.rule_count = len(rules)
     # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
     meta = route.metadata
     prefix = f"httproute/{meta.namespace}/{meta.name}/rule/"
-    order = sort_key(route)
     for i, rule in enumerate(rules):
         try:
             _rule(tr, resolver, i, rule, prefix, order)

@@ -9,6 +9,7 @@ and every status come out in a deterministic order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from gateweave.api.kinds import ROUTE_KINDS
@@ -23,11 +24,14 @@ from gateweave.translate.l4routes import translate_l4_route
 from gateweave.translate.parentrefs import ParentIndex, ParentOutcome
 
 
-def translate_route(kind: str, route: Any, resolver: BackendResolver) -> RouteTranslation:
+def translate_route(
+    kind: str, route: Any, resolver: BackendResolver, order: tuple[int, str, str, str] | None = None
+) -> RouteTranslation:
+    """``order``: the route's :func:`sort_key`, when the caller has it."""
     if kind == "HTTPRoute":
-        return translate_http_route(route, resolver)
+        return translate_http_route(route, resolver, order or sort_key(route))
     if kind == "GRPCRoute":
-        return translate_grpc_route(route, resolver)
+        return translate_grpc_route(route, resolver, order or sort_key(route))
     return translate_l4_route(kind, route, resolver)
 
 
@@ -39,8 +43,9 @@ def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     using: dict[ServicePortKey, list[GatewayCtx]] = {}
     policies = bool(tls_index.results)  # which Gateways use which Service ports: their ancestors
     for kind in ROUTE_KINDS:
-        for route in sorted(ctx.snapshot.by_kind(kind).values(), key=sort_key):
-            tr = translate_route(kind, route, resolver)
+        keyed = sorted([(sort_key(route), route) for route in ctx.snapshot.by_kind(kind).values()], key=itemgetter(0))
+        for order, route in keyed:
+            tr = translate_route(kind, route, resolver, order)
             accepted_by = _attach_one(ctx, parents, tr)
             if policies:
                 for gw in accepted_by:
@@ -113,7 +118,7 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         else:
             parts.append((pref, False, outcome.reason, outcome.message))
         ours.append(outcome)
-    key = (route_ns, route.metadata.generation, tr.refs_issue, tuple(tr.invalid_rules) if not all_invalid else (), *parts)
+    key = (route_ns, route.metadata.generation, tr.refs_issue, tr.invalid_rules if not all_invalid else (), *parts)
     status = parents.statuses.get(key)
     if status is None:
         if len(parents.statuses) >= _STATUS_MEMO:

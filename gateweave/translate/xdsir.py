@@ -27,7 +27,7 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.attachment import Attachment, RouteTranslation
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
-from gateweave.translate.hostnames import matches, specificity
+from gateweave.translate.hostnames import specificity
 
 HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 _UNKNOWN = object()  # a domain whose owner is not looked up yet (owner() may return None)
@@ -105,7 +105,7 @@ def _route_config(
     ``lcs`` being the one whose chain this is; a domain belongs to the most specific of them.
     Adds the names of the clusters its routes send to to ``used``.
     """
-    owners = lcs if peers is None else peers
+    owners = owner_facts(lcs if peers is None else peers)
     per_domain: dict[str, list[Attachment]] = {}
     owner_of: dict[str, ListenerCtx | None] = {}
     serving: dict[int, RouteTranslation] = {}  # translations with routes in a virtual host
@@ -117,7 +117,7 @@ def _route_config(
             for domain in att.hostnames or ("*",):
                 own: object = owner_of.get(domain, _UNKNOWN)
                 if own is _UNKNOWN:
-                    own = owner_of[domain] = owner(owners, domain)
+                    own = owner_of[domain] = owner_in(owners, domain)
                 if own is lc:
                     per_domain.setdefault(domain, []).append(att)
                     serving[id(tr)] = tr
@@ -194,13 +194,32 @@ def misdirected(
 
 def owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
     """The most specific listener (``lcs`` is sorted that way) that selects requests for ``domain``."""
+    return owner_in(owner_facts(lcs), domain)
+
+
+# Per listener, most specific first: (listener, its hostname, the suffix its wildcard hostname covers)
+OwnerFacts = list[tuple[ListenerCtx, str | None, str | None]]
+
+
+def owner_facts(lcs: list[ListenerCtx]) -> OwnerFacts:
+    out: OwnerFacts = []
+    for o in lcs:
+        h = o.hostname
+        out.append((o, h, h[1:] if h is not None and h.startswith("*.") else None))
+    return out
+
+
+def owner_in(facts: OwnerFacts, domain: str) -> ListenerCtx | None:
+    """:func:`owner` over :func:`owner_facts`. A listener hostname selects a domain when it is
+    absent (any host), equal to it, or a wildcard ``*.suffix`` that covers it (``a.suffix`` and
+    ``a.b.suffix``, also a narrower wildcard ``*.a.suffix``, but not ``suffix`` itself)."""
     if domain == "*":
-        for o in lcs:
-            if o.listener.hostname is None:
+        for o, h, _ in facts:
+            if h is None:
                 return o
         return None
-    for o in lcs:
-        if matches(o.listener.hostname, domain):
+    for o, h, suffix in facts:
+        if h is None or h == domain or (suffix is not None and domain.endswith(suffix) and len(domain) > len(suffix)):
             return o
     return None
 
