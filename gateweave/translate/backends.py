@@ -78,9 +78,12 @@ class Backend:
 class BackendResolver:
     """Resolves backendRefs for one translation; clusters are built once per Service port."""
 
-    def __init__(self, ctx: Ctx, tls: BackendTLSIndex) -> None:
+    def __init__(self, ctx: Ctx, tls: BackendTLSIndex, *, touched: set[tuple[str, str]] | None = None) -> None:
         self.ctx = ctx
         self.tls = tls
+        # When a set: every Service (namespace, name) a backendRef names, found or not, is added
+        # to it (the incremental translator's record of what a route depends on).
+        self.touched = touched
         # (route kind, route namespace, group, kind, namespace, name, port, terminated) -> Backend
         self._cache: dict[tuple[str, str, str, str, str, str, int | None, bool], Backend] = {}
         # What a Service port resolves to whichever namespace refers to it (the ReferenceGrant
@@ -95,6 +98,8 @@ class BackendResolver:
         """``terminated``: a TLSRoute backend behind a listener that terminates TLS, which a
         BackendTLSPolicy re-encrypts (behind a passthrough listener the client's TLS goes through)."""
         ns = ref.namespace or route_ns
+        if self.touched is not None:
+            self.touched.add((ns, ref.name))
         key = (route_kind, route_ns, ref.group, ref.kind, ns, ref.name, ref.port, terminated)
         hit = self._cache.get(key)
         if hit is None:

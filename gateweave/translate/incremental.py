@@ -44,7 +44,7 @@ from gateweave.ir import Result
 from gateweave.snapshot import NN, Snapshot
 from gateweave.translate import gateway, routes, xdsir
 from gateweave.translate.attachment import Attachment, RouteTranslation
-from gateweave.translate.backends import Backend, BackendRefLike, BackendResolver
+from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
 from gateweave.translate.core import release, translate_all
@@ -69,18 +69,6 @@ def _order(kind: str, route: Any) -> tuple[Any, ...]:
 
 def _att_order(att: Attachment) -> tuple[Any, ...]:
     return _order(att.translation.kind, att.translation.route)
-
-
-class _RecordingResolver(BackendResolver):
-    """A BackendResolver that notes every Service a route refers to (found or not)."""
-
-    def __init__(self, ctx: Ctx, tls: BackendTLSIndex) -> None:
-        super().__init__(ctx, tls)
-        self.touched: set[NN] = set()
-
-    def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False) -> Backend:
-        self.touched.add((ref.namespace or route_ns, ref.name))
-        return super().resolve(route_kind, route_ns, ref, terminated)
 
 
 @dataclass(eq=False, slots=True)
@@ -265,7 +253,7 @@ class IncrementalTranslator:
         self._xds: dict[str, ir.XdsGateway] = {}
         self._visited: set[str] = set()
 
-        resolver = _RecordingResolver(ctx, self._tls)
+        resolver = BackendResolver(ctx, self._tls, touched=set())
         for kind in ROUTE_KINDS:
             for route in sorted(snapshot.by_kind(kind).values(), key=sort_key):
                 self._add(kind, route, resolver)
@@ -327,7 +315,7 @@ class IncrementalTranslator:
             entry = self._entries.get(route_key)
             if entry is not None:
                 self._remove(entry)
-        resolver = _RecordingResolver(ctx, self._tls)
+        resolver = BackendResolver(ctx, self._tls, touched=set())
         for kind, ns, name in sorted(affected, key=lambda k: (_KIND_INDEX[k[0]], k[1], k[2])):
             route = snapshot.by_kind(kind).get((ns, name))
             if route is not None:
@@ -350,7 +338,7 @@ class IncrementalTranslator:
 
     # ------------------------------------------------------------ routes in and out
 
-    def _add(self, kind: str, route: Any, resolver: _RecordingResolver) -> None:
+    def _add(self, kind: str, route: Any, resolver: BackendResolver) -> None:
         resolver.touched = set()
         tr = routes.translate_route(kind, route, resolver)
         outcome = routes.judge_route(self._ctx, self._parents, tr)
