@@ -35,6 +35,16 @@ def ensure_venv() -> None:
     STAMP.write_text(want)
 
 
+def ensure_native() -> None:
+    """Compile the translation with mypyc when its sources changed since the last build (see
+    gateweave/native.py); without a C compiler it runs from its Python sources, only slower."""
+    if os.environ.get("GATEWEAVE_NATIVE") == "0":
+        return
+    code = "import sys; from gateweave import native; sys.exit(native.main(['build', '--if-stale']))"
+    if subprocess.call([str(PY), "-c", code], cwd=ROOT) != 0:
+        print("dev.py: continuing with the translation's Python sources", flush=True)
+
+
 def run(cmd: list[str]) -> int:
     print("+ " + " ".join(cmd), flush=True)
     return subprocess.call(cmd, cwd=ROOT)
@@ -45,6 +55,7 @@ def main(argv: list[str]) -> int:
         print("gateweave needs Python 3.11 or newer", file=sys.stderr)
         return 2
     ensure_venv()
+    ensure_native()
     bindir = VENV / "bin"
     task = argv[0] if argv else "quickstart"
     rest = argv[1:]

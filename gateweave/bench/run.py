@@ -53,6 +53,7 @@ from typing import Any
 
 import msgspec
 
+from gateweave import native
 from gateweave.api.decode import Decoded, decode
 from gateweave.bench.objects import (
     DEFAULT_SEED,
@@ -159,6 +160,8 @@ def machine() -> dict[str, Any]:
         "cpu": cpu,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # Whether the translation ran compiled (gateweave.native "active") or from its sources.
+        "translation": "compiled (mypyc)" if native.state() == "active" else f"Python sources (native build {native.state()})",
     }
 
 
@@ -522,6 +525,7 @@ def format_table(report: Mapping[str, Any]) -> str:
     m = report["machine"]
     lines.append("")
     lines.append(f"machine: {m['nproc']} CPUs, {m['cpu'] or 'unknown CPU'}, Python {m['python']}; seed {report['seed']}, median of {report['repeat']}")
+    lines.append(f"translation: {m.get('translation', 'unknown')}")
     for what, note in report["notes"].items():
         lines.append(f"{what}: {note}")
     checks = report.get("checks") or []

@@ -11,6 +11,10 @@ around the same calls the translation makes, so the figures add up to the real c
 * one HTTPRoute changed -> new xDS snapshot, as ``change_s`` times it: decoding the object,
   ``Store.apply``, ``Store.snapshot``, the incremental translation, the runtime's IR diff,
   the incremental xDS snapshot of the changed Gateway.
+
+``--lines MODULE.FUNCTION`` (repeatable) prints instead line_profiler's per-line times of those
+functions over one full translation (of the Python sources: run it with
+``GATEWEAVE_NATIVE=0``, compiled functions have no lines to trace).
 """
 
 from __future__ import annotations
@@ -103,14 +107,57 @@ def change_split(pipeline: Pipeline, objects: BenchObjects, repeat: int) -> dict
     return {k: round(statistics.median(r[k] * 1000 for r in rows), 3) for k in CHANGE}
 
 
+def line_profile(pipeline: Pipeline, names: list[str]) -> str:
+    """line_profiler's report of the functions ``names`` (``package.module.function`` or
+    ``package.module.Class.method``) over one full translation."""
+    import importlib
+    import io
+
+    from line_profiler import LineProfiler
+
+    from gateweave import native
+    from gateweave.translate import translate
+
+    if native.state() == "active":
+        raise SystemExit("--lines traces Python code: run with GATEWEAVE_NATIVE=0")
+    profiler = LineProfiler()
+    for name in names:
+        parts = name.split(".")
+        obj: object = None
+        for cut in range(len(parts) - 1, 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+            break
+        if not callable(obj):
+            raise SystemExit(f"--lines {name}: not a function")
+        profiler.add_function(obj)
+    snap = pipeline.store.snapshot()
+    translate(snap)  # warm the memos that outlive a translation, as the timed ones find them
+    with gc_paused():
+        profiler.enable_by_count()
+        translate(snap)
+        profiler.disable_by_count()
+    out = io.StringIO()
+    profiler.print_stats(stream=out, output_unit=1e-3)
+    return out.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateweave.bench.split", description=__doc__.splitlines()[0])
     parser.add_argument("--routes", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--lines", action="append", default=[], metavar="MODULE.FUNCTION")
     args = parser.parse_args(argv)
     objects = generate(args.routes, args.seed)
     pipeline = Pipeline(decode_all(objects.manifests), TranslateOptions())
+    if args.lines:
+        print(line_profile(pipeline, args.lines))
+        return 0
     full = full_split(pipeline, args.repeat)
     change = change_split(pipeline, objects, max(args.repeat, 21))
     print(json.dumps({"routes": args.routes, "full_translation_s": full, "route_change_ms": change}, indent=2))
