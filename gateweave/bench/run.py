@@ -501,6 +501,9 @@ def profile_translate(routes: int, seed: int = DEFAULT_SEED, top: int = 25) -> s
     translate(snap, options)
     prof.disable()
     out = io.StringIO()
+    if native.state() == "active":
+        out.write("note: the translation ran compiled, so its functions do not appear in this profile; "
+                  "run with GATEWEAVE_NATIVE=0 for a per-function profile of the Python sources\n")
     for order in ("tottime", "cumulative"):
         stats = pstats.Stats(prof, stream=out)
         stats.sort_stats(order).print_stats(top)

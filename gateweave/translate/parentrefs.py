@@ -54,7 +54,7 @@ class ParentOutcome:
     message: str = ""
     # Every listener considered, with the check that decided it: only an index made for
     # `gateweave explain` records them (see ParentIndex).
-    verdicts: list[Verdict] = field(default_factory=list)
+    verdicts: tuple[Verdict, ...] = ()
 
     @property
     def ref(self) -> dict[str, Any]:
@@ -188,9 +188,9 @@ class ParentIndex:
             attached.extend([(lc, None) for lc in plans.steps if isinstance(lc, ListenerCtx)])
         if self.explain:
             route_hosts = _RouteHosts(route)
-            out.verdicts = [
-                v0 if v0 is not None else _hostname_verdict(li, policy, route_hosts) for v0, li, policy in plans.plans
-            ]
+            out.verdicts = tuple(
+                [v0 if v0 is not None else _hostname_verdict(li, policy, route_hosts) for v0, li, policy in plans.plans]
+            )
         if attached:
             return out
         stages = plans.stages | {HOSTNAME} if plans.pending else plans.stages
