@@ -122,10 +122,10 @@ _SETUP = """
 import sys
 from setuptools import setup
 from mypyc.build import mypycify
-files, out, tmp = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+files, out, tmp, config = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]
 setup(
     name="gateweave-native",
-    ext_modules=mypycify(files, group_name="gateweave_native", target_dir=tmp),
+    ext_modules=mypycify(["--config-file", config, *files], group_name="gateweave_native", target_dir=tmp),
     script_args=["-q", "build_ext", "--build-lib", out, "--build-temp", tmp, "-j", "2"],
 )
 """
@@ -149,31 +149,44 @@ def build(root: Path = ROOT) -> float:
     tmp.mkdir(parents=True)
     env = dict(os.environ, GATEWEAVE_NATIVE="0")  # the build imports nothing compiled
     # In a directory of its own, so setuptools reads none of the project's configuration.
-    args = [sys.executable, "-c", _SETUP, ",".join(str(p) for p in files), str(out), str(tmp)]
+    # The project's mypy configuration: the type check mypyc runs is the one CI runs.
+    config = root / "pyproject.toml"
+    args = [sys.executable, "-c", _SETUP, ",".join(str(p) for p in files), str(out), str(tmp), str(config)]
     done = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise BuildError(f"mypyc exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+        # Remembered for these sources, so that dev.py does not try again until they change.
+        (out / "failed.log").write_text(f"{done.stdout}{done.stderr}")
+        (out / "failed").write_text(digest(files, root) + "\n")
+        raise BuildError(f"mypyc exited with {done.returncode}; its output is in {out / 'failed.log'}")
     shutil.rmtree(tmp, ignore_errors=True)
     (out / "digest").write_text(digest(files, root) + "\n")
     return time.monotonic() - started
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str], root: Path = ROOT) -> int:
+    """``build [--if-stale]``: compile (only when the build does not match the sources, and did
+    not already fail for these sources); no arguments: print the state."""
+    build_dir = root / "build" / "native"
+    files = module_files(root / "gateweave")
     if argv[:1] == ["build"]:
         if "--if-stale" in argv[1:]:
-            current, _ = check()
+            current, _ = check(root)
             if current in ("active", "disabled"):
+                return 0
+            failed = build_dir / "failed"
+            if failed.is_file() and failed.read_text().strip() == digest(files, root):
+                print(f"gateweave.native: not compiled (the build failed for these sources: {build_dir / 'failed.log'})")
                 return 0
         print("gateweave.native: compiling the translation with mypyc", flush=True)
         try:
-            took = build()
+            took = build(root)
         except (OSError, BuildError) as err:
             print(f"gateweave.native: build failed ({err}); the translation runs from its Python sources", file=sys.stderr)
             return 1
-        print(f"gateweave.native: compiled {len(module_files())} modules in {took:.0f} s", flush=True)
+        print(f"gateweave.native: compiled {len(files)} modules in {took:.0f} s", flush=True)
         return 0
     if argv:
         print("usage: gateweave.native.main([build [--if-stale]])", file=sys.stderr)
         return 2
-    print(check()[0])
+    print(check(root)[0])
     return 0

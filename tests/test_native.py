@@ -125,3 +125,22 @@ def test_compiled_and_source_translations_agree(tmp_path: Path) -> None:
     assert source.pop("native") == "disabled"
     assert compiled.keys() == sets.keys()
     assert {k for k in compiled if compiled[k] != source[k]} == set()
+
+
+def test_a_failed_build_leaves_the_sources_in_use_and_is_not_retried_until_they_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GATEWEAVE_NATIVE", raising=False)
+    monkeypatch.setenv("CC", "false")  # a machine whose C compiler fails
+    root, build = _fake_tree(tmp_path)
+    (root / "pyproject.toml").write_text("[tool.mypy]\n")
+    assert native.main(["build", "--if-stale"], root) == 1
+    assert "build failed" in capsys.readouterr().err
+    assert native.check(root) == ("not built", {})
+    assert (build / "failed.log").read_text()  # what the compiler said
+    # The next run of dev.py does not try again for the same sources ...
+    assert native.main(["build", "--if-stale"], root) == 0
+    assert "the build failed for these sources" in capsys.readouterr().out
+    # ... but does once they change.
+    (root / "gateweave" / "translate" / "alpha.py").write_text("# alpha, edited\n")
+    assert native.main(["build", "--if-stale"], root) == 1
