@@ -2,8 +2,8 @@
 
 The modules of :mod:`gateweave.translate` (but its entry point and the incremental
 translator) are plain, typed Python. ``python3 dev.py`` compiles them with mypyc - the
-compiler that ships with mypy - into C extensions, which run a full translation about
-15% faster. Nothing about the code changes: the same sources, type-checked the same way.
+compiler that ships with mypy - into C extensions, which run a full translation 8-16%
+faster (docs/benchmarks.md). Nothing about the code changes: the same sources, type-checked the same way.
 
 The build lives outside the package, in ``build/native`` at the project root, beside a
 digest of the sources it was built from. On import, :func:`activate` compares that digest
@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -34,7 +35,6 @@ from types import ModuleType
 PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
 BUILD_DIR = ROOT / "build" / "native"
-GROUP = "gateweave_native"  # mypyc's shared library: gateweave_native__mypyc
 # Not compiled: the package entry point, and the incremental translator (its exception
 # subclasses a builtin, and tests substitute functions in it).
 _EXCLUDED = frozenset({"__init__.py", "incremental.py"})
@@ -118,11 +118,14 @@ def state() -> str:
     return _state
 
 
+# Run by build() in a fresh interpreter: argv is a JSON list of the files, the output and
+# scratch directories, and the mypy configuration file. The compiled modules share one
+# library, gateweave_native__mypyc, at the top of the output directory.
 _SETUP = """
-import sys
+import json, sys
 from setuptools import setup
 from mypyc.build import mypycify
-files, out, tmp, config = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]
+files, out, tmp, config = json.loads(sys.argv[1])
 setup(
     name="gateweave-native",
     ext_modules=mypycify(["--config-file", config, *files], group_name="gateweave_native", target_dir=tmp),
@@ -132,7 +135,7 @@ setup(
 
 
 class BuildError(Exception):
-    """The compilation failed (its output is the message)."""
+    """The compilation failed (the message says where its output is)."""
 
 
 def build(root: Path = ROOT) -> float:
@@ -151,7 +154,7 @@ def build(root: Path = ROOT) -> float:
     # In a directory of its own, so setuptools reads none of the project's configuration.
     # The project's mypy configuration: the type check mypyc runs is the one CI runs.
     config = root / "pyproject.toml"
-    args = [sys.executable, "-c", _SETUP, ",".join(str(p) for p in files), str(out), str(tmp), str(config)]
+    args = [sys.executable, "-c", _SETUP, json.dumps([[str(p) for p in files], str(out), str(tmp), str(config)])]
     done = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         # Remembered for these sources, so that dev.py does not try again until they change.
