@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateweave import DEFAULT_CONTROLLER_NAME
+from gateweave import DEFAULT_CONTROLLER_NAME, native
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS, AdminServer
 from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
@@ -111,6 +111,8 @@ async def serve(
     try:
         await admin.start()
         log.info("admin API listening", url=admin.url)
+        # Whether the translation runs compiled (gateweave.native) or from its Python sources.
+        log.info("translation", compiled=native.state() == "active", native_build=native.state())
         setup: AbstractAsyncContextManager[Any] = (
             dataplane_setup(runtime) if dataplane and dataplane_setup is not None else contextlib.nullcontext()
         )
