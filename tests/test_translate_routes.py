@@ -20,7 +20,7 @@ from gateweave.api import models as m
 from gateweave.ir import INVALID_BACKEND_CLUSTER
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
-from gateweave.translate.hostnames import effective_hostnames
+from gateweave.translate.hostnames import effective_hostnames, first_selecting, selectors
 
 NS = "infra"
 G = m.GATEWAY_GROUP
@@ -475,6 +475,19 @@ def test_hostname_intersection() -> None:
     assert effective_hostnames("a.example.com", ("*.example.com",)) == ("a.example.com",)
     assert effective_hostnames("*.example.com", ("*.b.example.com", "*.com")) == ("*.b.example.com", "*.example.com")
     assert effective_hostnames("foo.com", ("bar.com",)) == ()
+
+
+def test_first_selecting_hostname() -> None:
+    # Tried in order, most specific first: exact, wildcard, any.
+    facts = selectors([("exact", "a.example.com"), ("wild", "*.example.com"), ("any", None)])
+    assert first_selecting(facts, "a.example.com") == "exact"
+    assert first_selecting(facts, "b.example.com") == "wild"
+    assert first_selecting(facts, "x.b.example.com") == "wild"
+    assert first_selecting(facts, "*.b.example.com") == "wild"  # a narrower wildcard
+    assert first_selecting(facts, "example.com") == "any"  # the bare suffix is not covered
+    assert first_selecting(facts, "*") == "any"  # a route without hostnames: only "any" takes it
+    assert first_selecting(facts[:2], "*") is None
+    assert first_selecting(facts[:2], "x.org") is None
 
 
 def test_most_specific_listener_owns_a_domain() -> None:

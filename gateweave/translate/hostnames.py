@@ -6,6 +6,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 def _covers(wild: str, name: str) -> bool:
     """Whether wildcard ``wild`` (``*.suffix``) matches ``name`` (a hostname or a narrower wildcard)."""
@@ -54,3 +59,30 @@ def specificity(hostname: str | None) -> tuple[int, int]:
     if hostname.startswith("*"):
         return (1, -len(hostname))
     return (0, -len(hostname))
+
+
+# Things with a hostname (None: any), in the order they are tried: (thing, its hostname, the
+# suffix its wildcard hostname covers, e.g. ".example.com" for "*.example.com", else None).
+Selectors = list[tuple[T, str | None, str | None]]
+
+
+def selectors(items: Sequence[tuple[T, str | None]]) -> Selectors[T]:
+    """``(thing, hostname)`` pairs with what :func:`first_selecting` reads of each, computed once."""
+    return [(item, h, h[1:] if h is not None and h.startswith("*.") else None) for item, h in items]
+
+
+def first_selecting(items: Selectors[T], domain: str) -> T | None:
+    """The first thing whose hostname selects ``domain``: no hostname (any host), the same name,
+    or a wildcard that covers it as :func:`_covers` says (``*.suffix`` covers ``a.suffix``,
+    ``a.b.suffix`` and a narrower wildcard ``*.a.suffix``, not ``suffix`` itself). The domain
+    ``"*"`` (a route without hostnames) is selected only by a thing without a hostname."""
+    if domain == "*":
+        for item, h, _ in items:
+            if h is None:
+                return item
+        return None
+    for item, h, suffix in items:
+        # _covers inline, with the suffix computed once per thing (a hot loop of the xDS IR).
+        if h is None or h == domain or (suffix is not None and domain.endswith(suffix) and len(domain) > len(suffix)):
+            return item
+    return None

@@ -27,7 +27,7 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.attachment import Attachment, RouteTranslation
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
-from gateweave.translate.hostnames import specificity
+from gateweave.translate.hostnames import Selectors, first_selecting, selectors, specificity
 
 HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 _UNKNOWN = object()  # a domain whose owner is not looked up yet (owner() may return None)
@@ -197,31 +197,17 @@ def owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
     return owner_in(owner_facts(lcs), domain)
 
 
-# Per listener, most specific first: (listener, its hostname, the suffix its wildcard hostname covers)
-OwnerFacts = list[tuple[ListenerCtx, str | None, str | None]]
+OwnerFacts = Selectors[ListenerCtx]
 
 
 def owner_facts(lcs: list[ListenerCtx]) -> OwnerFacts:
-    out: OwnerFacts = []
-    for o in lcs:
-        h = o.hostname
-        out.append((o, h, h[1:] if h is not None and h.startswith("*.") else None))
-    return out
+    """What :func:`owner_in` reads of listeners sorted most specific first."""
+    return selectors([(lc, lc.hostname) for lc in lcs])
 
 
 def owner_in(facts: OwnerFacts, domain: str) -> ListenerCtx | None:
-    """:func:`owner` over :func:`owner_facts`. A listener hostname selects a domain when it is
-    absent (any host), equal to it, or a wildcard ``*.suffix`` that covers it (``a.suffix`` and
-    ``a.b.suffix``, also a narrower wildcard ``*.a.suffix``, but not ``suffix`` itself)."""
-    if domain == "*":
-        for o, h, _ in facts:
-            if h is None:
-                return o
-        return None
-    for o, h, suffix in facts:
-        if h is None or h == domain or (suffix is not None and domain.endswith(suffix) and len(domain) > len(suffix)):
-            return o
-    return None
+    """:func:`owner` over :func:`owner_facts`."""
+    return first_selecting(facts, domain)
 
 
 def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> tuple[ir.FilterChain, ...]:
