@@ -86,6 +86,8 @@ def _explain_listener(lc: ListenerCtx, entry: dict[str, Any] | None) -> list[str
         lines.append(f"    conflicted: {lc.conflict_reason}: {lc.conflict_message}")
     if lc.refs_reason:
         lines.append(f"    references: {lc.refs_reason}: {lc.refs_message}")
+    if lc.overlap_reason:
+        lines.append(f"    overlapping TLS configuration: {lc.overlap_reason}: {lc.overlap_message}")
     if not (lc.accept_reason or lc.conflict_reason or lc.refs_reason) and not lc.gateway.programmed:
         lines.append("    the Gateway itself is not programmed")
     kinds = ", ".join(k for _, k in lc.supported_kinds) or "none"

@@ -47,6 +47,21 @@ def _check_key(pem: str) -> str:
     return ""
 
 
+@lru_cache(maxsize=4096)
+def dns_names(cert_pem: str) -> tuple[str, ...]:
+    """The DNS subjectAltNames of the first (leaf) certificate of a PEM chain, lowercased and
+    sorted; () when it has none or cannot be read. Clients match a server name against these
+    alone (RFC 6125 6.4.4: not the subject's commonName once DNS names are present; browsers
+    and Go never read it), so they are what a certificate covers."""
+    try:
+        leaf = x509.load_pem_x509_certificates(cert_pem.encode())[0]
+        san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        names = san.get_values_for_type(x509.DNSName)
+    except (ValueError, IndexError, x509.ExtensionNotFound, x509.DuplicateExtension, x509.UnsupportedGeneralNameType):
+        return ()
+    return tuple(sorted({n.lower() for n in names}))
+
+
 def tls_keypair(secret: m.Secret) -> tuple[str, str] | str:
     """(cert_pem, key_pem) from a kubernetes.io/tls style Secret, or a message saying what is wrong."""
     cert, key = secret_value(secret, "tls.crt"), secret_value(secret, "tls.key")

@@ -17,6 +17,9 @@ CONFLICTED = "Conflicted"
 PARTIALLY_INVALID = "PartiallyInvalid"
 SUPPORTED_VERSION = "SupportedVersion"
 INSECURE_FRONTEND_VALIDATION = "InsecureFrontendValidationMode"
+# Listeners: negative polarity, present only when True (gateway_types.go: "MUST NOT be set when
+# it is False").
+OVERLAPPING_TLS_CONFIG = "OverlappingTLSConfig"
 
 # GatewayClass reasons
 R_ACCEPTED = "Accepted"
@@ -51,6 +54,8 @@ R_INVALID_CA_CERTIFICATE_KIND = "InvalidCACertificateKind"
 R_INVALID_CLIENT_CERTIFICATE_REF = "InvalidClientCertificateRef"
 R_CONFIGURATION_CHANGED = "ConfigurationChanged"
 R_LISTENER_CONFLICT = "ListenerConflict"  # unused by spec for listeners; kept for ListenerSets
+R_OVERLAPPING_HOSTNAMES = "OverlappingHostnames"  # OverlappingTLSConfig reasons
+R_OVERLAPPING_CERTIFICATES = "OverlappingCertificates"
 
 # Route reasons
 R_NOT_ALLOWED_BY_LISTENERS = "NotAllowedByListeners"

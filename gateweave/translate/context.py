@@ -121,6 +121,8 @@ class ListenerCtx:
     refs_message: str = ""
     conflict_reason: str = ""  # Conflicted=True reason (ProtocolConflict, HostnameConflict)
     conflict_message: str = ""
+    overlap_reason: str = ""  # OverlappingTLSConfig=True reason (OverlappingHostnames, OverlappingCertificates)
+    overlap_message: str = ""
     # Filled by the route side:
     attached_routes: int = 0
     routes: list[Any] = field(default_factory=list)  # route-side attachment records, in precedence order

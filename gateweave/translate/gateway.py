@@ -7,7 +7,7 @@ from typing import Any
 
 from gateweave import ir
 from gateweave.api import models as m
-from gateweave.translate import addresses, certs, gatewayclass, listeners
+from gateweave.translate import addresses, certs, gatewayclass, listeners, tlsoverlap
 from gateweave.translate import conditions as c
 from gateweave.translate.context import (
     Ctx,
@@ -106,6 +106,7 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
                 listeners.finish(lc)
             if any(lc.accepted and not lc.refs_reason for lc in lf.listeners):
                 gctx.listener_sets.append((lf.listener_set, lf.listeners))
+        tlsoverlap.mark_overlapping([*gctx.listeners, *(lc for lf in sets for lc in lf.listeners)])
     ctx.listener_set_results = ls_findings
     return result
 

@@ -262,6 +262,8 @@ def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") 
         conds.append(c.condition(c.CONFLICTED, True, lc.conflict_reason, lc.conflict_message, generation))
     else:
         conds.append(c.condition(c.CONFLICTED, False, c.R_NO_CONFLICTS, "No conflicts", generation))
+    if lc.overlap_reason:
+        conds.append(c.condition(c.OVERLAPPING_TLS_CONFIG, True, lc.overlap_reason, lc.overlap_message, generation))
     return {
         "name": lc.name,
         "supportedKinds": [{"group": g, "kind": k} for g, k in lc.supported_kinds],

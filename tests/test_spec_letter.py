@@ -1,0 +1,202 @@
+"""The Gateway API v1.6 spec to the letter (issue 16, items 1-6), each from a minimal input
+through ``translate``, asserting the exact conditions (type, status, reason)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from specletter_objects import (
+    certificate,
+    gateway,
+    gateway_class,
+    https,
+    listener,
+    listener_conditions,
+    listener_set,
+    run,
+    tls_secret,
+)
+
+from gateweave.translate import tlsoverlap
+
+OVERLAP = "OverlappingTLSConfig"
+BY_HOSTNAMES = ("True", "OverlappingHostnames")
+BY_CERTIFICATES = ("True", "OverlappingCertificates")
+
+
+def _secret(name: str, *sans: str) -> dict[str, Any]:
+    cert, key = certificate(tuple(sans))
+    return tls_secret(name, cert, key)
+
+
+# ---------------------------------------------------------------- 1. OverlappingTLSConfig
+
+
+def test_overlapping_hostnames_mark_both_listeners() -> None:
+    """The spec's example: A foo.example.com, B foo.example.org, C *.example.com on one port.
+    A and C overlap, B does not. Their certificates (a.test, b.test, c.test) do not overlap."""
+    result = run([
+        gateway_class(),
+        _secret("a", "a.test"), _secret("b", "b.test"), _secret("c", "c.test"),
+        gateway([https("a", "foo.example.com", "a"), https("b", "foo.example.org", "b"), https("c", "*.example.com", "c")]),
+    ])
+    assert listener_conditions(result, "Gateway", "gw", "a")[OVERLAP] == BY_HOSTNAMES
+    assert listener_conditions(result, "Gateway", "gw", "c")[OVERLAP] == BY_HOSTNAMES
+    b = listener_conditions(result, "Gateway", "gw", "b")
+    assert OVERLAP not in b  # negative polarity: absent, never False
+    assert b["Accepted"] == ("True", "Accepted") and b["Programmed"] == ("True", "Programmed")
+
+
+def test_overlapping_hostnames_and_certificates_say_certificates() -> None:
+    """foo.example.com with a certificate for foo.example.com, *.example.com with one for
+    *.example.com: both overlaps hold, and the spec says OverlappingCertificates wins."""
+    result = run([
+        gateway_class(),
+        _secret("foo", "foo.example.com"), _secret("wild", "*.example.com"),
+        gateway([https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "wild")]),
+    ])
+    for name in ("foo", "wild"):
+        conds = listener_conditions(result, "Gateway", "gw", name)
+        assert conds[OVERLAP] == BY_CERTIFICATES
+        assert conds["Programmed"] == ("True", "Programmed")  # a warning, not a rejection
+
+
+def test_wildcards_differ_for_hostnames_and_certificates() -> None:
+    """A listener *.example.com covers a.b.example.com (any depth); a certificate for
+    *.example.com does not (one label): hostnames overlap, certificates do not."""
+    result = run([
+        gateway_class(),
+        _secret("deep", "a.b.example.com"), _secret("wild", "*.example.com"),
+        gateway([https("deep", "a.b.example.com", "deep"), https("wild", "*.example.com", "wild")]),
+    ])
+    assert listener_conditions(result, "Gateway", "gw", "deep")[OVERLAP] == BY_HOSTNAMES
+    assert listener_conditions(result, "Gateway", "gw", "wild")[OVERLAP] == BY_HOSTNAMES
+
+
+def test_one_certificate_on_two_distinct_hostnames_overlaps() -> None:
+    """foo.example.com and bar.example.com do not overlap, but both serve a certificate for
+    *.example.com: a client may reuse a connection to one for the other."""
+    result = run([
+        gateway_class(),
+        _secret("shared", "*.example.com"),
+        gateway([https("foo", "foo.example.com", "shared"), https("bar", "bar.example.com", "shared")]),
+    ])
+    assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_CERTIFICATES
+    assert listener_conditions(result, "Gateway", "gw", "bar")[OVERLAP] == BY_CERTIFICATES
+
+
+def test_no_overlap_no_condition() -> None:
+    """Distinct hostnames and certificates, and the same hostnames on different ports."""
+    result = run([
+        gateway_class(),
+        _secret("foo", "foo.example.com"), _secret("bar", "bar.example.com"), _secret("wild", "*.example.com"),
+        gateway([
+            https("foo", "foo.example.com", "foo"),
+            https("bar", "bar.example.com", "bar"),
+            https("wild", "*.example.com", "wild", port=8443),
+            listener("plain", 80, "HTTP", "foo.example.com"),
+        ]),
+    ])
+    for name in ("foo", "bar", "wild", "plain"):
+        assert OVERLAP not in listener_conditions(result, "Gateway", "gw", name), name
+
+
+def test_a_listener_without_hostname_overlaps_every_other() -> None:
+    result = run([
+        gateway_class(),
+        _secret("any", "any.test"), _secret("foo", "foo.test"),
+        gateway([https("any", None, "any"), https("foo", "foo.example.com", "foo")]),
+    ])
+    assert listener_conditions(result, "Gateway", "gw", "any")[OVERLAP] == BY_HOSTNAMES
+    assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_HOSTNAMES
+
+
+def test_tls_passthrough_listeners_overlap_by_hostname() -> None:
+    passthrough = {"mode": "Passthrough"}
+    result = run([
+        gateway_class(),
+        gateway([
+            listener("wild", 443, "TLS", "*.example.com", tls=passthrough),
+            listener("foo", 443, "TLS", "foo.example.com", tls=passthrough),
+        ]),
+    ])
+    assert listener_conditions(result, "Gateway", "gw", "wild")[OVERLAP] == BY_HOSTNAMES
+    assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_HOSTNAMES
+
+
+def test_overlap_across_a_gateway_and_its_listener_set() -> None:
+    result = run([
+        gateway_class(),
+        _secret("wild", "wild.test"), _secret("foo", "foo.test"),
+        gateway([https("wild", "*.example.com", "wild")], allow_sets=True),
+        listener_set("ls", [https("foo", "foo.example.com", "foo")]),
+    ])
+    assert listener_conditions(result, "Gateway", "gw", "wild")[OVERLAP] == BY_HOSTNAMES
+    foo = listener_conditions(result, "ListenerSet", "ls", "foo")
+    assert foo[OVERLAP] == BY_HOSTNAMES
+    assert foo["Accepted"] == ("True", "Accepted")
+
+
+def test_listeners_not_in_effect_are_not_compared() -> None:
+    """A listener whose certificate is missing serves no TLS: nothing overlaps with it."""
+    result = run([
+        gateway_class(),
+        _secret("foo", "foo.test"),
+        gateway([https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "missing")]),
+    ])
+    assert OVERLAP not in listener_conditions(result, "Gateway", "gw", "foo")
+    wild = listener_conditions(result, "Gateway", "gw", "wild")
+    assert OVERLAP not in wild and wild["ResolvedRefs"] == ("False", "InvalidCertificateRef")
+
+
+_LABELS = ("a", "b", "example", "com")
+
+
+@st.composite
+def _names(draw: st.DrawFn, wildcards: bool) -> str:
+    labels = draw(st.lists(st.sampled_from(_LABELS), min_size=1, max_size=4))
+    wild = wildcards and draw(st.booleans())
+    return ".".join(["*", *labels] if wild else labels)
+
+
+def _hostnames_overlap(a: str | None, b: str | None) -> bool:
+    """Some name matched by both listener hostnames (Gateway API: a wildcard covers any depth)."""
+    if a is None or b is None or a == b:
+        return True
+    return (a.startswith("*.") and b.endswith(a[1:])) or (b.startswith("*.") and a.endswith(b[1:]))
+
+
+def _sans_overlap(a: str, b: str) -> bool:
+    """Some name matched by both certificate SANs (RFC 6125: a wildcard is one label)."""
+    if a == b:
+        return True
+    for wild, name in ((a, b), (b, a)):
+        if wild.startswith("*.") and not name.startswith("*.") and name.partition(".")[2] == wild[2:]:
+            return True
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(hosts=st.lists(st.one_of(st.none(), _names(wildcards=True)), min_size=1, max_size=8))
+def test_hostname_overlap_index_agrees_with_the_definition(hosts: list[str | None]) -> None:
+    found = tlsoverlap.hostname_overlaps(hosts)
+    for i, h in enumerate(hosts):
+        peers = [j for j, other in enumerate(hosts) if j != i and _hostnames_overlap(h, other)]
+        assert (found[i] in peers) if peers else found[i] == -1, (hosts, i)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sans=st.lists(st.lists(_names(wildcards=True), max_size=3).map(lambda names: tuple(sorted(set(names)))), min_size=1, max_size=6))
+def test_certificate_overlap_index_agrees_with_the_definition(sans: list[tuple[str, ...]]) -> None:
+    found = tlsoverlap.certificate_overlaps(sans)
+    for i, mine in enumerate(sans):
+        peers = {j for j, theirs in enumerate(sans) if j != i and any(_sans_overlap(a, b) for a in mine for b in theirs)}
+        got = found[i]
+        if not peers:
+            assert got is None, (sans, i)
+        else:
+            assert got is not None, (sans, i)
+            (j, theirs), own = got
+            assert j in peers and own in mine and theirs in sans[j] and _sans_overlap(own, theirs)
