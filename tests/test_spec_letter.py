@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specletter_objects import (
@@ -12,6 +13,7 @@ from specletter_objects import (
     gateway,
     gateway_class,
     https,
+    key_pem,
     listener,
     listener_conditions,
     listener_set,
@@ -19,7 +21,7 @@ from specletter_objects import (
     tls_secret,
 )
 
-from gateweave.translate import tlsoverlap
+from gateweave.translate import certs, tlsoverlap
 
 OVERLAP = "OverlappingTLSConfig"
 BY_HOSTNAMES = ("True", "OverlappingHostnames")
@@ -200,3 +202,60 @@ def test_certificate_overlap_index_agrees_with_the_definition(sans: list[tuple[s
             assert got is not None, (sans, i)
             (j, theirs), own = got
             assert j in peers and own in mine and theirs in sans[j] and _sans_overlap(own, theirs)
+
+
+# ---------------------------------------------------------------- 2. a certificate's key must be its own
+
+
+def _mismatched_secret(name: str, cert_algorithm: str, key_algorithm: str) -> dict[str, Any]:
+    cert, _ = certificate(("foo.example.com",), cert_algorithm)
+    return tls_secret(name, cert, key_pem(key_algorithm, variant=1))
+
+
+@pytest.mark.parametrize(
+    "cert_algorithm,key_algorithm",
+    [("rsa", "rsa"), ("ecdsa", "ecdsa"), ("ed25519", "ed25519"), ("rsa", "ecdsa"), ("ecdsa", "ed25519")],
+)
+def test_a_key_that_is_not_the_certificates_is_an_invalid_certificate_ref(cert_algorithm: str, key_algorithm: str) -> None:
+    result = run([
+        gateway_class(),
+        _mismatched_secret("mismatched", cert_algorithm, key_algorithm),
+        gateway([https("https", "foo.example.com", "mismatched"), listener("http", 80, "HTTP")]),
+    ])
+    conds = listener_conditions(result, "Gateway", "gw", "https")
+    assert conds["ResolvedRefs"] == ("False", "InvalidCertificateRef")
+    assert conds["Programmed"] == ("False", "Invalid")
+    assert conds["Accepted"] == ("True", "Accepted")
+    message = _listener_condition(result, "https", "ResolvedRefs")["message"]
+    assert "default/mismatched" in message and "not the private key" in message
+    # What Envoy gets: no listener on 443 (a mismatched pair would make it reject the update).
+    assert [p.port for p in result.xds["default/gw"].ports] == [80]
+
+
+@pytest.mark.parametrize("algorithm", ["rsa", "ecdsa", "ed25519"])
+def test_a_certificate_with_its_own_key_resolves(algorithm: str) -> None:
+    cert, key = certificate(("foo.example.com",), algorithm)
+    result = run([gateway_class(), tls_secret("ok", cert, key), gateway([https("https", "foo.example.com", "ok")])])
+    conds = listener_conditions(result, "Gateway", "gw", "https")
+    assert conds["ResolvedRefs"] == ("True", "ResolvedRefs")
+    assert conds["Programmed"] == ("True", "Programmed")
+    (port,) = result.xds["default/gw"].ports
+    assert port.port == 443
+
+
+def test_the_key_comparison_is_made_once_per_secret_content() -> None:
+    """Many listeners and translations using one Secret: its pair is parsed and compared once."""
+    cert, _ = certificate(("*.example.com",), "rsa")
+    secret = tls_secret("shared", cert, key_pem("rsa", variant=7))
+    objects = [gateway_class(), secret, gateway([https(f"l{i}", f"h{i}.example.com", "shared") for i in range(8)])]
+    certs._keypair_problem.cache_clear()
+    run(objects)
+    run(objects)
+    info = certs._keypair_problem.cache_info()
+    assert (info.misses, info.hits) == (1, 15)
+
+
+def _listener_condition(result: Any, listener_name: str, type_: str) -> dict[str, Any]:
+    (entry,) = [e for e in result.statuses[("Gateway", "default", "gw")]["listeners"] if e["name"] == listener_name]
+    (cond,) = [c for c in entry["conditions"] if c["type"] == type_]
+    return dict(cond)

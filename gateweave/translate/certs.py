@@ -10,7 +10,16 @@ import binascii
 from functools import lru_cache
 
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives.asymmetric.types import (
+    CertificatePublicKeyTypes,
+    PublicKeyTypes,
+)
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    load_pem_private_key,
+)
 
 from gateweave.api import models as m
 
@@ -39,12 +48,30 @@ def _check_cert_chain(pem: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _check_key(pem: str) -> str:
+def _keypair_problem(cert_pem: str, key_pem: str) -> str:
+    """'' when ``cert_pem`` holds a certificate chain whose first (leaf) certificate is the one
+    of the private key ``key_pem``, else why not. Memoised on the Secret's content: parsing and
+    comparing happen once per distinct Secret, not per listener or translation."""
+    problem = _check_cert_chain(cert_pem)
+    if problem:
+        return problem
     try:
-        load_pem_private_key(pem.encode(), password=None)
-    except (ValueError, TypeError) as exc:
+        key = load_pem_private_key(key_pem.encode(), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         return f"invalid private key PEM: {exc}"
+    try:
+        leaf_key = x509.load_pem_x509_certificates(cert_pem.encode())[0].public_key()
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        return f"the certificate's public key cannot be read: {exc}"
+    # A key matches its certificate when their public keys are the same (any algorithm: RSA,
+    # ECDSA, Ed25519...); compared in their one DER encoding. Envoy refuses a mismatched pair.
+    if _public_der(leaf_key) != _public_der(key.public_key()):
+        return "tls.key is not the private key of the certificate in tls.crt (their public keys differ)"
     return ""
+
+
+def _public_der(key: CertificatePublicKeyTypes | PublicKeyTypes) -> bytes:
+    return key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
 
 
 @lru_cache(maxsize=4096)
@@ -67,7 +94,7 @@ def tls_keypair(secret: m.Secret) -> tuple[str, str] | str:
     cert, key = secret_value(secret, "tls.crt"), secret_value(secret, "tls.key")
     if not cert or not key:
         return "Secret must contain tls.crt and tls.key"
-    problem = _check_cert_chain(cert) or _check_key(key)
+    problem = _keypair_problem(cert, key)
     return problem or (cert, key)
 
 
