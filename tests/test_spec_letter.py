@@ -9,19 +9,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specletter_objects import (
+    backend_tls_policy,
     certificate,
+    endpoint_slice,
     gateway,
     gateway_class,
+    http_route,
     https,
     key_pem,
     listener,
     listener_conditions,
     listener_set,
+    route_conditions,
     run,
+    service,
     tls_secret,
 )
 
 from gateweave.translate import certs, tlsoverlap
+from gateweave.xds import tls as xds_tls
 
 OVERLAP = "OverlappingTLSConfig"
 BY_HOSTNAMES = ("True", "OverlappingHostnames")
@@ -259,3 +265,37 @@ def _listener_condition(result: Any, listener_name: str, type_: str) -> dict[str
     (entry,) = [e for e in result.statuses[("Gateway", "default", "gw")]["listeners"] if e["name"] == listener_name]
     (cond,) = [c for c in entry["conditions"] if c["type"] == type_]
     return dict(cond)
+
+
+# ---------------------------------------------------------------- 3. wellKnownCACertificates
+
+
+def _backend_setup(*extra: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        gateway_class(),
+        gateway([listener("http", 80, "HTTP")]),
+        service("secure"),
+        endpoint_slice("secure", "127.0.0.9"),
+        service("plain", port=8080, port_name="http"),
+        endpoint_slice("plain", "127.0.0.8", port=8080, port_name="http"),
+        *extra,
+    ]
+
+
+def _policy_conditions(result: Any, name: str) -> dict[str, tuple[str, str]]:
+    (ancestor,) = result.statuses[("BackendTLSPolicy", "default", name)]["ancestors"]
+    return {cond["type"]: (cond["status"], cond["reason"]) for cond in ancestor["conditions"]}
+
+
+def test_well_known_ca_certificates_system_is_read() -> None:
+    result = run(_backend_setup(
+        backend_tls_policy("system-ca", "secure", well_known="System"),
+        http_route("r", [("secure", 8443, 1)]),
+    ))
+    assert _policy_conditions(result, "system-ca") == {"Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}
+    assert route_conditions(result, "r")["ResolvedRefs"] == ("True", "ResolvedRefs")
+    (cluster,) = [c for c in result.xds["default/gw"].clusters if c.name.startswith("default/secure/")]
+    assert cluster.tls is not None and cluster.tls.sni == "backend.example.com" and cluster.tls.ca_pem == ""
+    # What Envoy gets: the upstream certificate is verified against the system trust store.
+    context = xds_tls.upstream_context(cluster.tls)
+    assert context.common_tls_context.validation_context.trusted_ca.filename == xds_tls.system_ca_file()

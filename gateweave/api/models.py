@@ -224,8 +224,17 @@ class Gateway(_Base, kw_only=True, frozen=True):
     spec: GatewaySpec = GatewaySpec()
 
 
+class ParentGatewayReference(_Base, kw_only=True, frozen=True):
+    """A ListenerSet's parent: a Gateway, by name (no sectionName or port, unlike a route's)."""
+
+    group: str = GATEWAY_GROUP
+    kind: str = "Gateway"
+    name: str
+    namespace: str | None = None
+
+
 class ListenerSetSpec(_Base, kw_only=True, frozen=True):
-    parent_ref: ParentReference
+    parent_ref: ParentGatewayReference
     listeners: tuple[Listener, ...] = ()
 
 
@@ -529,7 +538,8 @@ class SubjectAltName(_Base, kw_only=True, frozen=True):
 
 class BackendTLSPolicyValidation(_Base, kw_only=True, frozen=True):
     ca_certificate_refs: tuple[LocalObjectReference, ...] = ()
-    well_known_ca_certificates: str | None = None
+    # The one field name of the API whose camel case has two capitals in a row: named explicitly.
+    well_known_ca_certificates: str | None = msgspec.field(default=None, name="wellKnownCACertificates")
     hostname: str = ""
     subject_alt_names: tuple[SubjectAltName, ...] = ()
 
