@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from specletter_objects import (
     backend_tls_policy,
     certificate,
+    conditions,
     endpoint_slice,
     gateway,
     gateway_class,
@@ -299,3 +300,63 @@ def test_well_known_ca_certificates_system_is_read() -> None:
     # What Envoy gets: the upstream certificate is verified against the system trust store.
     context = xds_tls.upstream_context(cluster.tls)
     assert context.common_tls_context.validation_context.trusted_ca.filename == xds_tls.system_ca_file()
+
+
+# ---------------------------------------------------------------- 4. no winner inside one ListenerSet
+
+
+def test_a_protocol_conflict_inside_one_listener_set_has_no_winner() -> None:
+    result = run([
+        gateway_class(),
+        gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
+        listener_set("ls", [listener("internal-http", 82, "HTTP"), listener("internal-tcp", 82, "TCP")]),
+    ])
+    for name in ("internal-http", "internal-tcp"):
+        conds = listener_conditions(result, "ListenerSet", "ls", name)
+        assert conds["Conflicted"] == ("True", "ProtocolConflict"), name
+        assert conds["Accepted"] == ("False", "ProtocolConflict"), name
+        assert conds["Programmed"][0] == "False", name
+    assert conditions(result, "ListenerSet", "ls") == {
+        "Accepted": ("False", "ListenersNotValid"),
+        "Programmed": ("False", "ListenersNotValid"),
+    }
+    gw = result.statuses[("Gateway", "default", "gw")]
+    assert gw["attachedListenerSets"] == 0
+    # What Envoy gets: nothing on port 82.
+    assert [p.port for p in result.xds["default/gw"].ports] == [80]
+
+
+def test_a_hostname_conflict_inside_one_listener_set_has_no_winner() -> None:
+    """HTTPS and TLS share a port by SNI; on the same hostname they are indistinct (the
+    schema forbids two listeners with the same port, protocol and hostname)."""
+    result = run([
+        gateway_class(),
+        _secret("foo", "foo.example.com"),
+        gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
+        listener_set("ls", [
+            https("a", "foo.example.com", "foo", port=82),
+            listener("b", 82, "TLS", "foo.example.com", tls={"mode": "Passthrough"}),
+            listener("c", 83, "HTTP"),
+        ]),
+    ])
+    for name in ("a", "b"):
+        conds = listener_conditions(result, "ListenerSet", "ls", name)
+        assert conds["Conflicted"] == ("True", "HostnameConflict"), name
+        assert conds["Accepted"] == ("False", "HostnameConflict"), name
+    assert listener_conditions(result, "ListenerSet", "ls", "c")["Programmed"] == ("True", "Programmed")
+    assert conditions(result, "ListenerSet", "ls")["Accepted"] == ("True", "ListenersNotValid")
+    assert result.statuses[("Gateway", "default", "gw")]["attachedListenerSets"] == 1
+    assert [p.port for p in result.xds["default/gw"].ports] == [80, 83]
+
+
+def test_a_listener_set_listener_that_lost_to_the_gateway_leaves_its_sibling_the_port() -> None:
+    """Against a higher-precedence source precedence decides first; what is left of the
+    ListenerSet is then judged on its own (the one that lost holds no port)."""
+    result = run([
+        gateway_class(),
+        gateway([listener("gateway-listener", 82, "HTTP")], allow_sets=True),
+        listener_set("ls", [listener("tcp", 82, "TCP"), listener("http", 82, "HTTP", "foo.example.com")]),
+    ])
+    assert listener_conditions(result, "ListenerSet", "ls", "tcp")["Conflicted"] == ("True", "ProtocolConflict")
+    http = listener_conditions(result, "ListenerSet", "ls", "http")
+    assert http["Conflicted"] == ("False", "NoConflicts") and http["Programmed"] == ("True", "Programmed")

@@ -174,14 +174,46 @@ def _hostname_key(lc: ListenerCtx) -> str:
 def resolve_conflicts(own: list[ListenerCtx], listener_sets: list[list[ListenerCtx]]) -> None:
     """Mark indistinct listeners Conflicted.
 
-    Among a Gateway's own listeners no conflicting listener wins (the spec forbids picking a
-    winner). Listeners from ListenerSets come after, in ListenerSet precedence order: one that
-    conflicts with a listener already accepted is Conflicted, the earlier one keeps its port.
+    Within one source - the Gateway's own listeners, or one ListenerSet's - no conflicting
+    listener wins: "The implementation MUST NOT pick one conflicting Listener as the winner.
+    ALL indistinct Listeners must not be accepted for processing" (gateway_types.go). Between
+    sources, precedence decides (the Gateway, then ListenerSets in precedence order): a
+    ListenerSet listener that conflicts with one a higher-precedence source already holds is
+    Conflicted, and the earlier one keeps its port.
     """
-    by_port: dict[int, list[ListenerCtx]] = {}
+    _mark_indistinct([lc for lc in own if not lc.accept_reason])
+    established: dict[tuple[int, bool], tuple[str, set[str]]] = {}
     for lc in own:
-        if not lc.accept_reason:
-            by_port.setdefault(lc.port, []).append(lc)
+        if not lc.accept_reason and not lc.conflict_reason:
+            _establish(established, lc)
+    for group in listener_sets:
+        candidates: list[ListenerCtx] = []
+        for lc in group:
+            if lc.accept_reason:
+                continue
+            is_udp = FAMILY[lc.protocol] == "UDP"
+            slot = established.get((lc.port, is_udp))
+            if slot is not None:
+                family, hosts = slot
+                if family != FAMILY[lc.protocol]:
+                    _conflict(lc, c.R_PROTOCOL_CONFLICT, f"port {lc.port} is already used by a {family} listener of higher precedence")
+                    continue
+                if _hostname_key(lc) in hosts:
+                    _conflict(lc, c.R_HOSTNAME_CONFLICT, f"port {lc.port} and hostname {lc.hostname or '(none)'} are already used by a listener of higher precedence")
+                    continue
+            candidates.append(lc)
+        _mark_indistinct(candidates)
+        for lc in candidates:
+            if not lc.conflict_reason:
+                _establish(established, lc)
+
+
+def _mark_indistinct(listeners: list[ListenerCtx]) -> None:
+    """Conflicted: every listener of one source that shares its port with a listener of an
+    incompatible protocol, or its port and hostname with another listener."""
+    by_port: dict[int, list[ListenerCtx]] = {}
+    for lc in listeners:
+        by_port.setdefault(lc.port, []).append(lc)
     for port, group in by_port.items():
         stream = [lc for lc in group if FAMILY[lc.protocol] != "UDP"]
         families = {FAMILY[lc.protocol] for lc in stream}
@@ -197,25 +229,6 @@ def resolve_conflicts(own: list[ListenerCtx], listener_sets: list[list[ListenerC
                 if len(same) > 1:
                     for lc in same:
                         _conflict(lc, c.R_HOSTNAME_CONFLICT, f"listeners {', '.join(x.name for x in same)} share port {port} and hostname {host or '(none)'}")
-    established: dict[tuple[int, bool], tuple[str, set[str]]] = {}
-    for lc in own:
-        if not lc.accept_reason and not lc.conflict_reason:
-            _establish(established, lc)
-    for group in listener_sets:
-        for lc in group:
-            if lc.accept_reason:
-                continue
-            is_udp = FAMILY[lc.protocol] == "UDP"
-            slot = established.get((lc.port, is_udp))
-            if slot is not None:
-                family, hosts = slot
-                if family != FAMILY[lc.protocol]:
-                    _conflict(lc, c.R_PROTOCOL_CONFLICT, f"port {lc.port} is already used by a {family} listener of higher precedence")
-                    continue
-                if _hostname_key(lc) in hosts:
-                    _conflict(lc, c.R_HOSTNAME_CONFLICT, f"port {lc.port} and hostname {lc.hostname or '(none)'} are already used by a listener of higher precedence")
-                    continue
-            _establish(established, lc)
 
 
 def _establish(established: dict[tuple[int, bool], tuple[str, set[str]]], lc: ListenerCtx) -> None:
