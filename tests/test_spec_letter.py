@@ -360,3 +360,40 @@ def test_a_listener_set_listener_that_lost_to_the_gateway_leaves_its_sibling_the
     assert listener_conditions(result, "ListenerSet", "ls", "tcp")["Conflicted"] == ("True", "ProtocolConflict")
     http = listener_conditions(result, "ListenerSet", "ls", "http")
     assert http["Conflicted"] == ("False", "NoConflicts") and http["Programmed"] == ("True", "Programmed")
+
+
+# ---------------------------------------------------------------- 5. Programmed=False reasons of conflicted listeners
+
+
+def test_conflicted_gateway_listeners_are_programmed_false_invalid() -> None:
+    result = run([
+        gateway_class(),
+        _secret("foo", "foo.example.com"),
+        gateway([
+            listener("http", 80, "HTTP"),
+            listener("tcp", 80, "TCP"),
+            https("https", "foo.example.com", "foo"),
+            listener("passthrough", 443, "TLS", "foo.example.com", tls={"mode": "Passthrough"}),
+            listener("ok", 8080, "HTTP"),
+        ]),
+    ])
+    for name, reason in (("http", "ProtocolConflict"), ("tcp", "ProtocolConflict"), ("https", "HostnameConflict"), ("passthrough", "HostnameConflict")):
+        conds = listener_conditions(result, "Gateway", "gw", name)
+        assert conds["Programmed"] == ("False", "Invalid"), name
+        assert conds["Conflicted"] == ("True", reason), name
+        assert conds["Accepted"] == ("False", reason), name
+    assert listener_conditions(result, "Gateway", "gw", "ok")["Programmed"] == ("True", "Programmed")
+    assert conditions(result, "Gateway", "gw")["Accepted"] == ("True", "ListenersNotValid")
+
+
+def test_conflicted_listener_set_entries_keep_the_conflict_reason_on_programmed() -> None:
+    """What the v1.6 conformance test ListenerSetProtocolConflict asserts of a ListenerSet
+    entry that lost its port to the Gateway (the spec allows reasons beyond its list)."""
+    result = run([
+        gateway_class(),
+        gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
+        listener_set("ls", [listener("tcp", 80, "TCP"), listener("ok", 81, "HTTP")]),
+    ])
+    conds = listener_conditions(result, "ListenerSet", "ls", "tcp")
+    assert conds["Programmed"] == ("False", "ProtocolConflict")
+    assert conds["Conflicted"] == ("True", "ProtocolConflict")

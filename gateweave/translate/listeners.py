@@ -262,7 +262,13 @@ def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") 
     if lc.ready and lc.gateway.programmed:
         conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "Listener is programmed", generation))
     elif lc.conflict_reason:
-        conds.append(c.condition(c.PROGRAMMED, False, lc.conflict_reason, lc.conflict_message, generation))
+        # Programmed=False reasons are Invalid and Pending (gateway_types.go); the conflict's
+        # own reason is on Conflicted and Accepted. A ListenerSet entry keeps it here too: the
+        # v1.6 conformance tests ListenerSetProtocolConflict and ListenerSetHostnameConflict
+        # require it there (and listenerset_types.go allows reasons beyond Invalid and
+        # PortUnavailable).
+        reason = c.R_INVALID if lc.listener_set is None else lc.conflict_reason
+        conds.append(c.condition(c.PROGRAMMED, False, reason, lc.conflict_message, generation))
     elif lc.accept_reason or lc.refs_reason:
         conds.append(c.condition(c.PROGRAMMED, False, c.R_INVALID, lc.accept_message or lc.refs_message, generation))
     else:
