@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from specletter_objects import (
     backend_tls_policy,
+    ca_configmap,
     certificate,
     conditions,
     endpoint_slice,
@@ -27,6 +28,7 @@ from specletter_objects import (
     tls_secret,
 )
 
+from gateweave import ir
 from gateweave.translate import certs, tlsoverlap
 from gateweave.xds import tls as xds_tls
 
@@ -397,3 +399,94 @@ def test_conflicted_listener_set_entries_keep_the_conflict_reason_on_programmed(
     conds = listener_conditions(result, "ListenerSet", "ls", "tcp")
     assert conds["Programmed"] == ("False", "ProtocolConflict")
     assert conds["Conflicted"] == ("True", "ProtocolConflict")
+
+
+# ---------------------------------------------------------------- 6. a BackendTLSPolicy that cannot be met
+
+
+def _route_ir(result: Any) -> ir.Route:
+    (port,) = result.xds["default/gw"].ports
+    assert port.http is not None
+    (vhost,) = port.http.virtual_hosts
+    (route,) = vhost.routes
+    return route
+
+
+def test_a_backend_whose_policy_cannot_be_met_is_an_invalid_backend_ref() -> None:
+    """Every CA ref of the policy is missing: the route is ResolvedRefs=False and that
+    backend's share of the requests answers 500."""
+    result = run(_backend_setup(
+        backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
+        http_route("r", [("secure", 8443, 1), ("plain", 8080, 3)]),
+    ))
+    conds = route_conditions(result, "r")
+    assert conds["ResolvedRefs"] == ("False", "InvalidBackendTLS")
+    assert conds["Accepted"] == ("True", "Accepted")
+    assert _policy_conditions(result, "no-ca") == {
+        "Accepted": ("False", "NoValidCACertificate"),
+        "ResolvedRefs": ("False", "InvalidCACertificateRef"),
+    }
+    route = _route_ir(result)
+    assert route.direct_status is None
+    assert [(b.cluster, b.weight) for b in route.backends] == [(ir.INVALID_BACKEND_CLUSTER, 1), ("default/plain/8080/http1", 3)]
+    assert not [c for c in result.xds["default/gw"].clusters if c.name.startswith("default/secure/")]
+
+
+def test_a_route_whose_only_backend_policy_cannot_be_met_answers_500() -> None:
+    result = run(_backend_setup(
+        backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
+        http_route("r", [("secure", 8443, 1)]),
+    ))
+    assert route_conditions(result, "r")["ResolvedRefs"] == ("False", "InvalidBackendTLS")
+    route = _route_ir(result)
+    assert route.direct_status == 500 and route.backends == ()
+
+
+def test_the_policys_ca_appearing_resolves_the_route() -> None:
+    result = run(_backend_setup(
+        ca_configmap("the-ca"),
+        backend_tls_policy("with-ca", "secure", ca_configmaps=["the-ca"]),
+        http_route("r", [("secure", 8443, 1)]),
+    ))
+    assert route_conditions(result, "r")["ResolvedRefs"] == ("True", "ResolvedRefs")
+    (backend,) = _route_ir(result).backends
+    (cluster,) = [c for c in result.xds["default/gw"].clusters if c.name == backend.cluster]
+    assert cluster.tls is not None and cluster.tls.ca_pem
+
+
+def _tls_route(name: str, section: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "TLSRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"name": "gw", "sectionName": section}],
+            "hostnames": ["tls.example.com"],
+            "rules": [{"backendRefs": [{"name": "secure", "port": 8443}]}],
+        },
+    }
+
+
+def test_a_tls_route_is_judged_by_the_policy_only_behind_a_terminating_listener() -> None:
+    """Behind passthrough the client's own TLS reaches the backend and no BackendTLSPolicy
+    applies; behind a terminating listener it does."""
+    result = run([
+        gateway_class(),
+        _secret("tls", "tls.example.com"),
+        gateway([
+            listener("passthrough", 443, "TLS", "tls.example.com", tls={"mode": "Passthrough"}),
+            https("terminate", "tls.example.com", "tls", port=8443, protocol="TLS"),
+        ]),
+        service("secure"),
+        endpoint_slice("secure", "127.0.0.9"),
+        backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
+        _tls_route("through", "passthrough"),
+        _tls_route("terminated", "terminate"),
+    ])
+    assert route_conditions(result, "through", "TLSRoute")["ResolvedRefs"] == ("True", "ResolvedRefs")
+    assert route_conditions(result, "terminated", "TLSRoute")["ResolvedRefs"] == ("False", "InvalidBackendTLS")
+    ports = {p.port: p for p in result.xds["default/gw"].ports}
+    (through,) = ports[443].filter_chains
+    (terminated,) = ports[8443].filter_chains
+    assert through.tcp is not None and [b.cluster for b in through.tcp.backends] == ["default/secure/8443/tcp"]
+    assert terminated.tcp is not None and terminated.tcp.backends == ()  # no valid backend: connections are refused

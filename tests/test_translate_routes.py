@@ -734,7 +734,8 @@ def test_backend_tls_policy_applies_conflicts_and_invalid_ca() -> None:
     (vh,) = vhosts(res).values()
     by_name = {r.name.split("/")[2]: r for r in vh.routes}
     assert by_name["rb"].direct_status == 500
-    assert cond(parents_of(res, "HTTPRoute", "rb")[0], "ResolvedRefs") == ("True", "ResolvedRefs")
+    # and the route says so (httproute_types.go: an unmet BackendTLSPolicy makes the backendRef invalid)
+    assert cond(parents_of(res, "HTTPRoute", "rb")[0], "ResolvedRefs") == ("False", "InvalidBackendTLS")
 
 
 # ---------------------------------------------------------------- determinism

@@ -32,6 +32,9 @@ class RouteTranslation:
     http_clusters: list[str] = field(default_factory=list)
     services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
     refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)
+    # TLSRoute: a ResolvedRefs problem only behind a listener that terminates TLS (a backend's
+    # BackendTLSPolicy cannot be met; behind passthrough no policy applies).
+    terminated_refs_issue: tuple[str, str] | None = None
     rule_count: int = 0
     invalid_rules: tuple[str, ...] = ()  # why each dropped rule was dropped
     invalid_reason: str = "UnsupportedValue"  # Accepted reason when every rule is dropped

@@ -63,11 +63,8 @@ class BackendRefLike(Protocol):
 
 @dataclass(frozen=True)
 class Backend:
-    """A resolved backendRef: ``cluster`` when usable, else ``reason``/``message`` say why not.
-
-    ``reason`` empty with no cluster: the reference itself is fine (ResolvedRefs stays True)
-    but traffic cannot be sent, e.g. its BackendTLSPolicy is invalid.
-    """
+    """A resolved backendRef: ``cluster`` when usable, else ``reason``/``message`` say why not
+    (the route's ResolvedRefs=False reason)."""
 
     cluster: ir.Cluster | None = None
     reason: str = ""
@@ -149,9 +146,19 @@ class BackendResolver:
             policy = self.tls.for_service_port(ns, name, sport.name)
             if policy is not None:
                 if policy.tls is None:
-                    # The reference resolves, but the policy that governs it is invalid:
-                    # never send that traffic in clear text.
-                    return Backend(service=service, message=f"BackendTLSPolicy for Service {ns}/{name} is invalid")
+                    # httproute_types.go, HTTPBackendRef: "A BackendRef is invalid if: ... The
+                    # BackendTLSPolicy object is installed in the cluster, a BackendTLSPolicy is
+                    # present that refers to the Service, and the implementation is unable to
+                    # meet the requirement. ... the implementation MUST ensure the ResolvedRefs
+                    # Condition on the Route is set to status: False". Its traffic is never sent
+                    # in clear text: its share answers 500, as for any invalid backendRef.
+                    meta = policy.policy.metadata
+                    why = policy.accepted[2]
+                    return Backend(
+                        reason=c.R_INVALID_BACKEND_TLS,
+                        message=f"Service {ns}/{name}: BackendTLSPolicy {meta.namespace}/{meta.name} cannot be met: {why}",
+                        service=service,
+                    )
                 tls = policy.tls
                 if protocol == "H2C":
                     protocol = "HTTP2"

@@ -67,6 +67,11 @@ R_INVALID_KIND = "InvalidKind"
 R_UNSUPPORTED_PROTOCOL_ROUTE = "UnsupportedProtocol"
 R_UNSUPPORTED_VALUE_ROUTE = "UnsupportedValue"
 R_INCOMPATIBLE_FILTERS = "IncompatibleFilters"
+# ResolvedRefs=False of a route whose backend's BackendTLSPolicy cannot be met. The spec names
+# no reason for it (httproute_types.go, HTTPBackendRef: "with a Reason and Message that
+# indicate what is the cause of the error"), and none of its route reasons says it; Envoy
+# Gateway's name for the same case.
+R_INVALID_BACKEND_TLS = "InvalidBackendTLS"
 
 # Policy (BackendTLSPolicy) reasons
 R_CONFLICTED = "Conflicted"

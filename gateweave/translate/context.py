@@ -144,6 +144,12 @@ class ListenerCtx:
         return self.listener.hostname
 
     @property
+    def terminates_tls(self) -> bool:
+        """HTTPS, or TLS in Terminate mode: the listener ends the client's TLS connection."""
+        tls = self.listener.tls
+        return self.protocol == "HTTPS" or (self.protocol == "TLS" and tls is not None and tls.mode == "Terminate")
+
+    @property
     def namespace(self) -> str:
         """The namespace the listener is defined in (the Gateway's or the ListenerSet's)."""
         owner = self.listener_set if self.listener_set is not None else self.gateway.gateway

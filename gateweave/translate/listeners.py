@@ -246,8 +246,7 @@ def _conflict(lc: ListenerCtx, reason: str, message: str) -> None:
 def finish(lc: ListenerCtx) -> None:
     """Derive whether routes may attach (accepted) and whether config is generated for it (ready)."""
     lc.accepted = not lc.accept_reason and not lc.conflict_reason
-    needs_tls = lc.protocol == "HTTPS" or (lc.protocol == "TLS" and lc.listener.tls is not None and lc.listener.tls.mode == "Terminate")
-    lc.ready = lc.accepted and not lc.refs_reason and (lc.tls is not None or not needs_tls) and lc.gateway.serving
+    lc.ready = lc.accepted and not lc.refs_reason and (lc.tls is not None or not lc.terminates_tls) and lc.gateway.serving
 
 
 def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") -> dict[str, Any]:

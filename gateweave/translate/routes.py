@@ -93,6 +93,7 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
     all_invalid = tr.all_rules_invalid
     accepted_by: list[GatewayCtx] = []
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
+    refs_issue = tr.refs_issue
     seen: set[int] | None = None  # ids of attached listeners, once a second parentRef attaches
     parts: list[tuple[Any, ...]] = []  # per parentRef of ours: (parentRef, Accepted status, reason, message)
     ours: list[ParentOutcome] = []
@@ -118,24 +119,28 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         else:
             parts.append((pref, False, outcome.reason, outcome.message))
         ours.append(outcome)
-    key = (route_ns, route.metadata.generation, tr.refs_issue, tr.invalid_rules if not all_invalid else (), *parts)
+    if tr.terminated_refs_issue is not None and any(lc.terminates_tls for lc, _ in attached):
+        refs_issue = tr.terminated_refs_issue
+    key = (route_ns, route.metadata.generation, refs_issue, tr.invalid_rules if not all_invalid else (), *parts)
     status = parents.statuses.get(key)
     if status is None:
         if len(parents.statuses) >= _STATUS_MEMO:
             parents.statuses.clear()
-        status = parents.statuses[key] = _route_status(ctx, tr, parts, [o.ref for o in ours])
+        status = parents.statuses[key] = _route_status(ctx, tr, refs_issue, parts, [o.ref for o in ours])
     return RouteOutcome(status, attached, accepted_by)
 
 
 _STATUS_MEMO = 1 << 14
 
 
-def _route_status(ctx: Ctx, tr: RouteTranslation, parts: list[tuple[Any, ...]], refs: list[dict[str, Any]]) -> dict[str, Any]:
+def _route_status(
+    ctx: Ctx, tr: RouteTranslation, refs_issue: tuple[str, str] | None, parts: list[tuple[Any, ...]], refs: list[dict[str, Any]]
+) -> dict[str, Any]:
     gen = tr.route.metadata.generation
     controller = ctx.options.controller_name
     resolved = (
-        c.condition(c.RESOLVED_REFS, False, tr.refs_issue[0], tr.refs_issue[1], gen)
-        if tr.refs_issue
+        c.condition(c.RESOLVED_REFS, False, refs_issue[0], refs_issue[1], gen)
+        if refs_issue
         else c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references resolved", gen)
     )
     partially = None

@@ -220,7 +220,7 @@ def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig)
             claimed.add(lc.hostname)
             chains.append(lc)
             continue
-        terminate = lc.listener.tls is not None and lc.listener.tls.mode == "Terminate"
+        terminate = lc.terminates_tls
         if terminate and lc.tls is None:
             continue
         for att in lc.routes:
