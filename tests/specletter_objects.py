@@ -82,6 +82,12 @@ def tls_secret(name: str, cert_pem: str, key: str, namespace: str = NS) -> dict[
     }
 
 
+def secret_for(name: str, *sans: str) -> dict[str, Any]:
+    """A kubernetes.io/tls Secret with a certificate for ``sans`` and its own key."""
+    cert, key = certificate(tuple(sans))
+    return tls_secret(name, cert, key)
+
+
 def gateway_class() -> dict[str, Any]:
     return {"apiVersion": G, "kind": "GatewayClass", "metadata": {"name": "gw"}, "spec": {"controllerName": CONTROLLER}}
 
@@ -148,6 +154,20 @@ def http_route(name: str, backends: list[tuple[str, int, int]], parent: str = "g
     if hostnames:
         spec["hostnames"] = list(hostnames)
     return {"apiVersion": G, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def tls_route(name: str, section: str, backend: str = "secure", port: int = 8443) -> dict[str, Any]:
+    """A TLSRoute for tls.example.com on listener ``section`` of Gateway gw."""
+    return {
+        "apiVersion": G,
+        "kind": "TLSRoute",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "parentRefs": [{"name": "gw", "sectionName": section}],
+            "hostnames": ["tls.example.com"],
+            "rules": [{"backendRefs": [{"name": backend, "port": port}]}],
+        },
+    }
 
 
 def backend_tls_policy(name: str, service_name: str, ca_configmaps: list[str] | None = None, well_known: str = "") -> dict[str, Any]:

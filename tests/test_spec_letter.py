@@ -24,7 +24,9 @@ from specletter_objects import (
     listener_set,
     route_conditions,
     run,
+    secret_for,
     service,
+    tls_route,
     tls_secret,
 )
 
@@ -37,11 +39,6 @@ BY_HOSTNAMES = ("True", "OverlappingHostnames")
 BY_CERTIFICATES = ("True", "OverlappingCertificates")
 
 
-def _secret(name: str, *sans: str) -> dict[str, Any]:
-    cert, key = certificate(tuple(sans))
-    return tls_secret(name, cert, key)
-
-
 # ---------------------------------------------------------------- 1. OverlappingTLSConfig
 
 
@@ -50,7 +47,7 @@ def test_overlapping_hostnames_mark_both_listeners() -> None:
     A and C overlap, B does not. Their certificates (a.test, b.test, c.test) do not overlap."""
     result = run([
         gateway_class(),
-        _secret("a", "a.test"), _secret("b", "b.test"), _secret("c", "c.test"),
+        secret_for("a", "a.test"), secret_for("b", "b.test"), secret_for("c", "c.test"),
         gateway([https("a", "foo.example.com", "a"), https("b", "foo.example.org", "b"), https("c", "*.example.com", "c")]),
     ])
     assert listener_conditions(result, "Gateway", "gw", "a")[OVERLAP] == BY_HOSTNAMES
@@ -65,7 +62,7 @@ def test_overlapping_hostnames_and_certificates_say_certificates() -> None:
     *.example.com: both overlaps hold, and the spec says OverlappingCertificates wins."""
     result = run([
         gateway_class(),
-        _secret("foo", "foo.example.com"), _secret("wild", "*.example.com"),
+        secret_for("foo", "foo.example.com"), secret_for("wild", "*.example.com"),
         gateway([https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "wild")]),
     ])
     for name in ("foo", "wild"):
@@ -79,7 +76,7 @@ def test_wildcards_differ_for_hostnames_and_certificates() -> None:
     *.example.com does not (one label): hostnames overlap, certificates do not."""
     result = run([
         gateway_class(),
-        _secret("deep", "a.b.example.com"), _secret("wild", "*.example.com"),
+        secret_for("deep", "a.b.example.com"), secret_for("wild", "*.example.com"),
         gateway([https("deep", "a.b.example.com", "deep"), https("wild", "*.example.com", "wild")]),
     ])
     assert listener_conditions(result, "Gateway", "gw", "deep")[OVERLAP] == BY_HOSTNAMES
@@ -91,7 +88,7 @@ def test_one_certificate_on_two_distinct_hostnames_overlaps() -> None:
     *.example.com: a client may reuse a connection to one for the other."""
     result = run([
         gateway_class(),
-        _secret("shared", "*.example.com"),
+        secret_for("shared", "*.example.com"),
         gateway([https("foo", "foo.example.com", "shared"), https("bar", "bar.example.com", "shared")]),
     ])
     assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_CERTIFICATES
@@ -102,7 +99,7 @@ def test_no_overlap_no_condition() -> None:
     """Distinct hostnames and certificates, and the same hostnames on different ports."""
     result = run([
         gateway_class(),
-        _secret("foo", "foo.example.com"), _secret("bar", "bar.example.com"), _secret("wild", "*.example.com"),
+        secret_for("foo", "foo.example.com"), secret_for("bar", "bar.example.com"), secret_for("wild", "*.example.com"),
         gateway([
             https("foo", "foo.example.com", "foo"),
             https("bar", "bar.example.com", "bar"),
@@ -117,7 +114,7 @@ def test_no_overlap_no_condition() -> None:
 def test_a_listener_without_hostname_overlaps_every_other() -> None:
     result = run([
         gateway_class(),
-        _secret("any", "any.test"), _secret("foo", "foo.test"),
+        secret_for("any", "any.test"), secret_for("foo", "foo.test"),
         gateway([https("any", None, "any"), https("foo", "foo.example.com", "foo")]),
     ])
     assert listener_conditions(result, "Gateway", "gw", "any")[OVERLAP] == BY_HOSTNAMES
@@ -140,7 +137,7 @@ def test_tls_passthrough_listeners_overlap_by_hostname() -> None:
 def test_overlap_across_a_gateway_and_its_listener_set() -> None:
     result = run([
         gateway_class(),
-        _secret("wild", "wild.test"), _secret("foo", "foo.test"),
+        secret_for("wild", "wild.test"), secret_for("foo", "foo.test"),
         gateway([https("wild", "*.example.com", "wild")], allow_sets=True),
         listener_set("ls", [https("foo", "foo.example.com", "foo")]),
     ])
@@ -154,7 +151,7 @@ def test_listeners_not_in_effect_are_not_compared() -> None:
     """A listener whose certificate is missing serves no TLS: nothing overlaps with it."""
     result = run([
         gateway_class(),
-        _secret("foo", "foo.test"),
+        secret_for("foo", "foo.test"),
         gateway([https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "missing")]),
     ])
     assert OVERLAP not in listener_conditions(result, "Gateway", "gw", "foo")
@@ -333,7 +330,7 @@ def test_a_hostname_conflict_inside_one_listener_set_has_no_winner() -> None:
     schema forbids two listeners with the same port, protocol and hostname)."""
     result = run([
         gateway_class(),
-        _secret("foo", "foo.example.com"),
+        secret_for("foo", "foo.example.com"),
         gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
         listener_set("ls", [
             https("a", "foo.example.com", "foo", port=82),
@@ -370,7 +367,7 @@ def test_a_listener_set_listener_that_lost_to_the_gateway_leaves_its_sibling_the
 def test_conflicted_gateway_listeners_are_programmed_false_invalid() -> None:
     result = run([
         gateway_class(),
-        _secret("foo", "foo.example.com"),
+        secret_for("foo", "foo.example.com"),
         gateway([
             listener("http", 80, "HTTP"),
             listener("tcp", 80, "TCP"),
@@ -454,25 +451,12 @@ def test_the_policys_ca_appearing_resolves_the_route() -> None:
     assert cluster.tls is not None and cluster.tls.ca_pem
 
 
-def _tls_route(name: str, section: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "TLSRoute",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": "gw", "sectionName": section}],
-            "hostnames": ["tls.example.com"],
-            "rules": [{"backendRefs": [{"name": "secure", "port": 8443}]}],
-        },
-    }
-
-
 def test_a_tls_route_is_judged_by_the_policy_only_behind_a_terminating_listener() -> None:
     """Behind passthrough the client's own TLS reaches the backend and no BackendTLSPolicy
     applies; behind a terminating listener it does."""
     result = run([
         gateway_class(),
-        _secret("tls", "tls.example.com"),
+        secret_for("tls", "tls.example.com"),
         gateway([
             listener("passthrough", 443, "TLS", "tls.example.com", tls={"mode": "Passthrough"}),
             https("terminate", "tls.example.com", "tls", port=8443, protocol="TLS"),
@@ -480,8 +464,8 @@ def test_a_tls_route_is_judged_by_the_policy_only_behind_a_terminating_listener(
         service("secure"),
         endpoint_slice("secure", "127.0.0.9"),
         backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
-        _tls_route("through", "passthrough"),
-        _tls_route("terminated", "terminate"),
+        tls_route("through", "passthrough"),
+        tls_route("terminated", "terminate"),
     ])
     assert route_conditions(result, "through", "TLSRoute")["ResolvedRefs"] == ("True", "ResolvedRefs")
     assert route_conditions(result, "terminated", "TLSRoute")["ResolvedRefs"] == ("False", "InvalidBackendTLS")

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from specletter_objects import (
     backend_tls_policy,
     ca_configmap,
-    certificate,
     endpoint_slice,
     gateway,
     gateway_class,
@@ -30,7 +29,9 @@ from specletter_objects import (
     key_pem,
     listener,
     listener_set,
+    secret_for,
     service,
+    tls_route,
     tls_secret,
 )
 from test_incremental import BASE, DELETE, META, SPEC, Driver, Op, _run, ops
@@ -40,11 +41,6 @@ from gateweave.api.decode import decode
 from gateweave.store import key_of
 
 Raw = dict[str, Any]
-
-
-def _secret(name: str, *sans: str) -> Raw:
-    cert, key = certificate(tuple(sans))
-    return tls_secret(name, cert, key)
 
 
 def _mismatched(raw: Raw) -> Raw:
@@ -93,27 +89,14 @@ def _only_first_backend(raw: Raw) -> Raw:
     return out
 
 
-def _tls_route(name: str, section: str) -> Raw:
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "TLSRoute",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "parentRefs": [{"name": "gw", "sectionName": section}],
-            "hostnames": ["tls.example.com"],
-            "rules": [{"backendRefs": [{"name": "secure", "port": 8443}]}],
-        },
-    }
-
-
 def _objects() -> list[tuple[Raw, Callable[[Raw], Raw] | None]]:
     """(object, its SPEC change); None: a label alone."""
     return [
         (gateway_class(), None),
-        (_secret("foo", "foo.example.com"), _mismatched),
-        (_secret("wild", "*.example.com"), _mismatched),
-        (_secret("bar", "bar.test"), _mismatched),
-        (_secret("tls", "tls.example.com"), _mismatched),
+        (secret_for("foo", "foo.example.com"), _mismatched),
+        (secret_for("wild", "*.example.com"), _mismatched),
+        (secret_for("bar", "bar.test"), _mismatched),
+        (secret_for("tls", "tls.example.com"), _mismatched),
         (
             gateway(
                 [
@@ -143,8 +126,8 @@ def _objects() -> list[tuple[Raw, Callable[[Raw], Raw] | None]]:
         (ca_configmap("the-ca"), _invalid_ca),
         (backend_tls_policy("policy", "secure", ca_configmaps=["the-ca"]), _well_known),
         (http_route("r", [("secure", 8443, 1), ("plain", 8080, 1)]), _only_first_backend),
-        (_tls_route("through", "passthrough"), None),
-        (_tls_route("terminated", "terminate"), None),
+        (tls_route("through", "passthrough"), None),
+        (tls_route("terminated", "terminate"), None),
     ]
 
 
