@@ -1,5 +1,5 @@
-"""The Gateway API objects as stored, each with its status: what ``gateweave translate``
-prints and what the admin API serves at ``/api/objects``."""
+"""The custom resources (Gateway API and Envoy Gateway kinds) as stored, each with its
+status: what ``gateweave translate`` prints and what the admin API serves at ``/api/objects``."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ def render_objects(
     decoded_objects: Iterable[Decoded],
     status_of: Callable[[Key, Decoded], Mapping[str, Any] | None],
 ) -> list[dict[str, Any]]:
-    """Every Gateway API object, with ``status_of(key, obj)`` as its status (None: the
+    """Every custom resource, with ``status_of(key, obj)`` as its status (None: the
     status it came with), sorted by (kind order in KINDS, namespace, name)."""
     out: list[tuple[tuple[int, str, str], dict[str, Any]]] = []
     for decoded in decoded_objects:
         key = _key(decoded)
         info = KINDS.get(key.kind)
-        if info is None or not info.gateway_api:
+        if info is None or not info.custom:
             continue
         status = status_of(key, decoded)
         obj = dict(decoded.raw)
@@ -46,7 +46,7 @@ def objects_with_status(
     controller_name: str,
     now: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Every Gateway API object with translate's ``statuses`` merged into the status it
+    """Every custom resource with translate's ``statuses`` merged into the status it
     came with (see :func:`gateweave.status.merge_status`); objects translate gave no
     status keep theirs. ``now=None`` leaves ``lastTransitionTime`` out where it changed."""
 

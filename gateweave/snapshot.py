@@ -68,6 +68,7 @@ class Snapshot:
     udp_routes: dict[NN, m.UDPRoute] = field(default_factory=dict)
     reference_grants: dict[NN, m.ReferenceGrant] = field(default_factory=dict)
     backend_tls_policies: dict[NN, m.BackendTLSPolicy] = field(default_factory=dict)
+    backends: dict[NN, m.Backend] = field(default_factory=dict)
     services: dict[NN, m.Service] = field(default_factory=dict)
     endpoint_slices: dict[NN, m.EndpointSlice] = field(default_factory=dict)
     namespaces: dict[NN, m.Namespace] = field(default_factory=dict)
@@ -110,6 +111,7 @@ _FIELD_BY_KIND = {
     "UDPRoute": "udp_routes",
     "ReferenceGrant": "reference_grants",
     "BackendTLSPolicy": "backend_tls_policies",
+    "Backend": "backends",
     "Service": "services",
     "EndpointSlice": "endpoint_slices",
     "Namespace": "namespaces",

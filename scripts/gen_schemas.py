@@ -1,10 +1,13 @@
-"""Generate gateweave/api/schemas/<plural>.json from the upstream Gateway API CRDs.
+"""Generate gateweave/api/schemas/<group>/<plural>.json from CustomResourceDefinitions.
 
 Each file maps every served version of the kind to its openAPIV3Schema with the
 ``description`` of every schema node removed (property *names* called
-"description" are kept). Nothing else changes meaning.
+"description" are kept). Nothing else changes meaning. Each source is a directory of
+CRD files and the API group read from it (CRDs of other groups there are skipped); a
+``LICENSE`` file beside the directory is copied next to that group's schemas.
 
-Usage: python scripts/gen_schemas.py [CRD_DIR] [OUT_DIR]
+Usage: python scripts/gen_schemas.py [OUT_DIR [CRD_DIR GROUP]...]
+(no CRD_DIR: the upstream Gateway API CRDs and the vendored Envoy Gateway ones)
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ from typing import Any
 
 import yaml
 
-GROUP = "gateway.networking.k8s.io"
-DEFAULT_CRDS = Path("/work/shared/gateway-api/crds/experimental")
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "gateweave" / "api" / "schemas"
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "gateweave" / "api" / "schemas"
+# (directory of CRD files, the API group generated from it)
+DEFAULT_SOURCES: tuple[tuple[Path, str], ...] = (
+    (Path("/work/shared/gateway-api/crds/experimental"), "gateway.networking.k8s.io"),
+    (ROOT / "third_party" / "envoy-gateway" / "crds", "gateway.envoyproxy.io"),
+)
 
 # Keywords whose value is a schema, a list of schemas or a map of schemas.
 _SCHEMA = ("items", "additionalProperties", "not")
@@ -53,27 +60,38 @@ def crd_schemas(crd: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def generate(crd_dir: Path, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+def generate(crd_dir: Path, group: str, out_dir: Path) -> list[Path]:
+    """Write ``out_dir/<group>/<plural>.json`` for every CRD of ``group`` in ``crd_dir``
+    (and the ``LICENSE`` beside ``crd_dir``, if there is one)."""
+    target_dir = out_dir / group
+    target_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for path in sorted(crd_dir.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 continue
-            if doc["spec"]["group"] != GROUP:
+            if doc["spec"]["group"] != group:
                 continue
-            target = out_dir / f"{doc['spec']['names']['plural']}.json"
+            target = target_dir / f"{doc['spec']['names']['plural']}.json"
             text = json.dumps(crd_schemas(doc), separators=(",", ":"), sort_keys=True)
             target.write_text(text + "\n")
             written.append(target)
+    licence = crd_dir.parent / "LICENSE"
+    if licence.is_file():
+        (target_dir / "LICENSE").write_bytes(licence.read_bytes())
     return written
 
 
 def main(argv: list[str]) -> int:
-    crd_dir = Path(argv[1]) if len(argv) > 1 else DEFAULT_CRDS
-    out_dir = Path(argv[2]) if len(argv) > 2 else DEFAULT_OUT
-    for target in generate(crd_dir, out_dir):
-        print(f"wrote {target} ({target.stat().st_size} bytes)")
+    out_dir = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT
+    pairs = argv[2:]
+    if len(pairs) % 2:
+        print("usage: gen_schemas.py [OUT_DIR [CRD_DIR GROUP]...]", file=sys.stderr)
+        return 2
+    sources = [(Path(pairs[i]), pairs[i + 1]) for i in range(0, len(pairs), 2)] or list(DEFAULT_SOURCES)
+    for crd_dir, group in sources:
+        for target in generate(crd_dir, group, out_dir):
+            print(f"wrote {target} ({target.stat().st_size} bytes)")
     return 0
 
 

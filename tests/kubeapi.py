@@ -82,7 +82,7 @@ class ResourceType:
 def default_types() -> list[ResourceType]:
     out = []
     for info in KINDS.values():
-        if info.gateway_api:
+        if info.custom:
             has_status = info.kind != "ReferenceGrant"
             out.append(ResourceType(info.group, info.versions, info.kind, info.plural, info.namespaced,
                                     has_status, True, custom=True))

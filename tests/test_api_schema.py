@@ -23,6 +23,7 @@ from gateweave.api.kinds import KINDS
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = Path("/work/shared/conformance/manifests")
 CRDS = Path("/work/shared/gateway-api/crds/experimental")
+EG_CRDS = ROOT / "third_party" / "envoy-gateway" / "crds"
 G = "gateway.networking.k8s.io/v1"
 
 
@@ -80,14 +81,19 @@ def test_generated_schemas_are_up_to_date_and_without_descriptions(tmp_path: Pat
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    written = gen.generate(CRDS, tmp_path)
+    written = []
+    for crd_dir, group in ((CRDS, "gateway.networking.k8s.io"), (EG_CRDS, "gateway.envoyproxy.io")):
+        written += gen.generate(crd_dir, group, tmp_path)
     shipped = ROOT / "gateweave" / "api" / "schemas"
-    assert sorted(p.name for p in written) == sorted(p.name for p in shipped.glob("*.json"))
+    rel = sorted(str(p.relative_to(tmp_path)) for p in written)
+    assert rel == sorted(str(p.relative_to(shipped)) for p in shipped.glob("*/*.json"))
     for p in written:
-        assert p.read_bytes() == (shipped / p.name).read_bytes(), p.name
+        assert p.read_bytes() == (shipped / p.relative_to(tmp_path)).read_bytes(), p.name
+    # the Envoy Gateway schemas ship with Envoy Gateway's licence
+    assert (shipped / "gateway.envoyproxy.io" / "LICENSE").read_bytes() == (EG_CRDS.parent / "LICENSE").read_bytes()
     for info in KINDS.values():
         if info.crd:
-            schemas = schema.load_schemas(info.crd)
+            schemas = schema.load_schemas(info.group, info.crd)
             assert set(info.versions) <= set(schemas), info.kind
 
     def no_descriptions(node: Any) -> None:
@@ -103,7 +109,7 @@ def test_generated_schemas_are_up_to_date_and_without_descriptions(tmp_path: Pat
                     for sub in v:
                         no_descriptions(sub)
 
-    gc = schema.load_schemas("gatewayclasses")["v1"]
+    gc = schema.load_schemas("gateway.networking.k8s.io", "gatewayclasses")["v1"]
     no_descriptions(gc)
     # a *property* named description (GatewayClass spec.description) is kept
     assert gc["properties"]["spec"]["properties"]["description"]["type"] == "string"

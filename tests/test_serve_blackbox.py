@@ -201,7 +201,7 @@ def is_gateway_api(key: Key) -> bool:
     from gateweave.api.kinds import KINDS
 
     info = KINDS.get(key.kind)
-    return info is not None and info.gateway_api
+    return info is not None and info.custom
 
 
 def pause(rng: random.Random) -> None:

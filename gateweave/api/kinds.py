@@ -29,11 +29,17 @@ class KindInfo:
     plural: str
     namespaced: bool
     model: type[msgspec.Struct]
-    crd: str | None = None  # CRD file stem for Gateway API kinds (schema validation)
+    crd: str | None = None  # custom resources: the plural of their CRD schema (schema validation)
 
     @property
     def gateway_api(self) -> bool:
         return self.group == m.GATEWAY_GROUP
+
+    @property
+    def custom(self) -> bool:
+        """A custom resource (Gateway API or Envoy Gateway kind): validated against its CRD
+        schema, and what ``translate`` prints and writes status to."""
+        return self.crd is not None
 
 
 G = m.GATEWAY_GROUP
@@ -51,6 +57,7 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("UDPRoute", G, ("v1", "v1alpha2"), "udproutes", True, m.UDPRoute, "udproutes"),
         KindInfo("ReferenceGrant", G, ("v1beta1", "v1"), "referencegrants", True, m.ReferenceGrant, "referencegrants"),
         KindInfo("BackendTLSPolicy", G, ("v1", "v1alpha3"), "backendtlspolicies", True, m.BackendTLSPolicy, "backendtlspolicies"),
+        KindInfo("Backend", m.ENVOY_GATEWAY_GROUP, ("v1alpha1",), "backends", True, m.Backend, "backends"),
         KindInfo("Service", "", ("v1",), "services", True, m.Service),
         KindInfo("EndpointSlice", "discovery.k8s.io", ("v1",), "endpointslices", True, m.EndpointSlice),
         KindInfo("Namespace", "", ("v1",), "namespaces", False, m.Namespace),

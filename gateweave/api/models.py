@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+ENVOY_GATEWAY_GROUP = "gateway.envoyproxy.io"
 
 
 class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False):
@@ -555,6 +556,67 @@ class BackendTLSPolicy(_Base, kw_only=True, frozen=True):
     kind: str = "BackendTLSPolicy"
     metadata: ObjectMeta
     spec: BackendTLSPolicySpec = BackendTLSPolicySpec()
+
+
+# ---------------------------------------------------------------- Envoy Gateway: Backend
+
+
+class BackendFQDNEndpoint(_Base, kw_only=True, frozen=True):
+    hostname: str
+    port: int
+
+
+class BackendIPEndpoint(_Base, kw_only=True, frozen=True):
+    address: str
+    port: int
+
+
+class BackendUnixEndpoint(_Base, kw_only=True, frozen=True):
+    path: str
+
+
+class BackendEndpoint(_Base, kw_only=True, frozen=True):
+    """Exactly one of ``fqdn``, ``ip`` and ``unix`` (the CRD's CEL rules say so)."""
+
+    fqdn: BackendFQDNEndpoint | None = None
+    ip: BackendIPEndpoint | None = None
+    unix: BackendUnixEndpoint | None = None
+    hostname: str | None = None
+    zone: str | None = None
+
+
+class BackendTLSSettings(_Base, kw_only=True, frozen=True):
+    ca_certificate_refs: tuple[ObjectReference, ...] = ()
+    well_known_ca_certificates: str | None = msgspec.field(default=None, name="wellKnownCACertificates")
+    insecure_skip_verify: bool = False
+    sni: str | None = None
+    client_certificate_ref: SecretObjectReference | None = None
+    # Read so that a Backend using them can be refused by name (gateweave does not implement them).
+    auto_sni_from_endpoint_hostname: bool | None = msgspec.field(default=None, name="autoSNIFromEndpointHostname")
+    alpn_protocols: tuple[str, ...] | None = None
+    ciphers: tuple[str, ...] | None = None
+    ecdh_curves: tuple[str, ...] | None = None
+    signature_algorithms: tuple[str, ...] | None = None
+    min_version: str | None = None
+    max_version: str | None = None
+    fingerprints: tuple[str, ...] | None = None
+
+
+class BackendSpec(_Base, kw_only=True, frozen=True):
+    type: str = "Endpoints"
+    endpoints: tuple[BackendEndpoint, ...] = ()
+    app_protocols: tuple[str, ...] = ()
+    fallback: bool | None = None
+    tls: BackendTLSSettings | None = None
+
+
+class Backend(_Base, kw_only=True, frozen=True):
+    """Envoy Gateway's ``Backend`` (gateway.envoyproxy.io/v1alpha1), a backendRef target."""
+
+    api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+    kind: str = "Backend"
+    metadata: ObjectMeta
+    spec: BackendSpec = BackendSpec()
 
 
 # ---------------------------------------------------------------- core kinds

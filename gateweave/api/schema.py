@@ -1,8 +1,8 @@
 """Validation and defaulting of manifests as the Kubernetes API server does it.
 
-Gateway API kinds are checked against the upstream CRD schemas (generated into
-``gateweave/api/schemas/*.json`` by ``scripts/gen_schemas.py``), in the API
-server's order: nulls without a default dropped, ``default`` applied (recursively,
+Custom resources (the Gateway API kinds, Envoy Gateway's) are checked against their
+published CRD schemas (generated into ``gateweave/api/schemas/<group>/<plural>.json`` by
+``scripts/gen_schemas.py``), in the API server's order: nulls without a default dropped, ``default`` applied (recursively,
 also inside defaults and array items), unknown fields pruned; then the OpenAPI
 value validations, list-type uniqueness, and every ``x-kubernetes-validations``
 CEL rule (see :mod:`gateweave.api.cel`). Core kinds get a light structural check.
@@ -24,7 +24,7 @@ from gateweave.api.kinds import KindInfo
 
 Schema = dict[str, Any]
 
-_SCHEMAS: dict[str, dict[str, Schema]] = {}
+_SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {}
 _ROOT_KEEP = ("apiVersion", "kind", "metadata")
 
 DNS1123_LABEL_MSG = (
@@ -47,13 +47,13 @@ _DNS1123_LABEL_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DNS1123_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
-def load_schemas(plural: str) -> dict[str, Schema]:
-    """The openAPIV3Schema of each served version of a Gateway API kind (cached)."""
-    schemas = _SCHEMAS.get(plural)
+def load_schemas(group: str, plural: str) -> dict[str, Schema]:
+    """The openAPIV3Schema of each served version of the custom resource ``plural`` of ``group`` (cached)."""
+    schemas = _SCHEMAS.get((group, plural))
     if schemas is None:
-        text = resources.files("gateweave.api").joinpath("schemas", f"{plural}.json").read_text()
+        text = resources.files("gateweave.api").joinpath("schemas", group, f"{plural}.json").read_text()
         schemas = json.loads(text)
-        _SCHEMAS[plural] = schemas
+        _SCHEMAS[(group, plural)] = schemas
     return schemas
 
 
@@ -545,7 +545,7 @@ def _validate(raw: dict[str, Any], info: KindInfo) -> tuple[dict[str, Any], list
         _core(raw, info, errors)
         return raw, errors
     version = str(raw.get("apiVersion", "")).rpartition("/")[2]
-    schemas = load_schemas(info.crd)
+    schemas = load_schemas(info.group, info.crd)
     root = schemas.get(version)
     if root is None:
         errors.append(_invalid("apiVersion", raw.get("apiVersion"), f"version {version!r} is not served"))
