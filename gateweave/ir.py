@@ -58,19 +58,33 @@ def envoy_labels(gateway_name: str) -> dict[str, str]:
 # ---------------------------------------------------------------- upstreams
 
 
+# Endpoint types: an IP address, a host name the cluster resolves (DNS), a unix socket path.
+ENDPOINT_IP = "IP"
+ENDPOINT_FQDN = "FQDN"
+ENDPOINT_UNIX = "Unix"
+
+
 class Endpoint(_IR, kw_only=True, frozen=True):
-    address: str
-    port: int
+    address: str  # an IP address, a host name (type FQDN) or a unix socket path (type Unix)
+    port: int  # 0 for a unix socket
+    type: str = ENDPOINT_IP
+    hostname: str = ""  # the endpoint's host name as Envoy reports it (a Backend's endpoints[].hostname)
 
 
 class UpstreamTLS(_IR, kw_only=True, frozen=True):
-    """BackendTLSPolicy (and Gateway spec.tls.backend client certificate)."""
+    """BackendTLSPolicy, or an Envoy Gateway Backend's ``tls`` (and Gateway spec.tls.backend
+    client certificate).
+
+    ``sni`` empty: an HTTP cluster takes each request's Host as SNI and checks the server
+    certificate against it; other clusters send no SNI and check the chain only.
+    """
 
     sni: str
     ca_pem: str = ""  # empty: use the system trust store (wellKnownCACertificates: System)
     subject_alt_names: tuple[SANMatch, ...] = ()
     client_cert_pem: str = ""
     client_key_pem: str = ""
+    insecure_skip_verify: bool = False  # the server certificate is not checked at all
 
 
 class SANMatch(_IR, kw_only=True, frozen=True):
@@ -86,12 +100,18 @@ INVALID_BACKEND_CLUSTER = "gateweave/invalid-backend"
 
 
 class Cluster(_IR, kw_only=True, frozen=True):
-    """One upstream: a Service port (or a mirror / ext target) with its endpoints."""
+    """One upstream: a Service port or a Backend (or a mirror / ext target) with its endpoints."""
 
     name: str
     protocol: str = "HTTP1"  # HTTP1 | HTTP2 | H2C | TCP | UDP | WEBSOCKET
     endpoints: tuple[Endpoint, ...] = ()
     tls: UpstreamTLS | None = None
+
+    @property
+    def dns(self) -> bool:
+        """Envoy resolves its endpoints itself (some are host names), instead of being sent
+        their addresses over EDS."""
+        return any(ep.type == ENDPOINT_FQDN for ep in self.endpoints)
 
 
 class WeightedCluster(_IR, kw_only=True, frozen=True):

@@ -30,11 +30,11 @@ def _sorted(items: dict[str, M]) -> dict[str, M]:
 
 def udp_target(
     port: ir.Port, by_name: Mapping[str, ir.Cluster]
-) -> tuple[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment] | None]:
+) -> tuple[str, tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment | None] | None]:
     """The cluster a UDP port's proxy sends to, and the weighted cluster to add for it, if any.
 
     udp_proxy has no weighted clusters: several backends become one cluster with a locality
-    per backend, named after the proxy.
+    per backend, named after the proxy (with no ClusterLoadAssignment when it resolves names).
     """
     if port.udp is None:
         raise ValueError(f"UDP port {port.name} has no proxy")
@@ -60,7 +60,9 @@ def build(gw: ir.XdsGateway) -> Resources:
         if by_name.setdefault(c.name, c) != c:
             raise ValueError(f"two different clusters named {c.name!r}")
         _put(out.clusters, c.name, clusters.cluster(c))
-        _put(out.endpoints, c.name, clusters.load_assignment(c))
+        cla = clusters.load_assignment(c)
+        if cla is not None:  # a DNS cluster has its endpoints inline
+            _put(out.endpoints, c.name, cla)
 
     for port in gw.ports:
         if port.protocol == "HTTP":
@@ -81,7 +83,8 @@ def build(gw: ir.XdsGateway) -> Resources:
             target, weighted = udp_target(port, by_name)
             if weighted is not None:
                 _put(out.clusters, target, weighted[0])
-                _put(out.endpoints, target, weighted[1])
+                if weighted[1] is not None:
+                    _put(out.endpoints, target, weighted[1])
             listener = listeners.udp_listener(gw, port, target)
         else:
             raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")

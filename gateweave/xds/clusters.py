@@ -1,12 +1,31 @@
-"""Clusters and their ClusterLoadAssignments."""
+"""Clusters and their ClusterLoadAssignments.
+
+A cluster whose endpoints are all addresses (IPs, unix sockets) is an EDS cluster: its
+endpoints come over ADS as a ClusterLoadAssignment, so they change without touching the
+cluster. A cluster with host names among its endpoints (an ExternalName Service, an FQDN
+EndpointSlice, a Backend's fqdn endpoints) is a STRICT_DNS cluster with its endpoints
+inline and no ClusterLoadAssignment: Envoy resolves every name itself and keeps one host
+per address it gets. (STRICT_DNS rather than LOGICAL_DNS: a cluster may hold several names,
+each address is load-balanced and its connections drained when DNS stops returning it;
+LOGICAL_DNS keeps one logical host per cluster, for huge external address sets.) Names are
+resolved with the machine's resolver (``getaddrinfo``: /etc/hosts, nsswitch, resolv.conf),
+not Envoy's c-ares default, and re-resolved as the answer's TTL says.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from envoy.config.cluster.v3 import cluster_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, config_source_pb2, protocol_pb2
+from envoy.config.core.v3 import (
+    address_pb2,
+    base_pb2,
+    config_source_pb2,
+    extension_pb2,
+    protocol_pb2,
+)
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
+from envoy.extensions.network.dns_resolver.getaddrinfo.v3 import getaddrinfo_dns_resolver_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
@@ -17,6 +36,13 @@ from gateweave.xds.resources import stat_name
 CONNECT_TIMEOUT_S = 10
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 HTTP2_PROTOCOLS = frozenset({"HTTP2", "H2C"})
+HTTP_PROTOCOLS = frozenset({"HTTP1", "HTTP2", "H2C", "WEBSOCKET"})
+GETADDRINFO_RESOLVER = "envoy.network.dns_resolver.getaddrinfo"
+# DNS clusters re-resolve as the answer's TTL says (getaddrinfo reports none: Envoy then
+# uses its fixed 60 s); DNS_REFRESH_S where an answer has no TTL at all; a failed
+# resolution is retried after 1 s, backing off to 10 s (a name that is not up yet).
+DNS_REFRESH_S = 5
+DNS_FAILURE_REFRESH_S = (1, 10)
 
 
 def ads_source() -> config_source_pb2.ConfigSource:
@@ -36,15 +62,54 @@ def _eds_cluster(name: str) -> cluster_pb2.Cluster:
     )
 
 
-def cluster(c: ir.Cluster) -> cluster_pb2.Cluster:
-    """An EDS-over-ADS cluster; its endpoints come in :func:`load_assignment`."""
-    out = _eds_cluster(c.name)
-    if c.protocol in HTTP2_PROTOCOLS:
-        options = http_protocol_options_pb2.HttpProtocolOptions(
-            explicit_http_config=http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig(
-                http2_protocol_options=protocol_pb2.Http2ProtocolOptions()
-            )
+def _dns_cluster(name: str, assignment: endpoint_pb2.ClusterLoadAssignment) -> cluster_pb2.Cluster:
+    resolver = any_pb2.Any()
+    resolver.Pack(getaddrinfo_dns_resolver_pb2.GetAddrInfoDnsResolverConfig())
+    base, most = DNS_FAILURE_REFRESH_S
+    return cluster_pb2.Cluster(
+        name=name,
+        alt_stat_name=stat_name(name),
+        type=cluster_pb2.Cluster.STRICT_DNS,
+        connect_timeout=duration_pb2.Duration(seconds=CONNECT_TIMEOUT_S),
+        load_assignment=assignment,
+        typed_dns_resolver_config=extension_pb2.TypedExtensionConfig(name=GETADDRINFO_RESOLVER, typed_config=resolver),
+        respect_dns_ttl=True,
+        dns_refresh_rate=duration_pb2.Duration(seconds=DNS_REFRESH_S),
+        dns_failure_refresh_rate=cluster_pb2.Cluster.RefreshRate(
+            base_interval=duration_pb2.Duration(seconds=base), max_interval=duration_pb2.Duration(seconds=most)
+        ),
+        dns_lookup_family=cluster_pb2.Cluster.V4_PREFERRED,
+    )
+
+
+def _http_options(c: ir.Cluster) -> http_protocol_options_pb2.HttpProtocolOptions | None:
+    """HTTP/2 upstream, and SNI (and certificate check) from each request's Host for a TLS
+    cluster without a fixed SNI; None when Envoy's defaults do."""
+    auto_sni = c.tls is not None and not c.tls.sni and c.protocol in HTTP_PROTOCOLS
+    if c.protocol not in HTTP2_PROTOCOLS and not auto_sni:
+        return None
+    explicit = http_protocol_options_pb2.HttpProtocolOptions.ExplicitHttpConfig
+    options = http_protocol_options_pb2.HttpProtocolOptions(
+        explicit_http_config=(
+            explicit(http2_protocol_options=protocol_pb2.Http2ProtocolOptions())
+            if c.protocol in HTTP2_PROTOCOLS
+            else explicit(http_protocol_options=protocol_pb2.Http1ProtocolOptions())
         )
+    )
+    if auto_sni:
+        assert c.tls is not None
+        options.upstream_http_protocol_options.CopyFrom(
+            protocol_pb2.UpstreamHttpProtocolOptions(auto_sni=True, auto_san_validation=not c.tls.insecure_skip_verify)
+        )
+    return options
+
+
+def cluster(c: ir.Cluster) -> cluster_pb2.Cluster:
+    """An EDS-over-ADS cluster (its endpoints come in :func:`load_assignment`), or a DNS
+    cluster with its endpoints inline."""
+    out = _dns_cluster(c.name, _assignment(c)) if c.dns else _eds_cluster(c.name)
+    options = _http_options(c)
+    if options is not None:
         packed = any_pb2.Any()
         packed.Pack(options)
         out.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(packed)
@@ -58,18 +123,19 @@ def cluster(c: ir.Cluster) -> cluster_pb2.Cluster:
     return out
 
 
+def _address(ep: ir.Endpoint) -> address_pb2.Address:
+    if ep.type == ir.ENDPOINT_UNIX:
+        return address_pb2.Address(pipe=address_pb2.Pipe(path=ep.address))
+    return address_pb2.Address(socket_address=address_pb2.SocketAddress(address=ep.address, port_value=ep.port))
+
+
 def _lb_endpoint(ep: ir.Endpoint) -> endpoint_components_pb2.LbEndpoint:
     return endpoint_components_pb2.LbEndpoint(
-        endpoint=endpoint_components_pb2.Endpoint(
-            address=address_pb2.Address(
-                socket_address=address_pb2.SocketAddress(address=ep.address, port_value=ep.port)
-            )
-        )
+        endpoint=endpoint_components_pb2.Endpoint(address=_address(ep), hostname=ep.hostname)
     )
 
 
-def load_assignment(c: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment:
-    """The endpoints of ``c`` (possibly none: every cluster gets its CLA)."""
+def _assignment(c: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment:
     cla = endpoint_pb2.ClusterLoadAssignment(cluster_name=c.name)
     if c.endpoints:
         cla.endpoints.append(
@@ -80,22 +146,29 @@ def load_assignment(c: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment:
     return cla
 
 
+def load_assignment(c: ir.Cluster) -> endpoint_pb2.ClusterLoadAssignment | None:
+    """The endpoints of an EDS cluster ``c`` (possibly none: every EDS cluster gets its CLA);
+    None for a DNS cluster, whose endpoints are inline."""
+    return None if c.dns else _assignment(c)
+
+
 def weighted_cluster(
     name: str, backends: tuple[ir.WeightedCluster, ...], clusters: Mapping[str, ir.Cluster]
-) -> tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment]:
-    """One cluster that spreads load over several backends by weight.
+) -> tuple[cluster_pb2.Cluster, endpoint_pb2.ClusterLoadAssignment | None]:
+    """One cluster that spreads load over several backends by weight, and its CLA (None
+    when it is a DNS cluster: one of the backends has host names).
 
     For proxies without weighted clusters (UDP): each backend's endpoints become one
     locality whose ``load_balancing_weight`` is the backend weight, and the cluster
     balances between localities by weight.
     """
-    out = _eds_cluster(name)
-    out.common_lb_config.locality_weighted_lb_config.SetInParent()
     cla = endpoint_pb2.ClusterLoadAssignment(cluster_name=name)
+    dns = False
     for index, backend in enumerate(backends):
         target = clusters.get(backend.cluster)
         if target is None or backend.weight <= 0 or not target.endpoints:
             continue
+        dns = dns or target.dns
         cla.endpoints.append(
             endpoint_components_pb2.LocalityLbEndpoints(
                 # Envoy rejects duplicate localities: one per backend position.
@@ -104,4 +177,6 @@ def weighted_cluster(
                 load_balancing_weight=wrappers_pb2.UInt32Value(value=backend.weight),
             )
         )
-    return out, cla
+    out = _dns_cluster(name, cla) if dns else _eds_cluster(name)
+    out.common_lb_config.locality_weighted_lb_config.SetInParent()
+    return out, None if dns else cla

@@ -75,7 +75,7 @@ class _PortBuild:
     clusters: tuple[ir.Cluster, ...]  # what a UDP port's weighted cluster was built from
     listener: bytes
     configs: tuple[_Config, ...]
-    extra: tuple[tuple[str, bytes, bytes], ...]  # (name, Cluster bytes, CLA bytes)
+    extra: tuple[tuple[str, bytes, bytes | None], ...]  # (name, Cluster bytes, CLA bytes; None: a DNS cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ class GatewaySnapshots:
 
     def __init__(self) -> None:
         self._gw: ir.XdsGateway | None = None
-        self._clusters: dict[str, tuple[ir.Cluster, bytes, bytes]] = {}
+        self._clusters: dict[str, tuple[ir.Cluster, bytes, bytes | None]] = {}
         self._ports: dict[str, _PortBuild] = {}
         self._tables: dict[str, _Table] = {}
         self._snapshot: NodeSnapshot | None = None
@@ -119,7 +119,8 @@ class GatewaySnapshots:
                 _put(raw, ROUTE, config.config.name, config.raw)
             for name, cluster_raw, cla_raw in built.extra:
                 _put(raw, CLUSTER, name, cluster_raw)
-                _put(raw, ENDPOINT, name, cla_raw)
+                if cla_raw is not None:
+                    _put(raw, ENDPOINT, name, cla_raw)
 
         tables: dict[str, _Table] = {}
         for type_url in _TYPES:
@@ -146,8 +147,8 @@ class GatewaySnapshots:
 
     def _build_clusters(
         self, gw: ir.XdsGateway, raw: dict[str, dict[str, bytes]]
-    ) -> tuple[dict[str, tuple[ir.Cluster, bytes, bytes]], dict[str, ir.Cluster]]:
-        state: dict[str, tuple[ir.Cluster, bytes, bytes]] = {}
+    ) -> tuple[dict[str, tuple[ir.Cluster, bytes, bytes | None]], dict[str, ir.Cluster]]:
+        state: dict[str, tuple[ir.Cluster, bytes, bytes | None]] = {}
         by_name: dict[str, ir.Cluster] = {}
         for c in gw.clusters:
             known = by_name.setdefault(c.name, c)
@@ -155,19 +156,17 @@ class GatewaySnapshots:
                 raise ValueError(f"two different clusters named {c.name!r}")
             entry = self._clusters.get(c.name)
             if entry is None or (entry[0] is not c and entry[0] != c):
-                entry = (
-                    c,
-                    _wire(clusters.cluster(c)),
-                    _wire(clusters.load_assignment(c)),
-                )
+                cla = clusters.load_assignment(c)
+                entry = (c, _wire(clusters.cluster(c)), None if cla is None else _wire(cla))
             state[c.name] = entry
             raw[CLUSTER][c.name] = entry[1]
-            raw[ENDPOINT][c.name] = entry[2]
+            if entry[2] is not None:  # a DNS cluster has its endpoints inline
+                raw[ENDPOINT][c.name] = entry[2]
         return state, by_name
 
     def _build_port(self, gw: ir.XdsGateway, port: ir.Port, by_name: dict[str, ir.Cluster]) -> _PortBuild:
         configs: list[_Config] = []
-        extra: list[tuple[str, bytes, bytes]] = []
+        extra: list[tuple[str, bytes, bytes | None]] = []
         if port.protocol == "HTTP":
             listener = listeners.http_listener(gw, port)
             assert port.http is not None
@@ -184,7 +183,8 @@ class GatewaySnapshots:
         elif port.protocol == "UDP":
             target, weighted = udp_target(port, by_name)
             if weighted is not None:
-                extra.append((target, _wire(weighted[0]), _wire(weighted[1])))
+                cluster_msg, cla_msg = weighted
+                extra.append((target, _wire(cluster_msg), None if cla_msg is None else _wire(cla_msg)))
             listener = listeners.udp_listener(gw, port, target)
         else:
             raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")

@@ -341,7 +341,10 @@ class _Session:
         old_e, new_e = old.get(ENDPOINT, {}), target.of(ENDPOINT)
         gone = old_c.keys() - new_c.keys()
         union_c = {**{n: old_c[n] for n in gone}, **new_c}
-        union_e = {**old_e, **new_e} if gone else dict(new_e)
+        # Old ClusterLoadAssignments stay until the break: those of clusters that go, and
+        # that of a cluster that became a DNS cluster (it has none; the EDS one it
+        # replaces keeps its endpoints while the new one resolves).
+        union_e = {**old_e, **new_e}
         desired[CLUSTER], desired[ENDPOINT] = union_c, union_e
         if self.push(CLUSTER):
             self.push(ENDPOINT)

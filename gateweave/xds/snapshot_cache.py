@@ -9,7 +9,8 @@ One twist: the version of a ClusterLoadAssignment also covers the Cluster of the
 name. Envoy warms a modified EDS cluster until it receives that cluster's endpoints
 again (15 s when they do not come), so whenever a Cluster changes, its CLA must be
 re-sent; mixing the Cluster version into the CLA version makes every diff (SotW or
-Delta) do exactly that.
+Delta) do exactly that. A DNS cluster has no CLA (its endpoints are inline, Envoy
+resolves them while it warms), so a change of it is the Cluster alone.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TLS transport sockets: downstream (listener termination) and upstream (BackendTLSPolicy)."""
+"""TLS transport sockets: downstream (listener termination) and upstream (BackendTLSPolicy, Backend ``tls``)."""
 
 from __future__ import annotations
 
@@ -98,32 +98,33 @@ _SAN_TYPES = {
 
 
 def upstream_context(tls: ir.UpstreamTLS, alpn: tuple[str, ...] = ()) -> tls_pb2.UpstreamTlsContext:
-    """TLS origination to a backend (BackendTLSPolicy).
+    """TLS origination to a backend (BackendTLSPolicy, a Backend's ``tls``).
 
     The server certificate must chain to ``ca_pem`` (or the system store when empty)
     and carry one of the subject alt names; with none given, the SNI hostname itself
-    must be a DNS SAN, as BackendTLSPolicy requires.
+    must be a DNS SAN, as BackendTLSPolicy requires. Without an SNI there is no SAN
+    matcher here (an HTTP cluster checks the request's Host instead, see
+    :func:`gateweave.xds.clusters.cluster`); ``insecure_skip_verify``: no check at all.
     """
-    sans = tls.subject_alt_names or (ir.SANMatch(type="DNS", value=tls.sni),)
-    matchers = []
-    for san in sans:
-        san_type = _SAN_TYPES.get(san.type)
-        if san_type is None:
-            raise ValueError(f"unsupported subject alt name type {san.type!r}")
-        matchers.append(
-            common_pb2.SubjectAltNameMatcher(
-                san_type=san_type, matcher=string_pb2.StringMatcher(exact=san.value)
+    common = tls_pb2.CommonTlsContext(alpn_protocols=list(alpn))
+    if not tls.insecure_skip_verify:
+        sans = tls.subject_alt_names or ((ir.SANMatch(type="DNS", value=tls.sni),) if tls.sni else ())
+        matchers = []
+        for san in sans:
+            san_type = _SAN_TYPES.get(san.type)
+            if san_type is None:
+                raise ValueError(f"unsupported subject alt name type {san.type!r}")
+            matchers.append(
+                common_pb2.SubjectAltNameMatcher(
+                    san_type=san_type, matcher=string_pb2.StringMatcher(exact=san.value)
+                )
             )
+        trusted_ca = (
+            _inline(tls.ca_pem) if tls.ca_pem else base_pb2.DataSource(filename=system_ca_file())
         )
-    trusted_ca = (
-        _inline(tls.ca_pem) if tls.ca_pem else base_pb2.DataSource(filename=system_ca_file())
-    )
-    common = tls_pb2.CommonTlsContext(
-        validation_context=common_pb2.CertificateValidationContext(
-            trusted_ca=trusted_ca, match_typed_subject_alt_names=matchers
-        ),
-        alpn_protocols=list(alpn),
-    )
+        common.validation_context.CopyFrom(
+            common_pb2.CertificateValidationContext(trusted_ca=trusted_ca, match_typed_subject_alt_names=matchers)
+        )
     if tls.client_cert_pem:
         common.tls_certificates.append(_certificate(tls.client_cert_pem, tls.client_key_pem))
     return tls_pb2.UpstreamTlsContext(sni=tls.sni, common_tls_context=common)
