@@ -31,6 +31,7 @@ class RouteTranslation:
     # a name may repeat), added as each rule's routes are made.
     http_clusters: list[str] = field(default_factory=list)
     services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
+    backends: set[tuple[str, str]] = field(default_factory=set)  # Envoy Gateway Backends it refers to (their status)
     refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)
     # TLSRoute: a ResolvedRefs problem only behind a listener that terminates TLS (a backend's
     # BackendTLSPolicy cannot be met; behind passthrough no policy applies).

@@ -1,4 +1,9 @@
-"""backendRef resolution: Services, ports, appProtocol, EndpointSlices -> clusters.
+"""backendRef resolution: Services, ports, appProtocol, EndpointSlices, Envoy Gateway
+Backends -> clusters.
+
+A Service's endpoints are the ready addresses of its EndpointSlices (IPv4, IPv6, and FQDN
+slices, whose addresses are host names); an ``ExternalName`` Service is its external name
+on the backendRef's port. Host names make the cluster a DNS cluster (Envoy resolves them).
 
 A backendRef resolves to a :class:`Backend`: either a valid cluster, or the reason it is
 invalid (a ResolvedRefs reason of the Gateway API). Requests for an invalid backend's share
@@ -18,6 +23,7 @@ from typing import Protocol
 from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
+from gateweave.translate import egbackend
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.context import Ctx
 from gateweave.translate.rulememo import RuleMemo
@@ -70,6 +76,7 @@ class Backend:
     reason: str = ""
     message: str = ""
     service: tuple[str, str, str] | None = None  # (namespace, name, port name) of a resolved Service port
+    backend: tuple[str, str] | None = None  # (namespace, name) of an Envoy Gateway Backend it may use
 
 
 class BackendResolver:
@@ -83,11 +90,13 @@ class BackendResolver:
         self.touched = touched
         # (route kind, route namespace, group, kind, namespace, name, port, terminated) -> Backend
         self._cache: dict[tuple[str, str, str, str, str, str, int | None, bool], Backend] = {}
-        # What a Service port resolves to whichever namespace refers to it (the ReferenceGrant
-        # check aside): (route kind, namespace, name, port, terminated) -> Backend
-        self._targets: dict[tuple[str, str, str, int | None, bool], Backend] = {}
-        # (route kind, route namespace, Service namespace, Service name) -> ReferenceGrant verdict
-        self._grants: dict[tuple[str, str, str, str], bool] = {}
+        # What a Service port or a Backend resolves to whichever namespace refers to it (the
+        # ReferenceGrant check aside): (route kind, kind, namespace, name, port, terminated) -> Backend
+        self._targets: dict[tuple[str, str, str, str, int | None, bool], Backend] = {}
+        # (route kind, route namespace, kind, namespace, name) -> ReferenceGrant verdict
+        self._grants: dict[tuple[str, str, str, str, str], bool] = {}
+        # Envoy Gateway Backends, judged once: (namespace, name) -> verdict
+        self._verdicts: dict[tuple[str, str], egbackend.BackendVerdict] = {}
         # Pure pieces of route rules, built once per translation (see rulememo).
         self.memo = RuleMemo()
 
@@ -105,26 +114,67 @@ class BackendResolver:
         return hit
 
     def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool) -> Backend:
-        if ref.group not in ("", "core") or ref.kind != "Service":
+        if ref.group in ("", "core") and ref.kind == "Service":
+            kind, group = "Service", ""
+        elif ref.group == m.ENVOY_GATEWAY_GROUP and ref.kind == "Backend":
+            kind, group = "Backend", m.ENVOY_GATEWAY_GROUP
+        else:
             return Backend(reason=c.R_INVALID_KIND, message=f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind")
-        if ns != route_ns and not self._permitted(route_kind, route_ns, ns, ref.name):
+        if ns != route_ns and not self._permitted(route_kind, route_ns, group, kind, ns, ref.name):
             return Backend(
                 reason=c.R_REF_NOT_PERMITTED,
-                message=f"backendRef Service {ns}/{ref.name}: not permitted by any ReferenceGrant",
+                message=f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant",
             )
-        key = (route_kind, ns, ref.name, ref.port, terminated)
+        port = ref.port if kind == "Service" else None  # a Backend's endpoints carry their ports
+        key = (route_kind, kind, ns, ref.name, port, terminated)
         hit = self._targets.get(key)
         if hit is None:
-            hit = self._targets[key] = self._service_port(route_kind, ns, ref.name, ref.port, terminated)
+            if kind == "Service":
+                hit = self._service_port(route_kind, ns, ref.name, port, terminated)
+            else:
+                hit = self._eg_backend(route_kind, ns, ref.name, terminated)
+            self._targets[key] = hit
         return hit
 
-    def _permitted(self, route_kind: str, route_ns: str, ns: str, name: str) -> bool:
-        """Whether a ReferenceGrant lets a route of ``route_kind`` in ``route_ns`` refer to Service ``ns/name``."""
-        key = (route_kind, route_ns, ns, name)
+    def _permitted(self, route_kind: str, route_ns: str, group: str, kind: str, ns: str, name: str) -> bool:
+        """Whether a ReferenceGrant lets a route of ``route_kind`` in ``route_ns`` refer to ``kind`` ``ns/name``."""
+        key = (route_kind, route_ns, kind, ns, name)
         hit = self._grants.get(key)
         if hit is None:
-            hit = self._grants[key] = self.ctx.reference_allowed(m.GATEWAY_GROUP, route_kind, route_ns, "", "Service", ns, name)
+            hit = self._grants[key] = self.ctx.reference_allowed(m.GATEWAY_GROUP, route_kind, route_ns, group, kind, ns, name)
         return hit
+
+    def verdict(self, backend: m.Backend) -> egbackend.BackendVerdict:
+        """The verdict on an Envoy Gateway Backend of this snapshot (judged once)."""
+        key = (backend.metadata.namespace, backend.metadata.name)
+        hit = self._verdicts.get(key)
+        if hit is None:
+            hit = self._verdicts[key] = egbackend.judge(self.ctx, backend)
+        return hit
+
+    def _eg_backend(self, route_kind: str, ns: str, name: str, terminated: bool) -> Backend:
+        """A permitted reference to Envoy Gateway Backend ``ns/name``."""
+        be: m.Backend | None = self.ctx.snapshot.backends.get((ns, name))
+        if be is None:
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Backend {ns}/{name} not found")
+        key = (ns, name)
+        verdict = self.verdict(be)
+        if not verdict.accepted:
+            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Backend {ns}/{name} is not accepted: {'; '.join(verdict.problems)}",
+                           backend=key)
+        family = FAMILY_BY_KIND[route_kind]
+        protocol, problem = egbackend.upstream_protocol(family, be, verdict)
+        if problem:
+            return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Backend {ns}/{name}: {problem}", backend=key)
+        # TLS to the Backend, except where the client's TLS passes through untouched.
+        tls = verdict.tls if family != "TCP" or route_kind != "TLSRoute" or terminated else None
+        if tls is not None and protocol == "H2C":
+            protocol = "HTTP2"
+        cname = f"{ns}/{name}/Backend/{protocol.lower()}"
+        if tls is not None and family == "TCP":
+            cname += "/tls"
+        cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=verdict.endpoints, tls=tls)
+        return Backend(cluster=cluster, backend=key)
 
     def _service_port(self, route_kind: str, ns: str, name: str, port: int | None, terminated: bool) -> Backend:
         """A permitted reference to Service ``ns/name`` port ``port``."""
@@ -133,9 +183,21 @@ class BackendResolver:
             return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{name} not found")
         if port is None:
             return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"backendRef Service {ns}/{name}: port is required")
+        external = svc.spec.type == "ExternalName"
         sport = next((p for p in svc.spec.ports if p.port == port), None)
+        if sport is None and external and not svc.spec.ports:
+            sport = m.ServicePort(port=port)  # an ExternalName Service without ports: any port, TCP
         if sport is None:
             return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{name} has no port {port}")
+        endpoints: tuple[ir.Endpoint, ...]
+        if external:
+            target = _named_endpoint(svc.spec.external_name or "", port)
+            if target is None:
+                return Backend(reason=c.R_BACKEND_NOT_FOUND,
+                               message=f"ExternalName Service {ns}/{name} has no valid externalName ({svc.spec.external_name!r})")
+            endpoints = (target,)
+        else:
+            endpoints = self._endpoints(ns, name, sport)
         family = FAMILY_BY_KIND[route_kind]
         protocol, problem = _protocol(family, sport)
         if problem:
@@ -165,13 +227,17 @@ class BackendResolver:
         cname = f"{ns}/{name}/{port}/{protocol.lower()}"
         if tls is not None and family == "TCP":
             cname += "/tls"  # a TLSRoute's re-encrypting variant, beside the plain one passthrough uses
-        cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=self._endpoints(ns, name, sport), tls=tls)
+        cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=endpoints, tls=tls)
         return Backend(cluster=cluster, service=service)
 
     def _endpoints(self, ns: str, name: str, sport: m.ServicePort) -> tuple[ir.Endpoint, ...]:
-        found: set[tuple[str, int]] = set()
+        """The ready endpoints of a Service port: IP addresses (in address order), then host
+        names of FQDN slices (in name order)."""
+        ips: set[tuple[str, int]] = set()
+        names: set[tuple[str, int]] = set()
         for eps in self.ctx.slices_by_service.get((ns, name), ()):
-            if eps.address_type not in ("IPv4", "IPv6"):
+            fqdn = eps.address_type == "FQDN"
+            if not fqdn and eps.address_type not in ("IPv4", "IPv6"):
                 continue
             port = next((p for p in eps.ports if (p.name or "") == sport.name and p.port is not None), None)
             if port is None or port.port is None:
@@ -180,10 +246,24 @@ class BackendResolver:
                 if ep.conditions.ready is False:
                     continue
                 for addr in ep.addresses:
-                    if _ip_key(addr) is not None:
-                        found.add((addr, port.port))
-        ordered = sorted(found, key=lambda ap: (_ip_key(ap[0]), ap[1]))
-        return tuple(ir.Endpoint(address=a, port=p) for a, p in ordered)
+                    if fqdn:
+                        if egbackend.is_hostname(addr):
+                            names.add((addr, port.port))
+                    elif _ip_key(addr) is not None:
+                        ips.add((addr, port.port))
+        ordered = sorted(ips, key=lambda ap: (_ip_key(ap[0]), ap[1]))
+        out = [ir.Endpoint(address=a, port=p) for a, p in ordered]
+        out.extend(ir.Endpoint(address=a, port=p, type=ir.ENDPOINT_FQDN) for a, p in sorted(names))
+        return tuple(out)
+
+
+def _named_endpoint(name: str, port: int) -> ir.Endpoint | None:
+    """An ExternalName Service's target: an IP literal stays an address, a host name is resolved."""
+    if _ip_key(name) is not None:
+        return ir.Endpoint(address=name, port=port)
+    if egbackend.is_hostname(name):
+        return ir.Endpoint(address=name, port=port, type=ir.ENDPOINT_FQDN)
+    return None
 
 
 def _protocol(family: str, sport: m.ServicePort) -> tuple[str, str]:

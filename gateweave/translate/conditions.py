@@ -78,6 +78,10 @@ R_CONFLICTED = "Conflicted"
 R_TARGET_NOT_FOUND = "TargetNotFound"
 R_NO_VALID_CA_CERTIFICATE = "NoValidCACertificate"
 
+# Envoy Gateway Backend (gateway.envoyproxy.io) Accepted reasons, as Envoy Gateway writes them
+R_BACKEND_ACCEPTED = "Accepted"
+R_BACKEND_INVALID = "Invalid"
+
 
 def condition(type_: str, status: bool | str, reason: str, message: str, generation: int) -> dict[str, Any]:
     """A Gateway API condition as a JSON-ready dict (no lastTransitionTime)."""

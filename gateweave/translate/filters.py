@@ -119,6 +119,8 @@ def mirror(
     """A RequestMirror filter; an unresolvable target is a ResolvedRefs problem and mirrors nothing."""
     ns = tr.route.metadata.namespace
     backend = resolver.resolve(tr.kind, ns, f.backend_ref)
+    if backend.backend is not None:
+        tr.backends.add(backend.backend)
     if backend.cluster is None:
         if backend.reason:
             tr.note_refs(backend.reason, f"mirror: {backend.message}")
@@ -164,6 +166,8 @@ def weighted_backends(
         weight: int = ref.weight
         if backend.service is not None:
             services.add(backend.service)
+        if backend.backend is not None:
+            tr.backends.add(backend.backend)
         cluster = backend.cluster
         if cluster is None:
             if backend.reason:

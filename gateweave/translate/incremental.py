@@ -23,6 +23,9 @@ object does not change, so "unchanged" is an identity check per key):
 * **xDS IR**, per Gateway, per Envoy listener, per virtual host: a virtual host is rebuilt
   when an attachment to its domain changed; a RouteConfig/Port/XdsGateway is rebuilt when one
   of its parts changed, and kept (same instance) when the rebuilt one is equal.
+* **Envoy Gateway Backends**: their status is written while a route of ours refers to one
+  (counted per route); a Backend change, or a change of a Secret a Backend's ``tls`` names,
+  is a full translation.
 * Anything else - a Namespace, ReferenceGrant, ConfigMap, BackendTLSPolicy or ListenerSet
   change, other options, a changed fingerprint - is a full translation, which also rebuilds
   every index.
@@ -42,7 +45,7 @@ from gateweave import ir
 from gateweave.api.kinds import KINDS, ROUTE_KINDS
 from gateweave.ir import Result
 from gateweave.snapshot import NN, Snapshot
-from gateweave.translate import gateway, routes, xdsir
+from gateweave.translate import egbackend, gateway, routes, xdsir
 from gateweave.translate.attachment import Attachment, RouteTranslation
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
@@ -57,7 +60,7 @@ _KIND_INDEX = {kind: i for i, kind in enumerate(ROUTE_KINDS)}
 _SERVICE_LABEL = "kubernetes.io/service-name"
 
 # Changes the route side cannot take incrementally: a full translation.
-_FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet"})
+_FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet", "Backend"})
 # Changes that re-run the gateway side (the route side is kept when its fingerprint holds).
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret"})
 
@@ -84,6 +87,7 @@ class _Entry:
     accepted_by: list[GatewayCtx]
     status: dict[str, Any]
     services: set[NN]
+    backends: set[NN]  # Envoy Gateway Backends it refers to, when it is ours (their status)
 
 
 @dataclass(eq=False)
@@ -161,6 +165,19 @@ def _changed_keys(old: Mapping[NN, Any], new: Mapping[NN, Any]) -> set[NN]:
     return changed
 
 
+def _backend_secrets(snapshot: Snapshot) -> set[NN]:
+    """The Secrets the ``tls`` of some Envoy Gateway Backend names."""
+    out: set[NN] = set()
+    for (ns, _), be in snapshot.backends.items():
+        tls = be.spec.tls
+        if tls is None:
+            continue
+        out.update((ns, ref.name) for ref in tls.ca_certificate_refs if ref.kind == "Secret")
+        if tls.client_certificate_ref is not None:
+            out.add((tls.client_certificate_ref.namespace or ns, tls.client_certificate_ref.name))
+    return out
+
+
 def _changes(old: Snapshot, new: Snapshot) -> dict[str, set[NN]]:
     """The keys that differ between two snapshots, by kind: from the store's change log when
     both come from the same store and it still holds the span, else by comparing every key."""
@@ -211,6 +228,8 @@ class IncrementalTranslator:
         changed = _changes(old, snapshot)
         if _FULL_KINDS & changed.keys():
             return self._full(snapshot, options)
+        if "Secret" in changed and snapshot.backends and changed["Secret"] & _backend_secrets(snapshot):
+            return self._full(snapshot, options)
         rerun_gateways = bool(_GATEWAY_KINDS & changed.keys()) or old_options.dataplane != options.dataplane
         if options.address_mode == "kubernetes" and "Service" in changed:
             rerun_gateways = True
@@ -252,6 +271,8 @@ class IncrementalTranslator:
         self._other_keys: set[StatusKey] = set()
         self._xds: dict[str, ir.XdsGateway] = {}
         self._visited: set[str] = set()
+        self._backend_users: dict[NN, int] = {}  # Backend -> routes of ours referring to it
+        self._backend_statuses: dict[NN, tuple[Any, dict[str, Any]]] = {}  # Backend -> (model, status)
 
         resolver = BackendResolver(ctx, self._tls, touched=set())
         for kind in ROUTE_KINDS:
@@ -355,11 +376,14 @@ class IncrementalTranslator:
             accepted_by=outcome.accepted_by,
             status=status,
             services=resolver.touched,
+            backends=tr.backends if outcome.owned else set(),
         )
         self._entries[key] = entry
         self._statuses[key] = status
         for svc in entry.services:
             self._users.setdefault(svc, set()).add(key)
+        for be in entry.backends:
+            self._backend_users[be] = self._backend_users.get(be, 0) + 1
         for port in tr.services:
             for gw in entry.accepted_by:
                 counts = self._using.setdefault(port, {})
@@ -386,6 +410,12 @@ class IncrementalTranslator:
                 users.discard(entry.key)
                 if not users:
                     del self._users[svc]
+        for be in entry.backends:
+            left = self._backend_users[be] - 1
+            if left:
+                self._backend_users[be] = left
+            else:
+                del self._backend_users[be]
         for port in entry.translation.services:
             for gw in entry.accepted_by:
                 counts = self._using[port]
@@ -444,7 +474,7 @@ class IncrementalTranslator:
             self._tls.ctx = sctx
             self._tls.write_statuses({svc: list(users) for svc, users in self._using.items()})
             self._tls.ctx = ctx
-        others = {**self._gateway_statuses, **sctx.statuses}
+        others = {**self._gateway_statuses, **sctx.statuses, **self._backend_status_of_used(ctx)}
         for key in self._other_keys - others.keys():
             self._statuses.pop(key, None)
         for key, status in others.items():
@@ -466,6 +496,23 @@ class IncrementalTranslator:
         self._dirty_gateways.clear()
         self._visited = set()
         return Result(statuses=dict(self._statuses), infra=dict(self._infra), xds=dict(self._xds))
+
+    def _backend_status_of_used(self, ctx: Ctx) -> dict[StatusKey, dict[str, Any]]:
+        """The status of every Envoy Gateway Backend a route of ours refers to (each judged
+        again only when its model is another: what else it depends on is a full translation)."""
+        out: dict[StatusKey, dict[str, Any]] = {}
+        known = self._backend_statuses
+        for key in self._backend_users:
+            be = ctx.snapshot.backends.get(key)
+            if be is None:
+                continue
+            hit = known.get(key)
+            if hit is None or hit[0] is not be:
+                hit = known[key] = (be, egbackend.backend_status(be, egbackend.judge(ctx, be)))
+            out[("Backend", key[0], key[1])] = hit[1]
+        if len(known) > len(out):
+            self._backend_statuses = {key: known[key] for key in known if ("Backend", key[0], key[1]) in out}
+        return out
 
     def _gateway_xds(self, gw: GatewayCtx, rebuild_all: bool) -> ir.XdsGateway:
         state = self._gw_states.get(gw.key)

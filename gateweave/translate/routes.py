@@ -1,4 +1,5 @@
-"""Routes of every kind: translation, attachment to listeners, route status, BackendTLSPolicy status.
+"""Routes of every kind: translation, attachment to listeners, route status, BackendTLSPolicy
+status, and the status of the Envoy Gateway Backends our routes refer to.
 
 Each route is translated once (rules, filters, backends), then each of its parentRefs that
 targets one of our Gateways or ListenerSets is resolved to listeners. Routes are visited
@@ -14,6 +15,7 @@ from typing import Any
 
 from gateweave.api.kinds import ROUTE_KINDS
 from gateweave.translate import conditions as c
+from gateweave.translate import egbackend
 from gateweave.translate.attachment import Attachment, RouteTranslation, ServicePortKey
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
@@ -42,22 +44,34 @@ def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     parents = ParentIndex(ctx, gateways)
     using: dict[ServicePortKey, list[GatewayCtx]] = {}
     policies = bool(tls_index.results)  # which Gateways use which Service ports: their ancestors
+    used_backends: set[tuple[str, str]] = set()  # Envoy Gateway Backends routes of ours refer to
     for kind in ROUTE_KINDS:
         keyed = sorted([(sort_key(route), route) for route in ctx.snapshot.by_kind(kind).values()], key=itemgetter(0))
         for order, route in keyed:
             tr = translate_route(kind, route, resolver, order)
-            accepted_by = _attach_one(ctx, parents, tr)
+            outcome = _attach_one(ctx, parents, tr)
+            if outcome.owned:
+                used_backends.update(tr.backends)
             if policies:
-                for gw in accepted_by:
+                for gw in outcome.accepted_by:
                     for svc in tr.services:
                         users = using.setdefault(svc, [])
                         if gw not in users:
                             users.append(gw)
     tls_index.write_statuses(using)
+    write_backend_statuses(ctx, resolver, used_backends)
 
 
-def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[GatewayCtx]:
-    """Resolve the route's parentRefs, attach it, write its status; the Gateways that accepted it."""
+def write_backend_statuses(ctx: Ctx, resolver: BackendResolver, used: set[tuple[str, str]]) -> None:
+    """The status of every Envoy Gateway Backend in ``used`` (those routes of ours refer to)."""
+    for key in sorted(used):
+        be = ctx.snapshot.backends.get(key)
+        if be is not None:
+            ctx.statuses[("Backend", key[0], key[1])] = egbackend.backend_status(be, resolver.verdict(be))
+
+
+def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
+    """Resolve the route's parentRefs, attach it, write its status."""
     outcome = judge_route(ctx, parents, tr)
     route = tr.route
     ctx.statuses[(tr.kind, route.metadata.namespace, route.metadata.name)] = outcome.status
@@ -68,17 +82,19 @@ def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> list[Ga
         if att is None or att.hostnames is not hosts:
             att = Attachment(translation=tr, hostnames=hosts)
         lc.routes.append(att)
-    return outcome.accepted_by
+    return outcome
 
 
 @dataclass(slots=True)
 class RouteOutcome:
     """What a route's parentRefs come to: its status, the listeners it attaches to (each once,
-    with the hostnames it serves there) and the Gateways that accepted it."""
+    with the hostnames it serves there), the Gateways that accepted it, and whether any of its
+    parentRefs is ours (then what it refers to is ours to report on)."""
 
     status: dict[str, Any]
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]]
     accepted_by: list[GatewayCtx]
+    owned: bool
 
 
 def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
@@ -127,7 +143,7 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         if len(parents.statuses) >= _STATUS_MEMO:
             parents.statuses.clear()
         status = parents.statuses[key] = _route_status(ctx, tr, refs_issue, parts, [o.ref for o in ours])
-    return RouteOutcome(status, attached, accepted_by)
+    return RouteOutcome(status, attached, accepted_by, bool(ours))
 
 
 _STATUS_MEMO = 1 << 14

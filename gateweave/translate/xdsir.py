@@ -298,6 +298,9 @@ def gateway_clusters(gw: GatewayCtx, used: Iterable[str], known: Mapping[str, ir
 
 
 def with_client_cert(cl: ir.Cluster, cert: ir.Certificate) -> ir.Cluster:
+    """``cl`` presenting the Gateway's client certificate, unless it has its own (a Backend's)."""
     assert cl.tls is not None
+    if cl.tls.client_cert_pem:
+        return cl
     tls = msgspec.structs.replace(cl.tls, client_cert_pem=cert.cert_pem, client_key_pem=cert.key_pem)
     return msgspec.structs.replace(cl, tls=tls)
