@@ -14,6 +14,14 @@ from kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart" / "quickstart.yaml"
 LEASE_NS = "gateweave-system"
+# An Envoy Gateway Backend a route of the quickstart Gateway uses: its status is written too.
+BACKEND = [
+    {"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "Backend", "metadata": {"name": "demo", "namespace": "default"},
+     "spec": {"endpoints": [{"fqdn": {"hostname": "demo.example.internal", "port": 80}}]}},
+    {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "demo-backend", "namespace": "default"},
+     "spec": {"parentRefs": [{"name": "quickstart"}], "hostnames": ["backend.example.com"],
+              "rules": [{"backendRefs": [{"group": "gateway.envoyproxy.io", "kind": "Backend", "name": "demo"}]}]}},
+]
 
 
 def free_port() -> int:
@@ -44,17 +52,20 @@ def allowed(req: Request, granted: list[tuple[str, dict[str, Any]]]) -> bool:
 async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
     api = KubeAPI(bookmark_interval=0.02)
     await api.start()
-    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
+    for doc in [*yaml.safe_load_all(QUICKSTART.read_text()), *BACKEND]:
         if doc:
             api.put(doc)
-    conflict = {"done": False}
+    conflict = {"httproutes": False, "backends": False}
 
     def other_writer(req: Request) -> None:
-        if req.resource == "httproutes" and req.subresource == "status" and not conflict["done"]:
-            conflict["done"] = True
-            obj = api.get("HTTPRoute", "default", "demo")
+        # one status write of each kind of status meets a conflict (then the object is read again)
+        if req.subresource == "status" and req.resource in conflict and not conflict[req.resource]:
+            conflict[req.resource] = True
+            kind, name, status = (("HTTPRoute", "demo", {"parents": []}) if req.resource == "httproutes"
+                                  else ("Backend", "demo", {"conditions": []}))
+            obj = api.get(kind, "default", name)
             assert obj is not None
-            api._update(api.rtype("HTTPRoute"), "default", "demo", {**obj, "status": {"parents": []}}, True, "x")
+            api._update(api.rtype(kind), "default", name, {**obj, "status": status}, True, "x")
 
     api.hooks.append(other_writer)
     try:
@@ -66,7 +77,9 @@ async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
                     break
                 await settle(api, runtime, source)
             await settle(api, runtime, source)
-            assert source.status_writer.conflicts == 1
+            assert source.status_writer.conflicts == 2
+            backend = api.get("Backend", "default", "demo")
+            assert backend is not None and backend["status"]["conditions"][0]["reason"] == "Accepted"
             api.remove("Gateway", "default", "quickstart")  # its infrastructure is deleted
             await settle(api, runtime, source)
             await source.elector.try_acquire_or_renew()  # a renewal (update)
