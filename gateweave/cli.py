@@ -232,7 +232,7 @@ def status_cmd(
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
 ) -> None:
-    """A table of Gateways, listeners and routes with their conditions."""
+    """A table of Gateways, listeners, routes and Envoy Gateway Backends with their conditions."""
     from gateweave.statusview import render
 
     if files:
@@ -251,13 +251,14 @@ def status_cmd(
 
 @app.command("explain")
 def explain_cmd(
-    kind: Annotated[str, typer.Argument(help="Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute or UDPRoute.")],
+    kind: Annotated[str, typer.Argument(help="Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute or Backend.")],
     name: Annotated[str, typer.Argument(help="NAMESPACE/NAME (NAME alone: namespace default).")],
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Explain from these files instead of a server.")] = None,
     admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
 ) -> None:
-    """Why a route is (not) attached to each listener, or why a Gateway's listeners are (not) programmed."""
+    """Why a route is (not) attached to each listener, why a Gateway's listeners are (not) programmed,
+    or what an Envoy Gateway Backend resolves to and which routes use it."""
     from gateweave.api.kinds import KINDS
 
     canonical = {k.lower(): k for k in KINDS}

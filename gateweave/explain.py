@@ -1,4 +1,5 @@
-"""``gateweave explain``: why a route is or is not attached, why a Gateway's listeners are or are not programmed.
+"""``gateweave explain``: why a route is or is not attached, why a Gateway's listeners are or are not
+programmed, what an Envoy Gateway Backend resolves to and which routes use it.
 
 The explanation re-runs the translation on the same snapshot and reads the same decisions
 (listener findings, parentRef verdicts) that produced the status, so it cannot disagree with it.
@@ -8,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateweave import ir
+from gateweave.api import models as m
 from gateweave.api.kinds import ROUTE_KINDS
 from gateweave.snapshot import Snapshot
+from gateweave.translate import egbackend
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
 from gateweave.translate.core import run_pipeline
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.parentrefs import OK, ParentIndex
 
-EXPLAINABLE = ("Gateway", "ListenerSet", *ROUTE_KINDS)
+EXPLAINABLE = ("Gateway", "ListenerSet", *ROUTE_KINDS, "Backend")
 
 
 def explain(snapshot: Snapshot, options: TranslateOptions, kind: str, namespace: str, name: str) -> list[str]:
@@ -29,6 +33,8 @@ def explain(snapshot: Snapshot, options: TranslateOptions, kind: str, namespace:
     status = result.statuses.get((kind, namespace, name))
     if kind in ROUTE_KINDS:
         return _explain_route(ctx, gateways, kind, obj, status)
+    if kind == "Backend":
+        return _explain_backend(ctx, obj, status)
     if kind == "Gateway":
         gw = next((g for g in gateways if g.key == (namespace, name)), None)
         if gw is None:
@@ -131,3 +137,55 @@ def _explain_listener_set(ctx: Ctx, gateways: list[GatewayCtx], ls: Any, status:
         for lc in found.listeners:
             lines.extend(_explain_listener(lc, by_name.get(lc.name)))
     return lines
+
+
+def _explain_backend(ctx: Ctx, backend: m.Backend, status: dict[str, Any] | None) -> list[str]:
+    ns, name = backend.metadata.namespace, backend.metadata.name
+    lines = [f"Backend {ns}/{name} (generation {backend.metadata.generation})"]
+    verdict = egbackend.judge(ctx, backend)
+    if verdict.accepted:
+        how = "Envoy resolves its host names (getaddrinfo, as its TTL says)" if any(
+            ep.type == ir.ENDPOINT_FQDN for ep in verdict.endpoints) else "addresses sent to Envoy over EDS"
+        lines.append(f"  endpoints ({how}):")
+        for ep in verdict.endpoints:
+            where = f"unix:{ep.address}" if ep.type == ir.ENDPOINT_UNIX else f"{ep.address}:{ep.port}"
+            lines.append(f"    {ep.type} {where}" + (f" (hostname {ep.hostname})" if ep.hostname else ""))
+        if backend.spec.app_protocols:
+            lines.append(f"  appProtocols: {', '.join(backend.spec.app_protocols)}")
+        if verdict.tls is not None:
+            tls = verdict.tls
+            check = "not verified" if tls.insecure_skip_verify else (
+                "verified against " + ("its caCertificateRefs" if tls.ca_pem else "the system CAs"))
+            sni = f"SNI {tls.sni}" if tls.sni else "SNI from each request's Host"
+            client = ", with its client certificate" if tls.client_cert_pem else ""
+            lines.append(f"  TLS: {sni}, server certificate {check}{client}")
+    else:
+        lines.append("  not usable:")
+        lines.extend(f"    {problem}" for problem in verdict.problems)
+    users = _backend_users(ctx.snapshot, ns, name)
+    for kind, route in users:
+        lines.append(f"  referred to by {kind} {route.metadata.namespace}/{route.metadata.name}")
+    if status is None:
+        lines.append(f"  no route with a parent of {ctx.options.controller_name} refers to it (with a ReferenceGrant "
+                     "where needed): gateweave reports nothing on it")
+    else:
+        lines.extend(_conditions(status.get("conditions", []), "  "))
+    return lines
+
+
+def _backend_users(snapshot: Snapshot, ns: str, name: str) -> list[tuple[str, Any]]:
+    """The routes with a backendRef (or a mirror's) naming Backend ``ns/name``, in kind then name order."""
+    out: list[tuple[str, Any]] = []
+    for kind in ROUTE_KINDS:
+        for key in sorted(snapshot.by_kind(kind)):
+            route = snapshot.by_kind(kind)[key]
+            refs: list[Any] = []
+            for rule in route.spec.rules:
+                refs.extend(rule.backend_refs)
+                for f in getattr(rule, "filters", ()):
+                    if f.request_mirror is not None:
+                        refs.append(f.request_mirror.backend_ref)
+            if any(r.group == m.ENVOY_GATEWAY_GROUP and r.kind == "Backend" and r.name == name
+                   and (r.namespace or route.metadata.namespace) == ns for r in refs):
+                out.append((kind, route))
+    return out

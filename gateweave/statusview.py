@@ -1,4 +1,4 @@
-"""``gateweave status``: a kubectl-like view of Gateways, listeners and routes with their conditions."""
+"""``gateweave status``: a kubectl-like view of Gateways, listeners, routes and Backends with their conditions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
+BACKEND_KINDS = ("Backend",)  # Envoy Gateway's, with their Accepted condition
 
 
 def _cond(conds: Iterable[dict[str, Any]], type_: str) -> dict[str, Any] | None:
@@ -77,6 +78,15 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
                 parent += f":{ref['port']}"
             conds = entry.get("conditions", [])
             rt_table.add_row(obj["kind"], _nn(obj), parent, _cell(conds, "Accepted"), _cell(conds, "ResolvedRefs"), _why(conds))
+    be_table = Table(title="Backends", title_justify="left")
+    for col in ("KIND", "NAME", "ACCEPTED", "WHY"):
+        be_table.add_column(col)
+    for obj in items:
+        if obj.get("kind") in BACKEND_KINDS and obj.get("status"):
+            conds = obj["status"].get("conditions", [])
+            be_table.add_row(obj["kind"], _nn(obj), _cell(conds, "Accepted"), _why(conds))
     console.print(gw_table)
     console.print(ls_table)
     console.print(rt_table)
+    if be_table.row_count:
+        console.print(be_table)
