@@ -71,11 +71,11 @@ class _NameHTTPServer(ThreadingHTTPServer):
 
 
 class NameServer:
-    """An HTTP backend on ``host`` answering with ``name``."""
+    """An HTTP backend on ``host`` (``port``: 0 for a free one) answering with ``name``."""
 
-    def __init__(self, name: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, name: str, host: str = "127.0.0.1", port: int = 0) -> None:
         self.name = name
-        self._server = _NameHTTPServer((host, 0), _NameHandler)
+        self._server = _NameHTTPServer((host, port), _NameHandler)
         self._server.name = name
         self.host, self.port = host, int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)

@@ -1,0 +1,382 @@
+"""Backends by name, live: ``gateweave serve`` and its Envoy in a network namespace the test
+makes, whose hosts file names the backends; real backends (TCP, and a unix socket) and a real
+client in the same namespace.
+
+Checked: an ExternalName Service and an FQDN EndpointSlice resolved through the namespace's
+/etc/hosts by Envoy's getaddrinfo resolver (c-ares never runs), a Service switching from
+addresses to a name while served, Envoy Gateway Backends of each endpoint type, a Backend
+in another namespace without and with a ReferenceGrant, invalid Backends (a CEL rejection
+located in its file, a field gateweave does not implement refused by name), and Envoy
+Gateway's standalone quickstart served unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from netns import Netns
+
+from gateweave.bench import harness as h
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)"),
+]
+
+T = TypeVar("T")
+GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
+DATA = Path(__file__).resolve().parent / "data"
+ADMIN = ("127.0.0.1", 19000)  # serve's admin API, inside the namespace
+GW_ADDRESS = "127.10.0.1"
+EG = "gateway.envoyproxy.io"
+EG_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
+HOSTS = {
+    "api.backends.test": "127.0.0.21",  # an ExternalName Service's name
+    "web.backends.test": "127.0.0.22",  # an FQDN EndpointSlice's address
+    "app.backends.test": "127.0.0.23",  # a Backend's fqdn endpoint
+}
+
+
+# ---------------------------------------------------------------- backends
+
+
+class _UnixNameServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    name = ""
+
+
+class _UnixNameHandler(h._NameHandler):
+    disable_nagle_algorithm = False  # no TCP here
+
+
+class UnixNameServer:
+    """The bench's name-answering HTTP backend, on a unix socket."""
+
+    def __init__(self, name: str, path: str) -> None:
+        self.path = path
+        self._server = _UnixNameServer(path, _UnixNameHandler)
+        self._server.name = name
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(2)
+
+
+# ---------------------------------------------------------------- gateweave serve in the namespace
+
+
+class Serve:
+    """``gateweave serve`` on ``config_dir`` inside ``ns`` (with host Envoys), its log kept."""
+
+    def __init__(self, ns: Netns, config_dir: Path, log: Path, *args: str) -> None:
+        self.ns = ns
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = ns.popen(
+                [GATEWEAVE, "--log-level", "info", "serve", "--config-dir", str(config_dir),
+                 "--admin-address", f"{ADMIN[0]}:{ADMIN[1]}", *args],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            )
+
+    def tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+
+    def fetch(self, address: str, port: int, path: str, host: str) -> h.Reply | None:
+        return self.ns.call(h.fetch_sync, address, port, path, host)
+
+    def api(self, path: str) -> Any:
+        reply = self.fetch(ADMIN[0], ADMIN[1], path, "127.0.0.1")
+        return None if reply is None or reply.status != 200 else json.loads(reply.body)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        objects = self.api("/api/objects") or {"items": []}
+        return next((o for o in objects["items"] if o["kind"] == kind and o["metadata"].get("namespace") == namespace
+                     and o["metadata"]["name"] == name), None)
+
+    def envoys(self) -> list[int]:
+        """PIDs of the Envoys this serve started (its children)."""
+        out = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == self.proc.pid and cmd and cmd[0].endswith(b"envoy"):
+                out.append(int(entry.name))
+        return out
+
+    def envoy_admin(self) -> tuple[str, int]:
+        """The admin address of the (one) Envoy, from its bootstrap."""
+        pid = self.envoys()[0]
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        boot = json.loads(Path(cmd[cmd.index("-c") + 1]).read_text())
+        addr = boot["admin"]["address"]["socket_address"]
+        return addr["address"], int(addr["port_value"])
+
+    def envoy_admin_get(self, path: str) -> str:
+        host, port = self.envoy_admin()
+        reply = self.fetch(host, port, path, host)
+        assert reply is not None and reply.status == 200, path
+        return reply.body
+
+    def stop(self) -> None:
+        envoys = self.envoys()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        for pid in envoys:  # normally stopped by serve already; never left behind in a deleted namespace
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"envoy"):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def until(probe: Callable[[], T | None], timeout: float, what: str, serve: Serve | None = None) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if serve is not None:
+            assert serve.proc.poll() is None, f"serve exited ({serve.proc.returncode}):\n{serve.tail()}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}" + (f"\n{serve.tail()}" if serve else ""))
+        time.sleep(0.05)
+
+
+def answers(serve: Serve, path: str, body: str | None = None, status: int = 200, host: str = "app.test",
+            address: str = GW_ADDRESS, port: int = 8080) -> Callable[[], h.Reply | None]:
+    def probe() -> h.Reply | None:
+        reply = serve.fetch(address, port, path, host)
+        if reply is None or reply.status != status or (body is not None and reply.body != body):
+            return None
+        return reply
+
+    return probe
+
+
+def condition(obj: dict[str, Any] | None, type_: str, parent: bool = False) -> dict[str, Any] | None:
+    if obj is None or "status" not in obj:
+        return None
+    conds = obj["status"]["parents"][0]["conditions"] if parent else obj["status"].get("conditions", [])
+    return next((c for c in conds if c["type"] == type_), None)
+
+
+def write(path: Path, docs: list[dict[str, Any]]) -> None:
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def backend(name: str, endpoint: dict[str, Any], namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{EG}/v1alpha1", "kind": "Backend", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"endpoints": [endpoint], **spec}}
+
+
+def eg_ref(name: str, namespace: str | None = None) -> dict[str, Any]:
+    ref = {"group": EG, "kind": "Backend", "name": name}
+    return {**ref, "namespace": namespace} if namespace else ref
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary directory with a short path (a unix socket path has at most 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="gwb-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def ns() -> Iterator[Netns]:
+    space = Netns(HOSTS)
+    try:
+        yield space
+    finally:
+        space.close()
+
+
+# ---------------------------------------------------------------- the tests
+
+
+def test_backends_by_name_are_served(ns: Netns, tmp_path: Path, short_tmp: Path) -> None:
+    servers: list[Any] = [
+        ns.call(h.NameServer, "external", HOSTS["api.backends.test"]),
+        ns.call(h.NameServer, "fqdn-slice", HOSTS["web.backends.test"]),
+        ns.call(h.NameServer, "eg-fqdn", HOSTS["app.backends.test"]),
+        ns.call(h.NameServer, "eg-ip", "127.0.0.24"),
+        ns.call(h.NameServer, "shared", "127.0.0.25"),
+        UnixNameServer("eg-unix", str(short_tmp / "app.sock")),
+    ]
+    external, web, app, eg_ip, shared, unix = servers
+    config = tmp_path / "config"
+    config.mkdir()
+    write(config / "base.yaml", [
+        h.gateway_class(),
+        h.gateway("gw", GW_ADDRESS, [h.listener("http", "HTTP", 8080, allowedRoutes={"namespaces": {"from": "All"}})]),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "external", "namespace": "default"},
+         "spec": {"type": "ExternalName", "externalName": "api.backends.test", "ports": [{"name": "http", "port": external.port}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+         "spec": {"ports": [{"name": "http", "port": 80}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "web-names", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+         "addressType": "FQDN", "endpoints": [{"addresses": ["web.backends.test"]}],
+         "ports": [{"name": "http", "port": web.port}]},
+        backend("eg-fqdn", {"fqdn": {"hostname": "app.backends.test", "port": app.port}}),
+        backend("eg-ip", {"ip": {"address": "127.0.0.24", "port": eg_ip.port}}),
+        backend("eg-unix", {"unix": {"path": unix.path}}),
+        backend("shared", {"ip": {"address": "127.0.0.25", "port": shared.port}}, namespace="backends"),
+        h.http_route("app", "gw", ["app.test"], [
+            h.rule("/external", [h.backend_ref("external", external.port)]),
+            h.rule("/fqdn-slice", [h.backend_ref("web", 80)]),
+            h.rule("/eg-fqdn", [eg_ref("eg-fqdn")]),
+            h.rule("/eg-ip", [eg_ref("eg-ip")]),
+            h.rule("/eg-unix", [eg_ref("eg-unix")]),
+        ]),
+        h.http_route("cross", "gw", ["cross.test"], [h.rule("/", [eg_ref("shared", "backends")])]),
+    ])
+    # a Service served by address first, then switched to a name (the same cluster, EDS -> DNS)
+    switch = config / "switch.yaml"
+    write(switch, [*h.service("switch", external.port, eg_ip.port, "127.0.0.24"),
+                   h.http_route("switch", "gw", ["switch.test"], [h.rule("/", [h.backend_ref("switch", external.port)])])])
+    serve = Serve(ns, config, tmp_path / "serve.log")
+    try:
+        until(answers(serve, "/external", "external"), 30, "the ExternalName Service answers", serve)
+        for path, name in (("/fqdn-slice", "fqdn-slice"), ("/eg-fqdn", "eg-fqdn"), ("/eg-ip", "eg-ip"), ("/eg-unix", "eg-unix")):
+            until(answers(serve, path, name), 10, f"{path} answers", serve)
+
+        # Names were resolved by getaddrinfo (the namespace's /etc/hosts), never by c-ares
+        dump = serve.envoy_admin_get("/config_dump")
+        assert dump.count('"name": "envoy.network.dns_resolver.getaddrinfo"') >= 3  # external, web, eg-fqdn
+        stats = serve.envoy_admin_get("/stats")
+        assert "cluster.default_external_" in stats
+        assert not [line for line in stats.splitlines() if line.startswith("dns.cares")], "a c-ares resolver ran"
+        hosts = serve.envoy_admin_get("/clusters")
+        assert f"{HOSTS['api.backends.test']}:{external.port}::hostname::api.backends.test" in hosts
+
+        # a Backend in another namespace: refused until a ReferenceGrant allows it
+        until(answers(serve, "/", status=500, host="cross.test"), 10, "cross: 500 without a grant", serve)
+        refs = condition(serve.get("HTTPRoute", "default", "cross"), "ResolvedRefs", parent=True)
+        assert refs is not None and (refs["status"], refs["reason"]) == ("False", "RefNotPermitted")
+        assert serve.get("Backend", "backends", "shared") is not None
+        assert "status" not in (serve.get("Backend", "backends", "shared") or {})  # no route of ours may use it
+        write(config / "grant.yaml", [{
+            "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+            "metadata": {"name": "routes", "namespace": "backends"},
+            "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "default"}],
+                     "to": [{"group": EG, "kind": "Backend"}]},
+        }])
+        until(answers(serve, "/", "shared", host="cross.test"), 10, "cross: served with the grant", serve)
+        until(lambda: (c := condition(serve.get("Backend", "backends", "shared"), "Accepted")) and c["status"] == "True",
+              10, "the shared Backend is Accepted", serve)
+
+        until(answers(serve, "/", "eg-ip", host="switch.test"), 10, "switch: by address", serve)
+        write(switch, [
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "switch", "namespace": "default"},
+             "spec": {"type": "ExternalName", "externalName": "api.backends.test", "ports": [{"name": "p", "port": external.port}]}},
+            h.http_route("switch", "gw", ["switch.test"], [h.rule("/", [h.backend_ref("switch", external.port)])]),
+        ])
+        until(answers(serve, "/", "external", host="switch.test"), 10, "switch: by name", serve)
+        assert answers(serve, "/eg-unix", "eg-unix")() is not None  # the rest kept serving
+    finally:
+        serve.stop()
+        for server in servers:
+            server.close()
+
+
+def test_invalid_backends_are_located_and_refused_by_name(ns: Netns, tmp_path: Path) -> None:
+    good = ns.call(h.NameServer, "good", "127.0.0.31")
+    config = tmp_path / "config"
+    config.mkdir()
+    write(config / "base.yaml", [
+        h.gateway_class(),
+        h.gateway("gw", GW_ADDRESS, [h.listener("http", "HTTP", 8080)]),
+        h.http_route("app", "gw", ["app.test"], [
+            h.rule("/good", [eg_ref("good")]),
+            h.rule("/refused", [eg_ref("refused")]),
+        ]),
+    ])
+    good_file = config / "good.yaml"
+    write(good_file, [backend("good", {"ip": {"address": "127.0.0.31", "port": good.port}})])
+    refused_file = config / "refused.yaml"
+    write(refused_file, [backend("refused", {"ip": {"address": "127.0.0.31", "port": good.port}}, fallback=True)])
+    serve = Serve(ns, config, tmp_path / "serve.log")
+    try:
+        until(answers(serve, "/good", "good"), 30, "the good Backend answers", serve)
+        # a field gateweave does not implement: the Backend is not accepted, saying which; its route gets 500
+        until(answers(serve, "/refused", status=500), 10, "the refused Backend answers 500", serve)
+        accepted = until(lambda: condition(serve.get("Backend", "default", "refused"), "Accepted"), 10, "its status", serve)
+        assert (accepted["status"], accepted["reason"]) == ("False", "Invalid")
+        assert accepted["message"] == "The Backend was not accepted: spec.fallback is not supported by gateweave"
+        refs = condition(serve.get("HTTPRoute", "default", "app"), "ResolvedRefs", parent=True)
+        assert refs is not None and (refs["reason"], refs["message"]) == (
+            "BackendNotFound", "Backend default/refused is not accepted: spec.fallback is not supported by gateweave")
+        write(refused_file, [backend("refused", {"ip": {"address": "127.0.0.31", "port": good.port}})])
+        until(answers(serve, "/refused", "good"), 10, "fixed: it answers", serve)
+
+        # a change the CRD's CEL rules reject: reported, located in its file
+        write(good_file, [backend("good", {"ip": {"address": "127.0.0.31", "port": good.port}, "unix": {"path": "/run/x.sock"}})])
+        errors = until(lambda: (e := serve.api("/api/errors")) and e["items"], 10, "the rejection is reported", serve)
+        assert [(e["source"], e["kind"], e["name"], e["message"]) for e in errors] == [(
+            f"{good_file}:1", "Backend", "good",
+            'spec.endpoints[0]: Invalid value: "object": only one of fqdn, ip or unix can be specified',
+        )]
+        assert answers(serve, "/refused", "good")() is not None  # the rest keeps serving
+    finally:
+        serve.stop()
+        good.close()
+
+
+def test_envoy_gateways_standalone_quickstart_is_served_unchanged(ns: Netns, tmp_path: Path) -> None:
+    """Its Backend is 0.0.0.0:3000: in a namespace of its own, that port is free, so the objects
+    are served exactly as written (no port rewritten)."""
+    backend_server = ns.call(h.NameServer, "quickstart-backend", "0.0.0.0", 3000)
+    config = tmp_path / "config"
+    config.mkdir()
+    source = DATA / "envoy-gateway" / "standalone-quickstart.yaml"
+    shutil.copyfile(source, config / "quickstart.yaml")
+    assert (config / "quickstart.yaml").read_bytes() == source.read_bytes()
+    serve = Serve(ns, config, tmp_path / "serve.log", "--controller-name", EG_CONTROLLER)
+    try:
+        gw = until(lambda: (g := serve.get("Gateway", "default", "eg")) and g.get("status", {}).get("addresses") and g,
+                   30, "the Gateway has an address", serve)
+        address = gw["status"]["addresses"][0]["value"]
+        reply = until(answers(serve, "/", "quickstart-backend", host="www.example.com", address=address, port=8888),
+                      30, "the quickstart answers through Envoy", serve)
+        assert reply.headers["x-backend"] == "quickstart-backend"
+        until(lambda: (c := condition(serve.get("Gateway", "default", "eg"), "Programmed")) and c["status"] == "True",
+              10, "the Gateway is programmed", serve)
+        route = serve.get("HTTPRoute", "default", "backend")
+        assert route is not None and route["status"]["parents"][0]["controllerName"] == EG_CONTROLLER
+        assert {c["type"]: c["status"] for c in route["status"]["parents"][0]["conditions"]} == {
+            "Accepted": "True", "ResolvedRefs": "True"}
+        accepted = condition(serve.get("Backend", "default", "backend"), "Accepted")
+        assert accepted is not None and (accepted["status"], accepted["reason"], accepted["message"]) == (
+            "True", "Accepted", "The Backend was accepted")
+        assert serve.api("/api/errors") == {"items": []}
+    finally:
+        serve.stop()
+        backend_server.close()
