@@ -17,11 +17,9 @@ import json
 import os
 import shutil
 import signal
-import socketserver
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,34 +48,6 @@ HOSTS = {
     "web.backends.test": "127.0.0.22",  # an FQDN EndpointSlice's address
     "app.backends.test": "127.0.0.23",  # a Backend's fqdn endpoint
 }
-
-
-# ---------------------------------------------------------------- backends
-
-
-class _UnixNameServer(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-    name = ""
-
-
-class _UnixNameHandler(h._NameHandler):
-    disable_nagle_algorithm = False  # no TCP here
-
-
-class UnixNameServer:
-    """The bench's name-answering HTTP backend, on a unix socket."""
-
-    def __init__(self, name: str, path: str) -> None:
-        self.path = path
-        self._server = _UnixNameServer(path, _UnixNameHandler)
-        self._server.name = name
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(2)
 
 
 # ---------------------------------------------------------------- gateweave serve in the namespace
@@ -229,7 +199,7 @@ def test_backends_by_name_are_served(ns: Netns, tmp_path: Path, short_tmp: Path)
         ns.call(h.NameServer, "eg-fqdn", HOSTS["app.backends.test"]),
         ns.call(h.NameServer, "eg-ip", "127.0.0.24"),
         ns.call(h.NameServer, "shared", "127.0.0.25"),
-        UnixNameServer("eg-unix", str(short_tmp / "app.sock")),
+        h.NameServer("eg-unix", unix=str(short_tmp / "app.sock")),
     ]
     external, web, app, eg_ip, shared, unix = servers
     config = tmp_path / "config"
@@ -247,7 +217,7 @@ def test_backends_by_name_are_served(ns: Netns, tmp_path: Path, short_tmp: Path)
          "ports": [{"name": "http", "port": web.port}]},
         backend("eg-fqdn", {"fqdn": {"hostname": "app.backends.test", "port": app.port}}),
         backend("eg-ip", {"ip": {"address": "127.0.0.24", "port": eg_ip.port}}),
-        backend("eg-unix", {"unix": {"path": unix.path}}),
+        backend("eg-unix", {"unix": {"path": unix.host}}),
         backend("shared", {"ip": {"address": "127.0.0.25", "port": shared.port}}, namespace="backends"),
         h.http_route("app", "gw", ["app.test"], [
             h.rule("/external", [h.backend_ref("external", external.port)]),

@@ -70,14 +70,29 @@ class _NameHTTPServer(ThreadingHTTPServer):
     name = ""
 
 
-class NameServer:
-    """An HTTP backend on ``host`` (``port``: 0 for a free one) answering with ``name``."""
+class _UnixNameHandler(_NameHandler):
+    disable_nagle_algorithm = False  # not TCP
 
-    def __init__(self, name: str, host: str = "127.0.0.1", port: int = 0) -> None:
+
+class _UnixNameHTTPServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    name = ""
+
+
+class NameServer:
+    """An HTTP backend on ``host`` (``port``: 0 for a free one), or on the unix socket
+    ``unix``, answering with ``name``."""
+
+    def __init__(self, name: str, host: str = "127.0.0.1", port: int = 0, *, unix: str | None = None) -> None:
         self.name = name
-        self._server = _NameHTTPServer((host, port), _NameHandler)
+        self._server: _NameHTTPServer | _UnixNameHTTPServer
+        if unix is not None:
+            self._server = _UnixNameHTTPServer(unix, _UnixNameHandler)
+            self.host, self.port = unix, 0
+        else:
+            self._server = _NameHTTPServer((host, port), _NameHandler)
+            self.host, self.port = host, int(self._server.server_address[1])
         self._server.name = name
-        self.host, self.port = host, int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
