@@ -174,14 +174,14 @@ CASES = [
     (info, version)
     for info in KINDS.values()
     if info.crd is not None
-    for version in load_schemas(info.crd)
+    for version in load_schemas(info.group, info.crd)
 ]
 
 
 @pytest.mark.parametrize("info,version", CASES, ids=[f"{i.kind}-{v}" for i, v in CASES])
 def test_every_schema_property_arrives_in_the_model(info: KindInfo, version: str) -> None:
     assert info.crd is not None
-    schema = load_schemas(info.crd)[version]
+    schema = load_schemas(info.group, info.crd)[version]
     found = walk(info, schema)
     assert not found.mismatched, found.mismatched
     lost = sorted(found.missing - UNMODELLED.keys())
@@ -205,7 +205,7 @@ def test_the_unmodelled_list_names_only_properties_the_models_lack() -> None:
     missing: set[str] = set()
     for info, version in CASES:
         assert info.crd is not None
-        missing |= walk(info, load_schemas(info.crd)[version]).missing
+        missing |= walk(info, load_schemas(info.group, info.crd)[version]).missing
     assert not UNMODELLED.keys() - missing, sorted(UNMODELLED.keys() - missing)
 
 

@@ -586,7 +586,7 @@ class BackendEndpoint(_Base, kw_only=True, frozen=True):
 
 
 class BackendTLSSettings(_Base, kw_only=True, frozen=True):
-    ca_certificate_refs: tuple[ObjectReference, ...] = ()
+    ca_certificate_refs: tuple[LocalObjectReference, ...] = ()
     well_known_ca_certificates: str | None = msgspec.field(default=None, name="wellKnownCACertificates")
     insecure_skip_verify: bool = False
     sni: str | None = None
