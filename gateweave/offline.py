@@ -1,11 +1,15 @@
-"""Offline translation of manifest files: what ``gateweave translate`` and ``explain -f`` run."""
+"""Offline translation of manifest files: what ``gateweave translate`` and ``explain -f`` run.
+
+Files are decoded strictly (:attr:`gateweave.api.decode.Decoding.STRICT`), as the file
+provider decodes them: what ``translate`` rejects is what ``serve`` would reject.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gateweave.api.decode import Decoded, ObjectError, decode
+from gateweave.api.decode import Decoded, ObjectError, decode_sourced
 from gateweave.api.kinds import Key
 from gateweave.api.load import LoadError, load_paths
 from gateweave.ir import Result
@@ -29,7 +33,7 @@ def read_objects(paths: Iterable[str]) -> OfflineRun:
     run.load_errors = list(loaded.errors)
     seen: dict[Key, Decoded] = {}
     for item in loaded.objects:
-        dec, errors = decode(item.raw, item.source)
+        dec, errors = decode_sourced(item)
         run.rejected.extend(errors)
         if dec is None:
             continue

@@ -20,6 +20,7 @@ Kubernetes provides them in Go): the string extensions (``substring``, ``split``
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import math
@@ -31,6 +32,8 @@ import celpy
 import lark
 import re2
 from celpy.evaluation import celstr
+
+from gateweave.api.limits import clip, quote
 
 Env = dict[str, Any]
 Fn = Callable[[Env], Any]
@@ -86,13 +89,13 @@ def parse_duration(text: str) -> Duration:
     if s == "0":
         return Duration(0)
     if not s:
-        raise CelError(f"invalid duration {text!r}")
+        raise CelError(f"invalid duration {quote(text)}")
     total = 0
     pos = 0
     while pos < len(s):
         m = _DURATION_PART.match(s, pos)
         if m is None or m.start() != pos:
-            raise CelError(f"invalid duration {text!r}")
+            raise CelError(f"invalid duration {quote(text)}")
         number, unit = m.group(1), m.group(2)
         whole, _, frac = number.partition(".")
         scale = _UNITS[unit]
@@ -102,7 +105,7 @@ def parse_duration(text: str) -> Duration:
         pos = m.end()
     total *= sign
     if not INT64_MIN <= total <= INT64_MAX:
-        raise CelError(f"duration out of range {text!r}")
+        raise CelError(f"duration out of range {quote(text)}")
     return Duration(total)
 
 
@@ -288,21 +291,19 @@ def _not(a: Any) -> bool:
 
 # ---------------------------------------------------------------- regexes
 
-_RE_CACHE: dict[str, Any] = {}
+RE_CACHE_SIZE = 1024  # compiled regexes kept (least recently used dropped): patterns may come from input
 _RE_OPTIONS = re2.Options()
 _RE_OPTIONS.log_errors = False
 
 
+@functools.lru_cache(maxsize=RE_CACHE_SIZE)
 def compile_re2(pattern: str) -> Any:
-    """A compiled RE2 regex (cached); raises ValueError for an invalid pattern."""
-    rx = _RE_CACHE.get(pattern)
-    if rx is None:
-        try:
-            rx = re2.compile(pattern, options=_RE_OPTIONS)
-        except Exception as exc:
-            raise ValueError(f"invalid RE2 regex {pattern!r}: {exc}") from None
-        _RE_CACHE[pattern] = rx
-    return rx
+    """A compiled RE2 regex (the last RE_CACHE_SIZE used are cached); raises ValueError
+    for an invalid pattern."""
+    try:
+        return re2.compile(pattern, options=_RE_OPTIONS)
+    except Exception as exc:
+        raise ValueError(f"invalid RE2 regex {quote(pattern)}: {clip(str(exc))}") from None
 
 
 # ---------------------------------------------------------------- library functions
@@ -486,7 +487,7 @@ def _ip(v: Any) -> IP:
         return v.addr
     addr = _parse_ip(_str(v, "ip"))
     if addr is None:
-        raise CelError(f"IP Address {v!r} parse error during conversion from string")
+        raise CelError(f"IP Address {quote(str(v))} parse error during conversion from string")
     return IP(addr)
 
 
@@ -509,7 +510,7 @@ def _is_cidr(s: Any) -> bool:
 def _cidr(s: Any) -> CIDR:
     c = _parse_cidr(_str(s, "cidr"))
     if c is None:
-        raise CelError(f"network address {s!r} parse error during conversion from string")
+        raise CelError(f"network address {quote(str(s))} parse error during conversion from string")
     return c
 
 
@@ -571,7 +572,7 @@ def _is_url(s: Any) -> bool:
 def _url(s: Any) -> URL:
     u = _parse_url(_str(s, "url"))
     if u is None:
-        raise CelError(f"URL {s!r} parse error during conversion from string")
+        raise CelError(f"URL {quote(str(s))} parse error during conversion from string")
     return u
 
 
@@ -616,7 +617,7 @@ def _int(v: Any) -> int:
         try:
             return _int64(int(v, 10))
         except ValueError:
-            raise CelError(f"cannot convert {v!r} to int") from None
+            raise CelError(f"cannot convert {clip(repr(v))} to int") from None
     if type(v) is Duration:
         return v.ns // 10**9
     raise _overload("int", v)
@@ -650,7 +651,7 @@ def _double(v: Any) -> float:
         try:
             return float(v)
         except ValueError:
-            raise CelError(f"cannot convert {v!r} to double") from None
+            raise CelError(f"cannot convert {clip(repr(v))} to double") from None
     raise _overload("double", v)
 
 
@@ -837,7 +838,7 @@ def _select(obj: Any, field: str) -> Any:
         try:
             return obj[field]
         except KeyError:
-            raise CelError(f"no such key: {field}") from None
+            raise CelError(f"no such key: {clip(str(field))}") from None
     raise CelError(f"type '{_type_name(obj)}' does not support field selection")
 
 
@@ -855,7 +856,7 @@ def _index(obj: Any, key: Any) -> Any:
         try:
             return obj[key]
         except (KeyError, TypeError):
-            raise CelError(f"no such key: {key}") from None
+            raise CelError(f"no such key: {clip(str(key))}") from None
     raise _overload("_[_]", obj, key)
 
 
@@ -1107,7 +1108,7 @@ class _Compiler:
                 if type(key) not in (str, int, bool):
                     raise CelError(f"unsupported map key type {_type_name(key)}")
                 if key in out:
-                    raise CelError(f"repeated key {key!r} in map literal")
+                    raise CelError(f"repeated key {clip(repr(key))} in map literal")
                 out[key] = v(env)
             return out
 
@@ -1232,7 +1233,7 @@ class Program:
         except RecursionError:
             raise CelError("expression too deeply nested") from None
         except Exception as exc:  # a library function failing on odd input is an evaluation error
-            raise CelError(f"{type(exc).__name__}: {exc}") from None
+            raise CelError(f"{type(exc).__name__}: {clip(str(exc))}") from None
 
 
 _PARSER: celpy.Environment | None = None

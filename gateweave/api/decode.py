@@ -1,14 +1,40 @@
-"""Turn one raw manifest (a dict) into a typed object, or say why the API server would reject it."""
+"""Turn one raw manifest (a dict) into a typed object, or say why the API server would reject it.
+
+How much is checked depends on where the manifest comes from (:class:`Decoding`):
+
+* ``STRICT``, a file someone wrote (the file provider, ``gateweave translate``): as
+  ``kubectl apply`` with the API server's default strict field validation. Unknown fields
+  (``unknown field "spec.hostname"``), an unknown version or kind of a group gateweave
+  reads (:func:`gateweave.api.kinds.unknown_kind`), schema and CEL rules: each refuses
+  the object. Every error carries the path of the offending field (:attr:`ObjectError.field`)
+  so that :func:`decode_sourced` can locate it at its line.
+* ``VALIDATE``: unknown fields pruned, then validated (what the API server stores when
+  told to ignore unknown fields); kinds gateweave does not read are ignored.
+* ``STORED``, what the Kubernetes API server already stored: defaulted and pruned, never
+  refused for its content. The API server validated it against the schema of the
+  version it was written in; validating it again against the version it is read in
+  (a TLSRoute created as v1alpha2 without hostnames, read as v1) would drop a live object.
+"""
 
 from __future__ import annotations
 
 import copy
+import re
+from enum import StrEnum
 from typing import Any
 
 import msgspec
 
 from gateweave.api import schema
-from gateweave.api.kinds import KindInfo, lookup
+from gateweave.api.kinds import KindInfo, lookup, unknown_kind
+from gateweave.api.limits import clip
+from gateweave.api.load import Sourced
+
+
+class Decoding(StrEnum):
+    STRICT = "strict"
+    VALIDATE = "validate"
+    STORED = "stored"
 
 
 class ObjectError(msgspec.Struct, frozen=True, kw_only=True):
@@ -19,6 +45,7 @@ class ObjectError(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str
     name: str
     message: str
+    field: str = ""  # path of the offending field ("spec.rules[0].matches[0].path.type"); "": the object
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
@@ -43,7 +70,33 @@ class Decoded(msgspec.Struct, frozen=True):
     model: Any
 
 
-def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tuple[Decoded | None, list[ObjectError]]:
+_MSGSPEC_PATH = re.compile(r" - at `\$(.*)`$")
+
+
+def _model_error_field(message: str) -> str:
+    """The field path msgspec names at the end of its message (`` - at `$.spec.x[0]` ``)."""
+    m = _MSGSPEC_PATH.search(message)
+    return m.group(1).lstrip(".") if m else ""
+
+
+def _refused_kind(raw: dict[str, Any], source: str, default_namespace: str) -> list[ObjectError]:
+    """The error for an apiVersion/kind of a group gateweave reads that it does not serve."""
+    api_version, kind = raw.get("apiVersion"), raw.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return []
+    refusal = unknown_kind(api_version, kind)
+    if refusal is None:
+        return []
+    field, message = refusal
+    meta = raw["metadata"] if isinstance(raw.get("metadata"), dict) else {}
+    ns = clip(str(meta.get("namespace") or default_namespace))
+    return [ObjectError(source=source, kind=clip(kind), namespace=ns, name=clip(str(meta.get("name") or ""), 253),
+                        message=message, field=field)]
+
+
+def decode(
+    raw: Any, source: str = "", default_namespace: str = "default", *, mode: Decoding = Decoding.VALIDATE
+) -> tuple[Decoded | None, list[ObjectError]]:
     """Decode one manifest.
 
     Returns ``(None, [])`` for kinds gateweave does not read (ignored silently),
@@ -53,13 +106,20 @@ def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tu
     """
     info = kind_info(raw)
     if info is None:
-        return None, []
+        return None, _refused_kind(raw, source, default_namespace) if mode is Decoding.STRICT and isinstance(raw, dict) else []
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-    ns = str(meta.get("namespace") or (default_namespace if info.namespaced else ""))
-    name = str(meta.get("name") or "")
-    defaulted, errors = schema.validate(raw, info)
-    if errors:
-        return None, [ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=e) for e in errors]
+    ns = clip(str(meta.get("namespace") or (default_namespace if info.namespaced else "")))
+    name = clip(str(meta.get("name") or ""), 253)
+
+    def rejected(message: str, field: str = "") -> ObjectError:
+        return ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=message, field=field)
+
+    if mode is Decoding.STORED:
+        defaulted = schema.default(raw, info)
+    else:
+        defaulted, errors = schema.validate(raw, info, strict=mode is Decoding.STRICT)
+        if errors:
+            return None, [rejected(str(e), getattr(e, "path", "")) for e in errors]
     obj = copy.deepcopy(defaulted) if defaulted is raw else defaulted
     meta = obj.setdefault("metadata", {})
     if info.namespaced:
@@ -77,5 +137,14 @@ def decode(raw: Any, source: str = "", default_namespace: str = "default") -> tu
     try:
         model = msgspec.convert(spec_view, info.model, strict=False)
     except msgspec.ValidationError as exc:
-        return None, [ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=str(exc))]
+        return None, [rejected(clip(str(exc), 1000), _model_error_field(str(exc)))]
     return Decoded(obj, model), []
+
+
+def decode_sourced(item: Sourced, *, mode: Decoding = Decoding.STRICT) -> tuple[Decoded | None, list[ObjectError]]:
+    """:func:`decode` one loaded manifest, each error located at the line of its field
+    (the text is read again only when there is an error)."""
+    decoded, errors = decode(item.raw, item.source, mode=mode)
+    if errors:
+        errors = [msgspec.structs.replace(e, source=item.source_of(e.field)) for e in errors]
+    return decoded, errors

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import msgspec
 
 from gateweave.api import models as m
+from gateweave.api.limits import quote
 
 
 class Key(NamedTuple):
@@ -79,3 +81,46 @@ def lookup(api_version: str, kind: str) -> KindInfo | None:
     if group != info.group or version not in info.versions:
         return None
     return info
+
+
+# ---------------------------------------------------------------- kinds gateweave does not read
+
+
+def _suggestion(kind: str, candidates: list[KindInfo]) -> KindInfo | None:
+    by_name = {info.kind.lower(): info for info in candidates}
+    close = difflib.get_close_matches(kind.lower(), list(by_name), n=1, cutoff=0.8)
+    return by_name[close[0]] if close else None
+
+
+def _api_version(info: KindInfo) -> str:
+    return f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
+
+
+def unknown_kind(api_version: str, kind: str) -> tuple[str, str] | None:
+    """Why the API server would refuse an apiVersion/kind that :func:`lookup` does not know,
+    as ``(field, message)``; None when gateweave ignores it quietly.
+
+    A group gateweave reads a kind of (any group in :data:`KINDS`: registering a kind makes
+    its group strict) refuses a version it does not serve and a kind it does not have,
+    with a suggestion when one is close (``HTTPRoutes``: did you mean HTTPRoute?). The core
+    group is the exception: it has many kinds gateweave does not read (Pod...), so there
+    only a version of a kind gateweave reads, or a near-miss of one, is refused. Any other
+    group (apps/v1...) is ignored.
+    """
+    group = api_version.rpartition("/")[0]
+    groups = {info.group for info in KINDS.values()}
+    if group not in groups:
+        return None
+    where = f"no matches for kind {quote(kind)} in version {quote(api_version)}"
+    info = KINDS.get(kind)
+    if info is not None and info.group == group:
+        return "apiVersion", f"{where} (served versions: {', '.join(info.versions)})"
+    exact = next((i for i in KINDS.values() if i.kind.lower() == kind.lower()), None)
+    if exact is not None and exact.group != group:
+        return "apiVersion", f"{where} ({exact.kind} is apiVersion {_api_version(exact)})"
+    near = exact or _suggestion(kind, [i for i in KINDS.values() if i.group == group])
+    if near is not None:
+        return "kind", f"{where} (did you mean {near.kind}?)"
+    if not group:
+        return None  # a core kind gateweave does not read
+    return "kind", f"{where} (kinds of {group}: {', '.join(i.kind for i in KINDS.values() if i.group == group)})"

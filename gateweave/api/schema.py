@@ -13,6 +13,7 @@ Messages follow the API server: ``<field path>: <reason>[: detail]``.
 from __future__ import annotations
 
 import datetime
+import difflib
 import ipaddress
 import json
 import math
@@ -21,6 +22,7 @@ from typing import Any
 
 from gateweave.api import cel
 from gateweave.api.kinds import KindInfo
+from gateweave.api.limits import MAX_MESSAGE_CHARS, clip, quote
 
 Schema = dict[str, Any]
 
@@ -61,9 +63,9 @@ def load_schemas(group: str, plural: str) -> dict[str, Schema]:
 
 
 def _go(value: Any) -> str:
-    """A value as the API server prints it in an error."""
+    """A value as the API server prints it in an error (a long string cut, see limits.quote)."""
     if isinstance(value, str):
-        return json.dumps(value)
+        return quote(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -74,7 +76,7 @@ def _go(value: Any) -> str:
         return '"object"'
     if isinstance(value, list):
         return '"array"'
-    return json.dumps(str(value))
+    return quote(str(value))
 
 
 def _json_type(value: Any) -> str:
@@ -99,8 +101,25 @@ def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _invalid(path: str, value: Any, detail: str) -> str:
-    return f"{path}: Invalid value: {_go(value)}: {detail}"
+class FieldError(str):
+    """One error message, ``<field path>: <reason>``, that also knows its field path
+    (``path``: ``spec.rules[0].matches[0].path.type``; "" for the object itself), so that
+    it can be located at the line of that field."""
+
+    path: str
+
+    def __new__(cls, path: str, message: str) -> FieldError:
+        self = super().__new__(cls, clip(message, MAX_MESSAGE_CHARS))
+        self.path = path
+        return self
+
+
+def _err(path: str, reason: str) -> FieldError:
+    return FieldError(path, f"{path}: {reason}")
+
+
+def _invalid(path: str, value: Any, detail: str) -> FieldError:
+    return _err(path, f"Invalid value: {_go(value)}: {detail}")
 
 
 # ---------------------------------------------------------------- defaulting and pruning
@@ -114,8 +133,16 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _prepare(value: Any, schema: Schema | None) -> Any:
-    """A copy of value with nulls dropped, defaults applied and unknown fields pruned."""
+def _unknown_field(path: str, key: str, known: Any) -> FieldError:
+    """As the API server's strict decoding says it, with the closest known field if any."""
+    close = difflib.get_close_matches(key, list(known or ()), n=1, cutoff=0.75) if len(key) < 256 else []
+    hint = f" (did you mean {quote(close[0])}?)" if close else ""
+    return FieldError(path, f"unknown field {quote(path, MAX_MESSAGE_CHARS // 4)}{hint}")
+
+
+def _prepare(value: Any, schema: Schema | None, unknown: list[FieldError] | None = None, path: str = "") -> Any:
+    """A copy of value with nulls dropped, defaults applied and unknown fields pruned;
+    with ``unknown``, each pruned field is also reported there (``path``: where value is)."""
     if schema is None:
         return _copy(value)
     if isinstance(value, dict):
@@ -125,17 +152,22 @@ def _prepare(value: Any, schema: Schema | None) -> Any:
         out: dict[str, Any] = {}
         for key, item in value.items():
             sub = props.get(key) if props else None
+            at = ""
+            if unknown is not None:
+                at = _child(path, key) if sub is not None or not isinstance(extra, dict) else f"{path}[{key}]"
             if sub is None and isinstance(extra, dict):
                 sub = extra
             if sub is None:
                 if keep_unknown or extra is True:
                     out[key] = _copy(item)
+                elif unknown is not None:
+                    unknown.append(_unknown_field(at, key, props))
                 continue  # pruned
             if item is None and not sub.get("nullable"):
                 if "default" in sub:
                     out[key] = _prepare(sub["default"], sub)
                 continue  # a null without nullable is dropped
-            out[key] = _prepare(item, sub)
+            out[key] = _prepare(item, sub, unknown, at)
         if props:
             for key, sub in props.items():
                 if key not in out and "default" in sub and key not in value:
@@ -143,7 +175,10 @@ def _prepare(value: Any, schema: Schema | None) -> Any:
         return out
     if isinstance(value, list):
         items = schema.get("items")
-        return [_prepare(v, items if isinstance(items, dict) else None) for v in value]
+        sub_items = items if isinstance(items, dict) else None
+        if unknown is None:
+            return [_prepare(v, sub_items) for v in value]
+        return [_prepare(v, sub_items, unknown, f"{path}[{i}]") for i, v in enumerate(value)]
     return value
 
 
@@ -237,7 +272,7 @@ def _list_key(item: Any, keys: list[str]) -> Any:
 
 class _Validator:
     def __init__(self) -> None:
-        self.errors: list[str] = []
+        self.errors: list[FieldError] = []
         self.type_errors = 0  # values CEL cannot see as their schema says: rules above them are skipped
 
     def node(self, value: Any, schema: Schema, path: str, cel_rules: bool = True) -> None:
@@ -259,7 +294,7 @@ class _Validator:
             enum = schema["enum"]
             if not any(cel.cel_eq(value, e) for e in enum):
                 allowed = ", ".join(_go(e) for e in enum)
-                errs.append(f"{path}: Unsupported value: {_go(value)}: supported values: {allowed}")
+                errs.append(_err(path, f"Unsupported value: {_go(value)}: supported values: {allowed}"))
         if isinstance(value, str):
             self.string(value, schema, path)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -278,7 +313,7 @@ class _Validator:
         errs = self.errors
         n = len(value)
         if "maxLength" in schema and n > schema["maxLength"]:
-            errs.append(f"{path}: Too long: may not be more than {schema['maxLength']} bytes")
+            errs.append(_err(path, f"Too long: may not be more than {schema['maxLength']} bytes"))
         if "minLength" in schema and n < schema["minLength"]:
             errs.append(_invalid(path, value, f"{path} in body should be at least {schema['minLength']} chars long"))
         pattern = schema.get("pattern")
@@ -317,7 +352,7 @@ class _Validator:
         errs = self.errors
         n = len(value)
         if "maxItems" in schema and n > schema["maxItems"]:
-            errs.append(f"{path}: Too many: {n}: must have at most {schema['maxItems']} items")
+            errs.append(_err(path, f"Too many: {n}: must have at most {schema['maxItems']} items"))
         if "minItems" in schema and n < schema["minItems"]:
             errs.append(_invalid(path, n, f"{path} in body should have at least {schema['minItems']} items"))
         items = schema.get("items")
@@ -330,7 +365,7 @@ class _Validator:
             for i, item in enumerate(value):
                 key = json.dumps(item, sort_keys=True)
                 if key in seen:
-                    errs.append(f"{path}[{i}]: Duplicate value: {_go(item) if not isinstance(item, (dict, list)) else key}")
+                    errs.append(_err(f"{path}[{i}]", f"Duplicate value: {_go(item) if not isinstance(item, (dict, list)) else clip(key)}"))
                 seen.add(key)
         elif list_type == "map":
             keys = schema.get("x-kubernetes-list-map-keys") or []
@@ -341,17 +376,17 @@ class _Validator:
                     continue
                 if k in seen_keys:
                     shown = json.dumps({key: item.get(key) for key in keys}, sort_keys=True)
-                    errs.append(f"{path}[{i}]: Duplicate value: {shown}")
+                    errs.append(_err(f"{path}[{i}]", f"Duplicate value: {clip(shown)}"))
                 seen_keys.add(k)
 
     def object(self, value: dict[str, Any], schema: Schema, path: str, cel_rules: bool) -> None:
         errs = self.errors
         for req in schema.get("required", ()):
             if req not in value:
-                errs.append(f"{_child(path, req)}: Required value")
+                errs.append(_err(_child(path, req), "Required value"))
         n = len(value)
         if "maxProperties" in schema and n > schema["maxProperties"]:
-            errs.append(f"{path}: Too many: {n}: must have at most {schema['maxProperties']} items")
+            errs.append(_err(path, f"Too many: {n}: must have at most {schema['maxProperties']} items"))
         if "minProperties" in schema and n < schema["minProperties"]:
             errs.append(_invalid(path, n, f"{path} in body should have at least {schema['minProperties']} properties"))
         props: dict[str, Schema] = schema.get("properties") or {}
@@ -366,7 +401,7 @@ class _Validator:
     def combinator(self, key: str, value: Any, sub: Any, path: str) -> None:
         """allOf/anyOf/oneOf/not: value validations only (structural schemas keep types out of them)."""
         branches = [sub] if key == "not" else list(sub) if isinstance(sub, list) else []
-        results: list[list[str]] = []
+        results: list[list[FieldError]] = []
         for branch in branches:
             if not isinstance(branch, dict):
                 continue
@@ -412,7 +447,7 @@ class _Validator:
             self.errors.append(self._rule_error(rule, value, shown, path))
 
     @staticmethod
-    def _rule_error(rule: dict[str, Any], value: Any, shown: str, path: str) -> str:
+    def _rule_error(rule: dict[str, Any], value: Any, shown: str, path: str) -> FieldError:
         message = rule.get("message") or f"failed rule: {rule['rule']}"
         expr = rule.get("messageExpression")
         if isinstance(expr, str):
@@ -426,28 +461,53 @@ class _Validator:
         where = path + field_path if isinstance(field_path, str) and field_path.startswith((".", "[")) else path
         reason = rule.get("reason") or "FieldValueInvalid"
         if reason == "FieldValueRequired":
-            return f"{where}: Required value: {message}"
+            return _err(where, f"Required value: {message}")
         if reason == "FieldValueForbidden":
-            return f"{where}: Forbidden: {message}"
+            return _err(where, f"Forbidden: {message}")
         if reason == "FieldValueDuplicate":
-            return f"{where}: Duplicate value: {message}"
+            return _err(where, f"Duplicate value: {message}")
         return _invalid(where, shown, message)
 
 
 # ---------------------------------------------------------------- metadata and core kinds
 
+# The fields of ObjectMeta, and the top-level fields of the core kinds gateweave reads
+# (whose schemas gateweave does not carry: strict decoding checks them at the top level).
+_OBJECT_META = frozenset((
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+    "ownerReferences", "finalizers", "managedFields",
+))
+_CORE_FIELDS: dict[str, frozenset[str]] = {
+    "Service": frozenset(("spec", "status")),
+    "Namespace": frozenset(("spec", "status")),
+    "Secret": frozenset(("data", "stringData", "type", "immutable")),
+    "ConfigMap": frozenset(("data", "binaryData", "immutable")),
+    "EndpointSlice": frozenset(("addressType", "endpoints", "ports")),
+}
 
-def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[str]) -> None:
+
+def _unknown_fields_without_schema(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> None:
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):
+        errors.extend(_unknown_field(f"metadata.{k}", k, _OBJECT_META) for k in meta if k not in _OBJECT_META)
+    known = _CORE_FIELDS.get(info.kind)
+    if info.crd is None and known is not None:
+        fields = known | set(_ROOT_KEEP)
+        errors.extend(_unknown_field(k, k, fields) for k in raw if k not in fields)
+
+
+def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> None:
     meta = raw.get("metadata")
     if meta is None:
-        errors.append("metadata.name: Required value: name or generateName is required")
+        errors.append(_err("metadata.name", "Required value: name or generateName is required"))
         return
     if not isinstance(meta, dict):
         errors.append(_invalid("metadata", _json_type(meta), 'metadata in body must be of type object: "' + _json_type(meta) + '"'))
         return
     name = meta.get("name")
     if name is None or name == "":
-        errors.append("metadata.name: Required value: name or generateName is required")
+        errors.append(_err("metadata.name", "Required value: name or generateName is required"))
     elif not isinstance(name, str):
         errors.append(_invalid("metadata.name", _json_type(name), 'metadata.name in body must be of type string: "' + _json_type(name) + '"'))
     elif info.kind == "Namespace":
@@ -473,14 +533,14 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[str]) -> None:
             errors.append(_invalid(f"metadata.{field}", _json_type(m), f"metadata.{field} must be a map of string to string"))
 
 
-def _dns_label(path: str, value: str, errors: list[str]) -> None:
+def _dns_label(path: str, value: str, errors: list[FieldError]) -> None:
     if len(value) > 63:
         errors.append(_invalid(path, value, "must be no more than 63 characters"))
     elif not _matches(_DNS1123_LABEL_RE, value):
         errors.append(_invalid(path, value, DNS1123_LABEL_MSG))
 
 
-def _core(raw: dict[str, Any], info: KindInfo, errors: list[str]) -> None:
+def _core(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> None:
     spec = raw.get("spec")
     if info.kind == "Service" and spec is not None:
         if not isinstance(spec, dict):
@@ -499,7 +559,7 @@ def _core(raw: dict[str, Any], info: KindInfo, errors: list[str]) -> None:
                 continue
             num = port.get("port")
             if num is None:
-                errors.append(f"{p}.port: Required value")
+                errors.append(_err(f"{p}.port", "Required value"))
             elif isinstance(num, bool) or not isinstance(num, int):
                 errors.append(_invalid(f"{p}.port", _json_type(num), f'{p}.port in body must be of type integer: "{_json_type(num)}"'))
             elif not 1 <= num <= 65535:
@@ -507,15 +567,15 @@ def _core(raw: dict[str, Any], info: KindInfo, errors: list[str]) -> None:
     elif info.kind == "EndpointSlice":
         at = raw.get("addressType")
         if at is None:
-            errors.append("addressType: Required value")
+            errors.append(_err("addressType", "Required value"))
         elif at not in ("IPv4", "IPv6", "FQDN"):
-            errors.append(f'addressType: Unsupported value: {_go(at)}: supported values: "FQDN", "IPv4", "IPv6"')
+            errors.append(_err("addressType", f'Unsupported value: {_go(at)}: supported values: "FQDN", "IPv4", "IPv6"'))
 
 
 # ---------------------------------------------------------------- entry points
 
 
-def validate_value(value: Any, schema: Schema, path: str = "") -> tuple[Any, list[str]]:
+def validate_value(value: Any, schema: Schema, path: str = "") -> tuple[Any, list[FieldError]]:
     """Default, prune and validate one value against one (structural) schema node."""
     out = _prepare(value, schema)
     validator = _Validator()
@@ -523,39 +583,64 @@ def validate_value(value: Any, schema: Schema, path: str = "") -> tuple[Any, lis
     return out, validator.errors
 
 
-def validate(raw: dict[str, Any], info: KindInfo) -> tuple[dict[str, Any], list[str]]:
+def validate(raw: dict[str, Any], info: KindInfo, *, strict: bool = False) -> tuple[dict[str, Any], list[FieldError]]:
     """Return (defaulted copy of raw, errors). An empty error list means the API server accepts it.
 
-    Never raises: any unexpected shape of ``raw`` becomes an error.
+    Unknown fields are pruned; ``strict`` also reports each one (``unknown field
+    "spec.hostname"``), as the API server's strict field validation (``kubectl apply``'s
+    default) refuses them. Never raises: any unexpected shape of ``raw`` becomes an error.
     """
     try:
-        return _validate(raw, info)
+        return _validate(raw, info, strict)
     except RecursionError:
-        return raw, ["<root>: Invalid value: \"object\": object is nested too deeply (or refers to itself)"]
+        return raw, [_invalid("<root>", "object", "object is nested too deeply (or refers to itself)")]
     except Exception as exc:  # defensive: validation must never take the process down
-        return raw, [f"<root>: Internal error: validation failed: {type(exc).__name__}: {exc}"]
+        return raw, [_err("<root>", f"Internal error: validation failed: {type(exc).__name__}: {clip(str(exc))}")]
 
 
-def _validate(raw: dict[str, Any], info: KindInfo) -> tuple[dict[str, Any], list[str]]:
-    errors: list[str] = []
+def default(raw: dict[str, Any], info: KindInfo) -> dict[str, Any]:
+    """``raw`` defaulted and pruned as the CRD schema of its version says, never refused:
+    for objects the API server already accepted (validated against the schema of the
+    version they were written in, which may differ from the one they are read in)."""
+    try:
+        result, _ = _defaulted(raw, info, None)
+    except RecursionError:
+        return raw
+    return result
+
+
+def _defaulted(raw: dict[str, Any], info: KindInfo, unknown: list[FieldError] | None) -> tuple[dict[str, Any], Schema | None]:
+    """(raw defaulted and pruned, the schema of its version); (raw, None) without a schema."""
+    if info.crd is None or not isinstance(raw, dict):
+        return raw, None
+    version = str(raw.get("apiVersion", "")).rpartition("/")[2]
+    root = load_schemas(info.group, info.crd).get(version)
+    if root is None:
+        return raw, None
+    body = {k: v for k, v in raw.items() if k not in _ROOT_KEEP}
+    # metadata is ObjectMeta, checked by _metadata: it is kept as is, not pruned by the CRD schema
+    result: dict[str, Any] = {k: _copy(raw[k]) for k in _ROOT_KEEP if k in raw}
+    result.update(_prepare(body, root, unknown))
+    if not isinstance(result.get("metadata", {}), dict):
+        del result["metadata"]  # reported by _metadata
+    return result, root
+
+
+def _validate(raw: dict[str, Any], info: KindInfo, strict: bool) -> tuple[dict[str, Any], list[FieldError]]:
+    errors: list[FieldError] = []
     if not isinstance(raw, dict):
         return raw, [_invalid("<root>", _json_type(raw), "object must be a map")]
+    if strict:
+        _unknown_fields_without_schema(raw, info, errors)
     _metadata(raw, info, errors)
     if info.crd is None:
         _core(raw, info, errors)
         return raw, errors
-    version = str(raw.get("apiVersion", "")).rpartition("/")[2]
-    schemas = load_schemas(info.group, info.crd)
-    root = schemas.get(version)
+    result, root = _defaulted(raw, info, errors if strict else None)
     if root is None:
-        errors.append(_invalid("apiVersion", raw.get("apiVersion"), f"version {version!r} is not served"))
+        version = str(raw.get("apiVersion", "")).rpartition("/")[2]
+        errors.append(_invalid("apiVersion", raw.get("apiVersion"), f"version {quote(version)} is not served"))
         return raw, errors
-    body = {k: v for k, v in raw.items() if k not in _ROOT_KEEP}
-    # metadata is ObjectMeta, checked above: it is kept as is, not pruned by the CRD schema
-    result: dict[str, Any] = {k: _copy(raw[k]) for k in _ROOT_KEEP if k in raw}
-    result.update(_prepare(body, root))
-    if not isinstance(result.get("metadata", {}), dict):
-        del result["metadata"]  # already reported
     validator = _Validator()
     validator.node(result, root, "")
     errors.extend(validator.errors)
