@@ -78,7 +78,7 @@ async def serve(
             on_kube(source)
     else:
         provider = FileProvider(config_dir, store, errors, debounce_ms=debounce_ms)
-        provider.rescan()  # the first translation sees the whole directory
+        await provider.refresh()  # the first translation sees the whole directory (read off the loop)
         status_sink = StatusSink(controller_name, metrics=metrics)
     runtime = Runtime(
         store,

@@ -143,7 +143,8 @@ async def test_rejected_objects_are_errors(tmp_path: Path) -> None:
         (tmp_path / "bad.yaml").write_text(SEED["GatewayClass"] + "---\n" + nameless)
         await until(lambda: bool(w.errors.all()))
         (err,) = w.errors.all()
-        assert err.source == f"{tmp_path}/bad.yaml:8" and err.kind == "Gateway"
+        # located at the field: metadata (line 10) lacks its name (the document starts at line 8)
+        assert err.source == f"{tmp_path}/bad.yaml:10" and err.kind == "Gateway"
         assert w.store.keys() == [Key("GatewayClass", "", "gateweave")]  # the valid one is kept
 
 

@@ -1,13 +1,31 @@
 """The file provider: a directory of manifests, watched, turned into store changes.
 
-Each file is loaded and diffed on its own:
+A served directory behaves like an API server that refuses a bad update: the stored
+object stays. Each file is read and diffed on its own, by these rules:
 
-* a file that becomes malformed keeps its last good objects, and its error (file:line)
-  is reported until the file is fixed or deleted;
-* a deleted file deletes its objects;
-* objects that ``decode`` rejects are reported (and not stored);
+* a file that cannot be read or parsed (a syntax error, a repeated key, a limit of
+  :mod:`gateweave.api.limits` crossed, a named pipe, a link out of the directory...)
+  keeps all its last accepted objects;
+* a file that parses but has rejected objects (schema, CEL rule, unknown field, unknown
+  version or kind of a group gateweave reads): the objects it validly defines are
+  applied, and every other object it defined before keeps its last accepted version for
+  as long as any object of the file is rejected. A broken document so never deletes
+  anything: not the object it meant to define (whose name may be what is broken), nor an
+  object whose document was removed in the same edit;
+* only a file that parses, has no rejected object and no longer defines an object
+  deletes it; a deleted file deletes its objects;
 * an object defined by two files is reported naming both; the lexicographically
   smaller path wins, whatever order the files were seen in.
+
+Every problem is reported (``/api/errors``, the log, ``gateweave_config_errors``) at the
+line of the offending field, until the file is fixed or deleted.
+
+Reading and decoding run in a worker thread (:meth:`FileProvider.refresh`), never on the
+event loop; :mod:`gateweave.api.limits` bounds what one file can cost, and only regular
+files inside the directory are read, never with a call that could block (see
+:func:`gateweave.api.load.read_bytes`). A ConfigMap mounted as the directory works: its
+files are links through ``..data`` to a hidden directory, which the kubelet swaps
+atomically; the swap wakes the provider and the changed files are read again.
 
 Unchanged objects cause no store change (the store ignores identical re-applies), so
 rewriting a file with the same content publishes nothing.
@@ -18,29 +36,45 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 from watchfiles import Change, awatch
 
-from gateweave.api.decode import Decoded, ObjectError, decode
+from gateweave.api.decode import Decoded, ObjectError, decode_sourced
 from gateweave.api.kinds import Key
-from gateweave.api.load import iter_manifest_files, load_file
+from gateweave.api.load import Sourced, iter_manifest_files, load_file
 from gateweave.providers import ConfigError, ErrorBook
 from gateweave.store import Store, key_of
 
 log = structlog.get_logger("gateweave.providers.file")
 
-DecodeFn = Callable[[Any, str], tuple[Decoded | None, list[ObjectError]]]
+DecodeFn = Callable[[Sourced], tuple[Decoded | None, list[ObjectError]]]
 StatKey = tuple[int, int, int]
 
 
 @dataclass
 class _File:
     stat: StatKey | None
-    objects: dict[Key, tuple[Decoded, str]] = field(default_factory=dict)  # last good, with source
+    objects: dict[Key, tuple[Decoded, str]] = field(default_factory=dict)  # last accepted, with source
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One file as read: its stat, and its file-level errors (then nothing else counts),
+    or the objects it validly defines and the problems of the others."""
+
+    stat: StatKey | None
+    errors: list[ConfigError]
+    objects: dict[Key, tuple[Decoded, str]]
+    problems: list[ConfigError]
+
+
+@dataclass(frozen=True)
+class Scan:
+    present: frozenset[str]  # every manifest file found
+    reads: dict[str, FileRead]  # the files read again (new, changed, or forced)
 
 
 def _stat(path: str) -> StatKey | None:
@@ -65,7 +99,7 @@ class FileProvider:
         errors: ErrorBook | None = None,
         *,
         debounce_ms: int = 50,
-        decode_fn: DecodeFn = decode,
+        decode_fn: DecodeFn = decode_sourced,
     ) -> None:
         self.directory = directory
         self.root = os.path.abspath(directory)
@@ -82,46 +116,36 @@ class FileProvider:
     def _display(self, path: str) -> str:
         return os.path.join(self.directory, os.path.relpath(path, self.root))
 
-    # ------------------------------------------------------------ scanning
+    # ------------------------------------------------------------ reading (any thread)
 
-    def rescan(self, forced: set[str] | frozenset[str] = frozenset()) -> None:
-        """Bring the store up to date with the directory. Files whose stat changed, and
-        files in ``forced``, are reloaded; files that disappeared are removed."""
-        present = {os.path.abspath(p) for p in iter_manifest_files(self.root)}
-        affected: set[Key] = set()
-        for path in sorted(self._files.keys() - present):
-            affected |= self._remove(path)
+    def scan(self, known: Mapping[str, StatKey | None], forced: frozenset[str] = frozenset()) -> Scan:
+        """Find the manifest files and read those whose stat is not ``known`` (or that are
+        ``forced``). Touches nothing of the provider's state: safe in a worker thread."""
+        present = frozenset(os.path.abspath(p) for p in iter_manifest_files(self.root))
+        reads: dict[str, FileRead] = {}
         for path in sorted(present):
             stat = _stat(path)
-            known = self._files.get(path)
-            if known is None or known.stat != stat or path in forced:
-                affected |= self._reload(path, stat)
-        self._resolve(affected)
-        self.scans += 1
+            if path not in known or known[path] != stat or path in forced:
+                reads[path] = self._read(path, stat)
+        return Scan(present, reads)
 
-    def _remove(self, path: str) -> set[Key]:
-        gone = self._files.pop(path)
-        self.errors.clear(f"file:{path}")
-        self.errors.clear(f"objects:{path}")
-        for key in gone.objects:
-            self._definers[key].discard(path)
-        return set(gone.objects)
+    def _read(self, path: str, stat: StatKey | None) -> FileRead:
+        display = self._display(path)
+        try:
+            return self._read_objects(path, display, stat)
+        except Exception as exc:  # a bug in reading must not stop the provider
+            log.exception("reading failed", file=display)
+            return FileRead(stat, [ConfigError(display, f"internal error while reading: {exc!r}")], {}, [])
 
-    def _reload(self, path: str, stat: StatKey | None) -> set[Key]:
-        result = load_file(path, self._display(path))
-        known = self._files.get(path)
-        old_objects = known.objects if known is not None else {}
+    def _read_objects(self, path: str, display: str, stat: StatKey | None) -> FileRead:
+        result = load_file(path, display, root=self.root)
         if result.errors:
-            # Malformed: keep the last good objects until the file is fixed.
-            self.errors.set(f"file:{path}", [ConfigError(e.source, e.message) for e in result.errors])
-            self._files[path] = _File(stat, old_objects)
-            return set()
-        self.errors.clear(f"file:{path}")
+            return FileRead(stat, [ConfigError(e.source, e.message) for e in result.errors], {}, [])
         objects: dict[Key, tuple[Decoded, str]] = {}
         problems: list[ConfigError] = []
         for item in result.objects:
             try:
-                decoded, errs = self.decode_fn(item.raw, item.source)
+                decoded, errs = self.decode_fn(item)
             except Exception as exc:  # a bug in decoding must not stop the provider
                 log.exception("decoding failed", source=item.source)
                 problems.append(ConfigError(item.source, f"internal error while decoding: {exc!r}"))
@@ -138,8 +162,60 @@ class FileProvider:
                 )
                 continue
             objects[key] = (decoded, item.source)
-        self.errors.set(f"objects:{path}", problems)
-        self._files[path] = _File(stat, objects)
+        return FileRead(stat, [], objects, problems)
+
+    # ------------------------------------------------------------ applying (the event loop)
+
+    def _known(self) -> dict[str, StatKey | None]:
+        return {path: f.stat for path, f in self._files.items()}
+
+    def rescan(self, forced: set[str] | frozenset[str] = frozenset()) -> None:
+        """Bring the store up to date with the directory, reading in this thread. Files
+        whose stat changed, and files in ``forced``, are read again; files that
+        disappeared are removed."""
+        self.apply(self.scan(self._known(), frozenset(forced)))
+
+    async def refresh(self, forced: set[str] | frozenset[str] = frozenset()) -> None:
+        """:meth:`rescan`, reading and decoding in a worker thread: the event loop goes on
+        serving while a file is read."""
+        scan = await asyncio.to_thread(self.scan, self._known(), frozenset(forced))
+        self.apply(scan)
+
+    def apply(self, scan: Scan) -> None:
+        """Make the store and the errors follow ``scan``."""
+        affected: set[Key] = set()
+        for path in sorted(self._files.keys() - scan.present):
+            affected |= self._remove(path)
+        for path, read in sorted(scan.reads.items()):
+            affected |= self._accept(path, read)
+        self._resolve(affected)
+        self.scans += 1
+
+    def _remove(self, path: str) -> set[Key]:
+        gone = self._files.pop(path)
+        self.errors.clear(f"file:{path}")
+        self.errors.clear(f"objects:{path}")
+        for key in gone.objects:
+            self._definers[key].discard(path)
+        return set(gone.objects)
+
+    def _accept(self, path: str, read: FileRead) -> set[Key]:
+        known = self._files.get(path)
+        old_objects = known.objects if known is not None else {}
+        if read.errors:
+            # Unreadable: keep the last accepted objects until the file is fixed.
+            self.errors.set(f"file:{path}", read.errors)
+            self.errors.clear(f"objects:{path}")
+            self._files[path] = _File(read.stat, old_objects)
+            return set()
+        self.errors.clear(f"file:{path}")
+        self.errors.set(f"objects:{path}", read.problems)
+        objects = dict(read.objects)
+        if read.problems:
+            # Some object is rejected: what the file no longer validly defines is kept.
+            for key, kept in old_objects.items():
+                objects.setdefault(key, kept)
+        self._files[path] = _File(read.stat, objects)
         for key in old_objects.keys() - objects.keys():
             self._definers[key].discard(path)
         for key in objects:
@@ -170,11 +246,14 @@ class FileProvider:
 
     def _watch_filter(self, change: Change, path: str) -> bool:
         # Anything not hidden nor an editor temp file wakes us (a moved or deleted
-        # directory matters too); the rescan decides which files count.
+        # directory matters too), and so do the "..data" link and "..<timestamp>"
+        # directories of a ConfigMap volume; the rescan decides which files count.
         rel = os.path.relpath(path, self.root)
-        if rel.startswith(os.pardir):
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
             return False
         parts = rel.split(os.sep)
+        if any(p.startswith("..") for p in parts):
+            return True
         if any(p.startswith(".") for p in parts[:-1]):
             return False
         name = parts[-1]
@@ -185,7 +264,7 @@ class FileProvider:
         if not os.path.isdir(self.root):
             raise FileNotFoundError(f"config directory {self.directory!r} does not exist")
         if self.scans == 0:
-            self.rescan()
+            await self.refresh()
         stop = asyncio.Event()
         changes = awatch(
             self.root,
@@ -200,12 +279,12 @@ class FileProvider:
             # step, a rescan catches whatever changed before the watcher existed.
             for _ in range(3):
                 await asyncio.sleep(0)
-            self.rescan()
+            await self.refresh()
             while True:
                 batch = await pending
                 pending = asyncio.ensure_future(anext(changes))
                 log.debug("files changed", count=len(batch))
-                self.rescan(frozenset(os.path.abspath(p) for _, p in batch))
+                await self.refresh(frozenset(os.path.abspath(p) for _, p in batch))
         except StopAsyncIteration:
             return
         finally:
