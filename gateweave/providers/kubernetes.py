@@ -12,7 +12,10 @@ For every kind the store holds (:data:`gateweave.api.kinds.KINDS`) it
    last resourceVersion seen, with exponential backoff on errors; on 410 Gone (history
    window exceeded) lists again (2.).
 
-Objects are decoded with :func:`gateweave.api.decode.decode` and applied with
+Objects are decoded as stored (:attr:`gateweave.api.decode.Decoding.STORED`: defaulted and
+pruned, never refused for their content: the API server validated each against the schema
+of the version it was written in, and reading it in another version must not drop it) and
+applied with
 ``authoritative=True``: the store keeps the API server's generation, creationTimestamp and
 uid. A watch event whose only change is ``status`` (e.g. our own status write) changes no
 model, so the store does not wake the processor - except for a Service, whose status (its
@@ -36,7 +39,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from gateweave.api.decode import Decoded, ObjectError, decode
+from gateweave.api.decode import Decoded, Decoding, ObjectError, decode
 from gateweave.api.kinds import KINDS, Key, KindInfo
 from gateweave.kube.client import Gone, KubeClient, KubeError, ResourcePath
 from gateweave.providers import ConfigError, ErrorBook
@@ -45,6 +48,12 @@ from gateweave.store import Store
 log = structlog.get_logger("gateweave.providers.kubernetes")
 
 DecodeFn = Callable[[Any, str], tuple[Decoded | None, list[ObjectError]]]
+
+
+def decode_stored(raw: Any, source: str) -> tuple[Decoded | None, list[ObjectError]]:
+    """An object as the API server stored it: defaulted and pruned, not validated again."""
+    return decode(raw, source, mode=Decoding.STORED)
+
 _RETRYABLE = (KubeError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
 
@@ -111,7 +120,7 @@ class KubernetesProvider:
         kinds: Mapping[str, KindInfo] = KINDS,
         backoff: tuple[float, float] = (0.2, 10.0),
         watch_timeout: int = 300,
-        decode_fn: DecodeFn = decode,
+        decode_fn: DecodeFn = decode_stored,
     ) -> None:
         self.client = client
         self.store = store
