@@ -85,14 +85,21 @@ def _check_pool(pool: str) -> None:
         raise typer.Exit(2) from None
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that writes any dict (protobuf's JSON form has OrderedDicts) as a mapping."""
+
+
+_Dumper.add_multi_representer(dict, yaml.SafeDumper.represent_dict)
+
+
 def _dump(data: Any, output: Output, wrap_items: bool) -> None:
     if output is Output.json:
         payload = {"items": data} if wrap_items else data
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     elif wrap_items:
-        sys.stdout.write(yaml.safe_dump_all(data, sort_keys=False, default_flow_style=False) if data else "")
+        sys.stdout.write(yaml.dump_all(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if data else "")
     else:
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        sys.stdout.write(yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False))
 
 
 def _problems(statuses: dict[tuple[str, str, str], dict[str, Any]], sources: dict[Key, str]) -> list[str]:
@@ -232,7 +239,7 @@ def status_cmd(
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
 ) -> None:
-    """A table of Gateways, listeners, routes and Envoy Gateway Backends with their conditions."""
+    """A table of Gateways, listeners, routes and Envoy Gateway Backends with their conditions, and the configuration errors."""
     from gateweave.statusview import render
 
     if files:
@@ -244,9 +251,13 @@ def status_cmd(
             _err(f"error: {problem}")
         assert run.result is not None
         items = objects_with_status(run.objects, run.result.statuses, controller_name)
+        errors = [{"source": e.source, "message": e.message} for e in run.load_errors]
+        errors += [{"source": e.source, "kind": e.kind, "namespace": e.namespace, "name": e.name, "message": e.message}
+                   for e in run.rejected]
     else:
         items = _fetch(admin_address, "/api/objects")["items"]
-    render(items, controller_name)
+        errors = _fetch(admin_address, "/api/errors")["items"]
+    render(items, controller_name, errors=errors)
 
 
 @app.command("explain")

@@ -1,4 +1,7 @@
-"""``gateweave status``: a kubectl-like view of Gateways, listeners, routes and Backends with their conditions."""
+"""``gateweave status``: a kubectl-like view of Gateways, listeners, routes and Backends with
+their conditions, and of the configuration errors (files or objects refused: what is served
+then is the last accepted version, so the tables above can be all green while the
+configuration as written is not what runs)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
@@ -39,7 +43,21 @@ def _nn(obj: dict[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
 
 
-def render(items: list[dict[str, Any]], controller_name: str, console: Console | None = None) -> None:
+def _errors_table(errors: list[dict[str, Any]]) -> Table:
+    """``/api/errors`` items (source, message, and kind, namespace, name when about an object)."""
+    table = Table(title=f"Configuration errors ({len(errors)})", title_justify="left", title_style="bold red")
+    for col in ("SOURCE", "OBJECT", "MESSAGE"):
+        table.add_column(col)
+    for err in errors:
+        who = ""
+        if err.get("kind"):
+            who = f"{err['kind']} {err['namespace']}/{err.get('name', '')}" if err.get("namespace") else f"{err['kind']} {err.get('name', '')}"
+        table.add_row(escape(str(err.get("source", ""))), escape(who), f"[red]{escape(str(err.get('message', '')))}[/red]")
+    return table
+
+
+def render(items: list[dict[str, Any]], controller_name: str, console: Console | None = None,
+           errors: list[dict[str, Any]] | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     gateways = [o for o in items if o.get("kind") == "Gateway" and o.get("status")]
     gw_table = Table(title="Gateways", title_justify="left")
@@ -90,3 +108,7 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
     console.print(rt_table)
     if be_table.row_count:
         console.print(be_table)
+    if errors:
+        console.print(_errors_table(errors))
+    elif errors is not None:
+        console.print("[green]No configuration errors.[/green]")
