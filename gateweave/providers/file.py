@@ -109,6 +109,7 @@ class FileProvider:
         self.decode_fn = decode_fn
         self._files: dict[str, _File] = {}
         self._definers: dict[Key, set[str]] = {}
+        self._refreshing = asyncio.Lock()  # one scan at a time: a scan applied late would be stale
         self.scans = 0  # completed (re)scans, for tests and debugging
 
     # ------------------------------------------------------------ naming
@@ -170,16 +171,17 @@ class FileProvider:
         return {path: f.stat for path, f in self._files.items()}
 
     def rescan(self, forced: set[str] | frozenset[str] = frozenset()) -> None:
-        """Bring the store up to date with the directory, reading in this thread. Files
-        whose stat changed, and files in ``forced``, are read again; files that
-        disappeared are removed."""
+        """Bring the store up to date with the directory, reading in this thread (for a
+        provider that is not running). Files whose stat changed, and files in ``forced``,
+        are read again; files that disappeared are removed."""
         self.apply(self.scan(self._known(), frozenset(forced)))
 
     async def refresh(self, forced: set[str] | frozenset[str] = frozenset()) -> None:
         """:meth:`rescan`, reading and decoding in a worker thread: the event loop goes on
-        serving while a file is read."""
-        scan = await asyncio.to_thread(self.scan, self._known(), frozenset(forced))
-        self.apply(scan)
+        serving while a file is read. Concurrent calls run one after the other."""
+        async with self._refreshing:
+            scan = await asyncio.to_thread(self.scan, self._known(), frozenset(forced))
+            self.apply(scan)
 
     def apply(self, scan: Scan) -> None:
         """Make the store and the errors follow ``scan``."""
