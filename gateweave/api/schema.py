@@ -2,12 +2,16 @@
 
 Custom resources (the Gateway API kinds, Envoy Gateway's) are checked against their
 published CRD schemas (generated into ``gateweave/api/schemas/<group>/<plural>.json`` by
-``scripts/gen_schemas.py``), in the API server's order: nulls without a default dropped, ``default`` applied (recursively,
-also inside defaults and array items), unknown fields pruned; then the OpenAPI
-value validations, list-type uniqueness, and every ``x-kubernetes-validations``
-CEL rule (see :mod:`gateweave.api.cel`). Core kinds get a light structural check.
+``scripts/gen_schemas.py``), in the API server's order: nulls without a default dropped,
+``default`` applied (recursively, also inside defaults and array items), unknown fields
+pruned (or, with strict field validation, each reported: ``unknown field "spec.hostname"``);
+then the OpenAPI value validations, list-type uniqueness, and every
+``x-kubernetes-validations`` CEL rule (see :mod:`gateweave.api.cel`). Core kinds get a
+light structural check (and, strictly, their top-level fields and ObjectMeta's are checked
+by name).
 
-Messages follow the API server: ``<field path>: <reason>[: detail]``.
+Messages follow the API server: ``<field path>: <reason>[: detail]``; each is a
+:class:`FieldError`, which also carries the field path, to locate it in the text.
 """
 
 from __future__ import annotations
@@ -133,8 +137,9 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _unknown_field(path: str, key: str, known: Any) -> FieldError:
+def _unknown_field(path: str, key: Any, known: Any) -> FieldError:
     """As the API server's strict decoding says it, with the closest known field if any."""
+    key = str(key)
     close = difflib.get_close_matches(key, list(known or ()), n=1, cutoff=0.75) if len(key) < 256 else []
     hint = f" (did you mean {quote(close[0])}?)" if close else ""
     return FieldError(path, f"unknown field {quote(path, MAX_MESSAGE_CHARS // 4)}{hint}")
