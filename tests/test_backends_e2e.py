@@ -310,8 +310,9 @@ def test_invalid_backends_are_located_and_refused_by_name(ns: Netns, tmp_path: P
         # a change the CRD's CEL rules reject: reported, located in its file
         write(good_file, [backend("good", {"ip": {"address": "127.0.0.31", "port": good.port}, "unix": {"path": "/run/x.sock"}})])
         errors = until(lambda: (e := serve.api("/api/errors")) and e["items"], 10, "the rejection is reported", serve)
+        endpoint_line = good_file.read_text().splitlines().index("  endpoints:") + 2  # the offending field's line
         assert [(e["source"], e["kind"], e["name"], e["message"]) for e in errors] == [(
-            f"{good_file}:1", "Backend", "good",
+            f"{good_file}:{endpoint_line}", "Backend", "good",
             'spec.endpoints[0]: Invalid value: "object": only one of fqdn, ip or unix can be specified',
         )]
         assert answers(serve, "/refused", "good")() is not None  # the rest keeps serving

@@ -40,8 +40,8 @@ def test_translate_rejects_a_backend_the_schema_refuses(tmp_path: Path) -> None:
     bad.write_text(QUICKSTART.read_text().replace("port: 3000", "port: 3000\n    - unix: {path: /run/x.sock}\n      ip: {address: 10.0.0.1, port: 1}"))
     code, _, err = invoke("translate", "-f", str(bad), "--controller-name", EG_CONTROLLER)
     assert code == 1
-    start = bad.read_text().splitlines().index("kind: Backend")  # the object's first line (1-based: its apiVersion)
-    assert (f'error: {bad}:{start}: Backend default/backend: spec.endpoints[1]: Invalid value: "object": '
+    at = bad.read_text().splitlines().index("    - unix: {path: /run/x.sock}") + 1  # the offending field's line
+    assert (f'error: {bad}:{at}: Backend default/backend: spec.endpoints[1]: Invalid value: "object": '
             "only one of fqdn, ip or unix can be specified") in err
     # the route that uses it now names a Backend that is not there
     assert "ResolvedRefs=False BackendNotFound: Backend default/backend not found" in err
