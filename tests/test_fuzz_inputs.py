@@ -103,6 +103,8 @@ ROUTES = [
         "ports": [{"name": "p", "port": 8080, "protocol": "TCP"}],
     },
     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("cm"), "data": {"a": "b"}},
+    {"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "Backend", "metadata": _meta("eg"),
+     "spec": {"endpoints": [{"ip": {"address": "127.0.0.1", "port": 3000}}]}},
     {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("web"), "spec": {"replicas": 1}},
 ]
 BASE = [  # the rest of a working configuration, in a file of its own
