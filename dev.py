@@ -23,15 +23,18 @@ STAMP = VENV / ".gateweave-installed"
 
 
 def ensure_venv() -> None:
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    # gateweave with its dev extras, and the development harnesses (conformance, bench) beside it.
+    projects = (ROOT / "pyproject.toml", ROOT / "harness" / "pyproject.toml")
+    want = hashlib.sha256(b"".join(p.read_bytes() for p in projects)).hexdigest()
     if STAMP.exists() and STAMP.read_text() == want and PY.exists():
         return
     if not PY.exists():
         print("dev.py: creating .venv", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    print("dev.py: installing gateweave and its pinned dependencies into .venv", flush=True)
+    print("dev.py: installing gateweave, its harnesses and their pinned dependencies into .venv", flush=True)
     subprocess.run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]"], check=True)
+    install = [str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]", "-e", str(ROOT / "harness")]
+    subprocess.run(install, check=True)
     STAMP.write_text(want)
 
 
@@ -61,7 +64,7 @@ def main(argv: list[str]) -> int:
     rest = argv[1:]
     if task == "test":
         for cmd in (
-            [str(bindir / "ruff"), "check", "gateweave", "tests"],
+            [str(bindir / "ruff"), "check", "gateweave", "harness", "tests"],
             [str(bindir / "mypy")],
         ):
             rc = run(cmd)

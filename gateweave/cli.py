@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import importlib
 import json
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -15,6 +16,9 @@ import yaml
 
 from gateweave import DEFAULT_CONTROLLER_NAME, __version__
 from gateweave.api.kinds import Key
+from gateweave.cliargs import ControllerOpt, PoolOpt
+from gateweave.cliargs import check_pool as _check_pool
+from gateweave.cliargs import err as _err
 from gateweave.translate import TranslateOptions
 
 app = typer.Typer(
@@ -24,9 +28,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayClass controllerName this controller owns.")]
-PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
 
 
 class Output(StrEnum):
@@ -71,18 +72,6 @@ def _configure(
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, log_level.value.upper())),
         logger_factory=_StderrLogger,
     )
-
-
-def _err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
-def _check_pool(pool: str) -> None:
-    try:
-        ipaddress.ip_network(pool, strict=False)
-    except ValueError as exc:
-        _err(f"error: --address-pool {pool!r}: {exc}")
-        raise typer.Exit(2) from None
 
 
 class _Dumper(yaml.SafeDumper):
@@ -358,117 +347,39 @@ def quickstart_cmd(
         raise typer.Exit(1)
 
 
-@app.command("bench")
-def bench_cmd(
-    routes: Annotated[str, typer.Option("--routes", help="Route counts to measure, comma-separated.")] = "100,1000,10000",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the generated objects.")] = 7,
-    repeat: Annotated[int, typer.Option("--repeat", help="Runs of each timed step (the median is reported).")] = 3,
-    latency_samples: Annotated[int, typer.Option("--latency-samples", help="Event -> Envoy samples at 1,000 routes (0: skip).")] = 100,
-    profile: Annotated[bool, typer.Option("--profile", help="Also print a cProfile of one translation at the largest count.")] = False,
-) -> None:
-    """Measure decoding, translation, change-to-snapshot time, burst coalescing and memory on generated objects."""
-    from gateweave.bench.run import BenchError, format_table, profile_translate, run_bench
+# `gateweave conformance` and `gateweave bench` belong to the development harnesses
+# (harness/ in the source tree, installed by `python3 dev.py`), not to the product.
+HARNESS_COMMANDS = {"bench": "gateweave_bench.command", "conformance": "gateweave_conformance.command"}
 
-    try:
-        counts = [int(part) for part in routes.split(",") if part.strip()]
-    except ValueError:
-        counts = []
-    if not counts or any(n < 1 for n in counts):
-        _err(f"error: --routes {routes!r}: expected positive integers separated by commas")
+
+def _harness_missing(name: str) -> Callable[[], None]:
+    def missing() -> None:
+        _err(
+            f"error: `gateweave {name}` is part of gateweave's development harness, which is not installed here;"
+            " in a clone of the repository, `python3 dev.py` installs it (or: pip install -e harness)"
+        )
         raise typer.Exit(2)
-    try:
-        report = run_bench(counts, seed=seed, repeat=repeat, latency_samples=latency_samples, log=_err)
-    except BenchError as exc:
-        _err(f"error: {exc}")
-        raise typer.Exit(1) from None
-    report["command"] = f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} --latency-samples {latency_samples}"
-    if profile:
-        report["profile"] = profile_translate(max(counts), seed)
-    if as_json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
-    else:
-        typer.echo(format_table(report))
-        if profile:
-            typer.echo("\n" + report["profile"])
+
+    return missing
 
 
-@app.command("conformance")
-def conformance_cmd(
-    cases: Annotated[str, typer.Option("--cases", help="Directory of conformance case files (FORMAT.md).")],
-    manifests: Annotated[str, typer.Option("--manifests", help="Directory holding base/ and tests/ manifests.")],
-    run: Annotated[str | None, typer.Option("--run", help="Only cases whose name matches this regex.")] = None,
-    report: Annotated[str | None, typer.Option("--report", help="Write an upstream-format ConformanceReport YAML here.")] = None,
-    supported_features: Annotated[str | None, typer.Option("--supported-features", help="Comma-separated claimed features (default: the GatewayClass's status.supportedFeatures).")] = None,
-    skip_tests: Annotated[str | None, typer.Option("--skip-tests", help="Skip cases whose name matches this regex.")] = None,
-    known_failures: Annotated[str | None, typer.Option("--known-failures", help="YAML mapping of case name to why it is known to fail; those do not fail the run.")] = None,
-    controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
-    address_pool: PoolOpt = "127.10.0.0/16",
-    backend_prefix: Annotated[str, typer.Option("--backend-prefix", help="Echo replicas listen on PREFIX.x.y (a /16 of 127.0.0.0/8).")] = "127.20",
-) -> None:
-    """Replay conformance cases against a live gateweave with Envoy and echo backends, traffic included."""
-    import logging
-    import re
-    from pathlib import Path
-
-    import structlog
-
-    from gateweave.conformance.runner import (
-        RunnerError,
-        RunnerOptions,
-        load_known_failures,
-        run_sync,
-    )
-
-    for pattern in (run, skip_tests):
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                _err(f"error: bad regex {pattern!r}: {exc}")
-                raise typer.Exit(2) from None
-    _check_pool(address_pool)
-    for path in (cases, manifests):
-        if not Path(path).is_dir():
-            _err(f"error: {path} is not a directory")
-            raise typer.Exit(2)
-    known: dict[str, str] = {}
-    if known_failures:
+def _add_harness_commands() -> None:
+    for name, module_name in HARNESS_COMMANDS.items():
         try:
-            known = load_known_failures(Path(known_failures))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            _err(f"error: --known-failures: {exc}")
-            raise typer.Exit(2) from None
-    if not structlog.get_config()["wrapper_class"].__name__.endswith("Debug"):
-        # Keep the run's output to its result lines: only warnings and errors from gateweave itself.
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    features = None
-    if supported_features is not None:
-        features = frozenset(f.strip() for f in supported_features.split(",") if f.strip())
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name.partition(".")[0]:
+                raise  # the harness is there but broken: say so
+            app.command(
+                name,
+                help="Not installed here: part of the development harness (harness/ in the source tree).",
+                context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+            )(_harness_missing(name))
+        else:
+            app.command(name)(module.command)
 
-    def out(line: str) -> None:
-        typer.echo(line)
-        sys.stdout.flush()
 
-    options = RunnerOptions(
-        cases_dir=Path(cases),
-        manifests_dir=Path(manifests),
-        run=run,
-        skip_tests=skip_tests,
-        supported_features=features,
-        report=Path(report) if report else None,
-        known_failures=known,
-        controller_name=controller_name,
-        address_pool=address_pool,
-        backend_prefix=backend_prefix,
-        out=out,
-    )
-    try:
-        code = run_sync(options)
-    except RunnerError as exc:  # the run could not start (e.g. an echo backend's address is taken)
-        _err(f"error: {exc}")
-        raise typer.Exit(2) from None
-    raise typer.Exit(code)
+_add_harness_commands()
 
 
 @app.command("version")

@@ -10,8 +10,8 @@ import pytest
 
 from gateweave.api.decode import decode
 from gateweave.api.kinds import Key
-from gateweave.conformance import manifests as mf
-from gateweave.conformance.cases import load_case
+from gateweave_conformance import manifests as mf
+from gateweave_conformance.cases import load_case
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
 CASES = SHARED / "cases"

@@ -58,7 +58,7 @@ import yaml
 from aiohttp import web
 
 from gateweave.api.kinds import KINDS
-from gateweave.conformance.offline import merge_patch
+from gateweave_conformance.offline import merge_patch
 
 JSON = dict[str, Any]
 

@@ -29,7 +29,7 @@ import pytest
 import yaml
 from netns import Netns
 
-from gateweave.bench import harness as h
+from gateweave_bench import harness as h
 
 pytestmark = [
     pytest.mark.timeout(120),

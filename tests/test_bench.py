@@ -14,16 +14,16 @@ from typing import Any
 
 import msgspec
 
-from gateweave.bench.objects import (
+from gateweave.gcpause import gc_paused
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions, translate
+from gateweave_bench.objects import (
     changed_endpoint_slice,
     changed_route,
     generate,
     referenced_slices,
 )
-from gateweave.bench.run import KEYS, Pipeline, check_targets, decode_all
-from gateweave.gcpause import gc_paused
-from gateweave.snapshot import Snapshot
-from gateweave.translate import TranslateOptions, translate
+from gateweave_bench.run import KEYS, Pipeline, check_targets, decode_all
 
 
 def test_generation_is_deterministic_and_seeded() -> None:
@@ -151,7 +151,7 @@ def test_targets_are_judged_on_the_rows_they_apply_to() -> None:
 
 
 def test_split_times_every_stage_of_a_translation_and_of_a_change(capsys: Any) -> None:
-    from gateweave.bench import split
+    from gateweave_bench import split
 
     assert split.main(["--routes", "30", "--repeat", "1"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -167,7 +167,7 @@ def test_split_lines_profiles_the_named_functions_line_by_line() -> None:
     import sys
 
     env = dict(os.environ, GATEWEAVE_NATIVE="0")  # line_profiler traces the Python sources
-    args = [sys.executable, "-m", "gateweave.bench.split", "--routes", "20", "--lines", "gateweave.translate.routes.judge_route",
+    args = [sys.executable, "-m", "gateweave_bench.split", "--routes", "20", "--lines", "gateweave.translate.routes.judge_route",
             "--lines", "gateweave.translate.parentrefs.ParentIndex.resolve"]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

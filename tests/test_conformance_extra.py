@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gateweave.conformance import offline
-from gateweave.conformance.cases import case_files, load_case
+from gateweave_conformance import offline
+from gateweave_conformance.cases import case_files, load_case
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "conformance_extra" / "cases"

@@ -14,10 +14,10 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from gateweave.conformance import expect as ex
-from gateweave.conformance import manifests as mf
-from gateweave.conformance import offline, tlsgen
-from gateweave.conformance.cases import CaseError, ExpectStep, parse_case, parse_step
+from gateweave_conformance import expect as ex
+from gateweave_conformance import manifests as mf
+from gateweave_conformance import offline, tlsgen
+from gateweave_conformance.cases import CaseError, ExpectStep, parse_case, parse_step
 
 CTRL = "example.io/ctrl"
 CTX = ex.ExpectContext(controller_name=CTRL, gateway_class_name="gc-under-test")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateweave.conformance import report as rp
-from gateweave.conformance.runner import RunnerOptions, exit_code, run
-from gateweave.conformance.traffic import backend_of
+from gateweave_conformance import report as rp
+from gateweave_conformance.runner import RunnerOptions, exit_code, run
+from gateweave_conformance.traffic import backend_of
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "conformance"
 CASES = SHARED / "cases"

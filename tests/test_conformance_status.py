@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateweave.conformance import offline
-from gateweave.conformance.cases import case_files
+from gateweave_conformance import offline
+from gateweave_conformance.cases import case_files
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CASES = SHARED / "conformance" / "cases"

@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gateweave.bench import harness as h
 from gateweave.dataplane import host_dataplane
 from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -392,7 +392,7 @@ async def test_stopping_serve_stops_every_envoy(tmp_path: Path, backends: dict[s
 
 
 def test_latency_benchmark_measures_both_sources() -> None:
-    from gateweave.bench.latency import measure_event_to_envoy
+    from gateweave_bench.latency import measure_event_to_envoy
 
     report = measure_event_to_envoy(routes=5, samples=3, timeout=10)
     for mode in ("store", "file"):

@@ -26,12 +26,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gateweave.conformance import grpcecho_pb2 as pb
-from gateweave.conformance import grpcecho_pb2_grpc as pb_grpc
-from gateweave.conformance.echo import EchoSpec, RunningEcho, pod_name, start_echo
-from gateweave.conformance.echo.godur import GoError, atoi, parse_duration
-from gateweave.conformance.echo.probe import dns_query
-from gateweave.conformance.echo.websocket import accept_key, encode_frame
+from gateweave_conformance import grpcecho_pb2 as pb
+from gateweave_conformance import grpcecho_pb2_grpc as pb_grpc
+from gateweave_conformance.echo import EchoSpec, RunningEcho, pod_name, start_echo
+from gateweave_conformance.echo.godur import GoError, atoi, parse_duration
+from gateweave_conformance.echo.probe import dns_query
+from gateweave_conformance.echo.websocket import accept_key, encode_frame
 
 HOST = "127.20.61.1"
 SNI = "abc.example.com"
@@ -634,7 +634,7 @@ async def test_default_ports_and_port_conflict() -> None:
 def test_cli_runs_one_replica() -> None:
     host = "127.20.61.8"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateweave.conformance.echo", "--mode", "tcp", "--host", host,
+        [sys.executable, "-m", "gateweave_conformance.echo", "--mode", "tcp", "--host", host,
          "--pod", "tcp-backend-abcde12345-x2k4p", "--namespace", "ns"],
         stdout=subprocess.PIPE,
         text=True,

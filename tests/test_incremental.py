@@ -31,10 +31,10 @@ from test_order_independence import (
 
 from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
-from gateweave.bench.objects import changed_endpoint_slice, changed_route, generate
 from gateweave.store import Store, key_of
 from gateweave.translate import DataplaneState, TranslateOptions, translate
 from gateweave.translate.incremental import IncrementalMismatch, IncrementalTranslator, _compare
+from gateweave_bench.objects import changed_endpoint_slice, changed_route, generate
 
 needs_shared = pytest.mark.skipif(not CASES.is_dir(), reason=f"{CASES} not present")
 

@@ -22,9 +22,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gateweave.api import limits
-from gateweave.bench import harness as h
 from gateweave.cli import app
 from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
 
 pytestmark = pytest.mark.timeout(120)
 

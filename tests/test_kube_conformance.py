@@ -3,9 +3,9 @@
 For each case: the objects are applied over HTTP to the API-server stand-in, gateweave
 serves it (``serve(kube=...)`` with a kubeconfig file: the Kubernetes provider and the
 status writer, no data plane), and every ``expect`` step reads the object back over HTTP
-once gateweave has settled, and evaluates it with gateweave.conformance.expect. The
+once gateweave has settled, and evaluates it with gateweave_conformance.expect. The
 outcome (PASS/FAIL/SKIP and the failing step) must equal the offline replay's
-(gateweave.conformance.offline).
+(gateweave_conformance.offline).
 
 By default a representative subset (:data:`SUBSET`) runs; ``GATEWEAVE_KUBE_ALL_CASES=1``
 runs every case file.
@@ -21,10 +21,10 @@ import httpx
 import pytest
 from kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
-from gateweave.conformance import expect as ex
-from gateweave.conformance import manifests as mf
-from gateweave.conformance import offline
-from gateweave.conformance.cases import Case, CaseError, load_case, parse_step
+from gateweave_conformance import expect as ex
+from gateweave_conformance import manifests as mf
+from gateweave_conformance import offline
+from gateweave_conformance.cases import Case, CaseError, load_case, parse_step
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CASES = SHARED / "conformance" / "cases"

@@ -14,7 +14,7 @@ import pytest
 from conformance_objects import all_case_files, case_raws
 
 from gateweave import native
-from gateweave.bench.objects import generate
+from gateweave_bench.objects import generate
 
 
 def _fake_tree(tmp_path: Path) -> tuple[Path, Path]:

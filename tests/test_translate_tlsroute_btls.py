@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateweave.api.decode import decode
-from gateweave.conformance import tlsgen
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
+from gateweave_conformance import tlsgen
 
 G = "gateway.networking.k8s.io/v1"
 

@@ -10,14 +10,14 @@ from envoy.config.route.v3 import route_pb2
 
 from gateweave import ir
 from gateweave.api.decode import decode
-from gateweave.bench import harness as h
-from gateweave.bench.latency import route_doc
 from gateweave.snapshot import Snapshot
 from gateweave.store import Store
 from gateweave.translate import translate
 from gateweave.xds import routes as xds_routes
 from gateweave.xds.build import build
 from gateweave.xds.resources import serialize
+from gateweave_bench import harness as h
+from gateweave_bench.latency import route_doc
 
 
 def _bytes(gw: ir.XdsGateway) -> list[bytes]:

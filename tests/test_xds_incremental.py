@@ -12,8 +12,6 @@ import pytest
 from conformance_objects import all_case_files, case_objects, require_shared
 
 from gateweave import ir
-from gateweave.bench.objects import generate
-from gateweave.bench.run import decode_all
 from gateweave.dataplane import XdsPublisher
 from gateweave.snapshot import Snapshot
 from gateweave.store import Store
@@ -26,6 +24,8 @@ from gateweave.xds.build import build
 from gateweave.xds.incremental import GatewaySnapshots, IncrementalSnapshots
 from gateweave.xds.server import AdsServer
 from gateweave.xds.snapshot_cache import CLUSTER, ENDPOINT, ROUTE, NodeSnapshot, make_snapshot
+from gateweave_bench.objects import generate
+from gateweave_bench.run import decode_all
 
 replace = msgspec.structs.replace
 

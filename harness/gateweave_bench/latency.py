@@ -18,7 +18,7 @@ set: statuses, Envoy resources built and versioned), ``envoy_ack`` (snapshot set
 ACKed it) and ``client`` (ACK -> the client saw the change; negative when the client saw
 it before the ACK arrived). ``total`` is source -> client.
 
-    python -m gateweave.bench.latency --routes 1000 --samples 50 [--json]
+    python -m gateweave_bench.latency --routes 1000 --samples 50 [--json]
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import structlog
 
 from gateweave.api.decode import decode
 from gateweave.api.kinds import Key
-from gateweave.bench import harness as h
 from gateweave.infra.host import free_port
 from gateweave.ir import Result, XdsGateway
 from gateweave.snapshot import Snapshot
@@ -50,6 +49,7 @@ from gateweave.store import Change
 from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import TranslateOptions
 from gateweave.xds.server import NodeStatus
+from gateweave_bench import harness as h
 
 GATEWAY = "default/bench"
 ADDRESS = "127.40.200.1"
@@ -332,7 +332,7 @@ def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateweave.bench.latency", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--routes", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--mode", choices=("both", "store", "file"), default="both")

@@ -1,6 +1,6 @@
 """The measurements of ``gateweave bench``: one row of figures per route count.
 
-Each row is measured in a fresh process (``python -m gateweave.bench.run --measure N``),
+Each row is measured in a fresh process (``python -m gateweave_bench.run --measure N``),
 so no figure depends on what ran before it. What each figure covers (wall-clock seconds
 on one thread unless said otherwise; every timed step is repeated and the median is
 reported):
@@ -30,7 +30,7 @@ reported):
   object into a Store, translate with the runtime's incremental translator, build and
   version every Gateway's Envoy resources incrementally (both keep their state);
 * ``event_to_envoy_p50_ms`` / ``_p99_ms``: at 1,000 routes, from
-  :mod:`gateweave.bench.latency` (a real Envoy) when that module is present.
+  :mod:`gateweave_bench.latency` (a real Envoy) when that module is present.
 """
 
 from __future__ import annotations
@@ -55,14 +55,6 @@ import msgspec
 
 from gateweave import native
 from gateweave.api.decode import Decoded, decode
-from gateweave.bench.objects import (
-    DEFAULT_SEED,
-    BenchObjects,
-    changed_endpoint_slice,
-    changed_route,
-    generate,
-    referenced_slices,
-)
 from gateweave.gcpause import gc_paused
 from gateweave.ir import Result, XdsGateway
 from gateweave.snapshot import Snapshot
@@ -71,6 +63,14 @@ from gateweave.translate import TranslateOptions, translate
 from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.xds.incremental import IncrementalSnapshots
 from gateweave.xds.snapshot_cache import NodeSnapshot
+from gateweave_bench.objects import (
+    DEFAULT_SEED,
+    BenchObjects,
+    changed_endpoint_slice,
+    changed_route,
+    generate,
+    referenced_slices,
+)
 
 KEYS = (
     "routes",
@@ -261,16 +261,16 @@ def burst_translations(objects: BenchObjects, decoded: Sequence[Decoded], events
 
 
 def _child(args: Sequence[str], timeout: float) -> Any:
-    """Run ``python -m gateweave.bench.run ARGS`` (stderr passes through); its JSON answer."""
+    """Run ``python -m gateweave_bench.run ARGS`` (stderr passes through); its JSON answer."""
     proc = subprocess.run(
-        [sys.executable, "-m", "gateweave.bench.run", *args],
+        [sys.executable, "-m", "gateweave_bench.run", *args],
         stdout=subprocess.PIPE,
         text=True,
         timeout=timeout,
         check=False,
     )
     if proc.returncode != 0:
-        raise BenchError(f"`python -m gateweave.bench.run {' '.join(args)}` failed (exit {proc.returncode})")
+        raise BenchError(f"`python -m gateweave_bench.run {' '.join(args)}` failed (exit {proc.returncode})")
     return json.loads(proc.stdout)
 
 
@@ -323,14 +323,14 @@ def peak_rss_mb() -> float:
 
 
 def event_to_envoy(routes: int, samples: int) -> tuple[float | None, float | None, str]:
-    """(p50 ms, p99 ms, note) from :mod:`gateweave.bench.latency`, or Nones and why not."""
+    """(p50 ms, p99 ms, note) from :mod:`gateweave_bench.latency`, or Nones and why not."""
     try:
-        from gateweave.bench import latency  # type: ignore[attr-defined,unused-ignore]
+        from gateweave_bench import latency  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
-        return None, None, "missing: gateweave.bench.latency is not present"
+        return None, None, "missing: gateweave_bench.latency is not present"
     measure = getattr(latency, "measure_event_to_envoy", None)
     if measure is None:
-        return None, None, "missing: gateweave.bench.latency has no measure_event_to_envoy"
+        return None, None, "missing: gateweave_bench.latency has no measure_event_to_envoy"
     try:
         outcome = measure(routes, samples)
     except Exception as exc:  # a failed Envoy run must not lose the other figures
@@ -563,7 +563,7 @@ def main(argv: Sequence[str]) -> int:
 
     import structlog
 
-    parser = argparse.ArgumentParser(prog="python -m gateweave.bench.run", description="Use `gateweave bench`.")
+    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.run", description="Use `gateweave bench`.")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--measure", type=int, metavar="N")
     what.add_argument("--rss", type=int, metavar="N")

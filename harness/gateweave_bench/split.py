@@ -1,6 +1,6 @@
 """Where the time goes: a full translation and a one-route change, stage by stage.
 
-``python -m gateweave.bench.split [--routes N] [--repeat R]`` prints, for the bench's
+``python -m gateweave_bench.split [--routes N] [--repeat R]`` prints, for the bench's
 generated objects, the median seconds of each stage (no profiler: each stage is timed
 around the same calls the translation makes, so the figures add up to the real cost):
 
@@ -25,11 +25,11 @@ import json
 import statistics
 import time
 
-from gateweave.bench.objects import DEFAULT_SEED, BenchObjects, changed_route, generate
-from gateweave.bench.run import Pipeline, decode_all
 from gateweave.gcpause import gc_paused
 from gateweave.translate import TranslateOptions, core, gateway, routes, xdsir
 from gateweave.translate.context import Ctx
+from gateweave_bench.objects import DEFAULT_SEED, BenchObjects, changed_route, generate
+from gateweave_bench.run import Pipeline, decode_all
 
 FULL = ("context", "gateway_side", "routes", "gateway_statuses", "xds_ir", "infra_ir", "release", "free_result", "collector")
 CHANGE = ("decode", "store_apply", "store_snapshot", "translate", "ir_diff", "xds_snapshot")
@@ -147,7 +147,7 @@ def line_profile(pipeline: Pipeline, names: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateweave.bench.split", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.split", description=__doc__.splitlines()[0])
     parser.add_argument("--routes", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)

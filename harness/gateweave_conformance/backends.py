@@ -1,7 +1,7 @@
 """Echo replicas for the Deployments of the conformance manifests, and their EndpointSlices.
 
 Every replica of every Deployment (base and case manifests) runs as an in-process echo
-(:mod:`gateweave.conformance.echo`) on its own loopback address (127.20.x.y), answering
+(:mod:`gateweave_conformance.echo`) on its own loopback address (127.20.x.y), answering
 as its pod (``manifests.pod_name``). The mode comes from the container's environment as
 upstream's echo-basic reads it (ECHO.md); TLS Deployments get their certificate and key
 from the Secret their volume mounts, and ``TLS_CLIENT_CACERTS`` from the mounted
@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateweave.conformance import manifests as mf
-from gateweave.conformance.echo import EchoSpec, RunningEcho, start_echo
-from gateweave.conformance.echo.spec import Mode
+from gateweave_conformance import manifests as mf
+from gateweave_conformance.echo import EchoSpec, RunningEcho, start_echo
+from gateweave_conformance.echo.spec import Mode
 
 # (kind, namespace, name) -> the current object (a Secret or ConfigMap), or None.
 Lookup = Callable[[str, str, str], dict[str, Any] | None]

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from gateweave.conformance.tlsgen import TLSSpec
+from gateweave_conformance.tlsgen import TLSSpec
 
 TRAFFIC_KINDS = frozenset({"http", "grpc", "tls", "tcp", "udp", "distribution"})
 MUTATION_KINDS = frozenset(

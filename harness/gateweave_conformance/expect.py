@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from gateweave.api.models import GATEWAY_GROUP
-from gateweave.conformance.cases import CondSpec, ExpectStep, ListenerSpec, ParentSpec
+from gateweave_conformance.cases import CondSpec, ExpectStep, ListenerSpec, ParentSpec
 
 GATEWAY_CLASS_TOKEN = "GATEWAY_CLASS"
 ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"})

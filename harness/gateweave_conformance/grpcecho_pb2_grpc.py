@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from gateweave.conformance import grpcecho_pb2 as gateweave_dot_conformance_dot_grpcecho__pb2
+from gateweave_conformance import grpcecho_pb2 as gateweave__conformance_dot_grpcecho__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in gateweave/conformance/grpcecho_pb2_grpc.py depends on'
+        + ' but the generated code in gateweave_conformance/grpcecho_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,18 +36,18 @@ class GrpcEchoStub:
         """
         self.Echo = channel.unary_unary(
                 '/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/Echo',
-                request_serializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
-                response_deserializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.FromString,
+                request_serializer=gateweave__conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
+                response_deserializer=gateweave__conformance_dot_grpcecho__pb2.EchoResponse.FromString,
                 _registered_method=True)
         self.EchoTwo = channel.unary_unary(
                 '/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/EchoTwo',
-                request_serializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
-                response_deserializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.FromString,
+                request_serializer=gateweave__conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
+                response_deserializer=gateweave__conformance_dot_grpcecho__pb2.EchoResponse.FromString,
                 _registered_method=True)
         self.EchoThree = channel.unary_unary(
                 '/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/EchoThree',
-                request_serializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
-                response_deserializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.FromString,
+                request_serializer=gateweave__conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
+                response_deserializer=gateweave__conformance_dot_grpcecho__pb2.EchoResponse.FromString,
                 _registered_method=True)
 
 
@@ -77,18 +77,18 @@ def add_GrpcEchoServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
-                    request_deserializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.FromString,
-                    response_serializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.SerializeToString,
+                    request_deserializer=gateweave__conformance_dot_grpcecho__pb2.EchoRequest.FromString,
+                    response_serializer=gateweave__conformance_dot_grpcecho__pb2.EchoResponse.SerializeToString,
             ),
             'EchoTwo': grpc.unary_unary_rpc_method_handler(
                     servicer.EchoTwo,
-                    request_deserializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.FromString,
-                    response_serializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.SerializeToString,
+                    request_deserializer=gateweave__conformance_dot_grpcecho__pb2.EchoRequest.FromString,
+                    response_serializer=gateweave__conformance_dot_grpcecho__pb2.EchoResponse.SerializeToString,
             ),
             'EchoThree': grpc.unary_unary_rpc_method_handler(
                     servicer.EchoThree,
-                    request_deserializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.FromString,
-                    response_serializer=gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.SerializeToString,
+                    request_deserializer=gateweave__conformance_dot_grpcecho__pb2.EchoRequest.FromString,
+                    response_serializer=gateweave__conformance_dot_grpcecho__pb2.EchoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -116,8 +116,8 @@ class GrpcEcho:
             request,
             target,
             '/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/Echo',
-            gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
-            gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.FromString,
+            gateweave__conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
+            gateweave__conformance_dot_grpcecho__pb2.EchoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -143,8 +143,8 @@ class GrpcEcho:
             request,
             target,
             '/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/EchoTwo',
-            gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
-            gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.FromString,
+            gateweave__conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
+            gateweave__conformance_dot_grpcecho__pb2.EchoResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -170,8 +170,8 @@ class GrpcEcho:
             request,
             target,
             '/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho/EchoThree',
-            gateweave_dot_conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
-            gateweave_dot_conformance_dot_grpcecho__pb2.EchoResponse.FromString,
+            gateweave__conformance_dot_grpcecho__pb2.EchoRequest.SerializeToString,
+            gateweave__conformance_dot_grpcecho__pb2.EchoResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from gateweave import DEFAULT_CONTROLLER_NAME
-from gateweave.conformance import tlsgen
-from gateweave.conformance.cases import Case
+from gateweave_conformance import tlsgen
+from gateweave_conformance.cases import Case
 
 DEFAULT_GATEWAY_CLASS = "gateweave-conformance"
 BASE_MANIFESTS = "base/manifests.yaml"

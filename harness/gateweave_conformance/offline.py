@@ -13,7 +13,7 @@ creationTimestamps: the suite setup (GatewayClass, base manifests, TLS material)
 time, each of the case's manifest files a later one, each ``apply`` step a later one still;
 objects created together share their second, as on a real cluster.
 
-    python -m gateweave.conformance.offline --cases DIR --manifests DIR [--features all|A,B] [NAME ...]
+    python -m gateweave_conformance.offline --cases DIR --manifests DIR [--features all|A,B] [NAME ...]
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ import msgspec
 
 from gateweave.api.decode import Decoded, ObjectError, decode
 from gateweave.api.kinds import KINDS
-from gateweave.conformance import expect as ex
-from gateweave.conformance import manifests as mf
-from gateweave.conformance.cases import (
+from gateweave.snapshot import Snapshot
+from gateweave.status import merge_status, owned_list
+from gateweave_conformance import expect as ex
+from gateweave_conformance import manifests as mf
+from gateweave_conformance.cases import (
     Case,
     CaseError,
     ObjectRef,
@@ -46,8 +48,6 @@ from gateweave.conformance.cases import (
     load_case,
     parse_step,
 )
-from gateweave.snapshot import Snapshot
-from gateweave.status import merge_status, owned_list
 
 Outcome = Literal["PASS", "FAIL", "SKIP"]
 MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
@@ -520,7 +520,7 @@ def summary(results: Iterable[CaseResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gateweave.conformance.offline", description=__doc__.split("\n\n")[0]
+        prog="python -m gateweave_conformance.offline", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--cases", type=Path, required=True, help="directory of case files")
     parser.add_argument(

@@ -2,10 +2,10 @@
 
 The runner runs ``gateweave serve`` in-process with the host data plane on a temporary
 config directory (one file per object), starts an echo replica per Deployment replica
-(:mod:`gateweave.conformance.backends`) and publishes their EndpointSlices, applies the
+(:mod:`gateweave_conformance.backends`) and publishes their EndpointSlices, applies the
 suite's base manifests and generated TLS material once, then for each case applies its
 manifests, replays its steps (status steps against the admin API's ``/api/objects`` with
-:mod:`gateweave.conformance.expect`, traffic steps with :mod:`gateweave.conformance.traffic`)
+:mod:`gateweave_conformance.expect`, traffic steps with :mod:`gateweave_conformance.traffic`)
 and removes what it applied, waiting until the case's Gateways' Envoys are gone.
 
 One line per case (PASS / FAIL with the first unmet expectation / SKIP with why), then
@@ -35,12 +35,12 @@ import yaml
 from gateweave import DEFAULT_CONTROLLER_NAME, __version__
 from gateweave.api.decode import decode
 from gateweave.api.kinds import KINDS, Key, lookup
-from gateweave.conformance import expect as ex
-from gateweave.conformance import manifests as mf
-from gateweave.conformance import report as rp
-from gateweave.conformance import tlsgen, traffic
-from gateweave.conformance.backends import Backends
-from gateweave.conformance.cases import (
+from gateweave_conformance import expect as ex
+from gateweave_conformance import manifests as mf
+from gateweave_conformance import report as rp
+from gateweave_conformance import tlsgen, traffic
+from gateweave_conformance.backends import Backends
+from gateweave_conformance.cases import (
     Case,
     CaseError,
     ObjectRef,
@@ -49,7 +49,7 @@ from gateweave.conformance.cases import (
     load_case,
     parse_step,
 )
-from gateweave.conformance.offline import ObjKey, creation_timestamp, feature_skip, merge_patch
+from gateweave_conformance.offline import ObjKey, creation_timestamp, feature_skip, merge_patch
 
 EXPECT_TIMEOUT = 60.0
 SYNC_TIMEOUT = 15.0

@@ -505,7 +505,7 @@ async def grpc_call(target: Target, request: dict[str, Any]) -> tuple[Any, Any]:
     """One unary call; returns (status code, EchoResponse | None)."""
     import grpc
 
-    from gateweave.conformance import grpcecho_pb2 as pb
+    from gateweave_conformance import grpcecho_pb2 as pb
 
     options: list[tuple[str, Any]] = [("grpc.enable_retries", 0)]
     if request.get("authority"):

@@ -1,4 +1,4 @@
-"""``python -m gateweave.conformance.echo``: run one echo replica until SIGINT/SIGTERM."""
+"""``python -m gateweave_conformance.echo``: run one echo replica until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 import signal
 import sys
 
-from gateweave.conformance.echo.server import start_echo
-from gateweave.conformance.echo.spec import MODES, EchoSpec
+from gateweave_conformance.echo.server import start_echo
+from gateweave_conformance.echo.spec import MODES, EchoSpec
 
 
 def parse_args(argv: list[str] | None = None) -> EchoSpec:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="python -m gateweave.conformance.echo", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m gateweave_conformance.echo", description=__doc__)
     p.add_argument("--mode", choices=MODES, default="http")
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (one loopback IP per replica)"

@@ -15,15 +15,15 @@ import gzip
 import struct
 from urllib.parse import quote
 
-from gateweave.conformance import grpcecho_pb2 as pb
-from gateweave.conformance.echo import conn
-from gateweave.conformance.echo.gojson import go_string
-from gateweave.conformance.echo.handlers import Identity
-from gateweave.conformance.echo.http2 import H2Server, H2Stream
-from gateweave.conformance.echo.listeners import Listeners
-from gateweave.conformance.echo.logbook import EchoLog
-from gateweave.conformance.echo.spec import EchoSpec
-from gateweave.conformance.echo.tlsinfo import ServerTLS, TLSState
+from gateweave_conformance import grpcecho_pb2 as pb
+from gateweave_conformance.echo import conn
+from gateweave_conformance.echo.gojson import go_string
+from gateweave_conformance.echo.handlers import Identity
+from gateweave_conformance.echo.http2 import H2Server, H2Stream
+from gateweave_conformance.echo.listeners import Listeners
+from gateweave_conformance.echo.logbook import EchoLog
+from gateweave_conformance.echo.spec import EchoSpec
+from gateweave_conformance.echo.tlsinfo import ServerTLS, TLSState
 
 SERVICE = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho"
 OK, INTERNAL, UNIMPLEMENTED = 0, 13, 12

@@ -8,9 +8,9 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from gateweave.conformance.echo import gojson, websocket
-from gateweave.conformance.echo.godur import GoError, atoi, parse_duration
-from gateweave.conformance.echo.httpmsg import (
+from gateweave_conformance.echo import gojson, websocket
+from gateweave_conformance.echo.godur import GoError, atoi, parse_duration
+from gateweave_conformance.echo.httpmsg import (
     Request,
     ResetConnection,
     Response,
@@ -18,7 +18,7 @@ from gateweave.conformance.echo.httpmsg import (
     escape_path,
     go_clean_path,
 )
-from gateweave.conformance.echo.logbook import EchoLog
+from gateweave_conformance.echo.logbook import EchoLog
 
 _STATUS_TARGET = re.compile(r"/status/([0-9]{3})")
 _JSON_HEADERS = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]

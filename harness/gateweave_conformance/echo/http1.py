@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 
 import h11
 
-from gateweave.conformance.echo import conn, websocket
-from gateweave.conformance.echo.gojson import go_string
-from gateweave.conformance.echo.handlers import WebSocketAccept
-from gateweave.conformance.echo.httpmsg import (
+from gateweave_conformance.echo import conn, websocket
+from gateweave_conformance.echo.gojson import go_string
+from gateweave_conformance.echo.handlers import WebSocketAccept
+from gateweave_conformance.echo.httpmsg import (
     REASONS,
     Request,
     ResetConnection,
@@ -18,7 +18,7 @@ from gateweave.conformance.echo.httpmsg import (
     http_date,
     merge_headers,
 )
-from gateweave.conformance.echo.tlsinfo import TLSState
+from gateweave_conformance.echo.tlsinfo import TLSState
 
 Handler = Callable[[Request], Awaitable[Response | WebSocketAccept]]
 

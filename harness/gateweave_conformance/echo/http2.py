@@ -13,10 +13,10 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from gateweave.conformance.echo import conn
-from gateweave.conformance.echo.gojson import go_string
-from gateweave.conformance.echo.handlers import WebSocketAccept
-from gateweave.conformance.echo.httpmsg import (
+from gateweave_conformance.echo import conn
+from gateweave_conformance.echo.gojson import go_string
+from gateweave_conformance.echo.handlers import WebSocketAccept
+from gateweave_conformance.echo.httpmsg import (
     Request,
     ResetConnection,
     Response,
@@ -24,7 +24,7 @@ from gateweave.conformance.echo.httpmsg import (
     is_token,
     merge_headers,
 )
-from gateweave.conformance.echo.tlsinfo import TLSState
+from gateweave_conformance.echo.tlsinfo import TLSState
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _MAX_BODY = 4 << 20

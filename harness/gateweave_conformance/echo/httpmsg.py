@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote, unquote_plus
 
-from gateweave.conformance.echo.tlsinfo import TLSState
+from gateweave_conformance.echo.tlsinfo import TLSState
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 

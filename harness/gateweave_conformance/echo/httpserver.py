@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from gateweave.conformance.echo import conn
-from gateweave.conformance.echo.handlers import HttpEcho
-from gateweave.conformance.echo.http1 import serve_http1
-from gateweave.conformance.echo.http2 import PREFACE, H2Server, http_stream_handler
-from gateweave.conformance.echo.listeners import Listeners
-from gateweave.conformance.echo.spec import EchoSpec
-from gateweave.conformance.echo.tlsinfo import ServerTLS
+from gateweave_conformance.echo import conn
+from gateweave_conformance.echo.handlers import HttpEcho
+from gateweave_conformance.echo.http1 import serve_http1
+from gateweave_conformance.echo.http2 import PREFACE, H2Server, http_stream_handler
+from gateweave_conformance.echo.listeners import Listeners
+from gateweave_conformance.echo.spec import EchoSpec
+from gateweave_conformance.echo.tlsinfo import ServerTLS
 
 
 async def start_http(spec: EchoSpec, app: HttpEcho, listeners: Listeners) -> dict[str, int]:

@@ -7,7 +7,7 @@ import contextlib
 import ssl
 from collections.abc import Awaitable, Callable
 
-from gateweave.conformance.echo import conn
+from gateweave_conformance.echo import conn
 
 ConnHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

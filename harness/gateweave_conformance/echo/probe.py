@@ -9,8 +9,8 @@ import socket
 import struct
 from typing import Any
 
-from gateweave.conformance.echo.spec import Mode
-from gateweave.conformance.echo.tcpserver import WELCOME
+from gateweave_conformance.echo.spec import Mode
+from gateweave_conformance.echo.tcpserver import WELCOME
 
 
 async def _http(host: str, port: int) -> bool:
@@ -27,8 +27,8 @@ async def _http(host: str, port: int) -> bool:
 async def _grpc(host: str, port: int) -> bool:
     import grpc
 
-    from gateweave.conformance import grpcecho_pb2 as pb
-    from gateweave.conformance import grpcecho_pb2_grpc as pb_grpc
+    from gateweave_conformance import grpcecho_pb2 as pb
+    from gateweave_conformance import grpcecho_pb2_grpc as pb_grpc
 
     async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
         stub = pb_grpc.GrpcEchoStub(channel)

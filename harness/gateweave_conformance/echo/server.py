@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from gateweave.conformance.echo.grpcserver import start_grpc
-from gateweave.conformance.echo.handlers import HttpEcho, Identity
-from gateweave.conformance.echo.httpserver import start_http
-from gateweave.conformance.echo.listeners import Listeners
-from gateweave.conformance.echo.logbook import EchoLog
-from gateweave.conformance.echo.probe import wait_ready
-from gateweave.conformance.echo.spec import EchoSpec
-from gateweave.conformance.echo.tcpserver import start_tcp
-from gateweave.conformance.echo.udpserver import start_dns, start_udp
+from gateweave_conformance.echo.grpcserver import start_grpc
+from gateweave_conformance.echo.handlers import HttpEcho, Identity
+from gateweave_conformance.echo.httpserver import start_http
+from gateweave_conformance.echo.listeners import Listeners
+from gateweave_conformance.echo.logbook import EchoLog
+from gateweave_conformance.echo.probe import wait_ready
+from gateweave_conformance.echo.spec import EchoSpec
+from gateweave_conformance.echo.tcpserver import start_tcp
+from gateweave_conformance.echo.udpserver import start_dns, start_udp
 
 # The listener whose answer tells that a replica is ready, per mode.
 _PROBED = {"http": "http", "grpc": "grpc", "tcp": "tcp", "udp": "udp", "dns": "dns"}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateweave.conformance.echo import gojson
-from gateweave.conformance.echo.handlers import Identity
-from gateweave.conformance.echo.listeners import Listeners
-from gateweave.conformance.echo.logbook import EchoLog
-from gateweave.conformance.echo.spec import EchoSpec
-from gateweave.conformance.echo.tlsinfo import ServerTLS, TLSState
+from gateweave_conformance.echo import gojson
+from gateweave_conformance.echo.handlers import Identity
+from gateweave_conformance.echo.listeners import Listeners
+from gateweave_conformance.echo.logbook import EchoLog
+from gateweave_conformance.echo.spec import EchoSpec
+from gateweave_conformance.echo.tlsinfo import ServerTLS, TLSState
 
 WELCOME = b"Gateway API Test TCP Server\n"
 _MAX_LINE = 64 * 1024  # bufio.Scanner's default token limit

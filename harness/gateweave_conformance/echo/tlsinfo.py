@@ -10,7 +10,7 @@ import tempfile
 import weakref
 from typing import Any
 
-from gateweave.conformance.echo.spec import read_pem
+from gateweave_conformance.echo.spec import read_pem
 
 # OpenSSL cipher names -> IANA names (what Go's tls.CipherSuiteName returns). TLS 1.3
 # suites already carry their IANA names in OpenSSL.

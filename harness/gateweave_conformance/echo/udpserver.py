@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
-from gateweave.conformance.echo import dns, gojson
-from gateweave.conformance.echo.handlers import Identity
-from gateweave.conformance.echo.listeners import Listeners
-from gateweave.conformance.echo.logbook import EchoLog
-from gateweave.conformance.echo.spec import EchoSpec
+from gateweave_conformance.echo import dns, gojson
+from gateweave_conformance.echo.handlers import Identity
+from gateweave_conformance.echo.listeners import Listeners
+from gateweave_conformance.echo.logbook import EchoLog
+from gateweave_conformance.echo.spec import EchoSpec
 
 _READ_LIMIT = 1024  # upstream reads into a 1024-byte buffer
 

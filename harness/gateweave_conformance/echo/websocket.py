@@ -9,11 +9,11 @@ import re
 import struct
 from typing import TYPE_CHECKING
 
-from gateweave.conformance.echo.httpmsg import Response
+from gateweave_conformance.echo.httpmsg import Response
 
 if TYPE_CHECKING:
-    from gateweave.conformance.echo.conn import Prefixed
-    from gateweave.conformance.echo.httpmsg import Request
+    from gateweave_conformance.echo.conn import Prefixed
+    from gateweave_conformance.echo.httpmsg import Request
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
 _MAX_MESSAGE = 16 << 20

@@ -1,0 +1,24 @@
+"""What the gateweave commands share, the harness commands included (``gateweave
+conformance`` and ``gateweave bench`` live in the harness packages): options, checks, errors."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+
+ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayClass controllerName this controller owns.")]
+PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
+
+
+def err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def check_pool(pool: str) -> None:
+    try:
+        ipaddress.ip_network(pool, strict=False)
+    except ValueError as exc:
+        err(f"error: --address-pool {pool!r}: {exc}")
+        raise typer.Exit(2) from None
