@@ -7,7 +7,7 @@ CRD files and the API group read from it (CRDs of other groups there are skipped
 ``LICENSE`` file beside the directory is copied next to that group's schemas.
 
 Usage: python scripts/gen_schemas.py [OUT_DIR [CRD_DIR GROUP]...]
-(no CRD_DIR: the upstream Gateway API CRDs and the vendored Envoy Gateway ones)
+(no CRD_DIR: the Gateway API and Envoy Gateway CRDs vendored in third_party/)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "gateweave" / "api" / "schemas"
 # (directory of CRD files, the API group generated from it)
 DEFAULT_SOURCES: tuple[tuple[Path, str], ...] = (
-    (Path("/work/shared/gateway-api/crds/experimental"), "gateway.networking.k8s.io"),
+    (ROOT / "third_party" / "gateway-api" / "crds" / "experimental", "gateway.networking.k8s.io"),
     (ROOT / "third_party" / "envoy-gateway" / "crds", "gateway.envoyproxy.io"),
 )
 

@@ -19,11 +19,8 @@ from hypothesis import strategies as st
 from gateweave.api import cel, schema
 from gateweave.api.decode import decode, kind_info
 from gateweave.api.kinds import KINDS
+from tests.support.data import CRDS, EG_CRDS, MANIFESTS, ROOT, yaml_files
 
-ROOT = Path(__file__).resolve().parent.parent
-MANIFESTS = Path("/work/shared/conformance/manifests")
-CRDS = Path("/work/shared/gateway-api/crds/experimental")
-EG_CRDS = ROOT / "third_party" / "envoy-gateway" / "crds"
 G = "gateway.networking.k8s.io/v1"
 
 
@@ -38,7 +35,7 @@ def substitute(text: str) -> str:
 
 def conformance_objects(subst: bool = True) -> list[tuple[str, dict[str, Any]]]:
     out = []
-    for path in sorted(MANIFESTS.rglob("*.yaml")):
+    for path in yaml_files(MANIFESTS, "**/*.yaml"):
         text = path.read_text()
         for doc in yaml.safe_load_all(substitute(text) if subst else text):
             if kind_info(doc) is not None:

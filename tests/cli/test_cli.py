@@ -11,8 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gateweave.cli import app
+from tests.support.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
 runner = CliRunner()
 
@@ -169,3 +169,4 @@ def test_console_script_runs() -> None:
     proc = subprocess.run([str(exe), "translate", "-f", str(QUICKSTART), "-o", "json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["items"]
+

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.data import ROOT
 
 
 def test_quickstart_prints_a_curl_that_answers_200() -> None:

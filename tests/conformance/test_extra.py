@@ -1,8 +1,8 @@
 """Replay offline the status steps of the conformance cases transcribed in this repository.
 
-tests/conformance_extra/cases holds case files (FORMAT.md of ../shared/conformance) for the
-upstream Gateway API conformance tests that the shared case directory lacks. They are
-replayed against the shared upstream manifests; without those the tests are skipped.
+tests/conformance_extra/cases holds case files (FORMAT.md of third_party/gateway-api/conformance)
+for the upstream Gateway API conformance tests that the upstream case directory lacks. They are
+replayed against the upstream manifests (third_party/gateway-api/conformance/manifests).
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ from pathlib import Path
 import pytest
 
 from gateweave_conformance import offline
-from gateweave_conformance.cases import case_files, load_case
+from gateweave_conformance.cases import load_case
+from tests.support.data import EXTRA_CASES, MANIFESTS, case_files
 
-HERE = Path(__file__).resolve().parent
-CASES = HERE / "conformance_extra" / "cases"
-MANIFESTS = HERE.parents[1] / "shared" / "conformance" / "manifests"
-_MISSING = f"upstream conformance manifests not found at {MANIFESTS}"
-
-_FILES = case_files(CASES)
+_FILES = case_files(EXTRA_CASES)
 
 
 def test_case_files_load() -> None:
-    """Every case file parses and is named after its ShortName (needs no shared data)."""
+    """Every case file parses and is named after its ShortName."""
     assert len(_FILES) >= 27
     for path in _FILES:
         case = load_case(path)
@@ -31,7 +27,6 @@ def test_case_files_load() -> None:
         assert case.steps, path.name
 
 
-@pytest.mark.skipif(not MANIFESTS.is_dir(), reason=_MISSING)
 @pytest.mark.parametrize("path", _FILES, ids=[p.stem for p in _FILES])
 def test_case_status(path: Path) -> None:
     result = offline.run_file(path, MANIFESTS)

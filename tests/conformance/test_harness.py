@@ -18,6 +18,7 @@ from gateweave_conformance import expect as ex
 from gateweave_conformance import manifests as mf
 from gateweave_conformance import offline, tlsgen
 from gateweave_conformance.cases import CaseError, ExpectStep, parse_case, parse_step
+from tests.support.data import MANIFESTS
 
 CTRL = "example.io/ctrl"
 CTX = ex.ExpectContext(controller_name=CTRL, gateway_class_name="gc-under-test")
@@ -803,12 +804,9 @@ def test_endpoint_slices_for_selected_deployments() -> None:
 
 
 def test_case_manifests_base_order_and_placeholders() -> None:
-    shared = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "manifests"
-    if not shared.is_dir():
-        pytest.skip(f"shared manifests absent at {shared}")
     case = parse_case({"name": "X", "manifests": ["tests/gateway-static-addresses.yaml"]})
     subs = mf.Substitutions()
-    prepared = mf.case_manifests(shared, case, subs)
+    prepared = mf.case_manifests(MANIFESTS, case, subs)
     first = prepared.objects[0].obj
     assert (
         first["kind"] == "GatewayClass" and first["spec"]["controllerName"] == subs.controller_name

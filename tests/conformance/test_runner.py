@@ -19,12 +19,7 @@ import yaml
 from gateweave_conformance import report as rp
 from gateweave_conformance.runner import RunnerOptions, exit_code, run
 from gateweave_conformance.traffic import backend_of
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "conformance"
-CASES = SHARED / "cases"
-MANIFESTS = SHARED / "manifests"
-
-pytestmark = pytest.mark.skipif(not CASES.is_dir(), reason="shared/conformance not present beside the clone")
+from tests.support.data import CASES, MANIFESTS
 
 LIVE_CASES = (
     "HTTPRouteSimpleSameNamespace",

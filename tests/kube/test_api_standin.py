@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from kubeapi import KubeAPI
+
+from tests.support.kubeapi import KubeAPI
 
 GW = "/apis/gateway.networking.k8s.io/v1"
 ROUTES = f"{GW}/namespaces/default/httproutes"

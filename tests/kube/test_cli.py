@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import yaml
-from kubeapi import KubeAPI, write_kubeconfig
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "quickstart.yaml"
+from tests.support.data import QUICKSTART
+from tests.support.kubeapi import KubeAPI, write_kubeconfig
+
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 
 

@@ -1,4 +1,4 @@
-"""Conformance status steps replayed through the Kubernetes API (stand-in, tests/kubeapi.py).
+"""Conformance status steps replayed through the Kubernetes API (stand-in, tests/support/kubeapi.py).
 
 For each case: the objects are applied over HTTP to the API-server stand-in, gateweave
 serves it (``serve(kube=...)`` with a kubeconfig file: the Kubernetes provider and the
@@ -19,16 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
-from kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
 from gateweave_conformance import expect as ex
 from gateweave_conformance import manifests as mf
 from gateweave_conformance import offline
 from gateweave_conformance.cases import Case, CaseError, load_case, parse_step
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CASES = SHARED / "conformance" / "cases"
-MANIFESTS = SHARED / "conformance" / "manifests"
+from tests.support.data import CASES, MANIFESTS, case_files
+from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
 SUBSET = [
     "HTTPRouteSimpleSameNamespace",
@@ -55,7 +52,7 @@ SUBSET = [
 ]
 
 _ALL = os.environ.get("GATEWEAVE_KUBE_ALL_CASES") == "1"
-_FILES = sorted(CASES.glob("*.yaml")) if CASES.is_dir() else []
+_FILES = case_files(CASES)
 _SELECTED = [p for p in _FILES if _ALL or p.stem in SUBSET]
 
 
@@ -253,7 +250,6 @@ async def replay_via_api(path: Path, tmp_path: Path) -> offline.CaseResult:
     return result
 
 
-@pytest.mark.skipif(not _SELECTED, reason=f"conformance cases not found at {CASES}")
 @pytest.mark.parametrize("path", _SELECTED, ids=[p.stem for p in _SELECTED])
 async def test_case_via_api_matches_offline(path: Path, tmp_path: Path) -> None:
     expected = offline.run_file(path, MANIFESTS)

@@ -19,12 +19,11 @@ import yaml
 from envoy.config.core.v3 import base_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
-from kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
 from gateweave.infra.kubernetes import object_name
 from gateweave.xds.snapshot_cache import CLUSTER, LISTENER
-
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "quickstart.yaml"
+from tests.support.data import QUICKSTART
+from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -8,9 +8,10 @@ import contextlib
 from pathlib import Path
 
 import yaml
-from kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "quickstart.yaml"
+from tests.support.data import QUICKSTART
+from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
+
 FAST = {"leader_elect": True, "lease_duration": 1.0, "renew_deadline": 0.8, "retry_period": 0.1,
         "lease_namespace": "gateweave-system"}
 

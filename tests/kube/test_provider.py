@@ -10,13 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubeapi import ApiError, KubeAPI, Request, ResourceType, default_types, write_kubeconfig
 
 from gateweave.api.kinds import Key
 from gateweave.kube.client import KubeClient
 from gateweave.providers import ErrorBook
 from gateweave.providers.kubernetes import KubernetesProvider
 from gateweave.store import Change, Store
+from tests.support.kubeapi import (
+    ApiError,
+    KubeAPI,
+    Request,
+    ResourceType,
+    default_types,
+    write_kubeconfig,
+)
 
 
 def route(name: str, ns: str = "default", host: str = "a.example.com") -> dict[str, Any]:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 
-ROOT = Path(__file__).resolve().parents[1]
-QUICKSTART = ROOT / "examples" / "quickstart" / "quickstart.yaml"
+from tests.support.data import QUICKSTART, ROOT
+from tests.support.kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
+
 LEASE_NS = "gateweave-system"
 # An Envoy Gateway Backend a route of the quickstart Gateway uses: its status is written too.
 BACKEND = [

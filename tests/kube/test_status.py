@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
-from kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 
 from gateweave.kubestatus import TokenBucket
+from tests.support.data import QUICKSTART
+from tests.support.kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 
 OURS = "gateweave.io/gateway-controller"
 THEIRS = "example.com/other-controller"
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart" / "quickstart.yaml"
 
 
 def their_entry(name: str = "their-gw") -> dict[str, Any]:

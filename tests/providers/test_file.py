@@ -7,12 +7,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fake_translate import SEED
-
 from gateweave.api.kinds import Key
 from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
 from gateweave.store import Change, Store
+from tests.support.fake_translate import SEED
 
 GW = Key("Gateway", "default", "gw")
 GATEWAY = SEED["Gateway"]

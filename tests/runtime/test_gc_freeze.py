@@ -6,10 +6,9 @@ import asyncio
 import contextlib
 import gc
 
-from fake_translate import fake_translate
-
 from gateweave.runtime import Runtime
 from gateweave.store import Store
+from tests.support.fake_translate import fake_translate
 
 
 async def _run_until_ready(runtime: Runtime) -> asyncio.Task[None]:

@@ -7,12 +7,11 @@ import asyncio
 import threading
 import time
 
-from fake_translate import fake_translate
-from test_runtime import Harness, route, running
-
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
 from gateweave.translate.options import TranslateOptions
+from tests.support.fake_translate import fake_translate
+from tests.support.runtime import Clock, Harness, route, running
 
 
 async def _until(predicate: object, timeout: float) -> float:
@@ -26,7 +25,7 @@ async def _until(predicate: object, timeout: float) -> float:
 
 
 async def test_an_event_on_an_idle_processor_is_translated_at_once() -> None:
-    h = Harness(window=0.5, max_delay=2.0)  # the quiet window alone would wait 0.5 s
+    h = Harness(fake_translate, clock=Clock(), window=0.5, max_delay=2.0)  # the quiet window alone would wait 0.5 s
     async with running(h):
         for i in range(3):
             before = h.translations
@@ -47,7 +46,7 @@ async def test_events_during_a_translation_make_one_more_translation() -> None:
             release.wait(5.0)
         return fake_translate(snapshot, options)
 
-    h = Harness(slow, window=0.02, max_delay=1.0)
+    h = Harness(slow, clock=Clock(), window=0.02, max_delay=1.0)
     async with running(h):
         before = h.translations
         h.store.apply(route("first"))
@@ -62,7 +61,7 @@ async def test_events_during_a_translation_make_one_more_translation() -> None:
 
 
 async def test_a_busy_burst_is_translated_within_max_delay_of_its_first_event() -> None:
-    h = Harness(window=0.05, max_delay=0.2)
+    h = Harness(fake_translate, clock=Clock(), window=0.05, max_delay=0.2)
     async with running(h):
         h.store.apply(route("a"))  # idle: translated at once, then the processor is idle again
         await h.runtime.wait_settled()

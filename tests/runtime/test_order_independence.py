@@ -10,151 +10,25 @@ directory the file provider watches.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import copy
-import functools
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conformance_objects import CASES, MANIFESTS
-from convergence import OURS, Harness, case_set, decoded, running, without_generation, without_times
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateweave.api.decode import Decoded, decode
+from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
 from gateweave.providers.file import FileProvider
 from gateweave.status import StatusSink
-from gateweave.store import key_of
-
-pytestmark = pytest.mark.skipif(
-    not (CASES.is_dir() and MANIFESTS.is_dir()), reason=f"{CASES} not present"
-)
-
-CASE_SETS: dict[str, tuple[str, ...]] = {
-    "backendtls": ("BackendTLSPolicy.yaml",),
-    "attached-routes": ("GatewayWithAttachedRoutes.yaml",),
-    "listenersets": ("ListenerSetHTTPRouting.yaml",),
-    "tls-hostnames": ("TLSRouteHostnameIntersection.yaml",),
-    "secret-grants": ("GatewaySecretInvalidReferenceGrant.yaml",),
-    "udp-sections": ("UDPRouteParentRefPortAndSectionName.yaml",),
-    "union": (
-        "HTTPRouteMultipleGateways.yaml",
-        "GRPCRouteListenerHostnameMatching.yaml",
-        "TCPRouteReferenceGrant.yaml",
-        "HTTPRouteReferenceGrant.yaml",
-        "BackendTLSPolicyConflictResolution.yaml",
-    ),
-}
-
-VARIANT_LABEL = "gateweave.test/variant"
-BASE, SPEC, META = 0, 1, 2
-NOT_A_CERT = base64.b64encode(b"not a certificate").decode()
-
-
-# ---------------------------------------------------------------- versions of each object
-
-
-def _labelled(raw: dict[str, Any], value: str) -> dict[str, Any]:
-    out = copy.deepcopy(raw)
-    meta = out["metadata"]
-    meta["labels"] = {**(meta.get("labels") or {}), VARIANT_LABEL: value}
-    return out
-
-
-def metadata_variant(raw: dict[str, Any]) -> dict[str, Any]:
-    out = _labelled(raw, "metadata")
-    out["metadata"]["annotations"] = {**(out["metadata"].get("annotations") or {}), "gateweave.test/note": "x"}
-    return out
-
-
-def _change_listener(spec: dict[str, Any]) -> None:
-    listeners = spec.get("listeners") or []
-    for listener in listeners:
-        if listener.get("protocol") in ("HTTP", "HTTPS", "TLS"):
-            listener["hostname"] = "variant.example.net"
-            return
-    if listeners:
-        used = {lst.get("port") for lst in listeners}
-        listeners[0]["port"] = next(p for p in range(20000, 20100) if p not in used)
-
-
-def _change_http_route(spec: dict[str, Any]) -> None:
-    rules = spec.setdefault("rules", [{}])
-    rule = rules[0]
-    matches = rule.get("matches") or []
-    path = matches[0].get("path") if matches else None
-    if path and isinstance(path.get("value"), str):
-        path["value"] = path["value"].rstrip("/") + "/variant"
-    else:
-        rule["matches"] = [{"path": {"type": "PathPrefix", "value": "/variant"}}, *matches]
-
-
-def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
-    """A label added and, for most kinds, a change that matters to translate."""
-    out = _labelled(raw, "spec")
-    kind, data = out["kind"], out.get("data")
-    spec: dict[str, Any] = out.get("spec") or {}
-    if kind in ("Gateway", "ListenerSet"):
-        _change_listener(spec)
-    elif kind == "HTTPRoute":
-        _change_http_route(spec)
-    elif kind in ("GRPCRoute", "TLSRoute"):
-        spec["hostnames"] = [*(spec.get("hostnames") or []), "variant.example.net"]
-    elif kind in ("TCPRoute", "UDPRoute"):
-        spec["rules"][0]["backendRefs"][0]["port"] += 1
-    elif kind == "Service" and spec.get("ports"):
-        spec["ports"][0]["port"] += 1
-    elif kind == "GatewayClass":
-        spec["controllerName"] = "example.com/not-gateweave"
-    elif kind == "BackendTLSPolicy":
-        spec["validation"]["hostname"] = "variant.example.net"
-    elif kind == "ReferenceGrant":
-        spec["from"][0]["namespace"] = "nowhere"
-    elif kind == "Secret" and isinstance(data, dict) and "tls.crt" in data:
-        data["tls.crt"] = NOT_A_CERT
-    elif kind == "ConfigMap" and isinstance(data, dict) and "ca.crt" in data:
-        data["ca.crt"] = "not a certificate"
-    elif kind == "EndpointSlice" and out.get("endpoints"):
-        out["endpoints"][0]["addresses"] = ["127.20.250.250"]
-    return out
-
-
-@dataclass(frozen=True)
-class Item:
-    key: Key
-    versions: tuple[Decoded, Decoded, Decoded]  # BASE, SPEC, META
-
-
-@dataclass(frozen=True)
-class Universe:
-    items: tuple[Item, ...]
-    important: tuple[int, ...]  # GatewayClass and Gateways: changes to them matter most
-
-
-def _variant(make: Any, base: Decoded) -> Decoded:
-    result, errors = decode(make(base.raw))
-    if result is None:  # the change is not valid for this object: a label alone
-        result, errors = decode(_labelled(base.raw, "spec"))
-    assert result is not None, errors
-    return result
-
-
-@functools.cache
-def universe(name: str) -> Universe:
-    items = tuple(
-        Item(key_of(dec), (dec, _variant(spec_variant, dec), _variant(metadata_variant, dec)))
-        for dec in case_set(CASE_SETS[name])
-    )
-    important = tuple(i for i, it in enumerate(items) if it.key.kind in ("GatewayClass", "Gateway"))
-    return Universe(items, important)
+from tests.support.conformance_objects import decoded, without_generation
+from tests.support.runtime import OURS, Harness, running, without_times
+from tests.support.variants import BASE, CASE_SETS, META, SPEC, Universe, universe
 
 
 def test_variants_change_what_they_should() -> None:

@@ -1,65 +1,24 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
 
 import pytest
-from fake_translate import SEED, fake_translate, real_translate_available
 
 from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
 from gateweave.api.load import load_text
 from gateweave.ir import Result
-from gateweave.metrics import Metrics
-from gateweave.runtime import Runtime, TranslateFn
+from gateweave.runtime import TranslateFn
 from gateweave.snapshot import Snapshot
-from gateweave.status import StatusSink, merge_status
-from gateweave.store import Store, key_of
+from gateweave.store import key_of
+from gateweave.translate import translate
 from gateweave.translate.options import DataplaneState, TranslateOptions
+from tests.support.fake_translate import SEED, fake_translate
+from tests.support.runtime import OURS, T0, Clock, Harness, RecordingSink, route, running
 
-OURS = "gateweave.io/gateway-controller"
-T0, T1 = "2024-01-01T00:00:00Z", "2024-06-01T00:00:00Z"
-
-
-def real_translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
-    from gateweave.translate import translate
-
-    return translate(snapshot, options)
-
-
-TRANSLATES = [
-    pytest.param(fake_translate, id="fake"),
-    pytest.param(
-        real_translate, id="real",
-        marks=pytest.mark.skipif(not real_translate_available(), reason="gateweave.translate.core not there yet"),
-    ),
-]
-
-
-class RecordingSink:
-    """An xDS or infra sink that applies what it is given and counts calls."""
-
-    def __init__(self) -> None:
-        self.state: dict[str, Any] = {}
-        self.calls: list[tuple[list[str], list[str]]] = []
-
-    async def update(self, changed: Mapping[str, Any], removed: Sequence[str]) -> None:
-        await asyncio.sleep(0)
-        self.calls.append((sorted(changed), list(removed)))
-        self.state.update(changed)
-        for name in removed:
-            del self.state[name]
-
-
-class Clock:
-    def __init__(self, now: str = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> str:
-        return self.now
+T1 = "2024-06-01T00:00:00Z"
+TRANSLATES = [pytest.param(fake_translate, id="fake"), pytest.param(translate, id="real")]
 
 
 def decoded(text: str, source: str = "test.yaml") -> Decoded:
@@ -69,104 +28,19 @@ def decoded(text: str, source: str = "test.yaml") -> Decoded:
     return result
 
 
-def route(name: str, gateway: str = "gw", status: dict[str, Any] | None = None, port: int = 8080) -> Decoded:
-    raw: dict[str, Any] = {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"parentRefs": [{"name": gateway}], "rules": [{"backendRefs": [{"name": "svc", "port": port}]}]},
-    }
-    if status is not None:
-        raw["status"] = status
-    result, errors = decode(raw, "")
-    assert result is not None, errors
-    return result
-
-
-def without_times(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: without_times(v) for k, v in value.items() if k != "lastTransitionTime"}
-    if isinstance(value, list):
-        return [without_times(v) for v in value]
-    return value
-
-
-class Harness:
-    def __init__(self, translate_fn: TranslateFn = fake_translate, *, dataplane: bool = False,
-                 window: float = 0.01, max_delay: float = 0.5) -> None:
-        self.store = Store()
-        self.clock = Clock()
-        self.metrics = Metrics()
-        self.xds = RecordingSink()
-        self.infra = RecordingSink()
-        self.translate_fn = translate_fn
-        self.runtime = Runtime(
-            self.store,
-            translate_fn=translate_fn,
-            options=TranslateOptions(controller_name=OURS),
-            status_sink=StatusSink(OURS, clock=self.clock),
-            xds_sink=self.xds,
-            infra_sink=self.infra,
-            dataplane=dataplane,
-            window=window,
-            max_delay=max_delay,
-            metrics=self.metrics,
-        )
-
-    def count(self, name: str, **labels: str) -> float:
-        return self.metrics.value(name, labels)
-
-    @property
-    def translations(self) -> float:
-        return self.count("gateweave_translations_total")
-
-    def publishes(self) -> tuple[float, float, float]:
-        return tuple(self.count("gateweave_publishes_total", sink=s) for s in ("status", "xds", "infra"))  # type: ignore[return-value]
-
-    def assert_converged(self) -> None:
-        """What is published equals translate(current snapshot), merged onto what was given."""
-        batch = self.translate_fn(self.store.snapshot(), self.runtime.translation_options())
-        statuses = self.runtime.status_sink.statuses
-        for k, computed in batch.statuses.items():
-            key = Key(*k)
-            stored = self.store.get(key)
-            given = stored.raw.get("status") if stored is not None else None
-            want = merge_status(key.kind, given, computed, OURS, self.clock.now, namespace=key.namespace)
-            # lastTransitionTime depends on history by design; everything else must match.
-            assert without_times(statuses.get(key, given or {})) == without_times(want), key
-        assert set(statuses) <= set(self.store.keys())
-        assert self.xds.state == batch.xds
-        assert self.infra.state == batch.infra
-        assert self.runtime.published_xds == batch.xds
-        assert self.runtime.published_infra == batch.infra
-
-
-@contextlib.asynccontextmanager
-async def running(h: Harness) -> AsyncIterator[Harness]:
-    task = asyncio.create_task(h.runtime.run())
-    try:
-        await h.runtime.wait_settled()
-        yield h
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        h.runtime.close()
-
-
 async def test_first_translation_publishes_and_marks_ready() -> None:
-    h = Harness()
+    h = Harness(fake_translate, clock=Clock())
     assert not h.runtime.ready
     async with running(h):
         assert h.runtime.ready
         assert h.translations == 1
         assert h.count("gateweave_ready") == 1
-        assert h.publishes() == (0, 0, 0)  # nothing to publish for an empty store
+        assert h.publishes() == {"status": 0, "xds": 0, "infra": 0}  # nothing to publish for an empty store
 
 
 @pytest.mark.parametrize("translate_fn", TRANSLATES)
 async def test_burst_of_1000_events_costs_at_most_two_translations(translate_fn: TranslateFn) -> None:
-    h = Harness(translate_fn, window=0.05)
+    h = Harness(translate_fn, clock=Clock(), window=0.05)
     for kind in ("GatewayClass", "Gateway"):
         h.store.apply(decoded(SEED[kind]))
     routes = [route(f"r{i:04d}") for i in range(1000)]
@@ -189,7 +63,7 @@ async def test_burst_of_1000_events_costs_at_most_two_translations(translate_fn:
 @pytest.mark.parametrize("order", list(itertools.permutations(SEED)), ids="-".join)
 async def test_creates_in_any_order_converge_to_the_batch_result(translate_fn: TranslateFn,
                                                                  order: tuple[str, ...]) -> None:
-    h = Harness(translate_fn)
+    h = Harness(translate_fn, clock=Clock())
     async with running(h):
         for kind in order:
             h.store.apply(decoded(SEED[kind]))
@@ -202,7 +76,7 @@ async def test_creates_in_any_order_converge_to_the_batch_result(translate_fn: T
 @pytest.mark.parametrize("translate_fn", TRANSLATES)
 @pytest.mark.parametrize("order", list(itertools.permutations(SEED)), ids="-".join)
 async def test_deletes_in_any_order_converge(translate_fn: TranslateFn, order: tuple[str, ...]) -> None:
-    h = Harness(translate_fn)
+    h = Harness(translate_fn, clock=Clock())
     objects = {kind: decoded(text) for kind, text in SEED.items()}
     for obj in objects.values():
         h.store.apply(obj)
@@ -218,12 +92,12 @@ async def test_deletes_in_any_order_converge(translate_fn: TranslateFn, order: t
 
 
 async def test_noop_events_publish_nothing() -> None:
-    h = Harness()
+    h = Harness(fake_translate, clock=Clock())
     for obj in SEED.values():
         h.store.apply(decoded(obj))
     async with running(h):
         translations, publishes, writes = h.translations, h.publishes(), h.runtime.status_sink.writes
-        assert publishes == (1, 1, 1)
+        assert publishes == {"status": 1, "xds": 1, "infra": 1}
 
         # An identical re-apply is not even an event.
         for obj in SEED.values():
@@ -244,7 +118,7 @@ async def test_noop_events_publish_nothing() -> None:
 
 
 async def test_only_changed_gateways_are_published() -> None:
-    h = Harness()
+    h = Harness(fake_translate, clock=Clock())
     h.store.apply(decoded(SEED["GatewayClass"]))
     h.store.apply(decoded(SEED["Gateway"]))
     h.store.apply(decoded(SEED["Gateway"].replace("name: gw", "name: gw2")))
@@ -262,7 +136,8 @@ async def test_only_changed_gateways_are_published() -> None:
 
 
 async def test_status_writes_keep_transition_times_and_other_controllers() -> None:
-    h = Harness()
+    clock = Clock()
+    h = Harness(fake_translate, clock=clock)
     given = {
         "parentRef": {"name": "theirs"},
         "controllerName": "example.com/other",
@@ -287,7 +162,7 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
         writes = h.runtime.status_sink.writes
 
         # A spec change: the route's generation and observedGeneration move, statuses do not.
-        h.clock.now = T1
+        clock.now = T1
         h.store.apply(route("route", status={"parents": [given]}, port=9090))
         await h.runtime.wait_settled()
         second = h.runtime.status_sink.get(rkey)
@@ -309,7 +184,7 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
 
 
 async def test_dataplane_state_feeds_back_only_on_change() -> None:
-    h = Harness(dataplane=True)
+    h = Harness(fake_translate, clock=Clock(), dataplane=True)
     for obj in SEED.values():
         h.store.apply(decoded(obj))
     gkey = Key("Gateway", "default", "gw")
@@ -333,12 +208,12 @@ async def test_dataplane_state_feeds_back_only_on_change() -> None:
         assert h.translations == translations + 1
         h.assert_converged()
 
-    offline = Harness(dataplane=False)
+    offline = Harness(fake_translate, clock=Clock(), dataplane=False)
     assert offline.runtime.translation_options().dataplane is None
 
 
 async def test_set_dataplane_state_from_another_thread() -> None:
-    h = Harness(dataplane=True)
+    h = Harness(fake_translate, clock=Clock(), dataplane=True)
     async with running(h):
         translations = h.translations
         await asyncio.to_thread(h.runtime.set_dataplane_state, "default/gw", DataplaneState(error="down"))
@@ -352,7 +227,7 @@ async def test_set_dataplane_state_from_another_thread() -> None:
 
 
 async def test_events_that_keep_coming_are_translated_within_max_delay() -> None:
-    h = Harness(window=0.05, max_delay=0.15)
+    h = Harness(fake_translate, clock=Clock(), window=0.05, max_delay=0.15)
     async with running(h):
         before = h.translations
         for i in range(40):  # ~0.4 s of events, never 50 ms apart
@@ -372,7 +247,7 @@ async def test_a_failing_translation_keeps_what_is_published() -> None:
             raise RuntimeError("bug")
         return fake_translate(snapshot, options)
 
-    h = Harness(flaky)
+    h = Harness(flaky, clock=Clock())
     for kind in ("GatewayClass", "Gateway"):
         h.store.apply(decoded(SEED[kind]))
     async with running(h):
@@ -388,7 +263,7 @@ async def test_a_failing_translation_keeps_what_is_published() -> None:
 
 
 async def test_sink_attached_later_receives_everything() -> None:
-    h = Harness()
+    h = Harness(fake_translate, clock=Clock())
     h.runtime.xds_sink = h.runtime.infra_sink = None
     for obj in SEED.values():
         h.store.apply(decoded(obj))

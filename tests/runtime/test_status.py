@@ -5,6 +5,7 @@ from typing import Any
 from gateweave.api.kinds import Key
 from gateweave.metrics import Metrics
 from gateweave.status import StatusSink, merge_status
+from tests.support.runtime import Clock
 
 OURS = "gateweave.io/gateway-controller"
 THEIRS = "example.com/other"
@@ -94,13 +95,6 @@ def test_backend_tls_policy_ancestors_shared() -> None:
     assert merged["ancestors"][0] == theirs
     assert merged["ancestors"][1]["conditions"] == [cond("Accepted", "True", T0)]
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> str:
-        return self.now
 
 
 def test_sink_writes_only_differences_and_keeps_transition_times() -> None:

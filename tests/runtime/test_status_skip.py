@@ -10,6 +10,7 @@ import pytest
 from gateweave import status as status_module
 from gateweave.api.kinds import Key
 from gateweave.status import StatusSink
+from tests.support.runtime import Clock
 
 OURS = "gateweave.io/gateway-controller"
 THEIRS = "example.com/other"
@@ -28,13 +29,6 @@ def cond(type_: str, status: str, when: str | None = None) -> dict[str, Any]:
 def parent(controller: str, *conds: dict[str, Any]) -> dict[str, Any]:
     return {"parentRef": {"name": "gw"}, "controllerName": controller, "conditions": list(conds)}
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> str:
-        return self.now
 
 
 @pytest.fixture

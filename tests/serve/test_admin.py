@@ -7,7 +7,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from fake_translate import SEED, fake_translate
 
 from gateweave.admin import AdminServer, parse_address
 from gateweave.api.decode import decode
@@ -19,6 +18,7 @@ from gateweave.serve import serve
 from gateweave.status import StatusSink
 from gateweave.store import Store
 from gateweave.translate.options import TranslateOptions
+from tests.support.fake_translate import SEED, fake_translate
 
 OURS = "gateweave.io/gateway-controller"
 T0 = "2024-01-01T00:00:00Z"

@@ -22,18 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
-from conformance_objects import CASES, MANIFESTS, case_raws
-from convergence import without_times
 
 from gateweave.api.decode import decode
 from gateweave.api.kinds import Key
 from gateweave.store import key_of
-
-pytestmark = pytest.mark.skipif(
-    not (CASES.is_dir() and MANIFESTS.is_dir()), reason=f"{CASES} not present"
-)
+from tests.support.conformance_objects import case_raws
+from tests.support.runtime import without_times
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 FINAL_CASES = (

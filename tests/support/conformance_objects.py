@@ -1,26 +1,18 @@
-"""The conformance suite's object sets as typed objects, for property tests (needs ../shared)."""
+"""The conformance suite's object sets (third_party/gateway-api/conformance) as plain dicts,
+decoded objects and typed objects, for property tests."""
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pytest
-
-from gateweave.api.decode import decode
+from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
+from gateweave.store import key_of
 from gateweave_conformance import manifests as mf
 from gateweave_conformance.cases import load_case
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
-CASES = SHARED / "cases"
-MANIFESTS = SHARED / "manifests"
-
-
-def require_shared() -> None:
-    if not CASES.is_dir():
-        pytest.skip(f"{CASES} not present")
+from tests.support.data import CASES, MANIFESTS, case_files
 
 
 @functools.cache
@@ -49,4 +41,32 @@ def case_objects(case_file: str) -> tuple[Any, ...]:
 
 
 def all_case_files() -> list[str]:
-    return sorted(p.name for p in CASES.glob("*.yaml")) if CASES.is_dir() else []
+    """The name of every upstream case file (an error if there are none)."""
+    return [p.name for p in case_files(CASES)]
+
+
+def decoded(raw: Mapping[str, Any]) -> Decoded:
+    result, errors = decode(dict(raw))
+    assert result is not None and not errors, errors
+    return result
+
+
+def without_generation(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``raw`` without ``metadata.generation`` (the store counts it; the input does not decide it)."""
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        return dict(raw)
+    return {**raw, "metadata": {k: v for k, v in meta.items() if k != "generation"}}
+
+
+def case_set(names: Iterable[str]) -> list[Decoded]:
+    """The objects of several conformance cases, united by key (the first definition wins),
+    in a stable order."""
+    out: dict[Key, Decoded] = {}
+    for name in names:
+        for raw in case_raws(name):
+            dec, errors = decode(raw)
+            assert not errors, errors
+            if dec is not None:
+                out.setdefault(key_of(dec), dec)
+    return [out[k] for k in sorted(out)]

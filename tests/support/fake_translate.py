@@ -4,7 +4,6 @@ and infra IR for every Gateway of one of our classes, all derived from the snaps
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from gateweave.api.models import GATEWAY_GROUP
@@ -125,13 +124,6 @@ def fake_translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
                         for listener in gw.spec.listeners),
         )
     return Result(statuses=statuses, infra=infra, xds=xds)
-
-
-def real_translate_available() -> bool:
-    try:
-        return importlib.util.find_spec("gateweave.translate.core") is not None
-    except ImportError:
-        return False
 
 
 SEED = {

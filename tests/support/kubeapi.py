@@ -37,7 +37,7 @@ or "unknown"). Ownership is kept server-side, not exposed as ``managedFields``.
 Not implemented: finalizers/deletionTimestamp (delete is immediate), garbage collection
 through ownerReferences, field selectors, strategic merge patch, admission/validation
 beyond what is listed, authorization (a request with the bearer token is allowed anything;
-RBAC is checked by comparing the request log with the rules, tests/test_kube_rbac.py).
+RBAC is checked by comparing the request log with the rules, tests/kube/test_rbac.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from conformance_objects import all_case_files, case_objects, require_shared
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
 from gateweave.xds.build import build
 from gateweave.xds.resources import serialize
+from tests.support.conformance_objects import all_case_files, case_objects
 
 # Cases whose object sets exercise many code paths at once.
 RICH = [
@@ -43,7 +43,6 @@ def fingerprint(objects: list[Any]) -> bytes:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_permutation_gives_identical_output(case_file: str, data: st.DataObject) -> None:
-    require_shared()
     objects = list(case_objects(case_file))
     expected = fingerprint(objects)
     shuffled = data.draw(st.permutations(objects))
@@ -52,7 +51,6 @@ def test_any_permutation_gives_identical_output(case_file: str, data: st.DataObj
 
 def test_union_of_all_cases_is_order_independent() -> None:
     """Every case's objects at once (one big system), reversed and rotated."""
-    require_shared()
     merged: dict[tuple[str, str, str], Any] = {}
     for case_file in all_case_files():
         for obj in case_objects(case_file):

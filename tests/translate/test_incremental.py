@@ -16,18 +16,8 @@ import random
 from typing import Any
 
 import pytest
-from conformance_objects import CASES, all_case_files
-from convergence import case_set
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_order_independence import (
-    CASE_SETS,
-    Item,
-    Universe,
-    metadata_variant,
-    spec_variant,
-    universe,
-)
 
 from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
@@ -35,10 +25,20 @@ from gateweave.store import Store, key_of
 from gateweave.translate import DataplaneState, TranslateOptions, translate
 from gateweave.translate.incremental import IncrementalMismatch, IncrementalTranslator, _compare
 from gateweave_bench.objects import changed_endpoint_slice, changed_route, generate
+from tests.support.conformance_objects import all_case_files, case_set
+from tests.support.variants import (
+    BASE,
+    CASE_SETS,
+    META,
+    SPEC,
+    Item,
+    Universe,
+    metadata_variant,
+    spec_variant,
+    universe,
+)
 
-needs_shared = pytest.mark.skipif(not CASES.is_dir(), reason=f"{CASES} not present")
-
-BASE, SPEC, META, DELETE = 0, 1, 2, 3
+DELETE = 3  # after the versions BASE, SPEC and META: the item is deleted
 Op = tuple[int, int]  # (item, BASE | SPEC | META | DELETE); item -1: a data-plane report
 
 
@@ -127,7 +127,6 @@ def _run(u: Universe, plan: list[Op], batch: int = 1, address_mode: str = "stand
     return d.translator
 
 
-@needs_shared
 @pytest.mark.parametrize("name", sorted(CASE_SETS))
 def test_conformance_sets_incremental_equals_full(name: str) -> None:
     u = universe(name)
@@ -164,7 +163,6 @@ def test_kubernetes_address_mode_incremental_equals_full() -> None:
     check()
 
 
-@needs_shared
 @pytest.mark.parametrize("case_file", all_case_files())
 def test_every_conformance_case_incremental_equals_full(case_file: str) -> None:
     """Each case's objects: every object changed, deleted and restored in a seeded order."""

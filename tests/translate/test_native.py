@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conformance_objects import all_case_files, case_raws
 
 from gateweave import native
 from gateweave_bench.objects import generate
+from tests.support import native_digest
+from tests.support.conformance_objects import all_case_files, case_raws
 
 
 def _fake_tree(tmp_path: Path) -> tuple[Path, Path]:
@@ -102,7 +103,7 @@ def _digests(inputs: Path, *, compiled: bool) -> dict[str, str]:
         env.pop("GATEWEAVE_NATIVE", None)
     else:
         env["GATEWEAVE_NATIVE"] = "0"
-    script = Path(__file__).with_name("native_digest.py")
+    script = native_digest.__file__
     done = subprocess.run([sys.executable, str(script), str(inputs)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, str] = json.loads(done.stdout)
@@ -115,7 +116,7 @@ def test_compiled_and_source_translations_agree(tmp_path: Path) -> None:
     if native.state() != "active":
         pytest.skip(f"no compiled translation here (native build {native.state()})")
     sets = {"bench": generate(300, 11).manifests}
-    for case_file in all_case_files():  # none without ../shared
+    for case_file in all_case_files():
         sets[case_file] = list(case_raws(case_file))  # TLS material generated once, here
     inputs = tmp_path / "inputs.json"
     inputs.write_text(json.dumps(sets))

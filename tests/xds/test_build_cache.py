@@ -4,7 +4,6 @@ one-route change builds one route."""
 from __future__ import annotations
 
 import msgspec
-from conformance_objects import all_case_files, case_objects, require_shared
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 
@@ -18,6 +17,7 @@ from gateweave.xds.build import build
 from gateweave.xds.resources import serialize
 from gateweave_bench import harness as h
 from gateweave_bench.latency import route_doc
+from tests.support.conformance_objects import all_case_files, case_objects
 
 
 def _bytes(gw: ir.XdsGateway) -> list[bytes]:
@@ -63,7 +63,6 @@ def test_warm_builds_equal_cold_and_direct_builds_for_every_conformance_case() -
     """Every case's Gateways built with a cache warmed by every other case (other ports,
     HTTPS chains, the same route names) give the bytes of a build from an empty cache,
     and each RouteConfiguration the bytes of one built message by message."""
-    require_shared()
     gateways: list[ir.XdsGateway] = []
     for case_file in all_case_files():
         gateways.extend(translate(Snapshot.from_objects(list(case_objects(case_file)))).xds.values())

@@ -9,7 +9,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from conformance_objects import all_case_files, case_objects, require_shared
 
 from gateweave import ir
 from gateweave.dataplane import XdsPublisher
@@ -26,6 +25,7 @@ from gateweave.xds.server import AdsServer
 from gateweave.xds.snapshot_cache import CLUSTER, ENDPOINT, ROUTE, NodeSnapshot, make_snapshot
 from gateweave_bench.objects import generate
 from gateweave_bench.run import decode_all
+from tests.support.conformance_objects import all_case_files, case_objects
 
 replace = msgspec.structs.replace
 
@@ -233,7 +233,6 @@ def _walk(start: ir.XdsGateway, rng: random.Random, steps: int) -> Iterator[ir.X
 def test_every_conformance_gateway_equals_a_cold_build() -> None:
     """A first build, a rebuild of the same IR, and one builder taking every Gateway of
     every case in turn under one name (so each build follows a different IR)."""
-    require_shared()
     gateways = _conformance_gateways()
     protocols = {port.protocol for gw in gateways for port in gw.ports}
     assert protocols == {"HTTP", "TLS", "TCP", "UDP"} and len(gateways) > 100
@@ -251,7 +250,6 @@ def test_every_conformance_gateway_equals_a_cold_build() -> None:
 def test_sequences_of_partly_reused_ir_equal_cold_builds(seed: int) -> None:
     """Edits that keep every untouched instance (one virtual host, inserted, removed or
     swapped ones, equal copies, clusters, addresses, ports) and returns to earlier IRs."""
-    require_shared()
     rng = random.Random(seed)
     conformance = [gw for gw in _conformance_gateways() if _configs(gw) or gw.clusters]
     starts = [*_bench_gateways(120), *rng.sample(conformance, 6)]

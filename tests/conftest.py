@@ -1,0 +1,17 @@
+"""The suite's pytest configuration. Tests import what they share from :mod:`tests.support`;
+here is only what pytest itself asks for."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import data
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The test data is part of the repository: a checkout without it is broken, and the run
+    stops at once with an error rather than skip or pass what needs it."""
+    gone = data.missing()
+    if gone:
+        where = ", ".join(str(d.relative_to(data.ROOT)) for d in gone)
+        raise pytest.UsageError(f"the repository's test data is missing: no YAML files in {where}")
