@@ -170,3 +170,38 @@ def test_console_script_runs() -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["items"]
 
+
+# gateweave installed without its development harnesses (as `pip install .` installs it): the
+# harness packages cannot be imported, as for a package that is not there.
+WITHOUT_HARNESS = """
+import sys
+
+class WithoutHarness:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("gateweave_conformance", "gateweave_bench"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, WithoutHarness())
+from gateweave.cli import main
+main()
+"""
+
+
+def test_harness_commands_without_the_harness_say_how_to_get_it() -> None:
+    for args in (["conformance", "--cases", "c", "--manifests", "m"], ["bench", "--json"]):
+        proc = subprocess.run([sys.executable, "-c", WITHOUT_HARNESS, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stdout == ""
+        (line,) = proc.stderr.splitlines()  # one line, no traceback
+        assert f"`gateweave {args[0]}` is part of gateweave's development harness" in line
+        assert "pip install -e harness" in line
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_HARNESS, "translate", "-f", str(QUICKSTART)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr  # the product's own commands are all there
+
+
+def test_harness_commands_where_the_harness_is_installed() -> None:
+    code, out, _ = invoke("conformance", "--help")
+    assert code == 0 and "--manifests" in out
+    code, out, err = invoke("bench", "--routes", "ten")
+    assert code == 2 and "expected positive integers" in err
