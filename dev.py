@@ -4,7 +4,7 @@
 Only the standard library is used here, so this works on a fresh machine with Python 3.11+:
 
     python3 dev.py quickstart   # run gateweave on examples/quickstart
-    python3 dev.py test         # lint, type-check and run the tests
+    python3 dev.py test         # lint, type-check, look for dead code and run the tests
     python3 dev.py <gateweave args...>
 """
 
@@ -66,6 +66,7 @@ def main(argv: list[str]) -> int:
         for cmd in (
             [str(bindir / "ruff"), "check", "gateweave", "harness", "tests"],
             [str(bindir / "mypy")],
+            [str(bindir / "vulture")],  # dead code (pyproject.toml [tool.vulture])
         ):
             rc = run(cmd)
             if rc:

@@ -69,7 +69,6 @@ KINDS: dict[str, KindInfo] = {
 }
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
-GATEWAY_API_KINDS = tuple(k for k, info in KINDS.items() if info.gateway_api)
 
 
 def lookup(api_version: str, kind: str) -> KindInfo | None:

@@ -127,15 +127,6 @@ def is_manifest_name(name: str) -> bool:
     return name.endswith(MANIFEST_SUFFIXES)
 
 
-def is_manifest_path(path: str, root: str) -> bool:
-    """True when ``path`` (under directory ``root``) would be read by a scan of ``root``."""
-    rel = os.path.relpath(path, root)
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-        return False
-    *dirs, name = rel.split(os.sep)
-    return not any(d.startswith(".") for d in dirs) and is_manifest_name(name)
-
-
 def iter_manifest_files(directory: str) -> Iterator[str]:
     """Manifest files under ``directory``, recursively, in sorted order."""
     for dirpath, dirnames, filenames in os.walk(directory):

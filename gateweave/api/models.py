@@ -102,15 +102,6 @@ class ParametersReference(_Base, kw_only=True, frozen=True):
     namespace: str | None = None
 
 
-class Condition(_Base, kw_only=True, frozen=True):
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-    observed_generation: int | None = None
-    last_transition_time: str | None = None
-
-
 # ---------------------------------------------------------------- GatewayClass
 
 

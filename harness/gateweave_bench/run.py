@@ -85,7 +85,6 @@ KEYS = (
     "event_to_envoy_p50_ms",
     "event_to_envoy_p99_ms",
 )
-DEFAULT_ROUTES = (100, 1000, 10000)
 BURST_EVENTS = 1000
 LATENCY_ROUTES = 1000
 TARGETS = {

@@ -7,7 +7,6 @@ their body as a plain mapping (the live runner interprets them).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,8 +242,3 @@ def load_case(path: Path) -> Case:
 
 def case_files(cases_dir: Path) -> list[Path]:
     return sorted(p for p in cases_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def load_cases(cases_dir: Path) -> Iterator[Case]:
-    for path in case_files(cases_dir):
-        yield load_case(path)

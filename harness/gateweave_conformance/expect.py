@@ -21,7 +21,6 @@ from gateweave_conformance.cases import CondSpec, ExpectStep, ListenerSpec, Pare
 GATEWAY_CLASS_TOKEN = "GATEWAY_CLASS"
 ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"})
 POLICY_KINDS = frozenset({"BackendTLSPolicy"})
-GATEWAY_KINDS = frozenset({"Gateway", "ListenerSet"})
 CLUSTER_KINDS = frozenset({"GatewayClass"})
 
 

@@ -28,8 +28,6 @@ DEFAULT_GATEWAY_CLASS = "gateweave-conformance"
 BASE_MANIFESTS = "base/manifests.yaml"
 USABLE = "PLACEHOLDER_USABLE_ADDRS"
 UNUSABLE = "PLACEHOLDER_UNUSABLE_ADDRS"
-USABLE_TYPE = "PLACEHOLDER_USABLE_TYPE"
-UNUSABLE_TYPE = "PLACEHOLDER_UNUSABLE_TYPE"
 # A case may copy a value of another object (FORMAT has no syntax for it; the transcription
 # writes this token where upstream copies at run time).
 _COPY_TOKEN = re.compile(

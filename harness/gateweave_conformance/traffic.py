@@ -15,7 +15,6 @@ import json
 import random
 import re
 import ssl
-import struct
 import time
 import uuid
 from collections import Counter
@@ -256,10 +255,6 @@ async def send_http(req: HttpRequest) -> HttpAnswer:
 
 def _is_timeout(status: int) -> bool:
     return status in (408, 504)
-
-
-def _canon(name: str) -> str:
-    return "-".join(p[:1].upper() + p[1:].lower() for p in name.split("-"))
 
 
 def _echo_headers(echo: dict[str, Any]) -> dict[str, list[str]]:
@@ -798,10 +793,6 @@ async def udp_step(env: Env, spec: dict[str, Any]) -> str | None:
             raise NotYet(f"expected namespace {spec['namespace']!r}, got {data.get('namespace')!r}")
 
     return await eventually(once, _timeout_of(spec))
-
-
-def dns_reply_matches(query_id: int, reply: bytes) -> bool:
-    return len(reply) >= 12 and struct.unpack("!H", reply[:2])[0] == query_id
 
 
 # ---------------------------------------------------------------- distributions

@@ -283,11 +283,6 @@ class KubeAPI:
             w.queue.put_nowait(None)
         return len(gone)
 
-    def compact(self) -> None:
-        """Forget all history: any watch resuming from an older resourceVersion gets 410."""
-        self._events.clear()
-        self._compacted = self.rv
-
     @property
     def watch_count(self) -> int:
         return len(self._watchers)
