@@ -4,7 +4,7 @@ fraction of the work when little changed.
 :class:`IncrementalTranslator` is called like ``translate(snapshot, options)`` with a new
 snapshot each time. It keeps what the previous call computed and redoes only what the
 difference between the two snapshots can affect. Its output equals a full translation of the
-same snapshot (``tests/test_incremental.py`` checks that with hypothesis on the conformance
+same snapshot (``tests/translate/test_incremental.py`` checks that with hypothesis on the conformance
 object sets and generated ones; ``check=True`` compares every call against a full
 translation and raises on the first difference).
 
