@@ -1,9 +1,9 @@
-"""Replay the status steps of every upstream conformance case offline (one test per case file).
-
-The case files and manifests are vendored in third_party/gateway-api/conformance. A
-failing case prints the first unmet expectation. A case marked unsupported, or one that
-applies only to implementations without a feature gateweave has, is skipped, as the live
-runner skips it.
+"""Replay offline the status steps of every conformance case (one test per case file): the
+upstream cases (third_party/gateway-api/conformance/cases) and those transcribed in this
+repository for the upstream tests that set lacks (tests/conformance_extra/cases), both against
+the upstream manifests. A failing case prints the first unmet expectation. A case marked
+unsupported, or one that applies only to implementations without a feature gateweave has, is
+skipped, as the live runner skips it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,20 @@ from pathlib import Path
 import pytest
 
 from gateweave_conformance import offline
-from tests.support.data import CASES, MANIFESTS, case_files
+from gateweave_conformance.cases import load_case
+from tests.support.data import CASES, EXTRA_CASES, MANIFESTS, case_files
 
-_FILES = case_files(CASES)
+_EXTRA = case_files(EXTRA_CASES)
+_FILES = case_files(CASES) + _EXTRA
+
+
+def test_transcribed_case_files_load() -> None:
+    """Every case file transcribed here parses and is named after its ShortName."""
+    assert len(_EXTRA) >= 27
+    for path in _EXTRA:
+        case = load_case(path)
+        assert case.name == path.stem
+        assert case.steps, path.name
 
 
 @pytest.mark.parametrize("path", _FILES, ids=[p.stem for p in _FILES])
