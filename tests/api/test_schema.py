@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -206,17 +205,6 @@ def test_unsubstituted_address_placeholders_are_rejected_like_the_api_server() -
     assert any(e.startswith("spec.addresses[1]: ") and "oneOf" in e for e in errors)
     assert any(e.startswith("spec.addresses[2].value: ") and "ipv4" in e for e in errors)
     assert not any(e.startswith("spec.addresses[0]") for e in errors)  # a domain-prefixed type
-
-
-def test_validating_the_conformance_manifests_is_fast() -> None:
-    objs = conformance_objects()
-    for _, doc in objs[:5]:
-        check(doc)
-    start = time.perf_counter()
-    for _, doc in objs:
-        check(doc)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"{len(objs)} objects took {elapsed:.3f}s"
 
 
 def test_cel_agrees_with_celpy_on_the_conformance_manifests(monkeypatch: pytest.MonkeyPatch) -> None:
