@@ -26,6 +26,9 @@ _.log_errors, _.local_settings, _.max_header_list_size
 _.description, _.default_scope, _.external_auth, _.absolute_timeout, _.cookie
 _.session_persistence, _.use_default_gateways, _.external_name, _.load_balancer_ip
 _.terminating, _.target_ref, _.binary_data
+# An Envoy Gateway Backend's TLS settings gateweave does not implement: read (by field) only
+# to refuse a Backend that sets one, by its name.
+_.ciphers, _.ecdh_curves, _.signature_algorithms, _.min_version, _.max_version, _.fingerprints
 
 # Snapshot fields set and read through the kind -> field table (setattr/getattr).
 _.grpc_routes, _.tls_routes, _.tcp_routes, _.udp_routes

@@ -42,7 +42,7 @@ def conformance_objects(subst: bool = True) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def check(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def check(raw: dict[str, Any]) -> tuple[dict[str, Any], list[schema.FieldError]]:
     info = kind_info(raw)
     assert info is not None
     return schema.validate(raw, info)

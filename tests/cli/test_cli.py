@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 
 import yaml
-from typer.testing import CliRunner
 
 from gateweave.cli import app
+from tests.support.cli import invoke, runner
 from tests.support.data import ROOT
 
 QUICKSTART = ROOT / "examples" / "quickstart"
-runner = CliRunner()
 
 GATEWAY = """
 apiVersion: gateway.networking.k8s.io/v1
@@ -30,11 +29,6 @@ spec:
   listeners:
   - {name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}
 """
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_translate_quickstart_yaml_has_status() -> None:

@@ -61,6 +61,7 @@ async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
         # one status write of each kind of status meets a conflict (then the object is read again)
         if req.subresource == "status" and req.resource in conflict and not conflict[req.resource]:
             conflict[req.resource] = True
+            status: dict[str, Any]
             kind, name, status = (("HTTPRoute", "demo", {"parents": []}) if req.resource == "httproutes"
                                   else ("Backend", "demo", {"conditions": []}))
             obj = api.get(kind, "default", name)

@@ -9,14 +9,13 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from kubeapi import KubeAPI, write_kubeconfig
-
 from gateweave.api.decode import Decoding, decode
 from gateweave.api.kinds import Key
 from gateweave.kube.client import KubeClient
 from gateweave.providers import ErrorBook
 from gateweave.providers.kubernetes import KubernetesProvider
 from gateweave.store import Store
+from tests.support.kubeapi import KubeAPI, write_kubeconfig
 
 LEGACY = Key("TLSRoute", "default", "legacy")
 

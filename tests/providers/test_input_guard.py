@@ -32,6 +32,7 @@ from gateweave.offline import read_objects
 from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
 from gateweave.store import Store
+from tests.support.data import ROOT
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -482,8 +483,7 @@ def test_translate_exits_2_for_an_unreadable_file_at_its_line(tmp_path: Path) ->
 
 
 def test_translate_show_xds_as_yaml() -> None:
-    root = Path(__file__).resolve().parent.parent
-    result = invoke("translate", "-f", str(root / "examples" / "quickstart"), "--show", "xds", "-o", "yaml")
+    result = invoke("translate", "-f", str(ROOT / "examples" / "quickstart"), "--show", "xds", "-o", "yaml")
     assert result.exit_code == 0, result.stderr
     dumped = yaml.safe_load(result.stdout)
     (resources,) = dumped.values()

@@ -27,9 +27,10 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from netns import Netns
 
 from gateweave_bench import harness as h
+from tests.support.data import EG_QUICKSTART
+from tests.support.netns import Netns
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -38,7 +39,6 @@ pytestmark = [
 
 T = TypeVar("T")
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
-DATA = Path(__file__).resolve().parent / "data"
 ADMIN = ("127.0.0.1", 19000)  # serve's admin API, inside the namespace
 GW_ADDRESS = "127.10.0.1"
 EG = "gateway.envoyproxy.io"
@@ -327,7 +327,7 @@ def test_envoy_gateways_standalone_quickstart_is_served_unchanged(ns: Netns, tmp
     backend_server = ns.call(h.NameServer, "quickstart-backend", "0.0.0.0", 3000)
     config = tmp_path / "config"
     config.mkdir()
-    source = DATA / "envoy-gateway" / "standalone-quickstart.yaml"
+    source = EG_QUICKSTART
     shutil.copyfile(source, config / "quickstart.yaml")
     assert (config / "quickstart.yaml").read_bytes() == source.read_bytes()
     serve = Serve(ns, config, tmp_path / "serve.log", "--controller-name", EG_CONTROLLER)

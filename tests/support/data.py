@@ -15,7 +15,12 @@ CASES = GATEWAY_API / "conformance" / "cases"  # the upstream conformance tests,
 MANIFESTS = GATEWAY_API / "conformance" / "manifests"  # the upstream conformance manifests
 EXTRA_CASES = ROOT / "tests" / "conformance_extra" / "cases"  # transcribed here (upstream tests CASES lacks)
 QUICKSTART = ROOT / "examples" / "quickstart" / "quickstart.yaml"
-DATA_DIRS = (CRDS, GATEWAY_API / "crds" / "standard", EG_CRDS, CASES, MANIFESTS, EXTRA_CASES)
+BACKENDS_SYSTEM = ROOT / "tests" / "data" / "backends" / "system.yaml"  # backends by name, of every kind
+EG_QUICKSTART = ROOT / "third_party" / "envoy-gateway" / "examples" / "standalone-quickstart.yaml"
+DATA_DIRS = (
+    CRDS, GATEWAY_API / "crds" / "standard", EG_CRDS, EG_QUICKSTART.parent, CASES, MANIFESTS, EXTRA_CASES,
+    BACKENDS_SYSTEM.parent,
+)
 
 
 def missing() -> list[Path]:

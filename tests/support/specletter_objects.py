@@ -203,16 +203,17 @@ def run(raws: list[dict[str, Any]]) -> Result:
 
 def listener_conditions(result: Result, kind: str, name: str, listener_name: str) -> dict[str, tuple[str, str]]:
     """A listener's conditions as {type: (status, reason)}."""
-    status = result.statuses[(kind, NS, name)]
+    status: dict[str, Any] = result.statuses[(kind, NS, name)]
     (entry,) = [e for e in status["listeners"] if e["name"] == listener_name]
     return {cond["type"]: (cond["status"], cond["reason"]) for cond in entry["conditions"]}
 
 
 def conditions(result: Result, kind: str, name: str) -> dict[str, tuple[str, str]]:
-    status = result.statuses[(kind, NS, name)]
+    status: dict[str, Any] = result.statuses[(kind, NS, name)]
     return {cond["type"]: (cond["status"], cond["reason"]) for cond in status["conditions"]}
 
 
 def route_conditions(result: Result, name: str, kind: str = "HTTPRoute") -> dict[str, tuple[str, str]]:
-    (parent,) = result.statuses[(kind, NS, name)]["parents"]
+    status: dict[str, Any] = result.statuses[(kind, NS, name)]
+    (parent,) = status["parents"]
     return {cond["type"]: (cond["status"], cond["reason"]) for cond in parent["conditions"]}

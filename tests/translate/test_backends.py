@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import copy
 import datetime
-import functools
-from pathlib import Path
 from typing import Any
 
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -24,15 +21,9 @@ from gateweave.api.decode import decode
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
+from tests.support.backends import raws
 
-DATA = Path(__file__).resolve().parent / "data" / "backends"
-SYSTEM = DATA / "system.yaml"
 EG = "gateway.envoyproxy.io"
-
-
-@functools.cache
-def raws() -> tuple[dict[str, Any], ...]:
-    return tuple(d for d in yaml.safe_load_all(SYSTEM.read_text()) if d)
 
 
 def run(docs: list[dict[str, Any]] | None = None, **options: Any) -> Result:
@@ -61,12 +52,14 @@ def clusters(result: Result) -> dict[str, ir.Cluster]:
 
 
 def refs_condition(result: Result, name: str, kind: str = "HTTPRoute") -> dict[str, Any]:
-    entry = result.statuses[(kind, "apps", name)]["parents"][0]
+    status: dict[str, Any] = result.statuses[(kind, "apps", name)]
+    entry = status["parents"][0]
     return next(c for c in entry["conditions"] if c["type"] == "ResolvedRefs")
 
 
 def accepted(result: Result, ns: str, name: str) -> dict[str, Any]:
-    conds = result.statuses[("Backend", ns, name)]["conditions"]
+    status: dict[str, Any] = result.statuses[("Backend", ns, name)]
+    conds = status["conditions"]
     assert [c["type"] for c in conds] == ["Accepted"]
     return dict(conds[0])
 

@@ -16,21 +16,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_determinism import fingerprint
-from test_incremental import Op, _run, ops
-from test_order_independence import (
-    Item,
-    Step,
-    Universe,
-    _run_on_store,
-    metadata_variant,
-    plans,
-    spec_variant,
-)
-from test_translate_backends import raws
 
 from gateweave.api.decode import Decoded, decode
 from gateweave.store import key_of
+from tests.support.backends import raws
+from tests.support.fingerprint import fingerprint
+from tests.support.incremental import Op, ops, run_plan
+from tests.support.orders import Step, plans, run_on_store
+from tests.support.variants import Item, Universe, metadata_variant, spec_variant
 
 
 def _spec_change(raw: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +94,7 @@ def test_the_variants_change_what_they_should() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(plan=ops(system(), max_size=40), batch=st.sampled_from((1, 1, 4)))
 def test_incremental_equals_full(plan: list[Op], batch: int) -> None:
-    _run(system(), plan, batch)  # IncrementalMismatch on the first difference
+    run_plan(system(), plan, batch)  # IncrementalMismatch on the first difference
 
 
 def test_incremental_equals_full_when_what_a_backend_depends_on_changes() -> None:
@@ -109,13 +102,13 @@ def test_incremental_equals_full_when_what_a_backend_depends_on_changes() -> Non
     for kind, name in (("Secret", "client"), ("ConfigMap", "ca"), ("ReferenceGrant", "routes-from-apps"),
                        ("Backend", "tls"), ("Backend", "fallback"), ("Service", "external")):
         i = _index(kind, name)
-        _run(system(), [(i, 1), (i, 2), (i, 3), (i, 0)])
+        run_plan(system(), [(i, 1), (i, 2), (i, 3), (i, 0)])
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(plan=ops(system(), max_size=20))
 def test_incremental_equals_full_in_kubernetes_address_mode(plan: list[Op]) -> None:
-    _run(system(), plan, address_mode="kubernetes")
+    run_plan(system(), plan, address_mode="kubernetes")
 
 
 @settings(max_examples=15, deadline=None)
@@ -130,4 +123,4 @@ def test_any_permutation_gives_identical_output(data: st.DataObject) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(steps=plans(system(), max_extra=30))
 def test_any_interleaving_through_the_store_converges(steps: list[Step]) -> None:
-    asyncio.run(_run_on_store(system(), steps))
+    asyncio.run(run_on_store(system(), steps))

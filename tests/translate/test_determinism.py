@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateweave.snapshot import Snapshot
-from gateweave.translate import translate
-from gateweave.xds.build import build
-from gateweave.xds.resources import serialize
 from tests.support.conformance_objects import all_case_files, case_objects
+from tests.support.fingerprint import fingerprint
 
 # Cases whose object sets exercise many code paths at once.
 RICH = [
@@ -26,17 +22,6 @@ RICH = [
     "UDPRouteWeightedRouting.yaml",
     "GRPCRouteWeight.yaml",
 ]
-
-
-def fingerprint(objects: list[Any]) -> bytes:
-    result = translate(Snapshot.from_objects(objects))
-    enc = msgspec.json.Encoder(order="sorted")
-    parts = [enc.encode({"/".join(k): v for k, v in result.statuses.items()}), enc.encode(result.infra), enc.encode(result.xds)]
-    for name in sorted(result.xds):
-        for type_url, items in build(result.xds[name]).by_type().items():
-            for res_name, msg in items.items():
-                parts.append(f"{type_url}:{res_name}:".encode() + serialize(msg))
-    return b"\n".join(parts)
 
 
 @pytest.mark.parametrize("case_file", RICH)

@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
 from gateweave.store import Store, key_of
-from gateweave.translate import DataplaneState, TranslateOptions, translate
+from gateweave.translate import translate
 from gateweave.translate.incremental import IncrementalMismatch, IncrementalTranslator, _compare
 from gateweave_bench.objects import changed_endpoint_slice, changed_route, generate
 from tests.support.conformance_objects import all_case_files, case_set
+from tests.support.incremental import DELETE, Driver, Op, ops, run_plan
 from tests.support.variants import (
     BASE,
     CASE_SETS,
@@ -37,9 +38,6 @@ from tests.support.variants import (
     spec_variant,
     universe,
 )
-
-DELETE = 3  # after the versions BASE, SPEC and META: the item is deleted
-Op = tuple[int, int]  # (item, BASE | SPEC | META | DELETE); item -1: a data-plane report
 
 
 def _variant(make: Any, raw: dict[str, Any]) -> Decoded:
@@ -76,57 +74,6 @@ def bench_universe(routes: int, seed: int) -> Universe:
     return Universe(tuple(items), important)
 
 
-class Driver:
-    """A Store, the incremental translator in check mode, and the data plane's reports."""
-
-    def __init__(self, u: Universe, address_mode: str = "standalone") -> None:
-        self.u = u
-        self.address_mode = address_mode
-        self.store = Store()
-        self.translator = IncrementalTranslator(check=True)
-        self.dataplane: dict[str, DataplaneState] = {}
-        self.gateway_names = sorted(f"{it.key.namespace}/{it.key.name}" for it in u.items if it.key.kind == "Gateway")
-        for item in u.items:
-            self.store.apply(item.versions[BASE])
-
-    def options(self) -> TranslateOptions:
-        return TranslateOptions(dataplane=dict(self.dataplane), address_mode=self.address_mode)  # type: ignore[arg-type]
-
-    def apply(self, op: Op) -> None:
-        i, what = op
-        if i < 0:  # a data-plane report flips
-            if self.gateway_names:
-                name = self.gateway_names[what % len(self.gateway_names)]
-                state = self.dataplane.get(name)
-                self.dataplane[name] = DataplaneState(acked=not (state and state.acked))
-        elif what == DELETE:
-            self.store.delete(self.u.items[i].key)
-        else:
-            self.store.apply(self.u.items[i].versions[what])
-
-    def translate(self) -> None:
-        self.translator(self.store.snapshot(), self.options())  # raises IncrementalMismatch
-
-
-@st.composite
-def ops(draw: st.DrawFn, u: Universe, max_size: int = 30) -> list[Op]:
-    n = len(u.items)
-    index = st.one_of(st.sampled_from(u.important), st.integers(0, n - 1)) if u.important else st.integers(0, n - 1)
-    change = st.tuples(index, st.sampled_from((BASE, SPEC, SPEC, META, DELETE)))
-    report = st.tuples(st.just(-1), st.integers(0, 7))
-    return draw(st.lists(st.one_of(change, change, change, report), min_size=1, max_size=max_size))
-
-
-def _run(u: Universe, plan: list[Op], batch: int = 1, address_mode: str = "standalone") -> IncrementalTranslator:
-    d = Driver(u, address_mode)
-    d.translate()
-    for start in range(0, len(plan), batch):
-        for op in plan[start : start + batch]:
-            d.apply(op)
-        d.translate()
-    return d.translator
-
-
 @pytest.mark.parametrize("name", sorted(CASE_SETS))
 def test_conformance_sets_incremental_equals_full(name: str) -> None:
     u = universe(name)
@@ -134,7 +81,7 @@ def test_conformance_sets_incremental_equals_full(name: str) -> None:
     @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
     def check(plan: list[Op], batch: int) -> None:
-        _run(u, plan, batch)
+        run_plan(u, plan, batch)
 
     check()
 
@@ -146,7 +93,7 @@ def test_generated_sets_incremental_equals_full(routes: int, seed: int) -> None:
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(plan=ops(u, max_size=50), batch=st.sampled_from((1, 1, 5)))
     def check(plan: list[Op], batch: int) -> None:
-        _run(u, plan, batch)
+        run_plan(u, plan, batch)
 
     check()
 
@@ -158,7 +105,7 @@ def test_kubernetes_address_mode_incremental_equals_full() -> None:
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(plan=ops(u, max_size=30))
     def check(plan: list[Op]) -> None:
-        _run(u, plan, address_mode="kubernetes")
+        run_plan(u, plan, address_mode="kubernetes")
 
     check()
 
@@ -172,7 +119,7 @@ def test_every_conformance_case_incremental_equals_full(case_file: str) -> None:
     plan: list[Op] = []
     for i in rng.sample(range(len(u.items)), len(u.items)):
         plan += [(i, SPEC), (i, META), (-1, rng.randrange(8)), (i, DELETE), (i, BASE)]
-    _run(u, plan)
+    run_plan(u, plan)
 
 
 # ---------------------------------------------------------------- the fast path is taken

@@ -8,7 +8,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from specletter_objects import (
+
+from gateweave import ir
+from gateweave.translate import certs, tlsoverlap
+from gateweave.xds import tls as xds_tls
+from tests.support.specletter_objects import (
     backend_tls_policy,
     ca_configmap,
     certificate,
@@ -29,10 +33,6 @@ from specletter_objects import (
     tls_route,
     tls_secret,
 )
-
-from gateweave import ir
-from gateweave.translate import certs, tlsoverlap
-from gateweave.xds import tls as xds_tls
 
 OVERLAP = "OverlappingTLSConfig"
 BY_HOSTNAMES = ("True", "OverlappingHostnames")

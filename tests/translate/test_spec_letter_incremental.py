@@ -1,10 +1,10 @@
 """The spec-letter inputs (issue 16, items 1-6) in the incremental translator's property tests.
 
-The objects of tests/test_spec_letter.py, each with a change that matters to those rules (a
+The objects of tests/translate/test_spec_letter.py, each with a change that matters to those rules (a
 certificate Secret whose key stops matching, a hostname that stops overlapping, a ListenerSet
 conflict that goes away, a BackendTLSPolicy switched to wellKnownCACertificates, its CA
 ConfigMap made invalid, deleted and re-created...), go through the same machinery as
-tests/test_incremental.py: after every change the IncrementalTranslator in check mode must
+tests/translate/test_incremental.py: after every change the IncrementalTranslator in check mode must
 equal a full translation.
 """
 
@@ -18,7 +18,11 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from specletter_objects import (
+
+from gateweave.api.decode import decode
+from gateweave.store import key_of
+from tests.support.incremental import DELETE, Driver, Op, ops, run_plan
+from tests.support.specletter_objects import (
     backend_tls_policy,
     ca_configmap,
     endpoint_slice,
@@ -34,11 +38,7 @@ from specletter_objects import (
     tls_route,
     tls_secret,
 )
-from test_incremental import BASE, DELETE, META, SPEC, Driver, Op, _run, ops
-from test_order_independence import Item, Universe, metadata_variant
-
-from gateweave.api.decode import decode
-from gateweave.store import key_of
+from tests.support.variants import BASE, META, SPEC, Item, Universe, metadata_variant
 
 Raw = dict[str, Any]
 
@@ -154,7 +154,7 @@ def test_spec_letter_set_incremental_equals_full() -> None:
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
     def check(plan: list[Op], batch: int) -> None:
-        _run(u, plan, batch)
+        run_plan(u, plan, batch)
 
     check()
 
@@ -165,19 +165,21 @@ def test_every_spec_letter_object_changed_deleted_and_restored() -> None:
     plan: list[Op] = []
     for i in rng.sample(range(len(u.items)), len(u.items)):
         plan += [(i, SPEC), (i, META), (-1, rng.randrange(8)), (i, DELETE), (i, BASE)]
-    _run(u, plan)
+    run_plan(u, plan)
 
 
 def _route_refs(d: Driver) -> tuple[str, str]:
     result = d.translator(d.store.snapshot(), d.options())
-    (parent,) = result.statuses[("HTTPRoute", "default", "r")]["parents"]
+    status: dict[str, Any] = result.statuses[("HTTPRoute", "default", "r")]
+    (parent,) = status["parents"]
     (cond,) = [c for c in parent["conditions"] if c["type"] == "ResolvedRefs"]
     return cond["status"], cond["reason"]
 
 
 def _listener_refs(d: Driver, name: str) -> tuple[str, str]:
     result = d.translator(d.store.snapshot(), d.options())
-    (entry,) = [e for e in result.statuses[("Gateway", "default", "gw")]["listeners"] if e["name"] == name]
+    status: dict[str, Any] = result.statuses[("Gateway", "default", "gw")]
+    (entry,) = [e for e in status["listeners"] if e["name"] == name]
     (cond,) = [c for c in entry["conditions"] if c["type"] == "ResolvedRefs"]
     return cond["status"], cond["reason"]
 
