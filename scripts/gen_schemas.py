@@ -4,7 +4,7 @@ Each file maps every served version of the kind to its openAPIV3Schema with the
 ``description`` of every schema node removed (property *names* called
 "description" are kept). Nothing else changes meaning. Each source is a directory of
 CRD files and the API group read from it (CRDs of other groups there are skipped); a
-``LICENSE`` file beside the directory is copied next to that group's schemas.
+``LICENSE`` file nearest above the directory is copied next to that group's schemas.
 
 Usage: python scripts/gen_schemas.py [OUT_DIR [CRD_DIR GROUP]...]
 (no CRD_DIR: the Gateway API and Envoy Gateway CRDs vendored in third_party/)
@@ -62,7 +62,7 @@ def crd_schemas(crd: dict[str, Any]) -> dict[str, Any]:
 
 def generate(crd_dir: Path, group: str, out_dir: Path) -> list[Path]:
     """Write ``out_dir/<group>/<plural>.json`` for every CRD of ``group`` in ``crd_dir``
-    (and the ``LICENSE`` beside ``crd_dir``, if there is one)."""
+    (and the nearest ``LICENSE`` above ``crd_dir``, if there is one)."""
     target_dir = out_dir / group
     target_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -76,8 +76,8 @@ def generate(crd_dir: Path, group: str, out_dir: Path) -> list[Path]:
             text = json.dumps(crd_schemas(doc), separators=(",", ":"), sort_keys=True)
             target.write_text(text + "\n")
             written.append(target)
-    licence = crd_dir.parent / "LICENSE"
-    if licence.is_file():
+    licence = next((d / "LICENSE" for d in crd_dir.resolve().parents if (d / "LICENSE").is_file()), None)
+    if licence is not None:
         (target_dir / "LICENSE").write_bytes(licence.read_bytes())
     return written
 
