@@ -41,18 +41,6 @@ class Show(StrEnum):
     xds = "xds"
 
 
-class _StderrLogger:
-    """structlog output to whatever ``sys.stderr`` is when a line is written (never a stale stream)."""
-
-    def __init__(self, *args: Any) -> None:
-        pass
-
-    def msg(self, message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    log = debug = info = warn = warning = error = critical = exception = fatal = msg
-
-
 class LogLevel(StrEnum):
     debug = "debug"
     info = "info"
@@ -60,18 +48,23 @@ class LogLevel(StrEnum):
     error = "error"
 
 
+# Commands whose output is their result lines: without --log-level, only warnings and errors are logged.
+_QUIET_COMMANDS = frozenset({"conformance"})
+
+
 @app.callback()
 def _configure(
-    log_level: Annotated[LogLevel, typer.Option("--log-level", help="Log verbosity (logs go to stderr).")] = LogLevel.info,
+    ctx: typer.Context,
+    log_level: Annotated[
+        LogLevel | None,
+        typer.Option("--log-level", help="Log verbosity (logs go to stderr; default info, for conformance warning)."),
+    ] = None,
 ) -> None:
-    import logging
+    from gateweave import logs
 
-    import structlog
-
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, log_level.value.upper())),
-        logger_factory=_StderrLogger,
-    )
+    if log_level is None:
+        log_level = LogLevel.warning if ctx.invoked_subcommand in _QUIET_COMMANDS else LogLevel.info
+    logs.configure(log_level.value)
 
 
 class _Dumper(yaml.SafeDumper):

@@ -99,7 +99,6 @@ def host_dataplane(
     async def setup(runtime: Runtime) -> AsyncIterator[None]:
         server = AdsServer(registry=runtime.metrics.registry)
         port = await server.start(xds_host, xds_port)
-        log.info("xDS server listening", address=f"{xds_host}:{port}", delta=delta)
         with contextlib.ExitStack() as stack:
             base = Path(work_dir) if work_dir else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gateweave-")))
             infra = HostInfra(xds_host=xds_host, xds_port=port, work_dir=base, delta=delta)

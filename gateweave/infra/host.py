@@ -20,7 +20,6 @@ import atexit
 import contextlib
 import enum
 import hashlib
-import logging
 import os
 import signal
 import socket
@@ -30,10 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from gateweave.infra import bootstrap
 from gateweave.ir import InfraGateway
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gateweave.infra.host")
 
 
 class State(enum.StrEnum):
@@ -139,7 +140,7 @@ class _Supervisor:
 
     def start(self) -> None:
         if self.note:
-            log.warning("gateway %s: %s", self.gateway.name, self.note)
+            log.warning(self.note, gateway=self.gateway.name)
         self._task = asyncio.create_task(self._run(), name=f"envoy {self.gateway.name}")
 
     def info(self) -> GatewayProcess:
@@ -204,11 +205,11 @@ class _Supervisor:
             try:
                 self.proc = proc = await self._spawn()
             except OSError as exc:
-                log.error("gateway %s: cannot start Envoy: %s", self.gateway.name, exc)
+                log.error("cannot start Envoy", gateway=self.gateway.name, error=str(exc))
             else:
                 self.infra._pids.add(proc.pid)
                 self.spawned.set()
-                log.info("gateway %s: Envoy pid %d", self.gateway.name, proc.pid)
+                log.info("Envoy started", gateway=self.gateway.name, pid=proc.pid)
                 if self.stopping:
                     await self._terminate()
                     break
@@ -227,12 +228,12 @@ class _Supervisor:
             self.restarts += 1
             self.state = State.BACKOFF
             log.warning(
-                "gateway %s: Envoy exited (rc=%s); restart %d in %.2fs (log: %s)",
-                self.gateway.name,
-                rc,
-                self.restarts,
-                delay,
-                self.log_path,
+                "Envoy exited; restarting",
+                gateway=self.gateway.name,
+                rc=rc,
+                restart=self.restarts,
+                delay_s=round(delay, 2),
+                log=str(self.log_path),
             )
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -258,7 +259,7 @@ class _Supervisor:
         try:
             await asyncio.wait_for(proc.wait(), self.infra.stop_timeout)
         except TimeoutError:
-            log.warning("gateway %s: Envoy ignored SIGTERM; killing it", self.gateway.name)
+            log.warning("Envoy ignored SIGTERM; killing it", gateway=self.gateway.name)
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
@@ -269,7 +270,7 @@ class _Supervisor:
         await self._terminate()
         if self._task is not None:
             await self._task
-        log.info("gateway %s: Envoy stopped", self.gateway.name)
+        log.info("Envoy stopped", gateway=self.gateway.name)
 
 
 def _spec_key(gateway: InfraGateway) -> tuple[str, ...]:

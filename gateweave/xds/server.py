@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import grpc
+import structlog
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.protobuf.message import Message
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
@@ -47,7 +47,7 @@ from gateweave.xds.snapshot_cache import (
     short_type,
 )
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("gateweave.xds.server")
 
 NACK_LOG_CAP = 512  # characters of a NACK message written to the log
 NACK_KEEP_CAP = 4096  # characters of a NACK message kept in NodeStatus
@@ -223,6 +223,7 @@ class _Session:
             st.retry.cancel()
             st.retry = None
         self.server._metrics.acks.labels(st.type_url).inc()
+        log.debug("xDS ACK", node=self.node_id, protocol=self.protocol, type=short_type(st.type_url), version=version)
 
     def nacked(self, st: _TypeState, message: str, version: str) -> None:
         nack = Nack(st.type_url, message[:NACK_KEEP_CAP], version)
@@ -233,13 +234,13 @@ class _Session:
         cut = message[:NACK_LOG_CAP] + ("..." if len(message) > NACK_LOG_CAP else "")
         delay = min(self.server.nack_retry_max, self.server.nack_retry * 2**st.retries)
         log.warning(
-            "xDS NACK from %s (%s) for %s version %s (sent again in %.0f s): %s",
-            self.node_id,
-            self.protocol,
-            short_type(st.type_url),
-            version,
-            delay,
-            cut,
+            "xDS NACK",
+            node=self.node_id,
+            protocol=self.protocol,
+            type=short_type(st.type_url),
+            version=version,
+            retry_in_s=round(delay),
+            error=cut,
         )
         if st.retry is not None:
             st.retry.cancel()
@@ -296,14 +297,14 @@ class _Session:
                 try:
                     self.on_request(request)
                 except Exception:
-                    log.exception("xDS: failed to handle a request from %s", self.node_id)
+                    log.exception("xDS: failed to handle a request", node=self.node_id)
                 self._answered.set()
                 if self.node_id is not None:
                     self.server._emit(self.node_id)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the stream broke (client gone)
-            log.debug("xDS stream from %s ended: %s", self.node_id, exc)
+            log.debug("xDS stream ended", node=self.node_id, error=str(exc))
         finally:
             self._queue.put_nowait(None)
 
@@ -316,7 +317,7 @@ class _Session:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("xDS: push to %s failed", self.node_id)
+                log.exception("xDS: push failed", node=self.node_id)
             if self.node_id is not None:
                 self.server._emit(self.node_id)
 
@@ -365,10 +366,9 @@ class _Session:
             )
             if not ok:
                 log.warning(
-                    "xDS: keeping %d unreferenced cluster(s) on %s until listeners and "
-                    "routes are accepted",
-                    len(gone),
-                    self.node_id,
+                    "xDS: keeping unreferenced clusters until listeners and routes are accepted",
+                    node=self.node_id,
+                    clusters=len(gone),
                 )
                 return
             desired[CLUSTER], desired[ENDPOINT] = new_c, new_e
@@ -397,10 +397,10 @@ class _Session:
                 return all(self.state(t).nack is None for t in type_urls)
             if remaining <= 0:
                 log.warning(
-                    "xDS: %s did not answer %s within %.1fs",
-                    self.node_id,
-                    ",".join(short_type(t) for t in type_urls),
-                    self.server.ack_timeout,
+                    "xDS: no answer in time",
+                    node=self.node_id,
+                    types=",".join(short_type(t) for t in type_urls),
+                    timeout_s=self.server.ack_timeout,
                 )
                 loop.call_later(self.server.ack_timeout, self._wakeup.set)  # retry later
                 return False
@@ -648,7 +648,7 @@ class AdsServer:
         await server.start()
         self._grpc, self._stopping = server, False
         self.host, self.port = host, bound
-        log.info("ADS server listening on %s:%d", host, bound)
+        log.info("xDS server listening", address=f"{host}:{bound}")
         return bound
 
     async def stop(self, grace: float = 0.5) -> None:
@@ -747,7 +747,7 @@ class AdsServer:
     def _register(self, session: _Session) -> None:
         assert session.node_id is not None
         self._sessions.setdefault(session.node_id, set()).add(session)
-        log.info("xDS: %s connected (%s)", session.node_id, session.protocol)
+        log.info("xDS client connected", node=session.node_id, protocol=session.protocol)
         self._emit(session.node_id)
 
     def _unregister(self, session: _Session) -> None:
@@ -759,5 +759,5 @@ class AdsServer:
             sessions.discard(session)
             if not sessions:
                 del self._sessions[node_id]
-        log.info("xDS: %s disconnected (%s)", node_id, session.protocol)
+        log.info("xDS client disconnected", node=node_id, protocol=session.protocol)
         self._emit(node_id)

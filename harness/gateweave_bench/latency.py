@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import gc
 import json
-import logging
 import statistics
 import sys
 import tempfile
@@ -38,8 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from gateweave import logs
 from gateweave.api.decode import decode
 from gateweave.api.kinds import Key
 from gateweave.infra.host import free_port
@@ -341,13 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once every route is served")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
-    parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--log-level", default="warning", choices=logs.LEVELS)
     args = parser.parse_args(argv)
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, args.log_level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)
+    logs.configure(args.log_level)
     modes = ("store", "file") if args.mode == "both" else (args.mode,)
     report = measure_event_to_envoy(
         args.routes, args.samples, modes=modes, window=args.window, debounce_ms=args.debounce_ms, timeout=args.timeout,

@@ -558,9 +558,8 @@ def main(argv: Sequence[str]) -> int:
     """The fresh processes of ``gateweave bench``: ``--measure N`` (one row) or ``--rss N``
     (the memory probe); the answer is JSON on stdout, progress and logs go to stderr."""
     import argparse
-    import logging
 
-    import structlog
+    from gateweave import logs
 
     parser = argparse.ArgumentParser(prog="python -m gateweave_bench.run", description="Use `gateweave bench`.")
     what = parser.add_mutually_exclusive_group(required=True)
@@ -571,10 +570,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--latency-samples", type=int, default=100)
     args = parser.parse_args(argv)
     # stdout carries the answer: every log goes to stderr.
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    logs.configure("warning")
     try:
         if args.rss is not None:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed)

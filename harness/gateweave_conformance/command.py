@@ -25,11 +25,8 @@ def command(
     backend_prefix: Annotated[str, typer.Option("--backend-prefix", help="Echo replicas listen on PREFIX.x.y (a /16 of 127.0.0.0/8).")] = "127.20",
 ) -> None:
     """Replay conformance cases against a live gateweave with Envoy and echo backends, traffic included."""
-    import logging
     import re
     from pathlib import Path
-
-    import structlog
 
     from gateweave_conformance.runner import (
         RunnerError,
@@ -57,9 +54,6 @@ def command(
         except (OSError, ValueError, yaml.YAMLError) as exc:
             err(f"error: --known-failures: {exc}")
             raise typer.Exit(2) from None
-    if not structlog.get_config()["wrapper_class"].__name__.endswith("Debug"):
-        # Keep the run's output to its result lines: only warnings and errors from gateweave itself.
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     features = None
     if supported_features is not None:
         features = frozenset(f.strip() for f in supported_features.split(",") if f.strip())

@@ -1,0 +1,101 @@
+"""``--log-level`` reaches every part of ``gateweave serve``: the xDS server and the Envoy
+supervisor log through the one configuration the command line makes (gateweave/logs.py)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+MANIFESTS = """\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: gateweave}
+spec: {controllerName: gateweave.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: logged, namespace: default}
+spec:
+  gatewayClassName: gateweave
+  listeners: [{name: http, protocol: HTTP, port: 8080}]
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _programmed(admin: str) -> bool:
+    try:
+        items = httpx.get(f"http://{admin}/api/objects", timeout=2).json()["items"]
+    except (httpx.HTTPError, ValueError):
+        return False
+    return any(
+        o["kind"] == "Gateway"
+        and any(c["type"] == "Programmed" and c["status"] == "True" for c in o.get("status", {}).get("conditions", []))
+        for o in items
+    )
+
+
+def serve_lines(tmp_path: Path, level: str, until: str | None = None) -> list[str]:
+    """Run ``gateweave --log-level LEVEL serve`` on one Gateway (a real Envoy) until its Gateway
+    is Programmed (Envoy ACKed its configuration) and, when ``until`` is given, a stderr line
+    contains it; then stop it. Its stderr lines."""
+    config = tmp_path / level
+    config.mkdir()
+    (config / "gateway.yaml").write_text(MANIFESTS)
+    admin = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen(
+        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(config), "--admin-address", admin,
+         "--address-pool", "127.31.0.0/24"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(ANSI.sub("", line.rstrip("\n")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (_programmed(admin) and (until is None or any(until in line for line in lines))):
+            assert proc.poll() is None, "serve exited:\n" + "\n".join(lines[-30:])
+            assert time.monotonic() < deadline, f"not programmed (or no {until!r} line) in 60 s:\n" + "\n".join(lines[-30:])
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        reader.join(timeout=5)
+    return lines
+
+
+def test_log_level_reaches_the_xds_server_and_the_envoy_supervisor(tmp_path: Path) -> None:
+    debug = serve_lines(tmp_path, "debug", until="xDS ACK")
+    assert any("[debug" in line and "xDS ACK" in line and "node=default/logged" in line for line in debug)
+
+    info = serve_lines(tmp_path, "info")
+    assert any("[info" in line and "xDS server listening" in line for line in info), info
+    assert any("[info" in line and "Envoy started" in line and "gateway=default/logged" in line for line in info), info
+    assert not any("[debug" in line for line in info), info
+
+    warning = serve_lines(tmp_path, "warning")
+    assert not any("xDS server listening" in line or "Envoy started" in line for line in warning), warning
+    assert not any("[info" in line or "[debug" in line for line in warning), warning
