@@ -37,6 +37,7 @@ class InfraGateway(_IR, kw_only=True, frozen=True):
     namespace: str
     gateway_name: str
     gateway_class: str
+    uid: str = ""  # the Gateway's metadata.uid: the owner of its Kubernetes objects
     address: str  # the address its listeners bind to
     ports: tuple[InfraPort, ...] = ()
     labels: dict[str, str] = {}

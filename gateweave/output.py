@@ -8,7 +8,7 @@ from typing import Any
 
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import KINDS, Key
-from gateweave.status import merge_status
+from gateweave.sinks.statusmerge import merge_status
 
 _KIND_ORDER = {kind: i for i, kind in enumerate(KINDS)}
 
@@ -47,7 +47,7 @@ def objects_with_status(
     now: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every custom resource with translate's ``statuses`` merged into the status it
-    came with (see :func:`gateweave.status.merge_status`); objects translate gave no
+    came with (see :func:`gateweave.sinks.statusmerge.merge_status`); objects translate gave no
     status keep theirs. ``now=None`` leaves ``lastTransitionTime`` out where it changed."""
 
     def status_of(key: Key, decoded: Decoded) -> Mapping[str, Any] | None:

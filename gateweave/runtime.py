@@ -21,19 +21,18 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 import structlog
 
-from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.api.kinds import Key
 from gateweave.gcpause import gc_paused
 from gateweave.ir import InfraGateway, Result, XdsGateway
 from gateweave.metrics import Metrics
+from gateweave.sinks import InfraSink, StatusSink, XdsSink
 from gateweave.snapshot import Snapshot
-from gateweave.status import StatusSink
 from gateweave.store import Change, Store
 from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import DataplaneState, TranslateOptions
@@ -54,18 +53,6 @@ def _translate_gc_paused(fn: TranslateFn, snapshot: Snapshot, options: Translate
         return fn(snapshot, options)
 
 
-class XdsSink(Protocol):
-    """Takes each Gateway's xDS IR: ``changed`` (new or different) and ``removed`` names."""
-
-    def update(self, changed: Mapping[str, XdsGateway], removed: Sequence[str]) -> Awaitable[None] | None: ...
-
-
-class InfraSink(Protocol):
-    """Takes each Gateway's infrastructure IR: ``changed`` and ``removed`` names."""
-
-    def update(self, changed: Mapping[str, InfraGateway], removed: Sequence[str]) -> Awaitable[None] | None: ...
-
-
 def _diff(published: Mapping[str, T], current: Mapping[str, T]) -> tuple[dict[str, T], list[str]]:
     changed = {name: ir for name, ir in sorted(current.items()) if published.get(name) != ir}
     removed = sorted(published.keys() - current.keys())
@@ -79,7 +66,7 @@ class Runtime:
         *,
         translate_fn: TranslateFn | None = None,
         options: TranslateOptions | None = None,
-        status_sink: StatusSink | None = None,
+        status_sink: StatusSink,
         xds_sink: XdsSink | None = None,
         infra_sink: InfraSink | None = None,
         dataplane: bool = True,
@@ -97,11 +84,7 @@ class Runtime:
         self.translate_fn: TranslateFn = translate_fn or IncrementalTranslator(check=check_incremental())
         self.options = options or TranslateOptions()
         self.metrics = metrics or Metrics()
-        self.status_sink = status_sink or StatusSink(
-            self.options.controller_name or DEFAULT_CONTROLLER_NAME, metrics=self.metrics
-        )
-        if self.status_sink.metrics is None:
-            self.status_sink.metrics = self.metrics
+        self.status_sink = status_sink
         self.xds_sink = xds_sink
         self.infra_sink = infra_sink
         self.dataplane = dataplane

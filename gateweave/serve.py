@@ -18,7 +18,8 @@ from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
 from gateweave.runtime import Runtime, TranslateFn
-from gateweave.status import StatusSink
+from gateweave.sinks import StatusSink
+from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from gateweave.translate.options import TranslateOptions
 
@@ -79,7 +80,7 @@ async def serve(
     else:
         provider = FileProvider(config_dir, store, errors, debounce_ms=debounce_ms)
         await provider.refresh()  # the first translation sees the whole directory (read off the loop)
-        status_sink = StatusSink(controller_name, metrics=metrics)
+        status_sink = LocalStatusSink(controller_name, metrics=metrics)
     runtime = Runtime(
         store,
         translate_fn=translate_fn,

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateweave.kube.client import KubeClient
-from gateweave.kubestatus import KubeStatusWriter
 from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
 from gateweave.providers.kubernetes import KubernetesProvider
+from gateweave.sinks.kubestatus import KubeStatusSink
 from gateweave.store import Store
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class KubeSource:
         self.client = client
         self.provider = KubernetesProvider(client, store, errors, namespace=settings.namespace,
                                            backoff=settings.backoff, watch_timeout=settings.watch_timeout)
-        self.status_writer = KubeStatusWriter(client, store, self.provider.path, controller_name,
+        self.status_writer = KubeStatusSink(client, store, self.provider.path, controller_name,
                                               rate=settings.status_rate, burst=settings.status_burst,
                                               metrics=metrics)
         self.elector: Any = None
@@ -107,8 +107,8 @@ class KubeSource:
 
     def dataplane_setup(self) -> Callable[[Runtime], AbstractAsyncContextManager[None]]:
         """The Kubernetes data plane: xDS server + Envoy Deployments/Services per Gateway."""
-        from gateweave.dataplane import XdsPublisher
-        from gateweave.infra.kubernetes import DEFAULT_IMAGE, KubernetesInfra
+        from gateweave.sinks.kubeinfra import DEFAULT_IMAGE, KubernetesInfra
+        from gateweave.sinks.xds import XdsPublisher
         from gateweave.xds.server import AdsServer
 
         settings = self.settings
@@ -117,7 +117,7 @@ class KubeSource:
         async def setup(runtime: Runtime) -> AsyncIterator[None]:
             server = AdsServer(registry=runtime.metrics.registry)
             await server.start(settings.xds_bind, settings.xds_port)
-            self.infra = KubernetesInfra(self.client, runtime.store, xds_host=settings.xds_host,
+            self.infra = KubernetesInfra(self.client, xds_host=settings.xds_host,
                                          xds_port=settings.xds_port, image=settings.envoy_image or DEFAULT_IMAGE,
                                          service_type=settings.service_type)
             self.infra.enabled = self.elector is None or self.elector.leading

@@ -316,6 +316,7 @@ def build_infra(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGatew
             namespace=gctx.gateway.metadata.namespace,
             gateway_name=gctx.gateway.metadata.name,
             gateway_class=gctx.gateway.spec.gateway_class_name,
+            uid=gctx.gateway.metadata.uid,
             address=gctx.address,
             ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto) for (p, proto), names in sorted(ports.items())),
             labels=dict(infra.labels) if infra is not None else {},

@@ -29,10 +29,12 @@ import httpx
 import yaml
 
 from gateweave.admin import AdminServer
-from gateweave.dataplane import InfraPublisher, XdsPublisher, host_dataplane
+from gateweave.dataplane import host_dataplane
 from gateweave.infra.host import HostInfra
 from gateweave.runtime import Runtime
 from gateweave.serve import serve
+from gateweave.sinks.hostinfra import HostInfraSink
+from gateweave.sinks.xds import XdsPublisher
 
 G = "gateway.networking.k8s.io"
 CLASS = "gateweave"
@@ -383,7 +385,7 @@ class Served:
     @property
     def infra(self) -> HostInfra:
         sink = self.runtime.infra_sink
-        assert isinstance(sink, InfraPublisher)
+        assert isinstance(sink, HostInfraSink)
         return sink.infra
 
     @property
@@ -444,6 +446,6 @@ async def running_serve(config_dir: str | Path, *, start_timeout: float = 10.0, 
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
-            if served is not None and isinstance(served.runtime.infra_sink, InfraPublisher):
+            if served is not None and isinstance(served.runtime.infra_sink, HostInfraSink):
                 served.infra.kill_all_sync()
             raise

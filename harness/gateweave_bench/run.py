@@ -230,12 +230,15 @@ def _time_changes(pipeline: Pipeline, events: Sequence[dict[str, Any]], what: st
 
 
 async def _burst(decoded: Sequence[Decoded], events: Sequence[Decoded], timeout: float) -> int:
+    from gateweave import DEFAULT_CONTROLLER_NAME
     from gateweave.runtime import Runtime
+    from gateweave.sinks.localstatus import LocalStatusSink
 
     store = Store()
     for d in decoded:
         store.apply(d)
-    runtime = Runtime(store, dataplane=False, gc_freeze=True)  # as `gateweave serve` runs it
+    # as `gateweave serve` runs it
+    runtime = Runtime(store, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME), dataplane=False, gc_freeze=True)
     task = asyncio.get_running_loop().create_task(runtime.run())
     try:
         await runtime.wait_settled(timeout)

@@ -35,8 +35,8 @@ import msgspec
 
 from gateweave.api.decode import Decoded, ObjectError, decode
 from gateweave.api.kinds import KINDS
+from gateweave.sinks.statusmerge import merge_status, owned_list
 from gateweave.snapshot import Snapshot
-from gateweave.status import merge_status, owned_list
 from gateweave_conformance import expect as ex
 from gateweave_conformance import manifests as mf
 from gateweave_conformance.cases import (
@@ -272,7 +272,7 @@ def merge_statuses(
     objects: ObjectSet, statuses: dict[tuple[str, str, str], dict[str, Any]], controller_name: str
 ) -> None:
     """Write the computed statuses into the stored objects as the status sink does
-    (:func:`gateweave.status.merge_status`: other controllers' route/policy entries are kept).
+    (:func:`gateweave.sinks.statusmerge.merge_status`: other controllers' route/policy entries are kept).
     A route or policy without a computed status keeps no entry of ours; any other object
     without one keeps what it has."""
     for key, stored in objects.objects.items():

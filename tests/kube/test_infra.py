@@ -20,7 +20,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
-from gateweave.infra.kubernetes import object_name
+from gateweave.sinks.kubeinfra import object_name
 from gateweave.xds.snapshot_cache import CLUSTER, LISTENER
 from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
@@ -189,14 +189,13 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
 
 
 def test_load_balancer_service_requests_its_ip() -> None:
-    from gateweave.infra.kubernetes import KubernetesInfra
     from gateweave.ir import InfraGateway, InfraPort
-    from gateweave.store import Store
+    from gateweave.sinks.kubeinfra import KubernetesInfra
 
     gw = InfraGateway(name="default/gw", namespace="default", gateway_name="gw", gateway_class="gc",
                       address="0.0.0.0", ports=(InfraPort(name="dns", port=53, protocol="UDP"),),
                       requested_addresses=("192.0.2.10",))
-    infra = KubernetesInfra(None, Store(), xds_host="10.0.0.1", xds_port=18000)  # type: ignore[arg-type]
+    infra = KubernetesInfra(None, xds_host="10.0.0.1", xds_port=18000)  # type: ignore[arg-type]
     spec = next(obj for _path, obj in infra.manifests(gw) if obj["kind"] == "Service")["spec"]
     assert spec["type"] == "LoadBalancer" and spec["loadBalancerIP"] == "192.0.2.10" and "externalIPs" not in spec
     assert spec["ports"] == [{"name": "udp-53", "port": 53, "targetPort": 53, "protocol": "UDP"}]

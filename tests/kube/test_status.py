@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateweave.kubestatus import TokenBucket
+from gateweave.sinks.kubestatus import TokenBucket
 from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 

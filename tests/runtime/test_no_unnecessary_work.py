@@ -17,7 +17,7 @@ import yaml
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
 from gateweave.providers.file import FileProvider
-from gateweave.status import Status
+from gateweave.sinks.statusmerge import Status
 from gateweave.store import key_of
 from tests.support.conformance_objects import case_set, decoded
 from tests.support.runtime import Harness, running

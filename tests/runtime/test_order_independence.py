@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
 from gateweave.providers.file import FileProvider
-from gateweave.status import StatusSink
+from gateweave.sinks.localstatus import LocalStatusSink
 from tests.support.conformance_objects import decoded
 from tests.support.orders import SLEEPS_MS, Step, assert_store_holds, plans, run_on_store
 from tests.support.runtime import OURS, Harness, running, without_times
@@ -303,7 +303,7 @@ def test_the_sink_withdraws_only_its_own_entries_from_unreported_routes() -> Non
             "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}
     shared, alone = ("HTTPRoute", "ns", "shared"), ("HTTPRoute", "ns", "alone")
     given = {Key(*shared): {"parents": [theirs]}}
-    sink = StatusSink(OURS, clock=lambda: "2024-01-01T00:00:00Z")
+    sink = LocalStatusSink(OURS, clock=lambda: "2024-01-01T00:00:00Z")
     computed = {shared: {"parents": [ours]}, alone: {"parents": [ours]}}
     assert sink.publish(computed, given.get) == [Key(*alone), Key(*shared)]
     assert [e["controllerName"] for e in sink.get(Key(*shared))["parents"]] == ["example.com/other", OURS]  # type: ignore[index]

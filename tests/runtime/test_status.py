@@ -4,7 +4,8 @@ from typing import Any
 
 from gateweave.api.kinds import Key
 from gateweave.metrics import Metrics
-from gateweave.status import StatusSink, merge_status
+from gateweave.sinks.localstatus import LocalStatusSink
+from gateweave.sinks.statusmerge import merge_status
 from tests.support.runtime import Clock
 
 OURS = "gateweave.io/gateway-controller"
@@ -101,7 +102,7 @@ def test_sink_writes_only_differences_and_keeps_transition_times() -> None:
     clock = Clock()
     metrics = Metrics()
     written: list[Key] = []
-    sink = StatusSink(OURS, clock=clock, metrics=metrics, on_write=lambda k, _s: written.append(k))
+    sink = LocalStatusSink(OURS, clock=clock, metrics=metrics, on_write=lambda k, _s: written.append(k))
     key = ("Gateway", "default", "gw")
     route = ("HTTPRoute", "default", "r")
     computed = {
@@ -131,7 +132,7 @@ def test_sink_writes_only_differences_and_keeps_transition_times() -> None:
 
 
 def test_sink_does_not_write_what_is_already_stored() -> None:
-    sink = StatusSink(OURS, clock=lambda: T1)
+    sink = LocalStatusSink(OURS, clock=lambda: T1)
     given = {"conditions": [cond("Accepted", "True", T0)]}
     computed = {("GatewayClass", "", "gc"): {"conditions": [cond("Accepted", "True")]}}
     assert sink.publish(computed, lambda _k: given) == []

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gateweave import status as status_module
 from gateweave.api.kinds import Key
-from gateweave.status import StatusSink
+from gateweave.sinks import localstatus as status_module
+from gateweave.sinks.localstatus import LocalStatusSink
 from tests.support.runtime import Clock
 
 OURS = "gateweave.io/gateway-controller"
@@ -51,7 +51,7 @@ def computed_gw(programmed: str) -> dict[str, Any]:
 
 def test_an_equal_computed_status_is_not_merged_again(merges: list[Key]) -> None:
     clock = Clock()
-    sink = StatusSink(OURS, clock=clock)
+    sink = LocalStatusSink(OURS, clock=clock)
     assert sink.publish({GW: computed_gw("True"), ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}})
     assert len(merges) == 2
     first = {k: sink.get(Key(*k)) for k in (GW, ROUTE)}
@@ -65,7 +65,7 @@ def test_an_equal_computed_status_is_not_merged_again(merges: list[Key]) -> None
 
 def test_a_changed_status_is_merged_with_transition_times_kept_per_condition(merges: list[Key]) -> None:
     clock = Clock()
-    sink = StatusSink(OURS, clock=clock)
+    sink = LocalStatusSink(OURS, clock=clock)
     sink.publish({GW: computed_gw("False")})
     clock.now = T1
     sink.publish({GW: computed_gw("False")})  # skipped
@@ -79,7 +79,7 @@ def test_a_withdrawn_status_is_written_again_when_reported_again() -> None:
     """Our route entry is withdrawn (their entry stays held); reported again with the
     very status it was merged from before, it must be merged back, not skipped."""
     given = {"parents": [parent(THEIRS, cond("Accepted", "True", T0))]}
-    sink = StatusSink(OURS, clock=lambda: T1)
+    sink = LocalStatusSink(OURS, clock=lambda: T1)
     ours = {"parents": [parent(OURS, cond("Accepted", "True"))]}
     sink.publish({ROUTE: ours}, lambda _k: given)
     assert sink.get(Key(*ROUTE)) == {
@@ -94,7 +94,7 @@ def test_a_withdrawn_status_is_written_again_when_reported_again() -> None:
 
 
 def test_a_deleted_and_recreated_object_is_merged_afresh() -> None:
-    sink = StatusSink(OURS, clock=lambda: T0)
+    sink = LocalStatusSink(OURS, clock=lambda: T0)
     sink.publish({GW: computed_gw("True")})
     sink.retain(set())  # the object is gone
     assert sink.get(Key(*GW)) is None

@@ -11,11 +11,12 @@ import pytest
 from gateweave.admin import AdminServer, parse_address
 from gateweave.api.decode import decode
 from gateweave.api.load import load_text
+from gateweave.metrics import Metrics
 from gateweave.output import objects_with_status
 from gateweave.providers import ConfigError, ErrorBook
 from gateweave.runtime import Runtime
 from gateweave.serve import serve
-from gateweave.status import StatusSink
+from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from gateweave.translate.options import TranslateOptions
 from tests.support.fake_translate import SEED, fake_translate
@@ -50,9 +51,11 @@ async def test_endpoints() -> None:
     store = Store()
     errors = ErrorBook()
     errors.set("file:x", [ConfigError("x.yaml:3", "invalid YAML: oops")])
+    metrics = Metrics()
     runtime = Runtime(
         store, translate_fn=fake_translate, options=TranslateOptions(controller_name=OURS),
-        status_sink=StatusSink(OURS, clock=lambda: T0), dataplane=False, window=0.01,
+        status_sink=LocalStatusSink(OURS, clock=lambda: T0, metrics=metrics), dataplane=False, window=0.01,
+        metrics=metrics,
     )
     for text in (SEED["HTTPRoute"], SECRET, SEED["Gateway"], SEED["GatewayClass"]):
         load_into(store, text)

@@ -14,7 +14,8 @@ from gateweave.api.kinds import Key
 from gateweave.ir import Result
 from gateweave.metrics import Metrics
 from gateweave.runtime import Runtime, TranslateFn
-from gateweave.status import StatusSink, merge_status
+from gateweave.sinks.localstatus import LocalStatusSink
+from gateweave.sinks.statusmerge import merge_status, utc_now
 from gateweave.store import Store
 from gateweave.translate import translate
 from gateweave.translate.options import TranslateOptions
@@ -90,7 +91,7 @@ class Harness:
             self.store,
             translate_fn=translate_fn,
             options=TranslateOptions(controller_name=OURS),
-            status_sink=StatusSink(OURS) if clock is None else StatusSink(OURS, clock=clock),
+            status_sink=LocalStatusSink(OURS, clock=clock or utc_now, metrics=self.metrics),
             xds_sink=self.xds,
             infra_sink=self.infra,
             dataplane=dataplane,

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from gateweave import ir
-from gateweave.dataplane import XdsPublisher
+from gateweave.sinks.xds import XdsPublisher
 from gateweave.snapshot import Snapshot
 from gateweave.store import Store
 from gateweave.translate import TranslateOptions, translate

@@ -1,9 +1,10 @@
 """The Kubernetes status sink: statuses written through the ``status`` subresource.
 
-The runtime hands it every computed status (:meth:`KubeStatusWriter.publish`, the same
-interface as the standalone :class:`~gateweave.status.StatusSink`). For each object it
-merges the computed status into the status the API server has (as the watch delivered it
-into the store) with :func:`~gateweave.status.merge_status` - other controllers' route
+The runtime hands it every computed status (:meth:`KubeStatusSink.publish`, the
+:class:`~gateweave.sinks.StatusSink` protocol, as the standalone
+:class:`~gateweave.sinks.localstatus.LocalStatusSink`). For each object it merges the
+computed status into the status the API server has (as the watch delivered it into the
+store) with :func:`~gateweave.sinks.statusmerge.merge_status` - other controllers' route
 parent entries are kept, our stale ones removed, ``lastTransitionTime`` of unchanged
 conditions kept - and queues a write only when the result differs. A worker task writes
 the queue:
@@ -34,10 +35,10 @@ import structlog
 from gateweave.api.kinds import Key
 from gateweave.kube.client import KubeClient, KubeError, ResourcePath
 from gateweave.metrics import Metrics
-from gateweave.status import Status, StatusSink, merge_status, owned_list, utc_now
+from gateweave.sinks.statusmerge import Status, merge_status, owned_list, utc_now
 from gateweave.store import Change, Store
 
-log = structlog.get_logger("gateweave.kubestatus")
+log = structlog.get_logger("gateweave.sinks.kubestatus")
 
 
 class TokenBucket:
@@ -77,7 +78,7 @@ def _newer_or_same(rv: str, than: str) -> bool:
         return True
 
 
-class KubeStatusWriter(StatusSink):
+class KubeStatusSink:
     def __init__(
         self,
         client: KubeClient,
@@ -90,9 +91,14 @@ class KubeStatusWriter(StatusSink):
         max_attempts: int = 5,
         retry_delay: float = 1.0,
         clock: Callable[[], str] = utc_now,
+        on_write: Callable[[Key, Status], None] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        super().__init__(controller_name, clock=clock, metrics=metrics)
+        self.controller_name = controller_name
+        self.clock = clock
+        self.on_write = on_write
+        self.metrics = metrics
+        self.writes = 0
         self.client = client
         self.store = store
         self.paths = paths

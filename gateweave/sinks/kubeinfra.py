@@ -3,9 +3,10 @@ bootstrap ConfigMap, owned by the Gateway.
 
 It is the runtime's infra sink (``update(changed, removed)``) in Kubernetes mode. Each
 object is written with server-side apply (field manager ``gateweave``, forced: these
-objects are ours), carries an ownerReference to its Gateway (so deleting the Gateway
-garbage-collects them) and the Gateway's ``spec.infrastructure`` labels and annotations;
-a Gateway that leaves the infra IR (deleted, or no longer ours) has its objects deleted.
+objects are ours), carries an ownerReference to its Gateway (``InfraGateway.uid``, so
+deleting the Gateway garbage-collects them) and the Gateway's ``spec.infrastructure``
+labels and annotations; a Gateway that leaves the infra IR (deleted, or no longer ours)
+has its objects deleted.
 Only the leader manages infrastructure (``enabled``): a follower remembers the desired
 state and applies it all when it becomes the leader.
 
@@ -24,13 +25,11 @@ from typing import Any
 
 import structlog
 
-from gateweave.api.kinds import Key
 from gateweave.infra.bootstrap import BootstrapParams, render
 from gateweave.ir import InfraGateway, envoy_labels
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
-from gateweave.store import Store
 
-log = structlog.get_logger("gateweave.infra.kubernetes")
+log = structlog.get_logger("gateweave.sinks.kubeinfra")
 
 FIELD_MANAGER = "gateweave"
 DEFAULT_IMAGE = "envoyproxy/envoy:v1.40.0"
@@ -76,7 +75,6 @@ class KubernetesInfra:
     def __init__(
         self,
         client: KubeClient,
-        store: Store,
         *,
         xds_host: str,
         xds_port: int,
@@ -84,7 +82,6 @@ class KubernetesInfra:
         service_type: str = "LoadBalancer",
     ) -> None:
         self.client = client
-        self.store = store
         self.xds_host, self.xds_port = xds_host, xds_port
         self.image = image
         self.service_type = service_type
@@ -112,13 +109,12 @@ class KubernetesInfra:
 
     # ------------------------------------------------------------ objects
 
-    def _owner(self, gw: InfraGateway) -> list[dict[str, Any]]:
-        stored = self.store.get(Key("Gateway", gw.namespace, gw.gateway_name))
-        uid = stored.model.metadata.uid if stored is not None else ""
-        if not uid:
+    @staticmethod
+    def _owner(gw: InfraGateway) -> list[dict[str, Any]]:
+        if not gw.uid:
             return []
         return [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gw.gateway_name,
-                 "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+                 "uid": gw.uid, "controller": True, "blockOwnerDeletion": True}]
 
     def _meta(self, gw: InfraGateway, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
         labels = {**gw.labels, **self.selector(gw), **(extra_labels or {})}
