@@ -16,7 +16,7 @@ import yaml
 
 from gateweave import DEFAULT_CONTROLLER_NAME, __version__
 from gateweave.api.kinds import Key
-from gateweave.cliargs import ControllerOpt, PoolOpt
+from gateweave.cliargs import CheckIncrementalOpt, ControllerOpt, PoolOpt
 from gateweave.cliargs import check_pool as _check_pool
 from gateweave.cliargs import err as _err
 from gateweave.translate import TranslateOptions
@@ -159,21 +159,23 @@ def serve_cmd(
     dataplane_kind: Annotated[str, typer.Option("--dataplane", help="With --provider kubernetes: none (default), kubernetes (an Envoy Deployment+Service per Gateway) or host (Envoy processes here).")] = "none",
     xds_host: Annotated[str, typer.Option("--xds-host", help="With --dataplane kubernetes: the host Envoy pods reach this controller's xDS server at.")] = "gateweave.gateweave-system.svc",
     xds_port: Annotated[int, typer.Option("--xds-port", help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).")] = 18000,
+    check_incremental: CheckIncrementalOpt = False,
 ) -> None:
     """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines."""
-    from gateweave.serve import serve
+    from gateweave import app as gw_app
 
     _check_pool(address_pool)
-    kube = None
+    dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane()
+    source: gw_app.FileSettings | gw_app.KubeSettings
     if provider == "kubernetes":
-        from gateweave.kube.wiring import KubeSettings
-
         if dataplane_kind not in ("none", "host", "kubernetes"):
             _err(f"error: unknown data plane {dataplane_kind!r} (none, kubernetes or host)")
             raise typer.Exit(2)
-        kube = KubeSettings(kubeconfig=kubeconfig, namespace=namespace, leader_elect=leader_elect,
-                            kube_dataplane=dataplane_kind == "kubernetes", xds_host=xds_host, xds_port=xds_port)
-        dataplane = dataplane_kind != "none" and not no_dataplane
+        source = gw_app.KubeSettings(kubeconfig=kubeconfig, namespace=namespace, leader_elect=leader_elect)
+        if dataplane_kind == "none":
+            dataplane = None
+        elif dataplane_kind == "kubernetes":
+            dataplane = gw_app.KubeDataplane(xds_host=xds_host, xds_port=xds_port)
     elif provider == "file":
         if config_dir is None:
             _err("error: --config-dir is required with the file provider")
@@ -181,26 +183,19 @@ def serve_cmd(
         if kubeconfig or namespace or leader_elect or dataplane_kind != "none":
             _err("error: --kubeconfig, --namespace, --leader-elect and --dataplane need --provider kubernetes")
             raise typer.Exit(2)
-        dataplane = not no_dataplane
+        source = gw_app.FileSettings(config_dir)
     else:
         _err(f"error: unknown provider {provider!r} (file or kubernetes)")
         raise typer.Exit(2)
-    setup = None
-    if dataplane and (kube is None or not kube.kube_dataplane):
-        from gateweave.dataplane import host_dataplane as make_host_dataplane
-
-        setup = make_host_dataplane()
-    asyncio.run(
-        serve(
-            config_dir or "",
-            admin_address=admin_address,
-            controller_name=controller_name,
-            dataplane=dataplane,
-            address_pool=address_pool,
-            dataplane_setup=setup,
-            kube=kube,
-        )
+    settings = gw_app.Settings(
+        provider=source,
+        dataplane=None if no_dataplane else dataplane,
+        controller_name=controller_name,
+        address_pool=address_pool,
+        admin=gw_app.AdminSettings(admin_address),
+        runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
     )
+    asyncio.run(gw_app.run(settings))
 
 
 def _fetch(admin_address: str, path: str) -> Any:
@@ -283,16 +278,14 @@ def quickstart_cmd(
     backend: Annotated[str, typer.Option("--backend", help="HOST:PORT of the demo backend the example routes to.")] = "127.0.0.1:18000",
     once: Annotated[bool, typer.Option("--once", help="Exit after proving the route works (default: keep serving).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the route to answer.")] = 60.0,
+    check_incremental: CheckIncrementalOpt = False,
 ) -> None:
     """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers through it."""
     import os
 
-    from gateweave.admin import AdminServer
-    from gateweave.dataplane import host_dataplane
+    from gateweave import app as gw_app
     from gateweave.demo import start_demo_backend
     from gateweave.quickstart import prove
-    from gateweave.runtime import Runtime
-    from gateweave.serve import serve
 
     if not os.path.isdir(config_dir):
         _err(f"error: {config_dir} is not a directory (run from the repository root, or pass --config-dir)")
@@ -306,10 +299,10 @@ def quickstart_cmd(
     stop = asyncio.Event()
     outcome: dict[str, Any] = {}
 
-    def started(runtime: Runtime, admin: AdminServer) -> None:
+    def started(running: gw_app.App) -> None:
         async def check() -> None:
             try:
-                curl, code, body = await prove(runtime, admin, DEFAULT_CONTROLLER_NAME, timeout)
+                curl, code, body = await prove(running, timeout)
             except TimeoutError as exc:
                 outcome["error"] = str(exc)
                 stop.set()
@@ -318,21 +311,17 @@ def quickstart_cmd(
             if once:
                 stop.set()
             else:
-                typer.echo(f"gateweave is serving {config_dir} (admin API {admin.url}); edit the files to change it, Ctrl-C to stop.")
+                typer.echo(f"gateweave is serving {config_dir} (admin API {running.admin.url}); edit the files to change it, Ctrl-C to stop.")
 
         outcome["task"] = asyncio.get_running_loop().create_task(check())
 
+    settings = gw_app.Settings(
+        provider=gw_app.FileSettings(config_dir),
+        admin=gw_app.AdminSettings(admin_address),
+        runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
+    )
     try:
-        asyncio.run(
-            serve(
-                config_dir,
-                admin_address=admin_address,
-                dataplane=True,
-                dataplane_setup=host_dataplane(),
-                stop=stop,
-                on_started=started,
-            )
-        )
+        asyncio.run(gw_app.run(settings, gw_app.Hooks(stop=stop, on_started=started)))
     finally:
         demo.shutdown()
     if "error" in outcome:

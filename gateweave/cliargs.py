@@ -10,6 +10,12 @@ import typer
 
 ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayClass controllerName this controller owns.")]
 PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
+# Tests and CI (GATEWEAVE_CHECK_INCREMENTAL=1): every incremental translation is also made in
+# full and compared; a difference fails that translation.
+CheckIncrementalOpt = Annotated[bool, typer.Option(
+    "--check-incremental", envvar="GATEWEAVE_CHECK_INCREMENTAL", hidden=True,
+    help="Also translate every change in full and fail on any difference (slow; tests and CI).",
+)]
 
 
 def err(message: str) -> None:

@@ -8,8 +8,7 @@ from typing import Any
 
 import httpx
 
-from gateweave.admin import AdminServer
-from gateweave.runtime import Runtime
+from gateweave.app import App
 
 
 def curl_targets(items: list[dict[str, Any]], controller_name: str) -> list[tuple[str, str, int, str]]:
@@ -46,7 +45,7 @@ def curl_command(host: str, address: str, port: int, path: str) -> str:
     return f"curl -sS --resolve {shlex.quote(f'{host}:{port}:{address}')} {shlex.quote(f'http://{host}:{port}{path}')}"
 
 
-async def prove(runtime: Runtime, admin: AdminServer, controller_name: str, timeout: float) -> tuple[str, int, str]:
+async def prove(app: App, timeout: float) -> tuple[str, int, str]:
     """Wait until a route answers through Envoy; (curl command, status, body) of the first that does."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -54,8 +53,8 @@ async def prove(runtime: Runtime, admin: AdminServer, controller_name: str, time
     async with httpx.AsyncClient(timeout=2.0) as client:
         while loop.time() < deadline:
             try:
-                items = (await client.get(f"{admin.url}/api/objects")).json()["items"]
-                for host, address, port, path in curl_targets(items, controller_name):
+                items = (await client.get(f"{app.admin.url}/api/objects")).json()["items"]
+                for host, address, port, path in curl_targets(items, app.settings.controller_name):
                     resp = await client.get(f"http://{address}:{port}{path}", headers={"Host": host})
                     last = f"{curl_command(host, address, port, path)} answered {resp.status_code}"
                     if resp.status_code == 200:

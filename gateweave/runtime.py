@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
-import os
 import threading
 import time
 import traceback
@@ -34,17 +33,12 @@ from gateweave.metrics import Metrics
 from gateweave.sinks import InfraSink, StatusSink, XdsSink
 from gateweave.snapshot import Snapshot
 from gateweave.store import Change, Store
-from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import DataplaneState, TranslateOptions
 
 log = structlog.get_logger("gateweave.runtime")
 
 TranslateFn = Callable[[Snapshot, TranslateOptions], Result]
 T = TypeVar("T")
-
-
-def check_incremental() -> bool:
-    return os.environ.get("GATEWEAVE_CHECK_INCREMENTAL", "") not in ("", "0")
 
 
 def _translate_gc_paused(fn: TranslateFn, snapshot: Snapshot, options: TranslateOptions) -> Result:
@@ -64,7 +58,7 @@ class Runtime:
         self,
         store: Store,
         *,
-        translate_fn: TranslateFn | None = None,
+        translate_fn: TranslateFn,
         options: TranslateOptions | None = None,
         status_sink: StatusSink,
         xds_sink: XdsSink | None = None,
@@ -78,10 +72,9 @@ class Runtime:
         gc_freeze: bool = False,
     ) -> None:
         self.store = store
-        # By default the incremental translator: a full translation's result for the work
-        # of what changed. GATEWEAVE_CHECK_INCREMENTAL=1 also runs a full translation on
-        # every change and fails the translation on any difference (tests, CI).
-        self.translate_fn: TranslateFn = translate_fn or IncrementalTranslator(check=check_incremental())
+        # The translator it is given: gateweave serve's is the incremental one (gateweave.app),
+        # a full translation's result for the work of what changed.
+        self.translate_fn = translate_fn
         self.options = options or TranslateOptions()
         self.metrics = metrics or Metrics()
         self.status_sink = status_sink

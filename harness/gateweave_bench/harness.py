@@ -5,7 +5,7 @@
 * :func:`fetch_sync` / :func:`fetch`: one request on a fresh connection (optionally TLS
   with SNI), the reply parsed.
 * Manifest builders (plain dicts) and :func:`write_manifests`, an atomic file write.
-* :func:`running_serve`: :func:`gateweave.serve.serve` with host Envoys in the current
+* :func:`running_serve`: :func:`gateweave.app.run` with host Envoys in the current
   event loop, for the life of an ``async with``; every Envoy it started is gone after.
 """
 
@@ -28,11 +28,10 @@ from typing import Any
 import httpx
 import yaml
 
+from gateweave import app
 from gateweave.admin import AdminServer
-from gateweave.dataplane import host_dataplane
 from gateweave.infra.host import HostInfra
-from gateweave.runtime import Runtime
-from gateweave.serve import serve
+from gateweave.runtime import Runtime, TranslateFn
 from gateweave.sinks.hostinfra import HostInfraSink
 from gateweave.sinks.xds import XdsPublisher
 
@@ -414,19 +413,35 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def running_serve(config_dir: str | Path, *, start_timeout: float = 10.0, stop_timeout: float = 15.0, **kwargs: Any) -> AsyncIterator[Served]:
-    """Run :func:`gateweave.serve.serve` on ``config_dir`` with host Envoys (admin on a free
-    loopback port) until the block exits; then stop it, and kill any Envoy left behind."""
+async def running_serve(
+    config_dir: str | Path,
+    *,
+    delta: bool = False,
+    window: float = 0.05,
+    debounce_ms: int = 50,
+    check_incremental: bool = False,
+    translator: TranslateFn | None = None,
+    start_timeout: float = 10.0,
+    stop_timeout: float = 15.0,
+) -> AsyncIterator[Served]:
+    """Run :func:`gateweave.app.run` on ``config_dir`` with host Envoys (``delta``: on the delta
+    xDS protocol; admin on a free loopback port) until the block exits; then stop it, and kill
+    any Envoy left behind."""
     stop = asyncio.Event()
     started: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
 
-    def on_started(runtime: Runtime, admin: AdminServer) -> None:
+    def on_started(running: app.App) -> None:
         if not started.done():
-            started.set_result(Served(runtime, admin))
+            started.set_result(Served(running.runtime, running.admin))
 
-    kwargs.setdefault("admin_address", "127.0.0.1:0")
-    kwargs.setdefault("dataplane_setup", host_dataplane())
-    task = asyncio.create_task(serve(str(config_dir), stop=stop, on_started=on_started, **kwargs))
+    settings = app.Settings(
+        provider=app.FileSettings(str(config_dir), debounce_ms=debounce_ms),
+        dataplane=app.HostDataplane(delta=delta),
+        admin=app.AdminSettings("127.0.0.1:0"),
+        runtime=app.RuntimeSettings(window=window, check_incremental=check_incremental),
+    )
+    hooks = app.Hooks(stop=stop, on_started=on_started, translator=translator)
+    task = asyncio.create_task(app.run(settings, hooks))
     served: Served | None = None
     try:
         waiters: list[asyncio.Future[Any]] = [started, task]

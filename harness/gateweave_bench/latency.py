@@ -242,7 +242,7 @@ async def _measure(
                 h.write_manifests(root / f"route-{i:05d}.yaml", [route_doc(i, 0)])
             started = time.perf_counter()
             async with h.running_serve(
-                root, translate_fn=clock.translate, window=window, debounce_ms=debounce_ms
+                root, translator=clock.translate, window=window, debounce_ms=debounce_ms
             ) as served:
                 served.runtime.store.subscribe(clock.on_change)
                 publisher = served.xds

@@ -238,7 +238,8 @@ async def _burst(decoded: Sequence[Decoded], events: Sequence[Decoded], timeout:
     for d in decoded:
         store.apply(d)
     # as `gateweave serve` runs it
-    runtime = Runtime(store, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME), dataplane=False, gc_freeze=True)
+    runtime = Runtime(store, translate_fn=IncrementalTranslator(), status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+                      dataplane=False, gc_freeze=True)
     task = asyncio.get_running_loop().create_task(runtime.run())
     try:
         await runtime.wait_settled(timeout)

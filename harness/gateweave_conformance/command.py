@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from gateweave import DEFAULT_CONTROLLER_NAME
-from gateweave.cliargs import ControllerOpt, PoolOpt, check_pool, err
+from gateweave.cliargs import CheckIncrementalOpt, ControllerOpt, PoolOpt, check_pool, err
 
 
 def command(
@@ -23,6 +23,7 @@ def command(
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
     address_pool: PoolOpt = "127.10.0.0/16",
     backend_prefix: Annotated[str, typer.Option("--backend-prefix", help="Echo replicas listen on PREFIX.x.y (a /16 of 127.0.0.0/8).")] = "127.20",
+    check_incremental: CheckIncrementalOpt = False,
 ) -> None:
     """Replay conformance cases against a live gateweave with Envoy and echo backends, traffic included."""
     import re
@@ -73,6 +74,7 @@ def command(
         controller_name=controller_name,
         address_pool=address_pool,
         backend_prefix=backend_prefix,
+        check_incremental=check_incremental,
         out=out,
     )
     try:

@@ -76,6 +76,7 @@ class RunnerOptions:
     backend_prefix: str = "127.20"  # echo replicas get <prefix>.x.y
     work_dir: Path | None = None
     keep_work_dir: bool = False
+    check_incremental: bool = False  # gateweave's RuntimeSettings.check_incremental (CI sets it)
     out: Callable[[str], None] = print
 
 
@@ -288,8 +289,7 @@ class LiveRunner:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        from gateweave.dataplane import host_dataplane
-        from gateweave.serve import serve
+        from gateweave import app
 
         if self.options.work_dir is not None:
             self.work = self.options.work_dir
@@ -313,23 +313,20 @@ class LiveRunner:
 
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def on_started(runtime: Any, admin: Any) -> None:
-            self.runtime, self.admin = runtime, admin
+        def on_started(running: app.App) -> None:
+            self.runtime, self.admin = running.runtime, running.admin
             if not started.done():
                 started.set_result(None)
 
-        self._serve_task = asyncio.create_task(
-            serve(
-                str(config),
-                admin_address="127.0.0.1:0",
-                controller_name=self.options.controller_name,
-                address_pool=self.options.address_pool,
-                dataplane=True,
-                dataplane_setup=host_dataplane(work_dir=str(self.work / "envoy")),
-                stop=self._stop,
-                on_started=on_started,
-            )
+        settings = app.Settings(
+            provider=app.FileSettings(str(config)),
+            dataplane=app.HostDataplane(work_dir=str(self.work / "envoy")),
+            controller_name=self.options.controller_name,
+            address_pool=self.options.address_pool,
+            admin=app.AdminSettings("127.0.0.1:0"),
+            runtime=app.RuntimeSettings(check_incremental=self.options.check_incremental),
         )
+        self._serve_task = asyncio.create_task(app.run(settings, app.Hooks(stop=self._stop, on_started=on_started)))
         done, _ = await asyncio.wait([started, self._serve_task], timeout=60, return_when=asyncio.FIRST_COMPLETED)
         if self._serve_task in done:
             self._serve_task.result()
@@ -645,8 +642,8 @@ async def run(options: RunnerOptions) -> tuple[list[CaseResult], frozenset[str]]
             failed_before = _failed_translations(runner)
             result = await runner.run_case_guarded(case)
             if _failed_translations(runner) > failed_before and result.outcome != "FAIL":
-                # A translation raised during the case (with GATEWEAVE_CHECK_INCREMENTAL=1: an
-                # incremental result that differed from a full translation): never a pass.
+                # A translation raised during the case (with check_incremental: an incremental
+                # result that differed from a full translation): never a pass.
                 error = runner.runtime.last_translation_error.strip().splitlines()
                 result = CaseResult(case.name, "FAIL", "a translation raised: " + (error[-1] if error else "?"), result.seconds, result.features)
             result.known = options.known_failures.get(case.name, "")

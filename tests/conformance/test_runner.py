@@ -20,6 +20,7 @@ from gateweave_conformance import report as rp
 from gateweave_conformance.runner import RunnerOptions, exit_code, run
 from gateweave_conformance.traffic import backend_of
 from tests.support.data import CASES, MANIFESTS
+from tests.support.incremental_check import CHECK_INCREMENTAL
 
 LIVE_CASES = (
     "HTTPRouteSimpleSameNamespace",
@@ -43,6 +44,7 @@ async def test_live_cases_pass_and_report(tmp_path: Path) -> None:
         report=report_path,
         address_pool="127.31.0.0/16",
         backend_prefix="127.32",
+        check_incremental=CHECK_INCREMENTAL,
         out=lines.append,
     )
     results, claimed = await run(options)

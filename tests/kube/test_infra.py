@@ -20,6 +20,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
+from gateweave.app import KubeDataplane
 from gateweave.sinks.kubeinfra import object_name
 from gateweave.xds.snapshot_cache import CLUSTER, LISTENER
 from tests.support.data import QUICKSTART
@@ -89,9 +90,10 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             api.put(doc)
     kc = write_kubeconfig(api, str(tmp_path / "kc"))
     name = object_name("quickstart")
+    xds_port = free_port()
     try:
-        async with serving(api, kc, kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port(),
-                           xds_host="gateweave.gateweave-system.svc", service_type="LoadBalancer") as (
+        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port,
+                           xds_host="gateweave.gateweave-system.svc", service_type="LoadBalancer")) as (
             runtime, source,
         ):
             await settle(api, runtime, source)
@@ -124,7 +126,7 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             assert xds.address == "0.0.0.0"
 
             # the Envoy pod connects and acknowledges: listeners bind 0.0.0.0
-            async with envoy_pod(source.settings.xds_port, "default/quickstart") as listeners:
+            async with envoy_pod(xds_port, "default/quickstart") as listeners:
                 await until(lambda: bool(listeners))
                 assert {lst.address.socket_address.address for lst in listeners} == {"0.0.0.0"}
                 await settle(api, runtime, source)
@@ -167,9 +169,10 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
             api.put(doc)
     kc = write_kubeconfig(api, str(tmp_path / "kc"))
     name = object_name("quickstart")
+    xds_port = free_port()
     try:
-        async with serving(api, kc, kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port(),
-                           service_type="ClusterIP") as (runtime, source):
+        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port,
+                                                  service_type="ClusterIP")) as (runtime, source):
             await settle(api, runtime, source)
             svc = api.get("Service", "default", name)
             assert svc is not None
@@ -178,7 +181,7 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
             assert status["addresses"] == [{"type": "IPAddress", "value": "192.0.2.10"},
                                            {"type": "IPAddress", "value": svc["spec"]["clusterIP"]}]
             assert conditions(status)["Programmed"] == ("False", "Pending")  # no Envoy has acknowledged
-            async with envoy_pod(source.settings.xds_port, "default/quickstart"):
+            async with envoy_pod(xds_port, "default/quickstart"):
                 await until(lambda: runtime.last_result is not None and conditions(
                     runtime.last_result.statuses[("Gateway", "default", "quickstart")])["Programmed"][0] == "True")
                 await settle(api, runtime, source)

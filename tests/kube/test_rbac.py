@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from gateweave.app import KubeDataplane
 from tests.support.data import QUICKSTART, ROOT
 from tests.support.kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 
@@ -72,7 +73,7 @@ async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
     try:
         async with serving(api, write_kubeconfig(api, str(tmp_path / "kc")), leader_elect=True,
                            lease_namespace=LEASE_NS, lease_duration=1.0, renew_deadline=0.8, retry_period=0.05,
-                           kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port()) as (runtime, source):
+                           dataplane=KubeDataplane(xds_bind="127.0.0.1", xds_port=free_port())) as (runtime, source):
             for _ in range(200):
                 if source.elector.leading:
                     break

@@ -39,6 +39,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.api.decode import Decoded, decode_sourced
 from gateweave.api.kinds import KINDS, Key
 from gateweave.api.limits import MAX_MESSAGE_CHARS
@@ -47,8 +48,10 @@ from gateweave.offline import translate_paths
 from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
 from gateweave.runtime import Runtime
+from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store, key_of
 from gateweave.translate import TranslateOptions, translate
+from tests.support.incremental_check import incremental_translator
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -473,7 +476,8 @@ class ProviderRig:
         self.thread.start()
         self.store, self.errors = Store(), ErrorBook()
         self.provider = FileProvider(str(root), self.store, self.errors, debounce_ms=5)
-        self.runtime = Runtime(self.store, dataplane=False, window=0.005, max_delay=0.05)
+        self.runtime = Runtime(self.store, translate_fn=incremental_translator(), status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+                               dataplane=False, window=0.005, max_delay=0.05)
         self.tasks = self.call(self._start())
 
     async def _start(self) -> list[asyncio.Task[None]]:

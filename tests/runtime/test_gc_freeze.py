@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import gc
 
+from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.runtime import Runtime
+from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from tests.support.fake_translate import fake_translate
 
@@ -25,7 +27,7 @@ async def _stop(task: asyncio.Task[None]) -> None:
 
 async def test_frozen_once_ready_and_unfrozen_when_run_ends() -> None:
     gc.unfreeze()
-    runtime = Runtime(Store(), translate_fn=fake_translate, gc_freeze=True)
+    runtime = Runtime(Store(), translate_fn=fake_translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME), gc_freeze=True)
     task = await _run_until_ready(runtime)
     try:
         assert runtime.ready
@@ -38,7 +40,7 @@ async def test_frozen_once_ready_and_unfrozen_when_run_ends() -> None:
 
 async def test_not_frozen_by_default() -> None:
     gc.unfreeze()
-    runtime = Runtime(Store(), translate_fn=fake_translate)
+    runtime = Runtime(Store(), translate_fn=fake_translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
     task = await _run_until_ready(runtime)
     try:
         assert gc.get_freeze_count() == 0

@@ -179,7 +179,7 @@ async def test_our_own_status_writes_never_cause_a_translation() -> None:
     def on_write(key: Key, status: Status) -> None:
         loop.call_soon(store_status, key, status)  # later, as a watch event would come
 
-    h.runtime.status_sink.on_write = on_write
+    h.status_sink.on_write = on_write
     async with running(h):
         await loaded(h)
         await asyncio.sleep(0.2)  # let the written statuses come back, and anything they would cause

@@ -88,7 +88,7 @@ async def test_deletes_in_any_order_converge(translate_fn: TranslateFn, order: t
             await h.runtime.wait_settled()
             h.assert_converged()
     assert h.xds.state == {} and h.infra.state == {}
-    assert dict(h.runtime.status_sink.statuses) == {}
+    assert dict(h.status_sink.statuses) == {}
 
 
 async def test_noop_events_publish_nothing() -> None:
@@ -96,7 +96,7 @@ async def test_noop_events_publish_nothing() -> None:
     for obj in SEED.values():
         h.store.apply(decoded(obj))
     async with running(h):
-        translations, publishes, writes = h.translations, h.publishes(), h.runtime.status_sink.writes
+        translations, publishes, writes = h.translations, h.publishes(), h.status_sink.writes
         assert publishes == {"status": 1, "xds": 1, "infra": 1}
 
         # An identical re-apply is not even an event.
@@ -113,7 +113,7 @@ async def test_noop_events_publish_nothing() -> None:
         await h.runtime.wait_settled()
         assert h.translations == translations + 1
         assert h.publishes() == publishes
-        assert h.runtime.status_sink.writes == writes
+        assert h.status_sink.writes == writes
         assert len(h.xds.calls) == 1 and len(h.infra.calls) == 1
 
 
@@ -159,7 +159,7 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
         assert {c["type"]: c["lastTransitionTime"] for c in ours["conditions"]} == {
             "Accepted": T0, "ResolvedRefs": T0
         }
-        writes = h.runtime.status_sink.writes
+        writes = h.status_sink.writes
 
         # A spec change: the route's generation and observedGeneration move, statuses do not.
         clock.now = T1
@@ -170,7 +170,7 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
         conds = {c["type"]: c for c in second["parents"][1]["conditions"]}
         assert conds["Accepted"]["observedGeneration"] == 2
         assert conds["Accepted"]["lastTransitionTime"] == T0  # unchanged status: time kept
-        assert h.runtime.status_sink.writes == writes + 1  # only the route was written
+        assert h.status_sink.writes == writes + 1  # only the route was written
 
         # The Gateway disappears: the route is no longer Accepted - a transition.
         h.store.delete(Key("Gateway", "default", "gw"))

@@ -8,6 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from gateweave import app
 from gateweave.admin import AdminServer, parse_address
 from gateweave.api.decode import decode
 from gateweave.api.load import load_text
@@ -15,7 +16,6 @@ from gateweave.metrics import Metrics
 from gateweave.output import objects_with_status
 from gateweave.providers import ConfigError, ErrorBook
 from gateweave.runtime import Runtime
-from gateweave.serve import serve
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from gateweave.translate.options import TranslateOptions
@@ -133,10 +133,12 @@ async def test_serve_end_to_end(tmp_path: Path) -> None:
         (tmp_path / f"{kind.lower()}.yaml").write_text(text)
     stop = asyncio.Event()
     started: list[AdminServer] = []
-    task = asyncio.create_task(serve(
-        str(tmp_path), "127.0.0.1:0", OURS, dataplane=False, translate_fn=fake_translate,
-        debounce_ms=20, stop=stop, on_started=lambda _rt, admin: started.append(admin),
-    ))
+    settings = app.Settings(
+        provider=app.FileSettings(str(tmp_path), debounce_ms=20), dataplane=None, controller_name=OURS,
+        admin=app.AdminSettings("127.0.0.1:0"),
+    )
+    hooks = app.Hooks(stop=stop, on_started=lambda running: started.append(running.admin), translator=fake_translate)
+    task = asyncio.create_task(app.run(settings, hooks))
     try:
         for _ in range(500):
             if started or task.done():

@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from gateweave.dataplane import host_dataplane
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
+from tests.support.incremental_check import CHECK_INCREMENTAL
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -116,7 +116,7 @@ async def test_route_appears_changes_and_disappears_within_a_second(tmp_path: Pa
     h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends))
     route = tmp_path / "route.yaml"
     steps: dict[str, float] = {}
-    async with h.running_serve(tmp_path, dataplane_setup=host_dataplane(delta=delta)) as served:
+    async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
         await until(programmed(served, "True"), 10, "the Gateway is programmed")
         await until(answers(ip, port, "/a", "app.test", status=404), 2, "no route: 404")
 
@@ -177,7 +177,7 @@ async def test_https_terminates_with_the_secret_certificate_by_sni(tmp_path: Pat
         [h.http_route("secure", "gw", ["secure.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])], section="https")],
     )
     client = ssl.create_default_context(cadata=cert.decode())  # verifies the chain and the host name
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         reply, _ = await until(answers(ip, port, "/x", "secure.test", body="A", tls=client), 10, "HTTPS route to A")
         assert reply.headers["x-path"] == "/x"
         # Another SNI matches no filter chain: the handshake fails.
@@ -195,7 +195,7 @@ async def test_weighted_split_follows_the_weights(tmp_path: Path, backends: dict
     h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends))
     weighted = h.rule("/", [h.backend_ref("svc-a", 80, weight=3), h.backend_ref("svc-b", 80, weight=1)])
     h.write_manifests(tmp_path / "route.yaml", [h.http_route("split", "gw", ["split.test"], [weighted])])
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(answers(ip, port, "/", "split.test"), 10, "the split route answers")
         replies = await asyncio.gather(*(h.fetch(ip, port, f"/{i}", "split.test") for i in range(200)))
         served.envoy_pids()
@@ -239,7 +239,7 @@ async def test_tcp_route_reaches_the_echo_backend(tmp_path: Path, backends: dict
         got = await echo_through(ip, port, payload)
         return got if got == payload else None
 
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(echoed, 10, "bytes echoed through the TCP listener")
         served.envoy_pids()
     assert_gone(served.pids_seen)
@@ -258,7 +258,7 @@ async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(tmp_pa
     h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
     holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        async with h.running_serve(tmp_path, dataplane_setup=host_dataplane(delta=delta)) as served:
+        async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
             await until(programmed(served, "True"), 10, "the Gateway is programmed")
             await until(answers(ip, good_port, "/", "app.test", body="A"), 5, "the good listener serves")
 
@@ -311,7 +311,7 @@ async def test_a_nack_from_outside_the_configuration_clears_when_its_cause_goes(
     h.write_manifests(tmp_path / "base.yaml", base(ip, listeners, backends))
     h.write_manifests(tmp_path / "route.yaml", [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
     try:
-        async with h.running_serve(tmp_path, dataplane_setup=host_dataplane(delta=delta)) as served:
+        async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
             cond, _ = await until(programmed(served, "False", "Invalid"), 10, "Programmed=False after the NACK")
             assert "Address already in use" in cond["message"], cond
             # While the port stays taken the listener is sent again with a doubling backoff
@@ -346,7 +346,7 @@ async def test_programmed_only_once_envoy_acknowledged(tmp_path: Path, backends:
     h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends))
     h.write_manifests(tmp_path / "route.yaml", [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
     seen: list[tuple[str, str]] = []
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             gw = await served.get("Gateway", "gw")
@@ -376,7 +376,7 @@ async def test_stopping_serve_stops_every_envoy(tmp_path: Path, backends: dict[s
     docs = base(ips[0], [h.listener("http", "HTTP", free_port(ips[0]))], backends)
     docs.append(h.gateway("gw-2", ips[1], [h.listener("http", "HTTP", free_port(ips[1]))]))
     h.write_manifests(tmp_path / "base.yaml", docs)
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         async def both_running() -> set[int] | None:
             pids = served.envoy_pids()
             return pids if len(pids) == 2 else None

@@ -25,6 +25,7 @@ from gateweave.api import limits
 from gateweave.cli import app
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
+from tests.support.incremental_check import CHECK_INCREMENTAL
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -119,7 +120,7 @@ async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(tmp_p
     write_base(tmp_path, ip, port, backends)
     route = tmp_path / "route.yaml"
     write(route, route_text("svc-a"))
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(body_is(ip, port, "A"), "the route answers from A")
         for change, line, message in BAD_EDITS:
             write(route, route_text("svc-b", **change))  # the edit also moves the route to B: must not apply
@@ -165,7 +166,7 @@ async def test_an_alias_bomb_is_refused_while_serve_keeps_answering(tmp_path: Pa
     bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
         f"{names[i]}: &{names[i]} [" + ",".join(f"*{names[i - 1]}" for _ in range(9)) + "]\n" for i in range(1, 9)
     )
-    async with h.running_serve(tmp_path) as served:
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(body_is(ip, port, "A"), "the route answers from A")
         write(tmp_path / "bomb.yaml", bomb)
         answered = 0

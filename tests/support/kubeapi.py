@@ -759,29 +759,29 @@ def write_kubeconfig(api: KubeAPI, path: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def serving(api: KubeAPI, kubeconfig: str, **settings: Any) -> Any:
-    """``gateweave serve --provider kubernetes --no-dataplane`` in this event loop; yields
+async def serving(api: KubeAPI, kubeconfig: str, dataplane: Any = None, **settings: Any) -> Any:
+    """``gateweave serve --provider kubernetes`` in this event loop (``dataplane``: a
+    ``gateweave.app.KubeDataplane``, else none; ``settings``: ``KubeSettings`` fields); yields
     (runtime, source). Everything is stopped on exit."""
-    from gateweave.kube.wiring import KubeSettings
-    from gateweave.serve import serve
+    from gateweave import app
+    from tests.support.incremental_check import CHECK_INCREMENTAL
 
     stop = asyncio.Event()
     got: dict[str, Any] = {}
     started = asyncio.Event()
 
-    def on_kube(source: Any) -> None:
-        got["source"] = source
-
-    def on_started(runtime: Any, _admin: Any) -> None:
-        got["runtime"] = runtime
+    def on_started(running: app.App) -> None:
+        got["runtime"], got["source"] = running.runtime, running.kube
         started.set()
 
     settings.setdefault("backoff", (0.05, 0.5))
-    task = asyncio.create_task(serve(
-        "", admin_address="127.0.0.1:0", dataplane=bool(settings.get("kube_dataplane")), stop=stop,
-        on_started=on_started,
-        kube=KubeSettings(kubeconfig=kubeconfig, **settings), on_kube=on_kube,
-    ))
+    config = app.Settings(
+        provider=app.KubeSettings(kubeconfig=kubeconfig, **settings),
+        dataplane=dataplane,
+        admin=app.AdminSettings("127.0.0.1:0"),
+        runtime=app.RuntimeSettings(check_incremental=CHECK_INCREMENTAL),
+    )
+    task = asyncio.create_task(app.run(config, app.Hooks(stop=stop, on_started=on_started)))
     try:
         done, _ = await asyncio.wait([task, asyncio.create_task(started.wait())], timeout=10,
                                      return_when=asyncio.FIRST_COMPLETED)

@@ -19,6 +19,7 @@ from gateweave.sinks.statusmerge import merge_status, utc_now
 from gateweave.store import Store
 from gateweave.translate import translate
 from gateweave.translate.options import TranslateOptions
+from tests.support.incremental_check import incremental_translator
 
 OURS = "gateweave.io/gateway-controller"
 T0 = "2024-01-01T00:00:00Z"
@@ -87,11 +88,12 @@ class Harness:
         self.xds = RecordingSink()
         self.infra = RecordingSink()
         self.reference: TranslateFn = translate_fn or translate
+        self.status_sink = LocalStatusSink(OURS, clock=clock or utc_now, metrics=self.metrics)
         self.runtime = Runtime(
             self.store,
-            translate_fn=translate_fn,
+            translate_fn=translate_fn or incremental_translator(),
             options=TranslateOptions(controller_name=OURS),
-            status_sink=LocalStatusSink(OURS, clock=clock or utc_now, metrics=self.metrics),
+            status_sink=self.status_sink,
             xds_sink=self.xds,
             infra_sink=self.infra,
             dataplane=dataplane,
@@ -128,7 +130,7 @@ class Harness:
         (an object whose given status already equals ours needs no write)."""
         batch = self._translate_now()
         now = self.clock.now if self.clock is not None else None
-        statuses = self.runtime.status_sink.statuses
+        statuses = self.status_sink.statuses
         for k, computed in batch.statuses.items():
             key = Key(*k)
             stored = self.store.get(key)
@@ -144,7 +146,7 @@ class Harness:
         object translate reports on has our status written, no other keeps one of ours."""
         want = self._translate_now()
         self._assert_ir_published(want)
-        sink = self.runtime.status_sink
+        sink = self.status_sink
         for key in self.store:
             stored = self.store.get(key)
             given = stored.raw.get("status") if stored is not None else None

@@ -19,8 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
+from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store, key_of
 from gateweave.translate import translate
 from gateweave.translate.incremental import IncrementalMismatch, IncrementalTranslator, _compare
@@ -247,7 +249,8 @@ def test_a_mismatch_fails_the_translation_in_the_runtime(monkeypatch: pytest.Mon
     monkeypatch.setattr(incremental, "translate_all", wrong)
 
     async def main() -> Runtime:
-        runtime = Runtime(store, dataplane=False, translate_fn=IncrementalTranslator(check=True))
+        runtime = Runtime(store, dataplane=False, translate_fn=IncrementalTranslator(check=True),
+                          status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
         task = asyncio.get_running_loop().create_task(runtime.run())
         try:
             await runtime.wait_settled(30)

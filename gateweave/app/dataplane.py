@@ -1,0 +1,69 @@
+"""The data plane, chosen here and nowhere else: none, Envoy processes on this host, or Envoy
+Deployments in Kubernetes. Either way an xDS server feeds the Envoys and the runtime gets
+its xDS and infra sinks (gateweave/sinks); the Envoys' reports come back through
+``runtime.set_dataplane_state``, which translate turns into Programmed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+from gateweave.app.kube import KubeSource
+from gateweave.app.settings import HostDataplane, KubeDataplane, Settings
+from gateweave.infra.host import HostInfra
+from gateweave.runtime import Runtime
+from gateweave.sinks.hostinfra import HostInfraSink
+from gateweave.sinks.xds import XdsPublisher
+from gateweave.xds.server import AdsServer
+
+
+def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> AbstractAsyncContextManager[None]:
+    """The data plane of ``settings``, attached to ``runtime`` for the duration of the context."""
+    chosen = settings.dataplane
+    if isinstance(chosen, HostDataplane):
+        return _host(chosen, runtime)
+    if isinstance(chosen, KubeDataplane):
+        assert kube is not None  # Settings refuses a Kubernetes data plane without the Kubernetes provider
+        return _kubernetes(chosen, runtime, kube)
+    return contextlib.nullcontext()
+
+
+@contextlib.asynccontextmanager
+async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[None]:
+    """An ADS server and one Envoy process per Gateway, on this host."""
+    server = AdsServer(registry=runtime.metrics.registry)
+    port = await server.start(settings.xds_host, settings.xds_port)
+    with contextlib.ExitStack() as stack:
+        work_dir = settings.work_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="gateweave-"))
+        infra = HostInfra(xds_host=settings.xds_host, xds_port=port, work_dir=Path(work_dir), delta=settings.delta)
+        try:
+            runtime.attach(
+                xds_sink=XdsPublisher(server, runtime.set_dataplane_state),
+                infra_sink=HostInfraSink(infra),
+            )
+            yield
+        finally:
+            await infra.close()
+            await server.stop()
+
+
+@contextlib.asynccontextmanager
+async def _kubernetes(settings: KubeDataplane, runtime: Runtime, kube: KubeSource) -> AsyncIterator[None]:
+    """An ADS server and an Envoy Deployment + Service per Gateway (managed by the leader only)."""
+    from gateweave.sinks.kubeinfra import DEFAULT_IMAGE, KubernetesInfra
+
+    server = AdsServer(registry=runtime.metrics.registry)
+    await server.start(settings.xds_bind, settings.xds_port)
+    infra = KubernetesInfra(kube.client, xds_host=settings.xds_host, xds_port=settings.xds_port,
+                            image=settings.envoy_image or DEFAULT_IMAGE, service_type=settings.service_type)
+    infra.enabled = kube.leading
+    kube.infra = infra
+    try:
+        runtime.attach(xds_sink=XdsPublisher(server, runtime.set_dataplane_state), infra_sink=infra)
+        yield
+    finally:
+        await server.stop()

@@ -1,0 +1,145 @@
+"""The composition root: ``gateweave serve`` built from one :class:`Settings`.
+
+:func:`run` makes every part and plugs them together - the store, the provider (files or
+the Kubernetes API), the translator, the processor (:class:`~gateweave.runtime.Runtime`)
+with its status sink, the data plane with its xDS and infra sinks, the admin API - runs
+them until SIGINT/SIGTERM (or ``hooks.stop``), then shuts everything down. Nothing else
+decides which implementation of a part runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from gateweave import native
+from gateweave.admin import AdminServer
+from gateweave.app.dataplane import dataplane
+from gateweave.app.kube import KubeSource
+from gateweave.app.settings import FileSettings, Settings
+from gateweave.metrics import Metrics
+from gateweave.providers import ErrorBook
+from gateweave.providers.file import FileProvider
+from gateweave.runtime import Runtime, TranslateFn
+from gateweave.sinks import StatusSink
+from gateweave.sinks.localstatus import LocalStatusSink
+from gateweave.store import Store
+from gateweave.translate.incremental import IncrementalTranslator
+
+log = structlog.get_logger("gateweave.app")
+
+
+@dataclass(frozen=True)
+class App:
+    """The running parts, as :attr:`Hooks.on_started` is handed them."""
+
+    settings: Settings
+    runtime: Runtime
+    admin: AdminServer
+    kube: KubeSource | None  # the Kubernetes provider's parts (None: the file provider)
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What a caller running gateweave inside its own event loop may plug in (the quickstart,
+    the conformance runner, tests). The command line plugs in nothing."""
+
+    stop: asyncio.Event | None = None  # set it to shut down (as SIGINT/SIGTERM do)
+    on_started: Callable[[App], None] | None = None  # once the admin API listens and the processor runs
+    # The translator (default: the incremental one, see RuntimeSettings.check_incremental).
+    translator: TranslateFn | None = None
+
+
+def translator(settings: Settings) -> TranslateFn:
+    """The runtime's translator: a full translation's result for the work of what changed."""
+    return IncrementalTranslator(check=settings.runtime.check_incremental)
+
+
+async def run(settings: Settings, hooks: Hooks | None = None) -> None:
+    """Run gateweave as ``settings`` say until stopped, then shut down cleanly."""
+    hooks = hooks or Hooks()
+    file = settings.provider if isinstance(settings.provider, FileSettings) else None
+    if file is not None and not os.path.isdir(file.config_dir):
+        raise FileNotFoundError(f"config directory {file.config_dir!r} does not exist")
+    stop = hooks.stop or asyncio.Event()
+    metrics = Metrics()
+    errors = ErrorBook()
+    errors.subscribe(metrics.config_errors.set)
+    store = Store()
+    kube: KubeSource | None = None
+    provider: FileProvider | None = None
+    status_sink: StatusSink
+    if file is None:
+        kube = await KubeSource.open(settings, store, errors, metrics)
+        await kube.sync()  # the first translation sees every listed object
+        status_sink = kube.status_writer
+    else:
+        provider = FileProvider(file.config_dir, store, errors, debounce_ms=file.debounce_ms)
+        await provider.refresh()  # the first translation sees the whole directory (read off the loop)
+        status_sink = LocalStatusSink(settings.controller_name, metrics=metrics)
+    runtime = Runtime(
+        store,
+        translate_fn=hooks.translator or translator(settings),
+        options=settings.translate_options(),
+        status_sink=status_sink,
+        dataplane=settings.dataplane is not None,
+        window=settings.runtime.window,
+        max_delay=settings.runtime.max_delay,
+        metrics=metrics,
+        gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
+    )
+    admin = AdminServer(runtime, errors, settings.admin.address)
+
+    loop = asyncio.get_running_loop()
+    signals: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            signals.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread: the caller stops us through hooks.stop
+
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await admin.start()
+        log.info("admin API listening", url=admin.url)
+        # Whether the translation runs compiled (gateweave.native) or from its Python sources.
+        log.info("translation", compiled=native.state() == "active", native_build=native.state())
+        async with dataplane(settings, runtime, kube):
+            tasks = [asyncio.create_task(runtime.run(), name="gateweave-runtime")]
+            if kube is not None:
+                tasks += [asyncio.create_task(c, name="gateweave-kubernetes") for c in kube.tasks()]
+            if provider is not None:
+                tasks.append(asyncio.create_task(provider.run(), name="gateweave-file-provider"))
+            if hooks.on_started is not None:
+                hooks.on_started(App(settings, runtime, admin, kube))
+            stopper = asyncio.create_task(stop.wait(), name="gateweave-stop")
+            done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            for task in tasks:
+                if task in done and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            log.info("shutting down")
+            await _cancel(tasks)
+    finally:
+        await _cancel(tasks)
+        await admin.stop()
+        runtime.close()
+        if kube is not None:
+            await kube.close()
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -1,0 +1,106 @@
+"""Everything ``gateweave serve`` is configured with, in one frozen value.
+
+The command line builds a :class:`Settings` once (so do the harnesses that run gateweave in
+their own process: the conformance runner, the quickstart, tests); every part the
+composition root wires reads its piece of it, and nothing else. The controller name, for
+one, is read from here by the translation's options and by the status sink alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateweave import DEFAULT_CONTROLLER_NAME
+from gateweave.admin import DEFAULT_ADMIN_ADDRESS
+from gateweave.translate.options import TranslateOptions
+
+DEFAULT_ADDRESS_POOL = "127.10.0.0/16"
+
+
+@dataclass(frozen=True)
+class FileSettings:
+    """Objects from a directory of manifests (the file provider)."""
+
+    config_dir: str
+    debounce_ms: int = 50  # how long a burst of file events settles before it is read
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """Objects from the Kubernetes API server; statuses written through the status subresource."""
+
+    kubeconfig: str | None = None  # None: in-cluster, else $KUBECONFIG / ~/.kube/config
+    namespace: str | None = None  # None: every namespace
+    leader_elect: bool = False
+    lease_namespace: str = ""  # "": the pod's namespace in a cluster, else namespace, else "default"
+    lease_name: str = "gateweave-controller"
+    identity: str = ""  # "": hostname + pid
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    status_rate: float = 20.0  # status writes per second (token bucket) ...
+    status_burst: int = 50  # ... and how many may be saved up
+    watch_timeout: int = 300
+    backoff: tuple[float, float] = (0.2, 10.0)  # a broken watch's retry delay: first, at most
+
+
+@dataclass(frozen=True)
+class HostDataplane:
+    """Envoy processes on this host, one per Gateway, fed by an xDS server on ``xds_host``."""
+
+    xds_host: str = "127.0.0.1"
+    xds_port: int = 0  # 0: a free port
+    work_dir: str | None = None  # the Envoys' bootstraps and logs (None: a temporary directory)
+    delta: bool = False  # the Envoys use the delta xDS protocol (else state of the world)
+
+
+@dataclass(frozen=True)
+class KubeDataplane:
+    """An Envoy Deployment and Service per Gateway, fed by the xDS server this process runs on
+    ``xds_bind:xds_port``, which the pods reach at ``xds_host`` (the control plane's Service)."""
+
+    xds_bind: str = "0.0.0.0"
+    xds_port: int = 18000
+    xds_host: str = "gateweave.gateweave-system.svc"
+    envoy_image: str = ""  # "": gateweave.sinks.kubeinfra.DEFAULT_IMAGE
+    service_type: str = "LoadBalancer"
+
+
+@dataclass(frozen=True)
+class AdminSettings:
+    address: str = DEFAULT_ADMIN_ADDRESS  # HOST:PORT (port 0: a free one)
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The processor: how a burst of events is coalesced into one translation."""
+
+    window: float = 0.05  # quiet time that ends a burst arriving while busy
+    max_delay: float = 0.5  # bound from the first pending event to its translation
+    # Also translate every change in full and fail the translation on any difference from the
+    # incremental result (slow; tests and CI run with it: GATEWEAVE_CHECK_INCREMENTAL=1).
+    check_incremental: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    provider: FileSettings | KubeSettings
+    # None: translate and write statuses only (a valid Gateway counts as Programmed).
+    dataplane: HostDataplane | KubeDataplane | None = field(default_factory=HostDataplane)
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    address_pool: str = DEFAULT_ADDRESS_POOL  # standalone addresses of Gateways without spec.addresses
+    admin: AdminSettings = field(default_factory=AdminSettings)
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dataplane, KubeDataplane) and not isinstance(self.provider, KubeSettings):
+            raise ValueError("the Kubernetes data plane needs the Kubernetes provider")
+
+    def translate_options(self) -> TranslateOptions:
+        """The translation's options: in the Kubernetes data plane listeners bind 0.0.0.0 in
+        pods and Gateway addresses come from their Services."""
+        return TranslateOptions(
+            controller_name=self.controller_name,
+            address_pool=self.address_pool,
+            address_mode="kubernetes" if isinstance(self.dataplane, KubeDataplane) else "standalone",
+        )
