@@ -1,7 +1,26 @@
-"""The order of one translation. Each step lives in its own module."""
+"""The order of one translation: its stages, named here once, each done by its own module.
+
+1. :func:`context`: the snapshot's indexes (namespaces' labels, ReferenceGrants, EndpointSlices).
+2. :func:`gateway_side`: GatewayClasses, Gateways, their listeners and ListenerSets
+   (GatewayClass statuses; each Gateway's and listener's findings).
+3. :func:`route_side`: every route (:func:`~gateweave.translate.routes.in_order`) translated,
+   judged against the listeners and attached (route statuses, attachedRoutes counts,
+   per-listener route tables); BackendTLSPolicy statuses.
+4. :func:`gateway_statuses`: Gateway and ListenerSet statuses (listeners with attachedRoutes,
+   addresses, Programmed).
+5. :func:`xds_ir` and :func:`infra_ir`: the two IRs.
+
+:func:`run_pipeline` runs them in this order. The incremental translator (incremental.py)
+runs the same stages: on a full translation all of them, but the route side and the xDS IR
+as its own per-route and per-virtual-host versions (which remember what they built); on a
+change, the gateway side and the infrastructure IR only when what they read changed, the
+route side for the routes the change can affect, the xDS IR for what they touched, the
+Gateway statuses always.
+"""
 
 from __future__ import annotations
 
+from gateweave import ir
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
 from gateweave.translate import gateway, routes, xdsir
@@ -9,19 +28,44 @@ from gateweave.translate.context import Ctx, GatewayCtx
 from gateweave.translate.options import TranslateOptions
 
 
+def context(snapshot: Snapshot, options: TranslateOptions) -> Ctx:
+    """Stage 1: the working state of a translation, with the snapshot's indexes."""
+    return Ctx.build(snapshot, options)
+
+
+def gateway_side(ctx: Ctx) -> list[GatewayCtx]:
+    """Stage 2: our Gateways, with their classes, addresses, listeners and ListenerSets judged."""
+    return gateway.resolve_gateways(ctx)
+
+
+def route_side(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
+    """Stage 3: every route attached to the listeners that take it; route and policy statuses."""
+    routes.attach_routes(ctx, gateways)
+
+
+def gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
+    """Stage 4: Gateway and ListenerSet statuses, from the findings and the routes attached."""
+    gateway.write_gateway_statuses(ctx, gateways)
+
+
+def xds_ir(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
+    """Stage 5: each serving Gateway's xDS IR."""
+    return xdsir.build_xds(ctx, gateways)
+
+
+def infra_ir(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGateway]:
+    """Stage 5: each serving Gateway's infrastructure IR (reads the gateway side only)."""
+    return gateway.build_infra(ctx, gateways)
+
+
 def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result, Ctx, list[GatewayCtx]]:
     """One translation, also returning its working state (``gateweave explain`` reads it)."""
-    ctx = Ctx.build(snapshot, options)
-    # 1. GatewayClasses, Gateways, their listeners and ListenerSets (GatewayClass and ListenerSet status).
-    gateways = gateway.resolve_gateways(ctx)
-    # 2. Routes of every kind against those listeners; BackendTLSPolicies (route and policy status,
-    #    attachedRoutes counts, per-listener route tables).
-    routes.attach_routes(ctx, gateways)
-    # 3. Gateway status (listeners with attachedRoutes, addresses, Programmed).
-    gateway.write_gateway_statuses(ctx, gateways)
-    # 4. The IRs.
-    xds = xdsir.build_xds(ctx, gateways)
-    infra = gateway.build_infra(ctx, gateways)
+    ctx = context(snapshot, options)
+    gateways = gateway_side(ctx)
+    route_side(ctx, gateways)
+    gateway_statuses(ctx, gateways)
+    xds = xds_ir(ctx, gateways)
+    infra = infra_ir(ctx, gateways)
     return Result(statuses=ctx.statuses, infra=infra, xds=xds), ctx, gateways
 
 

@@ -1,9 +1,10 @@
-"""Pieces shared by HTTPRoute and GRPCRoute rules: durations, header modifiers, mirrors, backends."""
+"""Pieces shared by HTTPRoute and GRPCRoute rules: durations, filters, header modifiers, mirrors, backends."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gateweave import ir
@@ -64,6 +65,116 @@ def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMod
     return ir.HeaderMods(set=a.set + b.set, add=a.add + b.add, remove=a.remove + b.remove)
 
 
+@dataclass(frozen=True, slots=True)
+class RuleFilters:
+    """What a rule's filters do to the requests it matches."""
+
+    request_headers: ir.HeaderMods | None = None
+    response_headers: ir.HeaderMods | None = None
+    redirect: ir.Redirect | None = None
+    url_rewrite: ir.URLRewrite | None = None
+    mirrors: tuple[ir.Mirror, ...] = ()
+    cors: ir.CORS | None = None
+    # An ExtensionRef filter: no extension kind is supported, so the filter cannot be resolved,
+    # and must not be skipped: the requests it would have processed get an error answer.
+    unresolved: bool = False
+
+
+_NO_RULE_FILTERS = RuleFilters()
+
+
+def rule_filters(
+    tr: RouteTranslation,
+    resolver: BackendResolver,
+    filters: Sequence[m.HTTPRouteFilter | m.GRPCRouteFilter],
+    matches: list[ir.RouteMatch] | None = None,
+) -> RuleFilters:
+    """A rule's filters, in order, for HTTPRoute and GRPCRoute alike.
+
+    Header modifiers, mirrors and ExtensionRefs are understood for both; RequestRedirect,
+    URLRewrite and CORS only for HTTPRoute (``matches``: the rule's IR matches, which a path
+    modifier needs). Raises RuleError for any other filter type, and for a redirect combined
+    with a rewrite.
+    """
+    if not filters:
+        return _NO_RULE_FILTERS
+    memo = resolver.memo
+    req_h: ir.HeaderMods | None = None
+    resp_h: ir.HeaderMods | None = None
+    red: ir.Redirect | None = None
+    rew: ir.URLRewrite | None = None
+    mirrors: list[ir.Mirror] = []
+    cors_policy: ir.CORS | None = None
+    unresolved = False
+    for f in filters:
+        http = f if matches is not None and isinstance(f, m.HTTPRouteFilter) else None
+        if f.type == "RequestHeaderModifier":
+            req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
+        elif f.type == "ResponseHeaderModifier":
+            resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier))
+        elif f.type == "RequestRedirect" and http is not None and http.request_redirect is not None and matches is not None:
+            red = redirect(http.request_redirect, matches)
+        elif f.type == "URLRewrite" and http is not None and http.url_rewrite is not None and matches is not None:
+            rew = url_rewrite(http.url_rewrite, matches)
+        elif f.type == "RequestMirror" and f.request_mirror is not None:
+            mir = mirror(tr, resolver, f.request_mirror)
+            if mir is not None:
+                mirrors.append(mir)
+        elif f.type == "CORS" and http is not None and http.cors is not None:
+            cors_policy = cors(http.cors)
+        elif f.type == "ExtensionRef":
+            ext = f.extension_ref
+            what = f"{ext.group}/{ext.kind} {ext.name}" if ext else "(missing extensionRef)"
+            tr.note_refs(c.R_INVALID_KIND, f"ExtensionRef filter {what}: unsupported extension kind")
+            unresolved = True
+        else:
+            raise RuleError(f"filter type {f.type} is not supported")
+    if red is not None and rew is not None:
+        raise RuleError("RequestRedirect and URLRewrite filters cannot be combined", c.R_INCOMPATIBLE_FILTERS)
+    return RuleFilters(req_h, resp_h, red, rew, tuple(mirrors), cors_policy, unresolved)
+
+
+def _path_modifier(pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]) -> tuple[str | None, str | None]:
+    if pm is None:
+        return None, None
+    if pm.type == "ReplaceFullPath":
+        return pm.type, pm.replace_full_path or "/"
+    if pm.type == "ReplacePrefixMatch":
+        if any(mt.path_type != "PathPrefix" for mt in matches):
+            raise RuleError("ReplacePrefixMatch needs PathPrefix matches")
+        return pm.type, pm.replace_prefix_match or "/"
+    raise RuleError(f"path modifier type {pm.type} is not supported")
+
+
+def redirect(f: m.HTTPRequestRedirectFilter, matches: list[ir.RouteMatch]) -> ir.Redirect:
+    """A RequestRedirect filter of a rule with these IR matches."""
+    if f.status_code not in (301, 302, 303, 307, 308):
+        raise RuleError(f"redirect status code {f.status_code} is not supported")
+    if f.scheme is not None and f.scheme not in ("http", "https"):
+        raise RuleError(f"redirect scheme {f.scheme} is not supported")
+    path_type, path = _path_modifier(f.path, matches)
+    return ir.Redirect(
+        scheme=f.scheme, hostname=f.hostname, port=f.port, path_type=path_type, path=path, status_code=f.status_code
+    )
+
+
+def url_rewrite(f: m.HTTPURLRewriteFilter, matches: list[ir.RouteMatch]) -> ir.URLRewrite:
+    """A URLRewrite filter of a rule with these IR matches."""
+    path_type, path = _path_modifier(f.path, matches)
+    return ir.URLRewrite(hostname=f.hostname, path_type=path_type, path=path)
+
+
+def cors(f: m.HTTPCORSFilter) -> ir.CORS:
+    return ir.CORS(
+        allow_origins=tuple(f.allow_origins),
+        allow_methods=tuple(f.allow_methods),
+        allow_headers=tuple(f.allow_headers),
+        expose_headers=tuple(f.expose_headers),
+        allow_credentials=bool(f.allow_credentials),
+        max_age_s=f.max_age,
+    )
+
+
 class BackendFilters(NamedTuple):
     """What one backendRef's own filters do to the requests forwarded to it."""
 
@@ -75,14 +186,13 @@ class BackendFilters(NamedTuple):
 
 def backend_header_mods(
     backend_refs: Sequence[m.HTTPBackendRef | m.GRPCBackendRef],
-    redirect: Callable[[m.HTTPRequestRedirectFilter], ir.Redirect] | None = None,
-    rewrite: Callable[[m.HTTPURLRewriteFilter], ir.URLRewrite] | None = None,
+    matches: list[ir.RouteMatch] | None = None,
 ) -> list[BackendFilters]:
     """The filters of each backendRef, in order.
 
-    Header modifiers are always understood; RequestRedirect and URLRewrite only when the
-    caller passes how to read them (HTTPRoute). Raises RuleError for any other filter type,
-    and for a redirect combined with a rewrite on one backendRef.
+    Header modifiers are always understood; RequestRedirect and URLRewrite only for HTTPRoute
+    (``matches``: the rule's IR matches). Raises RuleError for any other filter type, and for
+    a redirect combined with a rewrite on one backendRef.
     """
     out: list[BackendFilters] = []
     for ref in backend_refs:
@@ -95,14 +205,14 @@ def backend_header_mods(
                 req = merge_mods(req, header_mods(bf.request_header_modifier))
             elif bf.type == "ResponseHeaderModifier":
                 resp = merge_mods(resp, header_mods(bf.response_header_modifier))
-            elif bf.type == "RequestRedirect" and redirect is not None and isinstance(bf, m.HTTPRouteFilter):
+            elif bf.type == "RequestRedirect" and matches is not None and isinstance(bf, m.HTTPRouteFilter):
                 if bf.request_redirect is None:
                     raise RuleError("backendRef RequestRedirect filter without requestRedirect")
-                red = redirect(bf.request_redirect)
-            elif bf.type == "URLRewrite" and rewrite is not None and isinstance(bf, m.HTTPRouteFilter):
+                red = redirect(bf.request_redirect, matches)
+            elif bf.type == "URLRewrite" and matches is not None and isinstance(bf, m.HTTPRouteFilter):
                 if bf.url_rewrite is None:
                     raise RuleError("backendRef URLRewrite filter without urlRewrite")
-                rew = rewrite(bf.url_rewrite)
+                rew = url_rewrite(bf.url_rewrite, matches)
             else:
                 raise RuleError(f"backendRef filter type {bf.type} is not supported")
         if red is not None and rew is not None:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from gateweave import ir
 from gateweave.api import models as m
-from gateweave.translate import conditions as c
 from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.filters import (
     RuleError,
     backend_header_mods,
-    memo_header_mods,
-    merge_mods,
-    mirror,
+    rule_filters,
     weighted_backends,
 )
 from gateweave.translate.regex import re2_error, re2_escape
@@ -47,33 +44,14 @@ def _rule(
     memo = resolver.memo
     matches = rule.matches or _ANY_MATCH
     ir_matches = [_match(mt, memo) for mt in matches]
-    req_h: ir.HeaderMods | None = None
-    resp_h: ir.HeaderMods | None = None
-    mirrors: list[ir.Mirror] = []
-    error_500 = False
-    for f in rule.filters:
-        if f.type == "RequestHeaderModifier":
-            req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
-        elif f.type == "ResponseHeaderModifier":
-            resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier))
-        elif f.type == "RequestMirror" and f.request_mirror is not None:
-            mir = mirror(tr, resolver, f.request_mirror)
-            if mir is not None:
-                mirrors.append(mir)
-        elif f.type == "ExtensionRef":
-            ext = f.extension_ref
-            what = f"{ext.group}/{ext.kind} {ext.name}" if ext else "(missing extensionRef)"
-            tr.note_refs(c.R_INVALID_KIND, f"ExtensionRef filter {what}: unsupported extension kind")
-            error_500 = True
-        else:
-            raise RuleError(f"filter type {f.type} is not supported")
+    filters = rule_filters(tr, resolver, rule.filters)
     per_backend = backend_header_mods(rule.backend_refs)
     backends = weighted_backends(tr, resolver, rule.backend_refs, per_backend)
     direct_status: int | None = None
-    if error_500 or not backends:
-        backends, direct_status, mirrors = (), 500, []
+    mirrored = filters.mirrors
+    if filters.unresolved or not backends:
+        backends, direct_status, mirrored = (), 500, ()
     name = f"{prefix}{i}/match/"
-    mirrored = tuple(mirrors)
     tr.use_clusters(backends, mirrored)
     out: list[PrecedenceKey] = []
     for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
@@ -82,8 +60,8 @@ def _rule(
             match=mt,
             backends=backends,
             direct_status=direct_status,
-            request_headers=req_h,
-            response_headers=resp_h,
+            request_headers=filters.request_headers,
+            response_headers=filters.response_headers,
             mirrors=mirrored,
         )
         key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j, r)

@@ -29,6 +29,12 @@ object does not change, so "unchanged" is an identity check per key):
 * Anything else - a Namespace, ReferenceGrant, ConfigMap, BackendTLSPolicy or ListenerSet
   change, other options, a changed fingerprint - is a full translation, which also rebuilds
   every index.
+
+It runs the stages of a translation as ``translate/core.py`` names them, calling the same
+functions for the context, the gateway side, the Gateway statuses and the infrastructure IR;
+the route side (:meth:`IncrementalTranslator._add` per route, in ``routes.in_order``) and the
+xDS IR (:meth:`IncrementalTranslator._finish`) are its own versions, which remember what
+they built.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from gateweave import ir
 from gateweave.api.kinds import KINDS, ROUTE_KINDS
 from gateweave.ir import Result
 from gateweave.snapshot import NN, Snapshot
-from gateweave.translate import egbackend, gateway, routes, xdsir
+from gateweave.translate import core, egbackend, routes, xdsir
 from gateweave.translate.attachment import Attachment, RouteTranslation
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
@@ -240,15 +246,16 @@ class IncrementalTranslator:
     def _full(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         self.full_translations += 1
         self._release()
-        ctx = Ctx.build(snapshot, options)
-        gws = gateway.resolve_gateways(ctx)
+        ctx = core.context(snapshot, options)
+        gws = core.gateway_side(ctx)
         self._ctx = ctx
         self._gws = gws
         self._status_gws = gws
         self._ls_results = list(ctx.listener_set_results)
         self._fingerprint = _fingerprint(gws)
         self._gateway_statuses: dict[StatusKey, dict[str, Any]] = dict(ctx.statuses)  # GatewayClass statuses
-        self._infra = gateway.build_infra(ctx, gws)
+        self._infra = core.infra_ir(ctx, gws)
+        # The route side, one route at a time (_add), remembering what each one did.
         self._tls = BackendTLSIndex(ctx)
         self._parents = ParentIndex(ctx, gws)
         self._slice_keys: dict[NN, set[NN]] = {}
@@ -275,9 +282,8 @@ class IncrementalTranslator:
         self._backend_statuses: dict[NN, tuple[Any, dict[str, Any]]] = {}  # Backend -> (model, status)
 
         resolver = BackendResolver(ctx, self._tls, touched=set())
-        for kind in ROUTE_KINDS:
-            for route in sorted(snapshot.by_kind(kind).values(), key=sort_key):
-                self._add(kind, route, resolver)
+        for kind, order, route in routes.in_order(snapshot):
+            self._add(kind, route, resolver, order)
         self._snapshot, self._options = snapshot, options
         return self._finish(ctx, rebuild_all=True)
 
@@ -301,7 +307,7 @@ class IncrementalTranslator:
             gctx.namespace_labels = ctx.namespace_labels
             gctx.grants_by_namespace = ctx.grants_by_namespace
             gctx.slices_by_service = ctx.slices_by_service
-            gws = gateway.resolve_gateways(gctx)
+            gws = core.gateway_side(gctx)
             if _fingerprint(gws) != self._fingerprint:
                 return self._full(snapshot, options)
             if self._status_gws is not self._gws:
@@ -309,7 +315,7 @@ class IncrementalTranslator:
             self._status_gws = gws
             self._ls_results = list(gctx.listener_set_results)
             self._gateway_statuses = dict(gctx.statuses)
-            self._infra = gateway.build_infra(gctx, gws)
+            self._infra = core.infra_ir(gctx, gws)
 
         affected: set[RouteKey] = set()
         services: set[NN] = set(changed.get("Service", ()))
@@ -359,9 +365,11 @@ class IncrementalTranslator:
 
     # ------------------------------------------------------------ routes in and out
 
-    def _add(self, kind: str, route: Any, resolver: BackendResolver) -> None:
+    def _add(self, kind: str, route: Any, resolver: BackendResolver, order: tuple[int, str, str, str] | None = None) -> None:
+        """The route side for one route (``order``: its sort_key, when known)."""
         resolver.touched = set()
-        tr = routes.translate_route(kind, route, resolver)
+        order = order or sort_key(route)
+        tr = routes.translate_route(kind, route, resolver, order)
         outcome = routes.judge_route(self._ctx, self._parents, tr)
         key = (kind, route.metadata.namespace, route.metadata.name)
         old_status = self._statuses.get(key)
@@ -369,7 +377,7 @@ class IncrementalTranslator:
         entry = _Entry(
             key=key,
             model=route,
-            order=_order(kind, route),
+            order=(_KIND_INDEX[kind], *order),
             translation=tr,
             atts=[Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached],
             listeners=[lc for lc, _ in outcome.attached],
@@ -469,7 +477,7 @@ class IncrementalTranslator:
                 lc.attached_routes = counts.get(_listener_id(lc), 0)
         sctx = Ctx(ctx.snapshot, ctx.options)
         sctx.listener_set_results = self._ls_results
-        gateway.write_gateway_statuses(sctx, self._status_gws)
+        core.gateway_statuses(sctx, self._status_gws)
         if self._tls.results:
             self._tls.ctx = sctx
             self._tls.write_statuses({svc: list(users) for svc, users in self._using.items()})

@@ -9,11 +9,13 @@ and every status come out in a deterministic order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.snapshot import Snapshot
 from gateweave.translate import conditions as c
 from gateweave.translate import egbackend
 from gateweave.translate.attachment import Attachment, RouteTranslation, ServicePortKey
@@ -37,6 +39,15 @@ def translate_route(
     return translate_l4_route(kind, route, resolver)
 
 
+def in_order(snapshot: Snapshot) -> Iterator[tuple[str, tuple[int, str, str, str], Any]]:
+    """Every route as a translation visits them, with its :func:`sort_key`: by kind
+    (``ROUTE_KINDS``), then oldest first."""
+    for kind in ROUTE_KINDS:
+        keyed = sorted([(sort_key(route), route) for route in snapshot.by_kind(kind).values()], key=itemgetter(0))
+        for order, route in keyed:
+            yield kind, order, route
+
+
 def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     """Attach every route to the listeners it may attach to and write every route's status."""
     tls_index = BackendTLSIndex(ctx)
@@ -45,19 +56,17 @@ def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     using: dict[ServicePortKey, list[GatewayCtx]] = {}
     policies = bool(tls_index.results)  # which Gateways use which Service ports: their ancestors
     used_backends: set[tuple[str, str]] = set()  # Envoy Gateway Backends routes of ours refer to
-    for kind in ROUTE_KINDS:
-        keyed = sorted([(sort_key(route), route) for route in ctx.snapshot.by_kind(kind).values()], key=itemgetter(0))
-        for order, route in keyed:
-            tr = translate_route(kind, route, resolver, order)
-            outcome = _attach_one(ctx, parents, tr)
-            if outcome.owned:
-                used_backends.update(tr.backends)
-            if policies:
-                for gw in outcome.accepted_by:
-                    for svc in tr.services:
-                        users = using.setdefault(svc, [])
-                        if gw not in users:
-                            users.append(gw)
+    for kind, order, route in in_order(ctx.snapshot):
+        tr = translate_route(kind, route, resolver, order)
+        outcome = _attach_one(ctx, parents, tr)
+        if outcome.owned:
+            used_backends.update(tr.backends)
+        if policies:
+            for gw in outcome.accepted_by:
+                for svc in tr.services:
+                    users = using.setdefault(svc, [])
+                    if gw not in users:
+                        users.append(gw)
     tls_index.write_statuses(using)
     write_backend_statuses(ctx, resolver, used_backends)
 

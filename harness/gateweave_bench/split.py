@@ -26,8 +26,7 @@ import statistics
 import time
 
 from gateweave.gcpause import gc_paused
-from gateweave.translate import TranslateOptions, core, gateway, routes, xdsir
-from gateweave.translate.context import Ctx
+from gateweave.translate import TranslateOptions, core
 from gateweave_bench.objects import DEFAULT_SEED, BenchObjects, changed_route, generate
 from gateweave_bench.run import Pipeline, decode_all
 
@@ -57,17 +56,18 @@ def full_split(pipeline: Pipeline, repeat: int) -> dict[str, float]:
         lap = Laps()
         with gc_paused():
             lap("start")
-            ctx = Ctx.build(snap, options)
+            # The stages of translate/core.py, in their order.
+            ctx = core.context(snap, options)
             lap("context")
-            gws = gateway.resolve_gateways(ctx)
+            gws = core.gateway_side(ctx)
             lap("gateway_side")
-            routes.attach_routes(ctx, gws)
+            core.route_side(ctx, gws)
             lap("routes")
-            gateway.write_gateway_statuses(ctx, gws)
+            core.gateway_statuses(ctx, gws)
             lap("gateway_statuses")
-            xds = xdsir.build_xds(ctx, gws)
+            xds = core.xds_ir(ctx, gws)
             lap("xds_ir")
-            infra = gateway.build_infra(ctx, gws)
+            infra = core.infra_ir(ctx, gws)
             lap("infra_ir")
             core.release(gws)
             del gws
