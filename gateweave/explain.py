@@ -70,7 +70,8 @@ def _explain_route(ctx: Ctx, gateways: list[GatewayCtx], kind: str, route: Any, 
             lines.append(f"    not a parent of {ctx.options.controller_name} (missing, or of another controller): not ours to judge")
             continue
         if not outcome.verdicts:
-            lines.append(f"    rejected: {outcome.reason}: {outcome.message}")
+            why = outcome.not_accepted
+            lines.append(f"    rejected: {why.reason}: {why.message}" if why is not None else "    rejected")
         for v in outcome.verdicts:
             lines.append(f"    listener {_listener_name(v.listener)}: {'ATTACHED' if v.stage == OK else 'rejected by ' + v.stage}: {v.why}")
         entry = next((e for e in entries if e.get("parentRef") == outcome.ref), None)
@@ -86,15 +87,12 @@ def _listener_name(lc: ListenerCtx) -> str:
 
 def _explain_listener(lc: ListenerCtx, entry: dict[str, Any] | None) -> list[str]:
     lines = [f"  listener {_listener_name(lc)}: {'programmed' if lc.ready and lc.gateway.programmed else 'NOT programmed'}"]
-    if lc.accept_reason:
-        lines.append(f"    not accepted: {lc.accept_reason}: {lc.accept_message}")
-    if lc.conflict_reason:
-        lines.append(f"    conflicted: {lc.conflict_reason}: {lc.conflict_message}")
-    if lc.refs_reason:
-        lines.append(f"    references: {lc.refs_reason}: {lc.refs_message}")
-    if lc.overlap_reason:
-        lines.append(f"    overlapping TLS configuration: {lc.overlap_reason}: {lc.overlap_message}")
-    if not (lc.accept_reason or lc.conflict_reason or lc.refs_reason) and not lc.gateway.programmed:
+    findings = (("not accepted", lc.not_accepted), ("conflicted", lc.conflict), ("references", lc.refs_problem),
+                ("overlapping TLS configuration", lc.overlap))
+    for label, finding in findings:
+        if finding is not None:
+            lines.append(f"    {label}: {finding.reason}: {finding.message}")
+    if lc.not_accepted is None and lc.conflict is None and lc.refs_problem is None and not lc.gateway.programmed:
         lines.append("    the Gateway itself is not programmed")
     kinds = ", ".join(k for _, k in lc.supported_kinds) or "none"
     ns = lc.listener.allowed_routes.namespaces

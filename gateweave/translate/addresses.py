@@ -37,10 +37,10 @@ LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 @dataclass
 class AddressResult:
     address: str = ""  # "" when none could be assigned
-    # Accepted=False reason (UnsupportedAddress) or Programmed=False reason (AddressNotUsable / AddressNotAssigned)
-    accept_reason: str = ""
-    program_reason: str = ""
-    message: str = ""
+    # What is wrong with it, if anything: Accepted=False (UnsupportedAddress) or Programmed=False
+    # (AddressNotUsable / AddressNotAssigned).
+    not_accepted: c.Condition | None = None
+    not_programmed: c.Condition | None = None
     # Kubernetes mode: the IPs to request from the Service, and the Gateway's addresses
     # as (type, value) for status.addresses.
     requested: tuple[str, ...] = ()
@@ -55,21 +55,21 @@ def requested_ips(
     gw: m.Gateway, res: AddressResult
 ) -> list[tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address]] | None:
     """The IP addresses ``spec.addresses`` asks for, as (value as given, address) (empty values
-    ask for one to be picked), or None, with ``res``'s Accepted reason set, when an entry is not
-    a supported IP address."""
+    ask for one to be picked), or None, with ``res.not_accepted`` set, when an entry is not a
+    supported IP address."""
     out = []
     for addr in gw.spec.addresses:
         if addr.type not in SUPPORTED_TYPES:
-            res.accept_reason = c.R_UNSUPPORTED_ADDRESS
-            res.message = f"address type {addr.type!r} is not supported (supported: IPAddress)"
+            res.not_accepted = c.gateway_unsupported_address(
+                f"address type {addr.type!r} is not supported (supported: IPAddress)"
+            )
             return None
         if not addr.value:
             continue  # an empty value asks the implementation to pick one
         try:
             out.append((addr.value, ipaddress.ip_address(addr.value)))
         except ValueError:
-            res.accept_reason = c.R_UNSUPPORTED_ADDRESS
-            res.message = f"{addr.value!r} is not an IP address"
+            res.not_accepted = c.gateway_unsupported_address(f"{addr.value!r} is not an IP address")
             return None
     return out
 
@@ -88,21 +88,24 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
         requested: list[str] = []
         for value, ip in ips:
             if not _usable(ip):
-                res.program_reason = c.R_ADDRESS_NOT_USABLE
-                res.message = f"address {value} is not a loopback address this host can bind"
+                res.not_programmed = c.gateway_address_not_usable(
+                    f"address {value} is not a loopback address this host can bind"
+                )
                 continue
             requested.append(str(ip))
         if len(requested) > 1:
-            res.program_reason = c.R_ADDRESS_NOT_USABLE
-            res.message = "standalone mode binds one address per Gateway; more than one was requested"
+            res.not_programmed = c.gateway_address_not_usable(
+                "standalone mode binds one address per Gateway; more than one was requested"
+            )
             continue
-        if res.program_reason:
+        if res.not_programmed is not None:
             continue
         if requested:
             owner = taken.get(requested[0])
             if owner is not None:
-                res.program_reason = c.R_ADDRESS_NOT_USABLE
-                res.message = f"address {requested[0]} is already used by Gateway {owner[0]}/{owner[1]}"
+                res.not_programmed = c.gateway_address_not_usable(
+                    f"address {requested[0]} is already used by Gateway {owner[0]}/{owner[1]}"
+                )
                 continue
             taken[requested[0]] = key
             res.address = requested[0]
@@ -124,8 +127,7 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
                 results[key].address = text
                 break
         else:
-            results[key].program_reason = c.R_ADDRESS_NOT_ASSIGNED
-            results[key].message = f"the address pool {pool} is exhausted"
+            results[key].not_programmed = c.gateway_address_not_assigned(f"the address pool {pool} is exhausted")
     return results
 
 
@@ -185,20 +187,21 @@ def assign_kubernetes(gateways: list[m.Gateway], services: Mapping[NN, m.Service
         res.requested = tuple(dict.fromkeys(str(ip) for _, ip in ips))
         svc = by_gateway.get(key)
         if svc is None:
-            res.program_reason = c.R_ADDRESS_NOT_ASSIGNED
-            res.message = "waiting for the Gateway's Envoy Service to be created"
+            res.not_programmed = c.gateway_address_not_assigned("waiting for the Gateway's Envoy Service to be created")
             continue
         where = f"Service {svc.metadata.namespace}/{svc.metadata.name}"
         res.found = service_addresses(svc)
         if not res.found:
-            res.program_reason = c.R_ADDRESS_NOT_ASSIGNED
-            res.message = (f"waiting for the load balancer to assign an address to {where}"
-                           if svc.spec.type == "LoadBalancer" else f"{where} has no cluster IP yet")
+            res.not_programmed = c.gateway_address_not_assigned(
+                f"waiting for the load balancer to assign an address to {where}"
+                if svc.spec.type == "LoadBalancer" else f"{where} has no cluster IP yet"
+            )
             continue
         have = {value for kind, value in res.found if kind == "IPAddress"}
         missing = [ip for ip in res.requested if ip not in have]
         if missing:
-            res.program_reason = c.R_ADDRESS_NOT_USABLE
-            res.message = (f"requested address{'es' if len(missing) > 1 else ''} {', '.join(missing)} "
-                           f"not assigned to {where} (it has {', '.join(v for _, v in res.found)})")
+            res.not_programmed = c.gateway_address_not_usable(
+                f"requested address{'es' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"not assigned to {where} (it has {', '.join(v for _, v in res.found)})"
+            )
     return results

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateweave import ir
+from gateweave.translate import conditions as c
 
 # A route's precedence key for one match: compared ascending, so the first sorts first. Its last
 # element is the IR route itself: the elements before it are unique per route kind, route,
@@ -32,24 +33,24 @@ class RouteTranslation:
     http_clusters: list[str] = field(default_factory=list)
     services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
     backends: set[tuple[str, str]] = field(default_factory=set)  # Envoy Gateway Backends it refers to (their status)
-    refs_issue: tuple[str, str] | None = None  # first ResolvedRefs problem: (reason, message)
+    refs_problem: c.Condition | None = None  # the first ResolvedRefs=False found
     # TLSRoute: a ResolvedRefs problem only behind a listener that terminates TLS (a backend's
     # BackendTLSPolicy cannot be met; behind passthrough no policy applies).
-    terminated_refs_issue: tuple[str, str] | None = None
+    terminated_refs_problem: c.Condition | None = None
     rule_count: int = 0
     invalid_rules: tuple[str, ...] = ()  # why each dropped rule was dropped
-    invalid_reason: str = "UnsupportedValue"  # Accepted reason when every rule is dropped
+    # A rule was dropped for combining filters that cannot be: should every rule be dropped,
+    # the route is not Accepted for IncompatibleFilters (else UnsupportedValue).
+    incompatible_filters: bool = False
 
-    def drop_rule(self, label: str, message: str, reason: str) -> None:
-        """Record a rule that cannot be implemented (the route becomes PartiallyInvalid); a reason
-        other than UnsupportedValue becomes the Accepted reason should every rule be dropped."""
+    def drop_rule(self, label: str, message: str, incompatible_filters: bool) -> None:
+        """Record a rule that cannot be implemented (the route becomes PartiallyInvalid)."""
         self.invalid_rules += (f"{label}: {message}",)
-        if reason != "UnsupportedValue":
-            self.invalid_reason = reason
+        self.incompatible_filters = self.incompatible_filters or incompatible_filters
 
-    def note_refs(self, reason: str, message: str) -> None:
-        if self.refs_issue is None:
-            self.refs_issue = (reason, message)
+    def note_refs(self, problem: c.Condition) -> None:
+        if self.refs_problem is None:
+            self.refs_problem = problem
 
     @property
     def all_rules_invalid(self) -> bool:

@@ -5,8 +5,8 @@ A Service's endpoints are the ready addresses of its EndpointSlices (IPv4, IPv6,
 slices, whose addresses are host names); an ``ExternalName`` Service is its external name
 on the backendRef's port. Host names make the cluster a DNS cluster (Envoy resolves them).
 
-A backendRef resolves to a :class:`Backend`: either a valid cluster, or the reason it is
-invalid (a ResolvedRefs reason of the Gateway API). Requests for an invalid backend's share
+A backendRef resolves to a :class:`Backend`: either a valid cluster, or why it is invalid
+(the route's ResolvedRefs=False condition). Requests for an invalid backend's share
 of the weight must answer 500; the IR expresses that with a weighted entry to the reserved
 cluster :data:`gateweave.ir.INVALID_BACKEND_CLUSTER` (a cluster without endpoints, which the
 xDS builder turns into a 500 answer), or with ``direct_status=500`` when a rule has no valid
@@ -69,12 +69,11 @@ class BackendRefLike(Protocol):
 
 @dataclass(frozen=True)
 class Backend:
-    """A resolved backendRef: ``cluster`` when usable, else ``reason``/``message`` say why not
-    (the route's ResolvedRefs=False reason)."""
+    """A resolved backendRef: ``cluster`` when usable, else ``problem`` says why not (the
+    route's ResolvedRefs=False condition)."""
 
     cluster: ir.Cluster | None = None
-    reason: str = ""
-    message: str = ""
+    problem: c.Condition | None = None
     service: tuple[str, str, str] | None = None  # (namespace, name, port name) of a resolved Service port
     backend: tuple[str, str] | None = None  # (namespace, name) of an Envoy Gateway Backend it may use
 
@@ -119,11 +118,10 @@ class BackendResolver:
         elif ref.group == m.ENVOY_GATEWAY_GROUP and ref.kind == "Backend":
             kind, group = "Backend", m.ENVOY_GATEWAY_GROUP
         else:
-            return Backend(reason=c.R_INVALID_KIND, message=f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind")
+            return Backend(problem=c.route_invalid_kind(f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind"))
         if ns != route_ns and not self._permitted(route_kind, route_ns, group, kind, ns, ref.name):
             return Backend(
-                reason=c.R_REF_NOT_PERMITTED,
-                message=f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant",
+                problem=c.route_ref_not_permitted(f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant")
             )
         port = ref.port if kind == "Service" else None  # a Backend's endpoints carry their ports
         key = (route_kind, kind, ns, ref.name, port, terminated)
@@ -156,16 +154,16 @@ class BackendResolver:
         """A permitted reference to Envoy Gateway Backend ``ns/name``."""
         be: m.Backend | None = self.ctx.snapshot.backends.get((ns, name))
         if be is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Backend {ns}/{name} not found")
+            return Backend(problem=c.route_backend_not_found(f"Backend {ns}/{name} not found"))
         key = (ns, name)
         verdict = self.verdict(be)
         if not verdict.accepted:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Backend {ns}/{name} is not accepted: {'; '.join(verdict.problems)}",
+            return Backend(problem=c.route_backend_not_found(f"Backend {ns}/{name} is not accepted: {'; '.join(verdict.problems)}"),
                            backend=key)
         family = FAMILY_BY_KIND[route_kind]
         protocol, problem = egbackend.upstream_protocol(family, be, verdict)
         if problem:
-            return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Backend {ns}/{name}: {problem}", backend=key)
+            return Backend(problem=c.route_unsupported_protocol(f"Backend {ns}/{name}: {problem}"), backend=key)
         # TLS to the Backend, except where the client's TLS passes through untouched.
         tls = verdict.tls if family != "TCP" or route_kind != "TLSRoute" or terminated else None
         if tls is not None and protocol == "H2C":
@@ -180,28 +178,29 @@ class BackendResolver:
         """A permitted reference to Service ``ns/name`` port ``port``."""
         svc: m.Service | None = self.ctx.snapshot.services.get((ns, name))
         if svc is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{name} not found")
+            return Backend(problem=c.route_backend_not_found(f"Service {ns}/{name} not found"))
         if port is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"backendRef Service {ns}/{name}: port is required")
+            return Backend(problem=c.route_backend_not_found(f"backendRef Service {ns}/{name}: port is required"))
         external = svc.spec.type == "ExternalName"
         sport = next((p for p in svc.spec.ports if p.port == port), None)
         if sport is None and external and not svc.spec.ports:
             sport = m.ServicePort(port=port)  # an ExternalName Service without ports: any port, TCP
         if sport is None:
-            return Backend(reason=c.R_BACKEND_NOT_FOUND, message=f"Service {ns}/{name} has no port {port}")
+            return Backend(problem=c.route_backend_not_found(f"Service {ns}/{name} has no port {port}"))
         endpoints: tuple[ir.Endpoint, ...]
         if external:
             target = _named_endpoint(svc.spec.external_name or "", port)
             if target is None:
-                return Backend(reason=c.R_BACKEND_NOT_FOUND,
-                               message=f"ExternalName Service {ns}/{name} has no valid externalName ({svc.spec.external_name!r})")
+                return Backend(problem=c.route_backend_not_found(
+                    f"ExternalName Service {ns}/{name} has no valid externalName ({svc.spec.external_name!r})"
+                ))
             endpoints = (target,)
         else:
             endpoints = self._endpoints(ns, name, sport)
         family = FAMILY_BY_KIND[route_kind]
         protocol, problem = _protocol(family, sport)
         if problem:
-            return Backend(reason=c.R_UNSUPPORTED_PROTOCOL_ROUTE, message=f"Service {ns}/{name} port {port}: {problem}")
+            return Backend(problem=c.route_unsupported_protocol(f"Service {ns}/{name} port {port}: {problem}"))
         service = (ns, name, sport.name)
         tls: ir.UpstreamTLS | None = None
         if family in ("HTTP", "GRPC") or (route_kind == "TLSRoute" and terminated):
@@ -215,10 +214,11 @@ class BackendResolver:
                     # Condition on the Route is set to status: False". Its traffic is never sent
                     # in clear text: its share answers 500, as for any invalid backendRef.
                     meta = policy.policy.metadata
-                    why = policy.accepted[2]
+                    why = policy.accepted.message
                     return Backend(
-                        reason=c.R_INVALID_BACKEND_TLS,
-                        message=f"Service {ns}/{name}: BackendTLSPolicy {meta.namespace}/{meta.name} cannot be met: {why}",
+                        problem=c.route_invalid_backend_tls(
+                            f"Service {ns}/{name}: BackendTLSPolicy {meta.namespace}/{meta.name} cannot be met: {why}"
+                        ),
                         service=service,
                     )
                 tls = policy.tls

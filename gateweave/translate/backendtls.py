@@ -29,8 +29,8 @@ ServicePortKey = tuple[str, str, str]  # (namespace, service, port name)
 class PolicyResult:
     policy: m.BackendTLSPolicy
     tls: ir.UpstreamTLS | None  # None: the policy is invalid (no usable CA / bad settings)
-    accepted: tuple[bool, str, str]  # (status, reason, message) before conflicts
-    resolved: tuple[bool, str, str]
+    accepted: c.Condition  # before conflicts
+    resolved: c.Condition
     conflicted: list[Target] = field(default_factory=list)
 
 
@@ -77,13 +77,8 @@ class BackendTLSIndex:
                     if ref.group in ("", "core") and ref.kind == "Service" and ref.name == sname and ref.section_name in (None, sport):
                         for gw in gws:
                             ancestors[gw.key] = gw
-            acc_ok, acc_reason, acc_msg = res.accepted
-            if res.conflicted and acc_ok:
-                acc_ok, acc_reason, acc_msg = False, c.R_CONFLICTED, "an older BackendTLSPolicy targets the same Service port"
-            conds = [
-                c.condition(c.ACCEPTED, acc_ok, acc_reason, acc_msg, gen),
-                c.condition(c.RESOLVED_REFS, res.resolved[0], res.resolved[1], res.resolved[2], gen),
-            ]
+            accepted = c.policy_conflicted() if res.conflicted and res.accepted.status else res.accepted
+            conds = [c.to_status(accepted, gen), c.to_status(res.resolved, gen)]
             entries: list[dict[str, Any]] = [
                 {
                     "ancestorRef": {"group": m.GATEWAY_GROUP, "kind": "Gateway", "namespace": key[0], "name": key[1]},
@@ -98,40 +93,40 @@ class BackendTLSIndex:
 def _validate(ctx: Ctx, policy: m.BackendTLSPolicy) -> PolicyResult:
     v = policy.spec.validation
     ns = policy.metadata.namespace
-    ok_acc = (True, c.R_ACCEPTED, "Accepted")
-    ok_ref = (True, c.R_RESOLVED_REFS, "Resolved")
+    ok_acc = c.policy_accepted()
+    ok_ref = c.policy_refs_resolved()
     sans = tuple(
         ir.SANMatch(type="DNS", value=s.hostname or "") if s.type == "Hostname" else ir.SANMatch(type="URI", value=s.uri or "")
         for s in v.subject_alt_names
     )
     if not v.hostname:
-        return PolicyResult(policy, None, (False, c.R_INVALID, "validation.hostname is required"), ok_ref)
+        return PolicyResult(policy, None, c.policy_invalid("validation.hostname is required"), ok_ref)
     if v.well_known_ca_certificates is not None:
         if v.ca_certificate_refs:
             msg = "caCertificateRefs and wellKnownCACertificates are mutually exclusive"
-            return PolicyResult(policy, None, (False, c.R_INVALID, msg), ok_ref)
+            return PolicyResult(policy, None, c.policy_invalid(msg), ok_ref)
         if v.well_known_ca_certificates != "System":
             msg = f"wellKnownCACertificates {v.well_known_ca_certificates} is not supported"
-            return PolicyResult(policy, None, (False, c.R_INVALID, msg), ok_ref)
+            return PolicyResult(policy, None, c.policy_invalid(msg), ok_ref)
         return PolicyResult(policy, ir.UpstreamTLS(sni=v.hostname, subject_alt_names=sans), ok_acc, ok_ref)
     pems: list[str] = []
-    bad: tuple[bool, str, str] | None = None
+    bad: c.Condition | None = None
     for ref in v.ca_certificate_refs:
         if ref.group not in ("", "core") or ref.kind != "ConfigMap":
-            bad = bad or (False, c.R_INVALID_KIND, f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps are supported")
+            bad = bad or c.policy_invalid_kind(f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps are supported")
             continue
         cm = ctx.snapshot.config_maps.get((ns, ref.name))
         if cm is None:
-            bad = bad or (False, c.R_INVALID_CA_CERTIFICATE_REF, f"ConfigMap {ns}/{ref.name} not found")
+            bad = bad or c.policy_invalid_ca_certificate_ref(f"ConfigMap {ns}/{ref.name} not found")
             continue
         pem = cm.data.get("ca.crt", "")
         if not _valid_pem(pem):
-            bad = bad or (False, c.R_INVALID_CA_CERTIFICATE_REF, f"ConfigMap {ns}/{ref.name} has no valid PEM certificate in ca.crt")
+            bad = bad or c.policy_invalid_ca_certificate_ref(f"ConfigMap {ns}/{ref.name} has no valid PEM certificate in ca.crt")
             continue
         pems.append(pem.strip() + "\n")
     if not pems:
         msg = "no valid CA certificate" if v.ca_certificate_refs else "no CA certificate given"
-        return PolicyResult(policy, None, (False, c.R_NO_VALID_CA_CERTIFICATE, msg), bad or (False, c.R_INVALID_CA_CERTIFICATE_REF, msg))
+        return PolicyResult(policy, None, c.policy_no_valid_ca_certificate(msg), bad or c.policy_invalid_ca_certificate_ref(msg))
     tls = ir.UpstreamTLS(sni=v.hostname, ca_pem="".join(pems), subject_alt_names=sans)
     return PolicyResult(policy, tls, ok_acc, bad or ok_ref)
 

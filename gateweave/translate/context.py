@@ -14,6 +14,7 @@ from typing import Any
 from gateweave import ir
 from gateweave.api import models as m
 from gateweave.snapshot import NN, Snapshot
+from gateweave.translate.conditions import Condition
 from gateweave.translate.options import TranslateOptions
 
 
@@ -110,19 +111,14 @@ class ListenerCtx:
     listener_set: m.ListenerSet | None = None  # set when the listener comes from a ListenerSet
     # Filled by the gateway side:
     supported_kinds: list[tuple[str, str]] = field(default_factory=list)  # (group, kind)
-    conditions: list[dict[str, Any]] = field(default_factory=list)
     accepted: bool = False  # routes may attach (Accepted=True and not Conflicted)
     ready: bool = False  # valid and its Gateway is serving: Envoy config is generated for it
     tls: ir.TLSTermination | None = None  # resolved certificates and client validation (Terminate mode)
-    # Why the listener is not (fully) valid; "" when fine. Set by the gateway side, read by its status.
-    accept_reason: str = ""  # Accepted=False reason (UnsupportedProtocol, NoValidCACertificate, ...)
-    accept_message: str = ""
-    refs_reason: str = ""  # ResolvedRefs=False reason (InvalidCertificateRef, RefNotPermitted, ...)
-    refs_message: str = ""
-    conflict_reason: str = ""  # Conflicted=True reason (ProtocolConflict, HostnameConflict)
-    conflict_message: str = ""
-    overlap_reason: str = ""  # OverlappingTLSConfig=True reason (OverlappingHostnames, OverlappingCertificates)
-    overlap_message: str = ""
+    # Why the listener is not (fully) valid; None when fine. Set by the gateway side, read by its status.
+    not_accepted: Condition | None = None  # Accepted=False (UnsupportedProtocol, NoValidCACertificate)
+    refs_problem: Condition | None = None  # ResolvedRefs=False (InvalidCertificateRef, RefNotPermitted, ...)
+    conflict: Condition | None = None  # Conflicted=True (ProtocolConflict, HostnameConflict)
+    overlap: Condition | None = None  # OverlappingTLSConfig=True (OverlappingHostnames, OverlappingCertificates)
     # Filled by the route side:
     attached_routes: int = 0
     routes: list[Any] = field(default_factory=list)  # route-side attachment records, in precedence order

@@ -215,10 +215,8 @@ def upstream_protocol(family: str, backend: m.Backend, verdict: BackendVerdict) 
 
 def backend_status(backend: m.Backend, verdict: BackendVerdict) -> dict[str, Any]:
     """The Backend's status as Envoy Gateway writes it: one ``Accepted`` condition."""
-    gen = backend.metadata.generation
     if verdict.accepted:
-        cond = c.condition(c.ACCEPTED, True, c.R_BACKEND_ACCEPTED, "The Backend was accepted", gen)
+        cond = c.backend_accepted()
     else:
-        message = "The Backend was not accepted: " + "; ".join(verdict.problems)
-        cond = c.condition(c.ACCEPTED, False, c.R_BACKEND_INVALID, message, gen)
-    return {"conditions": [cond]}
+        cond = c.backend_invalid("The Backend was not accepted: " + "; ".join(verdict.problems))
+    return {"conditions": [c.to_status(cond, backend.metadata.generation)]}

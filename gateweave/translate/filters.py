@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gateweave import ir
@@ -20,11 +19,14 @@ _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 class RuleError(Exception):
-    """A rule that cannot be implemented; it is dropped and the route is PartiallyInvalid."""
+    """A rule that cannot be implemented; it is dropped and the route is PartiallyInvalid.
 
-    def __init__(self, message: str, reason: str = "UnsupportedValue") -> None:
+    ``incompatible_filters``: dropped for combining filters that cannot be combined (the
+    route's Accepted=False reason, should every rule be dropped; see RouteTranslation)."""
+
+    def __init__(self, message: str, incompatible_filters: bool = False) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.incompatible_filters = incompatible_filters
 
 
 def parse_duration(value: str) -> float:
@@ -65,19 +67,29 @@ def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMod
     return ir.HeaderMods(set=a.set + b.set, add=a.add + b.add, remove=a.remove + b.remove)
 
 
-@dataclass(frozen=True, slots=True)
 class RuleFilters:
-    """What a rule's filters do to the requests it matches."""
+    """What a rule's filters do to the requests it matches (a value: never changed once made;
+    a plain class, as the compiled translation makes one per rule cheaply)."""
 
-    request_headers: ir.HeaderMods | None = None
-    response_headers: ir.HeaderMods | None = None
-    redirect: ir.Redirect | None = None
-    url_rewrite: ir.URLRewrite | None = None
-    mirrors: tuple[ir.Mirror, ...] = ()
-    cors: ir.CORS | None = None
-    # An ExtensionRef filter: no extension kind is supported, so the filter cannot be resolved,
-    # and must not be skipped: the requests it would have processed get an error answer.
-    unresolved: bool = False
+    def __init__(
+        self,
+        request_headers: ir.HeaderMods | None = None,
+        response_headers: ir.HeaderMods | None = None,
+        redirect: ir.Redirect | None = None,
+        url_rewrite: ir.URLRewrite | None = None,
+        mirrors: tuple[ir.Mirror, ...] = (),
+        cors: ir.CORS | None = None,
+        unresolved: bool = False,
+    ) -> None:
+        self.request_headers = request_headers
+        self.response_headers = response_headers
+        self.redirect = redirect
+        self.url_rewrite = url_rewrite
+        self.mirrors = mirrors
+        self.cors = cors
+        # An ExtensionRef filter: no extension kind is supported, so the filter cannot be
+        # resolved, and must not be skipped: the requests it would have processed get an error.
+        self.unresolved = unresolved
 
 
 _NO_RULE_FILTERS = RuleFilters()
@@ -107,30 +119,30 @@ def rule_filters(
     cors_policy: ir.CORS | None = None
     unresolved = False
     for f in filters:
-        http = f if matches is not None and isinstance(f, m.HTTPRouteFilter) else None
-        if f.type == "RequestHeaderModifier":
+        kind = f.type
+        if kind == "RequestHeaderModifier":
             req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
-        elif f.type == "ResponseHeaderModifier":
+        elif kind == "ResponseHeaderModifier":
             resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier))
-        elif f.type == "RequestRedirect" and http is not None and http.request_redirect is not None and matches is not None:
-            red = redirect(http.request_redirect, matches)
-        elif f.type == "URLRewrite" and http is not None and http.url_rewrite is not None and matches is not None:
-            rew = url_rewrite(http.url_rewrite, matches)
-        elif f.type == "RequestMirror" and f.request_mirror is not None:
+        elif kind == "RequestMirror" and f.request_mirror is not None:
             mir = mirror(tr, resolver, f.request_mirror)
             if mir is not None:
                 mirrors.append(mir)
-        elif f.type == "CORS" and http is not None and http.cors is not None:
-            cors_policy = cors(http.cors)
-        elif f.type == "ExtensionRef":
+        elif kind == "RequestRedirect" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.request_redirect is not None:
+            red = redirect(f.request_redirect, matches)
+        elif kind == "URLRewrite" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.url_rewrite is not None:
+            rew = url_rewrite(f.url_rewrite, matches)
+        elif kind == "CORS" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.cors is not None:
+            cors_policy = cors(f.cors)
+        elif kind == "ExtensionRef":
             ext = f.extension_ref
             what = f"{ext.group}/{ext.kind} {ext.name}" if ext else "(missing extensionRef)"
-            tr.note_refs(c.R_INVALID_KIND, f"ExtensionRef filter {what}: unsupported extension kind")
+            tr.note_refs(c.route_invalid_kind(f"ExtensionRef filter {what}: unsupported extension kind"))
             unresolved = True
         else:
-            raise RuleError(f"filter type {f.type} is not supported")
+            raise RuleError(f"filter type {kind} is not supported")
     if red is not None and rew is not None:
-        raise RuleError("RequestRedirect and URLRewrite filters cannot be combined", c.R_INCOMPATIBLE_FILTERS)
+        raise RuleError("RequestRedirect and URLRewrite filters cannot be combined", incompatible_filters=True)
     return RuleFilters(req_h, resp_h, red, rew, tuple(mirrors), cors_policy, unresolved)
 
 
@@ -216,9 +228,7 @@ def backend_header_mods(
             else:
                 raise RuleError(f"backendRef filter type {bf.type} is not supported")
         if red is not None and rew is not None:
-            raise RuleError(
-                "backendRef RequestRedirect and URLRewrite filters cannot be combined", c.R_INCOMPATIBLE_FILTERS
-            )
+            raise RuleError("backendRef RequestRedirect and URLRewrite filters cannot be combined", incompatible_filters=True)
         out.append(BackendFilters(req, resp, red, rew))
     return out
 
@@ -232,8 +242,8 @@ def mirror(
     if backend.backend is not None:
         tr.backends.add(backend.backend)
     if backend.cluster is None:
-        if backend.reason:
-            tr.note_refs(backend.reason, f"mirror: {backend.message}")
+        if backend.problem is not None:
+            tr.note_refs(c.prefixed(backend.problem, "mirror: "))
         return None
     tr.clusters[backend.cluster.name] = backend.cluster
     if backend.service:
@@ -280,8 +290,8 @@ def weighted_backends(
             tr.backends.add(backend.backend)
         cluster = backend.cluster
         if cluster is None:
-            if backend.reason:
-                tr.note_refs(backend.reason, backend.message)
+            if backend.problem is not None:
+                tr.note_refs(backend.problem)
             if weight > 0:
                 wc = shared.get((INVALID_CLUSTER.name, weight))
                 if wc is None:

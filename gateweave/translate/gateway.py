@@ -22,16 +22,12 @@ G = m.GATEWAY_GROUP
 
 @dataclass
 class _GatewayFindings:
-    accept_reason: str = ""
-    accept_message: str = ""
-    program_reason: str = ""
-    program_message: str = ""
+    not_accepted: c.Condition | None = None
+    not_programmed: c.Condition | None = None
     # Kubernetes mode: the Service has no (requested) address yet. Programmed=False, but the
     # configuration and infrastructure are generated (the Service must exist to get one).
-    address_reason: str = ""
-    address_message: str = ""
-    backend_refs_reason: str = ""  # spec.tls.backend.clientCertificateRef problem
-    backend_refs_message: str = ""
+    address_pending: c.Condition | None = None
+    refs_problem: c.Condition | None = None  # spec.tls.backend.clientCertificateRef problem
 
 
 @dataclass
@@ -64,17 +60,18 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         gctx.requested_addresses = addr.requested
         gctx.service_addresses = addr.found
         if not classes[gw.spec.gateway_class_name]:
-            f.accept_reason, f.accept_message = c.R_PENDING, f"GatewayClass {gc.metadata.name} is not accepted"
+            f.not_accepted = c.gateway_class_pending(gc.metadata.name)
         elif gw.spec.infrastructure is not None and gw.spec.infrastructure.parameters_ref is not None:
             ref = gw.spec.infrastructure.parameters_ref
-            f.accept_reason = c.R_INVALID_PARAMETERS
-            f.accept_message = f"infrastructure.parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no Gateway parameters"
-        elif addr.accept_reason:
-            f.accept_reason, f.accept_message = addr.accept_reason, addr.message
-        if addr.program_reason and kube:
-            f.address_reason, f.address_message = addr.program_reason, addr.message
-        elif addr.program_reason:
-            f.program_reason, f.program_message = addr.program_reason, addr.message
+            f.not_accepted = c.gateway_invalid_parameters(
+                f"infrastructure.parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no Gateway parameters"
+            )
+        elif addr.not_accepted is not None:
+            f.not_accepted = addr.not_accepted
+        if kube:
+            f.address_pending = addr.not_programmed
+        else:
+            f.not_programmed = addr.not_programmed
         _resolve_backend_client_cert(ctx, gctx, f)
         gctx.listeners = [listeners.new_listener(gctx, lst) for lst in gw.spec.listeners]
         for lc in gctx.listeners:
@@ -89,13 +86,13 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         sets = [lf for lf in ls_findings if lf.gateway is gctx and lf.allowed]
         listeners.resolve_conflicts(gctx.listeners, [lf.listeners for lf in sets])
         f = gctx.findings
-        if not f.accept_reason and gctx.listeners and not any(_valid(lc) for lc in gctx.listeners):
-            f.accept_reason, f.accept_message = c.R_LISTENERS_NOT_VALID, "no listener is valid"
-        gctx.accepted = not f.accept_reason
+        if f.not_accepted is None and gctx.listeners and not any(_valid(lc) for lc in gctx.listeners):
+            f.not_accepted = c.gateway_no_valid_listener()
+        gctx.accepted = f.not_accepted is None
         # Serving: its configuration is generated. Programmed: and the data plane took it.
-        gctx.serving = gctx.accepted and bool(gctx.address) and not f.program_reason
-        if gctx.serving and f.address_reason:
-            f.program_reason, f.program_message = f.address_reason, f.address_message
+        gctx.serving = gctx.accepted and bool(gctx.address) and f.not_programmed is None
+        if gctx.serving and f.address_pending is not None:
+            f.not_programmed = f.address_pending
             gctx.programmed = False
         else:
             gctx.programmed = gctx.serving and _dataplane_ok(ctx, gctx, f)
@@ -104,7 +101,7 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         for lf in sets:
             for lc in lf.listeners:
                 listeners.finish(lc)
-            if any(lc.accepted and not lc.refs_reason for lc in lf.listeners):
+            if any(lc.accepted and lc.refs_problem is None for lc in lf.listeners):
                 gctx.listener_sets.append((lf.listener_set, lf.listeners))
         tlsoverlap.mark_overlapping([*gctx.listeners, *(lc for lf in sets for lc in lf.listeners)])
     ctx.listener_set_results = ls_findings
@@ -112,7 +109,7 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
 
 
 def _valid(lc: ListenerCtx) -> bool:
-    return not lc.accept_reason and not lc.conflict_reason
+    return lc.not_accepted is None and lc.conflict is None
 
 
 def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
@@ -120,10 +117,10 @@ def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
         return True
     state = ctx.options.dataplane.get(gctx.name)
     if state is None or (not state.acked and not state.error):
-        f.program_reason, f.program_message = c.R_PENDING, "waiting for Envoy to acknowledge the configuration"
+        f.not_programmed = c.gateway_waiting_for_envoy()
         return False
     if state.error:
-        f.program_reason, f.program_message = c.R_INVALID, f"Envoy rejected the configuration: {state.error}"
+        f.not_programmed = c.gateway_envoy_rejected(state.error)
         return False
     return True
 
@@ -137,18 +134,20 @@ def _resolve_backend_client_cert(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings
     ns = ref.namespace or gw_ns
     where = f"clientCertificateRef {ref.kind} {ns}/{ref.name}"
     if ref.group != "" or ref.kind != "Secret":
-        f.backend_refs_reason, f.backend_refs_message = c.R_INVALID_CLIENT_CERTIFICATE_REF, f"{where}: only core Secrets are supported"
+        f.refs_problem = c.gateway_invalid_client_certificate_ref(f"{where}: only core Secrets are supported")
         return
     if not ctx.reference_allowed(G, "Gateway", gw_ns, "", "Secret", ns, ref.name):
-        f.backend_refs_reason, f.backend_refs_message = c.R_REF_NOT_PERMITTED, f"{where} is in another namespace and no ReferenceGrant allows it"
+        f.refs_problem = c.gateway_client_certificate_ref_not_permitted(
+            f"{where} is in another namespace and no ReferenceGrant allows it"
+        )
         return
     secret = ctx.snapshot.secrets.get((ns, ref.name))
     if secret is None:
-        f.backend_refs_reason, f.backend_refs_message = c.R_INVALID_CLIENT_CERTIFICATE_REF, f"{where} does not exist"
+        f.refs_problem = c.gateway_invalid_client_certificate_ref(f"{where} does not exist")
         return
     pair = certs.tls_keypair(secret)
     if isinstance(pair, str):
-        f.backend_refs_reason, f.backend_refs_message = c.R_INVALID_CLIENT_CERTIFICATE_REF, f"{where}: {pair}"
+        f.refs_problem = c.gateway_invalid_client_certificate_ref(f"{where}: {pair}")
         return
     gctx.backend_client_cert = ir.Certificate(name=f"{ns}/{ref.name}", cert_pem=pair[0], key_pem=pair[1])
 
@@ -208,47 +207,37 @@ def write_gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
 def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings, kube: bool) -> dict[str, Any]:
     gw = gctx.gateway
     gen = gw.metadata.generation
-    conds: list[dict[str, Any]] = []
-    invalid = [lc.name for lc in gctx.listeners if not _valid(lc) or lc.refs_reason]
-    if f.accept_reason:
-        conds.append(c.condition(c.ACCEPTED, False, f.accept_reason, f.accept_message, gen))
+    invalid = [lc.name for lc in gctx.listeners if not _valid(lc) or lc.refs_problem is not None]
+    if f.not_accepted is not None:
+        accepted = f.not_accepted
     elif invalid:
-        conds.append(c.condition(c.ACCEPTED, True, c.R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(invalid)}", gen))
+        accepted = c.gateway_listeners_not_valid(invalid)
     else:
-        conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Gateway is accepted", gen))
+        accepted = c.gateway_accepted()
     if gctx.programmed:
-        conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "Gateway is programmed", gen))
-    elif f.accept_reason:
-        conds.append(c.condition(c.PROGRAMMED, False, c.R_INVALID, f.accept_message, gen))
+        programmed = c.gateway_programmed()
+    elif f.not_accepted is not None:
+        programmed = c.gateway_not_accepted_invalid(f.not_accepted)
     else:
-        conds.append(c.condition(c.PROGRAMMED, False, f.program_reason or c.R_PENDING, f.program_message or "not programmed", gen))
+        programmed = f.not_programmed or c.gateway_not_programmed()
+    conds = [accepted, programmed]
     if gw.spec.tls is not None and gw.spec.tls.backend is not None and gw.spec.tls.backend.client_certificate_ref is not None:
-        if f.backend_refs_reason:
-            conds.append(c.condition(c.RESOLVED_REFS, False, f.backend_refs_reason, f.backend_refs_message, gen))
-        else:
-            conds.append(c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references are resolved", gen))
+        conds.append(f.refs_problem or c.gateway_refs_resolved())
     if any(
         lc.tls is not None and lc.tls.client_validation is not None and lc.tls.client_validation.mode == "AllowInsecureFallback"
         for lc in gctx.all_listeners()
     ):
-        conds.append(
-            c.condition(
-                c.INSECURE_FRONTEND_VALIDATION,
-                True,
-                c.R_CONFIGURATION_CHANGED,
-                "client certificate validation is configured with AllowInsecureFallback",
-                gen,
-            )
-        )
-    gateway_reason = "" if gctx.programmed else (f.program_reason or c.R_INVALID)
+        conds.append(c.gateway_insecure_frontend_validation())
+    # The listeners' Programmed=False when the Gateway's doing.
+    parent = c.listener_pending() if gctx.programmed else c.listener_gateway_not_programmed(f.not_programmed)
     status: dict[str, Any] = {}
     if kube:  # the Service's addresses, whenever it has some
         if gctx.accepted and gctx.service_addresses:
             status["addresses"] = [{"type": t, "value": v} for t, v in gctx.service_addresses]
-    elif gctx.address and gctx.accepted and not f.program_reason:
+    elif gctx.address and gctx.accepted and f.not_programmed is None:
         status["addresses"] = [{"type": "IPAddress", "value": gctx.address}]
-    status["conditions"] = conds
-    status["listeners"] = [listeners.listener_status(lc, gen, gateway_reason) for lc in gctx.listeners]
+    status["conditions"] = [c.to_status(cond, gen) for cond in conds]
+    status["listeners"] = [listeners.listener_status(lc, gen, parent) for lc in gctx.listeners]
     if gw.spec.allowed_listeners is not None or gctx.listener_sets:
         status["attachedListenerSets"] = len(gctx.listener_sets)
     return status
@@ -258,42 +247,31 @@ def _listener_set_status(lf: _ListenerSetFindings) -> dict[str, Any]:
     ls = lf.listener_set
     gen = ls.metadata.generation
     if not lf.allowed:
+        not_allowed = c.listener_set_not_allowed(lf.message)
         return {
             "conditions": [
-                c.condition(c.ACCEPTED, False, c.R_NOT_ALLOWED, lf.message, gen),
-                c.condition(c.PROGRAMMED, False, c.R_NOT_ALLOWED, lf.message, gen),
+                c.to_status(not_allowed, gen),
+                c.to_status(c.restated(not_allowed, c.PROGRAMMED, False), gen),
             ],
             "listeners": [],
         }
     gctx = lf.gateway
-    good = [lc for lc in lf.listeners if lc.accepted and not lc.refs_reason]
-    conds: list[dict[str, Any]] = []
-    if not gctx.accepted:
-        msg = f"parent Gateway {gctx.name} is not accepted"
-        conds += [
-            c.condition(c.ACCEPTED, False, c.R_PARENT_NOT_ACCEPTED, msg, gen),
-            c.condition(c.PROGRAMMED, False, c.R_PARENT_NOT_ACCEPTED, msg, gen),
-        ]
-    elif not good:
-        msg = "no listener is valid"
-        conds += [
-            c.condition(c.ACCEPTED, False, c.R_LISTENERS_NOT_VALID, msg, gen),
-            c.condition(c.PROGRAMMED, False, c.R_LISTENERS_NOT_VALID, msg, gen),
-        ]
+    good = [lc for lc in lf.listeners if lc.accepted and lc.refs_problem is None]
+    conds: list[c.Condition] = []
+    if not gctx.accepted or not good:
+        not_accepted = c.listener_set_parent_not_accepted(gctx.name) if not gctx.accepted else c.listener_set_no_valid_listener()
+        conds += [not_accepted, c.restated(not_accepted, c.PROGRAMMED, False)]
     else:
         bad = [lc.name for lc in lf.listeners if lc not in good]
-        if bad:
-            conds.append(c.condition(c.ACCEPTED, True, c.R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(bad)}", gen))
-        else:
-            conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "ListenerSet is accepted", gen))
+        conds.append(c.listener_set_listeners_not_valid(bad) if bad else c.listener_set_accepted())
         if gctx.programmed:
-            conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "ListenerSet is programmed", gen))
+            conds.append(c.listener_set_programmed())
         else:
-            conds.append(c.condition(c.PROGRAMMED, False, c.R_PENDING, f"parent Gateway {gctx.name} is not programmed", gen))
-    gateway_reason = "" if gctx.programmed else c.R_PENDING
+            conds.append(c.listener_set_parent_not_programmed(gctx.name))
+    pending = c.listener_pending()
     return {
-        "conditions": conds,
-        "listeners": [listeners.listener_status(lc, gen, gateway_reason) for lc in lf.listeners],
+        "conditions": [c.to_status(cond, gen) for cond in conds],
+        "listeners": [listeners.listener_status(lc, gen, pending) for lc in lf.listeners],
     }
 
 

@@ -68,25 +68,20 @@ def resolve_classes(ctx: Ctx) -> dict[str, bool]:
     for (_, name), gc in sorted(ctx.snapshot.gateway_classes.items()):
         if gc.spec.controller_name != ctx.options.controller_name:
             continue
-        accepted, reason, message = _acceptance(gc)
-        ours[name] = accepted
+        accepted = _acceptance(gc)
+        ours[name] = accepted.status
         gen = gc.metadata.generation
         ctx.statuses[("GatewayClass", "", name)] = {
-            "conditions": [
-                c.condition(c.ACCEPTED, accepted, reason, message, gen),
-                c.condition(c.SUPPORTED_VERSION, True, c.SUPPORTED_VERSION, "Gateway API v1.6 CRDs are supported", gen),
-            ],
+            "conditions": [c.to_status(accepted, gen), c.to_status(c.gateway_class_supported_version(), gen)],
             "supportedFeatures": [{"name": f} for f in SUPPORTED_FEATURES],
         }
     return ours
 
 
-def _acceptance(gc: m.GatewayClass) -> tuple[bool, str, str]:
+def _acceptance(gc: m.GatewayClass) -> c.Condition:
     ref = gc.spec.parameters_ref
     if ref is not None:
-        return (
-            False,
-            c.R_INVALID_PARAMETERS,
-            f"parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no GatewayClass parameters",
+        return c.gateway_class_invalid_parameters(
+            f"parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no GatewayClass parameters"
         )
-    return True, c.R_ACCEPTED, "Accepted by gateweave"
+    return c.gateway_class_accepted()

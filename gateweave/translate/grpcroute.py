@@ -29,7 +29,7 @@ def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver, order: t
         try:
             tr.http.extend(_rule(tr, resolver, i, rule, prefix, order))
         except RuleError as err:
-            tr.drop_rule(f"rule {rule.name or i}", str(err), err.reason)
+            tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
     return tr
 
 

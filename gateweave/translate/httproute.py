@@ -38,7 +38,7 @@ def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver, order: t
         try:
             _rule(tr, resolver, i, rule, prefix, order)
         except RuleError as err:
-            tr.drop_rule(f"rule {rule.name or i}", str(err), err.reason)
+            tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
     return tr
 
 

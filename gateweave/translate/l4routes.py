@@ -21,8 +21,8 @@ def translate_l4_route(kind: str, route: Any, resolver: BackendResolver) -> Rout
     tr.tcp = weighted_backends(tr, resolver, refs)
     if kind == "TLSRoute":
         # Behind a terminating listener, a BackendTLSPolicy makes Envoy re-encrypt to the backend.
-        before = tr.refs_issue
+        before = tr.refs_problem
         tr.tcp_terminated = weighted_backends(tr, resolver, refs, terminated=True)
-        if tr.refs_issue is not before:  # only a policy differs: a problem of terminating listeners alone
-            tr.terminated_refs_issue, tr.refs_issue = tr.refs_issue, before
+        if tr.refs_problem is not before:  # only a policy differs: a problem of terminating listeners alone
+            tr.terminated_refs_problem, tr.refs_problem = tr.refs_problem, before
     return tr

@@ -1,7 +1,8 @@
 """Listeners (of Gateways and ListenerSets): protocol, route kinds, TLS, client validation, conflicts.
 
-Each check records its finding on the ListenerCtx (accept_reason, refs_reason,
-conflict_reason); :func:`listener_status` turns the findings into the listener's conditions.
+Each check records its finding on the ListenerCtx as the condition it means (``not_accepted``,
+``refs_problem``, ``conflict``; tlsoverlap.py sets ``overlap``); :func:`listener_status` turns the
+findings into the listener's conditions.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def check_listener(ctx: Ctx, lc: ListenerCtx) -> None:
     """Protocol, allowed route kinds, certificates and client validation of one listener."""
     listener = lc.listener
     if listener.protocol not in ROUTE_KINDS_BY_PROTOCOL:
-        lc.accept_reason = c.R_UNSUPPORTED_PROTOCOL
-        lc.accept_message = f"protocol {listener.protocol!r} is not supported (HTTP, HTTPS, TLS, TCP, UDP are)"
+        lc.not_accepted = c.listener_unsupported_protocol(
+            f"protocol {listener.protocol!r} is not supported (HTTP, HTTPS, TLS, TCP, UDP are)"
+        )
         return
     _check_kinds(lc)
     if listener.protocol in ("HTTPS", "TLS"):
@@ -57,18 +59,15 @@ def _check_kinds(lc: ListenerCtx) -> None:
     if invalid:
         _refs_problem(
             lc,
-            c.R_INVALID_ROUTE_KINDS,
-            f"route kinds {', '.join(invalid)} are not supported on a {lc.listener.protocol} listener",
+            c.listener_invalid_route_kinds(
+                f"route kinds {', '.join(invalid)} are not supported on a {lc.listener.protocol} listener"
+            ),
         )
 
 
-def _refs_problem(lc: ListenerCtx, reason: str, message: str) -> None:
+def _refs_problem(lc: ListenerCtx, problem: c.Condition) -> None:
     """Record a ResolvedRefs problem; the first one found decides the reason, messages accumulate."""
-    if not lc.refs_reason:
-        lc.refs_reason = reason
-        lc.refs_message = message
-    else:
-        lc.refs_message += "; " + message
+    lc.refs_problem = problem if lc.refs_problem is None else c.extended(lc.refs_problem, problem.message)
 
 
 def _owner(lc: ListenerCtx) -> tuple[str, str]:
@@ -84,30 +83,32 @@ def _check_tls(ctx: Ctx, lc: ListenerCtx) -> None:
     if lc.listener.protocol == "TLS" and mode == "Passthrough":
         return
     if lc.listener.protocol == "HTTPS" and mode != "Terminate":
-        lc.accept_reason = c.R_UNSUPPORTED_PROTOCOL  # the CRD rejects this; never reached from validated input
-        lc.accept_message = "HTTPS listeners terminate TLS"
+        # The CRD rejects this; never reached from validated input.
+        lc.not_accepted = c.listener_unsupported_protocol("HTTPS listeners terminate TLS")
         return
     owner_kind, owner_ns = _owner(lc)
     found: list[ir.Certificate] = []
     refs = tls.certificate_refs if tls is not None else ()
     if not refs:
-        _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, "TLS termination needs at least one certificateRef")
+        _refs_problem(lc, c.listener_invalid_certificate_ref("TLS termination needs at least one certificateRef"))
     for ref in refs:
         ns = ref.namespace or owner_ns
         where = f"{ref.kind} {ns}/{ref.name}"
         if ref.group != "" or ref.kind != "Secret":
-            _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, f"certificateRef {ref.group}/{ref.kind} {ref.name}: only core Secrets are supported")
+            _refs_problem(lc, c.listener_invalid_certificate_ref(
+                f"certificateRef {ref.group}/{ref.kind} {ref.name}: only core Secrets are supported"
+            ))
             continue
         if not ctx.reference_allowed(G, owner_kind, owner_ns, "", "Secret", ns, ref.name):
-            _refs_problem(lc, c.R_REF_NOT_PERMITTED, f"{where} is in another namespace and no ReferenceGrant allows it")
+            _refs_problem(lc, c.listener_ref_not_permitted(f"{where} is in another namespace and no ReferenceGrant allows it"))
             continue
         secret = ctx.snapshot.secrets.get((ns, ref.name))
         if secret is None:
-            _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, f"{where} does not exist")
+            _refs_problem(lc, c.listener_invalid_certificate_ref(f"{where} does not exist"))
             continue
         pair = certs.tls_keypair(secret)
         if isinstance(pair, str):
-            _refs_problem(lc, c.R_INVALID_CERTIFICATE_REF, f"{where}: {pair}")
+            _refs_problem(lc, c.listener_invalid_certificate_ref(f"{where}: {pair}"))
             continue
         found.append(ir.Certificate(name=f"{ns}/{ref.name}", cert_pem=pair[0], key_pem=pair[1]))
     if found:
@@ -127,7 +128,7 @@ def frontend_validation(gw: m.Gateway, port: int) -> m.FrontendTLSValidation | N
 
 def check_client_validation(ctx: Ctx, lc: ListenerCtx) -> None:
     """Gateway spec.tls.frontend: client certificate validation of an HTTPS listener."""
-    if lc.listener.protocol != "HTTPS" or lc.accept_reason:
+    if lc.listener.protocol != "HTTPS" or lc.not_accepted is not None:
         return
     validation = frontend_validation(lc.gateway.gateway, lc.port)
     if validation is None or not validation.ca_certificate_refs:
@@ -138,23 +139,24 @@ def check_client_validation(ctx: Ctx, lc: ListenerCtx) -> None:
         ns = ref.namespace or gw_ns
         where = f"{ref.kind} {ns}/{ref.name}"
         if ref.group != "" or ref.kind not in ("ConfigMap", "Secret"):
-            _refs_problem(lc, c.R_INVALID_CA_CERTIFICATE_KIND, f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps (and Secrets) are supported")
+            _refs_problem(lc, c.listener_invalid_ca_certificate_kind(
+                f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps (and Secrets) are supported"
+            ))
             continue
         if not ctx.reference_allowed(G, "Gateway", gw_ns, "", ref.kind, ns, ref.name):
-            _refs_problem(lc, c.R_REF_NOT_PERMITTED, f"{where} is in another namespace and no ReferenceGrant allows it")
+            _refs_problem(lc, c.listener_ref_not_permitted(f"{where} is in another namespace and no ReferenceGrant allows it"))
             continue
         obj: Any = (ctx.snapshot.config_maps if ref.kind == "ConfigMap" else ctx.snapshot.secrets).get((ns, ref.name))
         if obj is None:
-            _refs_problem(lc, c.R_INVALID_CA_CERTIFICATE_REF, f"{where} does not exist")
+            _refs_problem(lc, c.listener_invalid_ca_certificate_ref(f"{where} does not exist"))
             continue
         pem = certs.ca_from_object(obj)
         if not pem:
-            _refs_problem(lc, c.R_INVALID_CA_CERTIFICATE_REF, f"{where} has no valid PEM certificates under ca.crt")
+            _refs_problem(lc, c.listener_invalid_ca_certificate_ref(f"{where} has no valid PEM certificates under ca.crt"))
             continue
         bundles.append(pem)
     if not bundles:
-        lc.accept_reason = c.R_NO_VALID_CA_CERTIFICATE
-        lc.accept_message = "none of the client CA certificate references could be used"
+        lc.not_accepted = c.listener_no_valid_ca_certificate("none of the client CA certificate references could be used")
         return
     if lc.tls is not None:
         joined = "".join(b if b.endswith("\n") else b + "\n" for b in bundles)
@@ -181,30 +183,34 @@ def resolve_conflicts(own: list[ListenerCtx], listener_sets: list[list[ListenerC
     ListenerSet listener that conflicts with one a higher-precedence source already holds is
     Conflicted, and the earlier one keeps its port.
     """
-    _mark_indistinct([lc for lc in own if not lc.accept_reason])
+    _mark_indistinct([lc for lc in own if lc.not_accepted is None])
     established: dict[tuple[int, bool], tuple[str, set[str]]] = {}
     for lc in own:
-        if not lc.accept_reason and not lc.conflict_reason:
+        if lc.not_accepted is None and lc.conflict is None:
             _establish(established, lc)
     for group in listener_sets:
         candidates: list[ListenerCtx] = []
         for lc in group:
-            if lc.accept_reason:
+            if lc.not_accepted is not None:
                 continue
             is_udp = FAMILY[lc.protocol] == "UDP"
             slot = established.get((lc.port, is_udp))
             if slot is not None:
                 family, hosts = slot
                 if family != FAMILY[lc.protocol]:
-                    _conflict(lc, c.R_PROTOCOL_CONFLICT, f"port {lc.port} is already used by a {family} listener of higher precedence")
+                    _conflict(lc, c.listener_protocol_conflict(
+                        f"port {lc.port} is already used by a {family} listener of higher precedence"
+                    ))
                     continue
                 if _hostname_key(lc) in hosts:
-                    _conflict(lc, c.R_HOSTNAME_CONFLICT, f"port {lc.port} and hostname {lc.hostname or '(none)'} are already used by a listener of higher precedence")
+                    _conflict(lc, c.listener_hostname_conflict(
+                        f"port {lc.port} and hostname {lc.hostname or '(none)'} are already used by a listener of higher precedence"
+                    ))
                     continue
             candidates.append(lc)
         _mark_indistinct(candidates)
         for lc in candidates:
-            if not lc.conflict_reason:
+            if lc.conflict is None:
                 _establish(established, lc)
 
 
@@ -219,16 +225,18 @@ def _mark_indistinct(listeners: list[ListenerCtx]) -> None:
         families = {FAMILY[lc.protocol] for lc in stream}
         if len(families) > 1:
             for lc in stream:
-                _conflict(lc, c.R_PROTOCOL_CONFLICT, f"port {port} is used by listeners of incompatible protocols")
+                _conflict(lc, c.listener_protocol_conflict(f"port {port} is used by listeners of incompatible protocols"))
         for subset in (stream, [lc for lc in group if FAMILY[lc.protocol] == "UDP"]):
             seen: dict[str, list[ListenerCtx]] = {}
             for lc in subset:
-                if not lc.conflict_reason:
+                if lc.conflict is None:
                     seen.setdefault(_hostname_key(lc), []).append(lc)
             for host, same in seen.items():
                 if len(same) > 1:
                     for lc in same:
-                        _conflict(lc, c.R_HOSTNAME_CONFLICT, f"listeners {', '.join(x.name for x in same)} share port {port} and hostname {host or '(none)'}")
+                        _conflict(lc, c.listener_hostname_conflict(
+                            f"listeners {', '.join(x.name for x in same)} share port {port} and hostname {host or '(none)'}"
+                        ))
 
 
 def _establish(established: dict[tuple[int, bool], tuple[str, set[str]]], lc: ListenerCtx) -> None:
@@ -237,51 +245,54 @@ def _establish(established: dict[tuple[int, bool], tuple[str, set[str]]], lc: Li
     hosts.add(_hostname_key(lc))
 
 
-def _conflict(lc: ListenerCtx, reason: str, message: str) -> None:
-    if not lc.conflict_reason:
-        lc.conflict_reason = reason
-        lc.conflict_message = message
+def _conflict(lc: ListenerCtx, conflict: c.Condition) -> None:
+    if lc.conflict is None:
+        lc.conflict = conflict
 
 
 def finish(lc: ListenerCtx) -> None:
     """Derive whether routes may attach (accepted) and whether config is generated for it (ready)."""
-    lc.accepted = not lc.accept_reason and not lc.conflict_reason
-    lc.ready = lc.accepted and not lc.refs_reason and (lc.tls is not None or not lc.terminates_tls) and lc.gateway.serving
+    lc.accepted = lc.not_accepted is None and lc.conflict is None
+    lc.ready = lc.accepted and lc.refs_problem is None and (lc.tls is not None or not lc.terminates_tls) and lc.gateway.serving
 
 
-def listener_status(lc: ListenerCtx, generation: int, gateway_reason: str = "") -> dict[str, Any]:
-    """The status entry of one listener (Gateway status.listeners or ListenerSet status.listeners)."""
-    conds = []
-    if lc.accept_reason:
-        conds.append(c.condition(c.ACCEPTED, False, lc.accept_reason, lc.accept_message, generation))
-    elif lc.conflict_reason:
-        conds.append(c.condition(c.ACCEPTED, False, lc.conflict_reason, lc.conflict_message, generation))
+def listener_status(lc: ListenerCtx, generation: int, parent_not_programmed: c.Condition) -> dict[str, Any]:
+    """The status entry of one listener (Gateway status.listeners or ListenerSet status.listeners).
+
+    ``parent_not_programmed``: its Programmed=False condition when nothing about the listener
+    itself stops it (its Gateway's doing)."""
+    if lc.not_accepted is not None:
+        accepted = lc.not_accepted
+    elif lc.conflict is not None:
+        accepted = c.restated(lc.conflict, c.ACCEPTED, False)
     else:
-        conds.append(c.condition(c.ACCEPTED, True, c.R_ACCEPTED, "Listener is valid", generation))
+        accepted = c.listener_accepted()
     if lc.ready and lc.gateway.programmed:
-        conds.append(c.condition(c.PROGRAMMED, True, c.R_PROGRAMMED, "Listener is programmed", generation))
-    elif lc.conflict_reason:
+        programmed = c.listener_programmed()
+    elif lc.conflict is not None:
         # Programmed=False reasons are Invalid and Pending (gateway_types.go); the conflict's
         # own reason is on Conflicted and Accepted. A ListenerSet entry keeps it here too: the
         # v1.6 conformance tests ListenerSetProtocolConflict and ListenerSetHostnameConflict
         # require it there (and listenerset_types.go allows reasons beyond Invalid and
         # PortUnavailable).
-        reason = c.R_INVALID if lc.listener_set is None else lc.conflict_reason
-        conds.append(c.condition(c.PROGRAMMED, False, reason, lc.conflict_message, generation))
-    elif lc.accept_reason or lc.refs_reason:
-        conds.append(c.condition(c.PROGRAMMED, False, c.R_INVALID, lc.accept_message or lc.refs_message, generation))
+        if lc.listener_set is None:
+            programmed = c.listener_invalid(lc.conflict.message)
+        else:
+            programmed = c.restated(lc.conflict, c.PROGRAMMED, False)
+    elif lc.not_accepted is not None:
+        programmed = c.listener_invalid(lc.not_accepted.message)
+    elif lc.refs_problem is not None:
+        programmed = c.listener_invalid(lc.refs_problem.message)
     else:
-        conds.append(c.condition(c.PROGRAMMED, False, gateway_reason or c.R_PENDING, "the Gateway is not programmed", generation))
-    if lc.refs_reason:
-        conds.append(c.condition(c.RESOLVED_REFS, False, lc.refs_reason, lc.refs_message, generation))
-    else:
-        conds.append(c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references are resolved", generation))
-    if lc.conflict_reason:
-        conds.append(c.condition(c.CONFLICTED, True, lc.conflict_reason, lc.conflict_message, generation))
-    else:
-        conds.append(c.condition(c.CONFLICTED, False, c.R_NO_CONFLICTS, "No conflicts", generation))
-    if lc.overlap_reason:
-        conds.append(c.condition(c.OVERLAPPING_TLS_CONFIG, True, lc.overlap_reason, lc.overlap_message, generation))
+        programmed = parent_not_programmed
+    conds = [
+        c.to_status(accepted, generation),
+        c.to_status(programmed, generation),
+        c.to_status(lc.refs_problem if lc.refs_problem is not None else c.listener_refs_resolved(), generation),
+        c.to_status(lc.conflict if lc.conflict is not None else c.listener_no_conflicts(), generation),
+    ]
+    if lc.overlap is not None:
+        conds.append(c.to_status(lc.overlap, generation))
     return {
         "name": lc.name,
         "supportedKinds": [{"group": g, "kind": k} for g, k in lc.supported_kinds],

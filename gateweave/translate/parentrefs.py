@@ -50,8 +50,7 @@ class ParentOutcome:
     namespace: str  # the parent's namespace (the parentRef's, else the route's)
     gateway: GatewayCtx
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = field(default_factory=list)
-    reason: str = c.R_ACCEPTED  # when nothing attached: the Accepted=False reason
-    message: str = ""
+    not_accepted: c.Condition | None = None  # when nothing attached: why (Accepted=False)
     # Every listener considered, with the check that decided it: only an index made for
     # `gateweave explain` records them (see ParentIndex).
     verdicts: tuple[Verdict, ...] = ()
@@ -162,13 +161,13 @@ class ParentIndex:
             accepted = self.accepted_sets.get((ns, pref.name))
             if accepted is None or not gw.accepted:
                 why = f"ListenerSet {ns}/{pref.name} is not accepted"
-                return ParentOutcome(pref, ns, gw, reason=c.R_NO_MATCHING_PARENT, message=why)
+                return ParentOutcome(pref, ns, gw, not_accepted=c.route_no_matching_parent(why))
             listeners = accepted
         else:
             return None
         out = ParentOutcome(pref, ns, gw)
         if not gw.accepted:
-            out.reason, out.message = c.R_NO_MATCHING_PARENT, f"Gateway {gw.name} is not accepted"
+            out.not_accepted = c.route_no_matching_parent(f"Gateway {gw.name} is not accepted")
             return out
         key = (id(listeners), kind, route_ns, pref.section_name, pref.port)
         plans = self._plans.get(key)
@@ -200,11 +199,13 @@ class ParentIndex:
                 what.append(f"sectionName {pref.section_name}")
             if pref.port is not None:
                 what.append(f"port {pref.port}")
-            out.reason, out.message = c.R_NO_MATCHING_PARENT, f"no listener matches {' and '.join(what) or 'the parentRef'}"
+            out.not_accepted = c.route_no_matching_parent(f"no listener matches {' and '.join(what) or 'the parentRef'}")
         elif HOSTNAME in stages:
-            out.reason, out.message = c.R_NO_MATCHING_LISTENER_HOSTNAME, "no listener hostname intersects the route's hostnames"
+            out.not_accepted = c.route_no_matching_listener_hostname()
         else:
-            out.reason, out.message = c.R_NOT_ALLOWED_BY_LISTENERS, f"no listener allows a {kind} from namespace {route.metadata.namespace}"
+            out.not_accepted = c.route_not_allowed_by_listeners(
+                f"no listener allows a {kind} from namespace {route.metadata.namespace}"
+            )
         return out
 
     def _plan(self, listeners: list[ListenerCtx], kind: str, route_ns: str, pref: m.ParentReference) -> _Plans:

@@ -118,18 +118,18 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
     all_invalid = tr.all_rules_invalid
     accepted_by: list[GatewayCtx] = []
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
-    refs_issue = tr.refs_issue
+    refs_problem = tr.refs_problem
     seen: set[int] | None = None  # ids of attached listeners, once a second parentRef attaches
-    parts: list[tuple[Any, ...]] = []  # per parentRef of ours: (parentRef, Accepted status, reason, message)
+    parts: list[tuple[Any, ...]] = []  # per parentRef of ours: (parentRef, its Accepted condition)
     ours: list[ParentOutcome] = []
     for pref in route.spec.parent_refs:
         outcome = parents.resolve(kind, route, pref)
         if outcome is None:
             continue
         if outcome.attached and all_invalid:
-            parts.append((pref, False, tr.invalid_reason, "no valid rule: " + "; ".join(tr.invalid_rules)))
+            parts.append((pref, c.route_no_valid_rule("no valid rule: " + "; ".join(tr.invalid_rules), tr.incompatible_filters)))
         elif outcome.attached:
-            parts.append((pref, True, c.R_ACCEPTED, "Accepted"))
+            parts.append((pref, c.route_accepted()))
             if not attached:
                 attached.extend(outcome.attached)  # one parentRef's listeners are distinct
             else:
@@ -142,16 +142,16 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
             if outcome.gateway not in accepted_by:
                 accepted_by.append(outcome.gateway)
         else:
-            parts.append((pref, False, outcome.reason, outcome.message))
+            parts.append((pref, outcome.not_accepted))
         ours.append(outcome)
-    if tr.terminated_refs_issue is not None and any(lc.terminates_tls for lc, _ in attached):
-        refs_issue = tr.terminated_refs_issue
-    key = (route_ns, route.metadata.generation, refs_issue, tr.invalid_rules if not all_invalid else (), *parts)
+    if tr.terminated_refs_problem is not None and any(lc.terminates_tls for lc, _ in attached):
+        refs_problem = tr.terminated_refs_problem
+    key = (route_ns, route.metadata.generation, refs_problem, tr.invalid_rules if not all_invalid else (), *parts)
     status = parents.statuses.get(key)
     if status is None:
         if len(parents.statuses) >= _STATUS_MEMO:
             parents.statuses.clear()
-        status = parents.statuses[key] = _route_status(ctx, tr, refs_issue, parts, [o.ref for o in ours])
+        status = parents.statuses[key] = _route_status(ctx, tr, refs_problem, parts, [o.ref for o in ours])
     return RouteOutcome(status, attached, accepted_by, bool(ours))
 
 
@@ -159,22 +159,16 @@ _STATUS_MEMO = 1 << 14
 
 
 def _route_status(
-    ctx: Ctx, tr: RouteTranslation, refs_issue: tuple[str, str] | None, parts: list[tuple[Any, ...]], refs: list[dict[str, Any]]
+    ctx: Ctx, tr: RouteTranslation, refs_problem: c.Condition | None, parts: list[tuple[Any, ...]], refs: list[dict[str, Any]]
 ) -> dict[str, Any]:
     gen = tr.route.metadata.generation
     controller = ctx.options.controller_name
-    resolved = (
-        c.condition(c.RESOLVED_REFS, False, refs_issue[0], refs_issue[1], gen)
-        if refs_issue
-        else c.condition(c.RESOLVED_REFS, True, c.R_RESOLVED_REFS, "All references resolved", gen)
-    )
+    resolved = c.to_status(refs_problem if refs_problem is not None else c.route_refs_resolved(), gen)
     partially = None
     if tr.invalid_rules and not tr.all_rules_invalid:
-        msg = "; ".join(tr.invalid_rules)
-        partially = c.condition(c.PARTIALLY_INVALID, True, c.R_UNSUPPORTED_VALUE, f"dropped {msg}", gen)
+        partially = c.to_status(c.route_partially_invalid("dropped " + "; ".join(tr.invalid_rules)), gen)
     entries: list[dict[str, Any]] = []
-    for (_, ok, reason, message), ref in zip(parts, refs, strict=True):
-        accepted = c.condition(c.ACCEPTED, ok, reason, message, gen)
-        conds = [accepted, resolved, partially] if partially else [accepted, resolved]
+    for (_, accepted), ref in zip(parts, refs, strict=True):
+        conds = [c.to_status(accepted, gen), resolved, partially] if partially else [c.to_status(accepted, gen), resolved]
         entries.append({"parentRef": ref, "controllerName": controller, "conditions": conds})
     return {"parents": entries}

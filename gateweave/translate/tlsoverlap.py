@@ -40,11 +40,11 @@ _Hit = tuple[int, str]
 
 
 def mark_overlapping(listeners: Sequence[ListenerCtx]) -> None:
-    """Set ``overlap_reason``/``overlap_message`` on every listener (of one Gateway and its
-    ListenerSets) whose TLS configuration overlaps another one's on the same port."""
+    """Set ``overlap`` on every listener (of one Gateway and its ListenerSets) whose TLS
+    configuration overlaps another one's on the same port."""
     by_port: dict[int, list[ListenerCtx]] = {}
     for lc in listeners:
-        if lc.protocol in _TLS_PROTOCOLS and lc.accepted and not lc.refs_reason:
+        if lc.protocol in _TLS_PROTOCOLS and lc.accepted and lc.refs_problem is None:
             by_port.setdefault(lc.port, []).append(lc)
     for group in by_port.values():
         if len(group) < 2:
@@ -56,14 +56,12 @@ def mark_overlapping(listeners: Sequence[ListenerCtx]) -> None:
             host = by_host[i]
             if cert is not None:
                 (j, theirs), mine = cert
-                lc.overlap_reason = c.R_OVERLAPPING_CERTIFICATES
-                lc.overlap_message = (
+                lc.overlap = c.listener_overlapping_certificates(
                     f"the certificate SAN {mine} overlaps with the certificate SAN {theirs} of {_who(group[j])} on port {lc.port}"
                 )
             elif host >= 0:
                 other = group[host]
-                lc.overlap_reason = c.R_OVERLAPPING_HOSTNAMES
-                lc.overlap_message = (
+                lc.overlap = c.listener_overlapping_hostnames(
                     f"the hostname {lc.hostname or '(any)'} overlaps with the hostname {other.hostname or '(any)'} "
                     f"of {_who(other)} on port {lc.port}"
                 )
