@@ -35,7 +35,7 @@ import structlog
 from gateweave.api.kinds import Key
 from gateweave.kube.client import KubeClient, KubeError, ResourcePath
 from gateweave.metrics import Metrics
-from gateweave.sinks.statusmerge import Status, merge_status, owned_list, utc_now
+from gateweave.sinks.statusmerge import Status, StatusWrites, merge_status, owned_list, utc_now
 from gateweave.store import Change, Store
 
 log = structlog.get_logger("gateweave.sinks.kubestatus")
@@ -78,7 +78,7 @@ def _newer_or_same(rv: str, than: str) -> bool:
         return True
 
 
-class KubeStatusSink:
+class KubeStatusSink(StatusWrites):
     def __init__(
         self,
         client: KubeClient,
@@ -94,11 +94,7 @@ class KubeStatusSink:
         on_write: Callable[[Key, Status], None] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        self.controller_name = controller_name
-        self.clock = clock
-        self.on_write = on_write
-        self.metrics = metrics
-        self.writes = 0
+        super().__init__(controller_name, clock=clock, on_write=on_write, metrics=metrics)
         self.client = client
         self.store = store
         self.paths = paths
@@ -271,11 +267,7 @@ class KubeStatusSink:
                 current = status if isinstance(status, dict) else None
                 continue
             self._echo[key] = (_rv(written), merged)
-            self.writes += 1
-            if self.metrics is not None:
-                self.metrics.status_writes.inc()
-            if self.on_write is not None:
-                self.on_write(key, merged)
+            self._count_write(key, merged)
             return
         raise KubeError(409, f"{key}: still conflicting after {self.max_attempts} attempts")
 

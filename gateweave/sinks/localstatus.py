@@ -12,36 +12,24 @@ object's status reverts to the one it came with.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateweave.api.kinds import Key
-from gateweave.metrics import Metrics
-from gateweave.sinks.statusmerge import Status, merge_status, owned_list, utc_now
+from gateweave.sinks.statusmerge import Status, StatusWrites, merge_status, owned_list
 
 
-class LocalStatusSink:
+@dataclass(eq=False)
+class LocalStatusSink(StatusWrites):
     """Keeps the status of every object (standalone mode) and writes only differences.
 
     ``on_write(key, status)`` is told of every write. The sink never touches the store: our
     own status writes cannot cause a translation.
     """
 
-    def __init__(
-        self,
-        controller_name: str,
-        *,
-        clock: Callable[[], str] = utc_now,
-        on_write: Callable[[Key, Status], None] | None = None,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self.controller_name = controller_name
-        self.clock = clock
-        self.on_write = on_write
-        self.metrics = metrics
-        self._status: dict[Key, Status] = {}
-        # For each key of ``_status``: the computed status it was merged from (when known).
-        self._computed: dict[tuple[str, str, str], Mapping[str, Any]] = {}
-        self.writes = 0
+    _status: dict[Key, Status] = field(default_factory=dict, init=False)
+    # For each key of ``_status``: the computed status it was merged from (when known).
+    _computed: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict, init=False)
 
     def get(self, key: Key) -> Status | None:
         return self._status.get(key)
@@ -108,11 +96,7 @@ class LocalStatusSink:
 
     def _written(self, key: Key, status: Status, written: list[Key]) -> None:
         written.append(key)
-        self.writes += 1
-        if self.metrics is not None:
-            self.metrics.status_writes.inc()
-        if self.on_write is not None:
-            self.on_write(key, status)
+        self._count_write(key, status)
 
     def retain(self, keys: Collection[Key]) -> None:
         """Forget the statuses of objects that no longer exist."""

@@ -14,12 +14,14 @@ this controller's entries. :func:`merge_status` turns that into the status to st
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.api.kinds import ROUTE_KINDS, Key
 from gateweave.api.models import GATEWAY_GROUP
+from gateweave.metrics import Metrics
 
 Status = dict[str, Any]
 
@@ -138,3 +140,23 @@ def merge_status(
     ]
     merged[shared] = theirs + ours
     return merged
+
+
+@dataclasses.dataclass(eq=False)
+class StatusWrites:
+    """What both status sinks keep besides statuses: whose entries are ours (``controller_name``,
+    for :func:`merge_status`), the clock that stamps a changed condition, and every write
+    counted (``writes``, the status-writes metric, and ``on_write(key, status)``)."""
+
+    controller_name: str
+    clock: Callable[[], str] = dataclasses.field(default=utc_now, kw_only=True)
+    on_write: Callable[[Key, Status], None] | None = dataclasses.field(default=None, kw_only=True)
+    metrics: Metrics | None = dataclasses.field(default=None, kw_only=True)
+    writes: int = dataclasses.field(default=0, init=False)
+
+    def _count_write(self, key: Key, status: Status) -> None:
+        self.writes += 1
+        if self.metrics is not None:
+            self.metrics.status_writes.inc()
+        if self.on_write is not None:
+            self.on_write(key, status)

@@ -15,19 +15,7 @@ import httpx
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-MANIFESTS = """\
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: gateweave}
-spec: {controllerName: gateweave.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: logged, namespace: default}
-spec:
-  gatewayClassName: gateweave
-  listeners: [{name: http, protocol: HTTP, port: 8080}]
-"""
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 
 
 def _free_port() -> int:
@@ -48,17 +36,13 @@ def _programmed(admin: str) -> bool:
     )
 
 
-def serve_lines(tmp_path: Path, level: str, until: str | None = None) -> list[str]:
-    """Run ``gateweave --log-level LEVEL serve`` on one Gateway (a real Envoy) until its Gateway
-    is Programmed (Envoy ACKed its configuration) and, when ``until`` is given, a stderr line
-    contains it; then stop it. Its stderr lines."""
-    config = tmp_path / level
-    config.mkdir()
-    (config / "gateway.yaml").write_text(MANIFESTS)
+def serve_lines(level: str, until: str | None = None) -> list[str]:
+    """Run ``gateweave --log-level LEVEL serve`` on the quickstart (a real Envoy) until its
+    Gateway is Programmed (Envoy ACKed its configuration) and, when ``until`` is given, a stderr
+    line contains it; then stop it. Its stderr lines."""
     admin = f"127.0.0.1:{_free_port()}"
     proc = subprocess.Popen(
-        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(config), "--admin-address", admin,
-         "--address-pool", "127.31.0.0/24"],
+        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(QUICKSTART), "--admin-address", admin],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     lines: list[str] = []
@@ -87,15 +71,15 @@ def serve_lines(tmp_path: Path, level: str, until: str | None = None) -> list[st
     return lines
 
 
-def test_log_level_reaches_the_xds_server_and_the_envoy_supervisor(tmp_path: Path) -> None:
-    debug = serve_lines(tmp_path, "debug", until="xDS ACK")
-    assert any("[debug" in line and "xDS ACK" in line and "node=default/logged" in line for line in debug)
+def test_log_level_reaches_the_xds_server_and_the_envoy_supervisor() -> None:
+    debug = serve_lines("debug", until="xDS ACK")
+    assert any("[debug" in line and "xDS ACK" in line and "node=default/quickstart" in line for line in debug)
 
-    info = serve_lines(tmp_path, "info")
+    info = serve_lines("info")
     assert any("[info" in line and "xDS server listening" in line for line in info), info
-    assert any("[info" in line and "Envoy started" in line and "gateway=default/logged" in line for line in info), info
+    assert any("[info" in line and "Envoy started" in line and "gateway=default/quickstart" in line for line in info), info
     assert not any("[debug" in line for line in info), info
 
-    warning = serve_lines(tmp_path, "warning")
+    warning = serve_lines("warning")
     assert not any("xDS server listening" in line or "Envoy started" in line for line in warning), warning
     assert not any("[info" in line or "[debug" in line for line in warning), warning
