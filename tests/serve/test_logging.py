@@ -4,7 +4,6 @@ supervisor log through the one configuration the command line makes (gateweave/l
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -13,15 +12,11 @@ from pathlib import Path
 
 import httpx
 
+from gateweave.infra.host import free_port
+from tests.support.data import QUICKSTART
+
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _programmed(admin: str) -> bool:
@@ -40,9 +35,9 @@ def serve_lines(level: str, until: str | None = None) -> list[str]:
     """Run ``gateweave --log-level LEVEL serve`` on the quickstart (a real Envoy) until its
     Gateway is Programmed (Envoy ACKed its configuration) and, when ``until`` is given, a stderr
     line contains it; then stop it. Its stderr lines."""
-    admin = f"127.0.0.1:{_free_port()}"
+    admin = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
-        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(QUICKSTART), "--admin-address", admin],
+        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(QUICKSTART.parent), "--admin-address", admin],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     lines: list[str] = []
