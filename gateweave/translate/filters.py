@@ -11,11 +11,15 @@ from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.attachment import RouteTranslation
 from gateweave.translate.backends import INVALID_CLUSTER, BackendRefLike, BackendResolver
+from gateweave.translate.regex import origin_regex, re2_error
 from gateweave.translate.rulememo import RuleMemo
 
 _DURATION = re.compile(r"(?:[0-9]{1,5}(?:h|m|s|ms)){1,4}")
 _DURATION_PART = re.compile(r"([0-9]{1,5})(h|ms|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+# Envoy refuses a path rewrite or redirect path with these (its HTTP_HEADER_VALUE rule,
+# ``^[^\0\n\r]*$``); the CRD allows any character there.
+_NOT_IN_PATHS = frozenset("\0\r\n")
 
 
 class RuleError(Exception):
@@ -149,6 +153,9 @@ def rule_filters(
 def _path_modifier(pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]) -> tuple[str | None, str | None]:
     if pm is None:
         return None, None
+    for value in (pm.replace_full_path, pm.replace_prefix_match):
+        if value and not _NOT_IN_PATHS.isdisjoint(value):
+            raise RuleError(f"path {value!r}: Envoy refuses NUL, CR and LF in a path")
     if pm.type == "ReplaceFullPath":
         return pm.type, pm.replace_full_path or "/"
     if pm.type == "ReplacePrefixMatch":
@@ -177,6 +184,10 @@ def url_rewrite(f: m.HTTPURLRewriteFilter, matches: list[ir.RouteMatch]) -> ir.U
 
 
 def cors(f: m.HTTPCORSFilter) -> ir.CORS:
+    for origin in f.allow_origins:
+        pattern = origin_regex(origin)
+        if pattern is not None and (err := re2_error(pattern)):
+            raise RuleError(f"CORS allowOrigin {origin!r} (matched as {pattern!r}): {err}")
     return ir.CORS(
         allow_origins=tuple(f.allow_origins),
         allow_methods=tuple(f.allow_methods),

@@ -91,5 +91,8 @@ def _match(mt: m.GRPCRouteMatch, memo: RuleMemo) -> tuple[ir.RouteMatch, tuple[i
         path_type, path = "RegularExpression", f"/{svc or _ANY_SEGMENT}/{method or _ANY_SEGMENT}"
     else:
         raise RuleError(f"method match type {meth.type} is not supported")
+    if path_type == "RegularExpression" and (err := re2_error(path)):
+        # Each part may be within Envoy's limits and the path regex made of them not.
+        raise RuleError(f"method match (path regular expression {path!r}): {err}")
     match = ir.RouteMatch(path_type=path_type, path=path, headers=headers, grpc=True)
     return match, (len(svc), len(method))

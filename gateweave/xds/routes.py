@@ -16,6 +16,7 @@ from envoy.type.v3 import percent_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
+from gateweave.translate.regex import origin_regex, re2_escape
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
 # it answers 500 for the share of an invalid backendRef.
@@ -42,14 +43,6 @@ def duration(seconds: float) -> duration_pb2.Duration:
     out = duration_pb2.Duration()
     out.FromNanoseconds(round(seconds * 1_000_000_000))
     return out
-
-
-_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
-
-
-def _re2_escape(text: str) -> str:
-    """``text`` as a literal RE2 pattern."""
-    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in text)
 
 
 def _regex(pattern: str) -> regex_pb2.RegexMatcher:
@@ -191,7 +184,7 @@ def prefix_replacement(
         # Envoy swaps exactly the matched prefix, which ends at an element boundary.
         return new, None
     if not new:
-        pattern = "^" + _re2_escape(prefix) + "/*"
+        pattern = "^" + re2_escape(prefix) + "/*"
         return None, regex_pb2.RegexMatchAndSubstitute(pattern=_regex(pattern), substitution="/")
     # Prefix "/": put the replacement in front of the whole path.
     return None, regex_pb2.RegexMatchAndSubstitute(
@@ -383,9 +376,9 @@ def _origin_matcher(origin: str) -> string_pb2.StringMatcher:
     """``*`` matches every origin; ``https://*.example.com`` matches any subdomain."""
     if origin == "*":
         return string_pb2.StringMatcher(safe_regex=_regex(".*"))
-    if "*" in origin:
-        pattern = "[^/]+".join(_re2_escape(part) for part in origin.split("*"))
-        return string_pb2.StringMatcher(safe_regex=_regex("^" + pattern + "$"))
+    pattern = origin_regex(origin)
+    if pattern is not None:
+        return string_pb2.StringMatcher(safe_regex=_regex(pattern))
     return string_pb2.StringMatcher(exact=origin)
 
 
