@@ -54,6 +54,9 @@ def _explain_route(ctx: Ctx, gateways: list[GatewayCtx], kind: str, route: Any, 
     hostnames = getattr(route.spec, "hostnames", ())
     if hostnames:
         lines.append(f"  hostnames: {', '.join(hostnames)}")
+    rejected = ctx.options.rejected.get((kind, ns, name))
+    if rejected is not None:
+        lines.append(f"  quarantined: left out of the Envoy configuration until it changes: {rejected}")
     parents = ParentIndex(ctx, gateways, explain=True)
     entries = (status or {}).get("parents", [])
     if not route.spec.parent_refs:

@@ -186,6 +186,26 @@ class Retry(_IR, kw_only=True, frozen=True):
     backoff_s: float | None = None
 
 
+# IR routes are named after the route object they come from (see route_prefix): the data plane
+# finds from a route's name which object to hold responsible when Envoy rejects a route table.
+_ROUTE_KINDS_BY_PREFIX = {"httproute": "HTTPRoute", "grpcroute": "GRPCRoute"}
+
+
+def route_prefix(kind: str, namespace: str, name: str) -> str:
+    """The start of the name of every IR route made from the route object ``kind ns/name``."""
+    return f"{kind.lower()}/{namespace}/{name}/rule/"
+
+
+def route_owner(route_name: str) -> tuple[str, str, str] | None:
+    """The ``(kind, namespace, name)`` of the route object an IR route was made from, or None
+    (e.g. a listener's own 421 route for misdirected requests)."""
+    parts = route_name.split("/", 4)
+    if len(parts) < 5 or parts[3] != "rule":
+        return None
+    kind = _ROUTE_KINDS_BY_PREFIX.get(parts[0])
+    return (kind, parts[1], parts[2]) if kind is not None else None
+
+
 class Route(_IR, kw_only=True, frozen=True):
     """One Envoy route: a single match of a route rule, with everything it does.
 
@@ -194,8 +214,8 @@ class Route(_IR, kw_only=True, frozen=True):
     their own redirect / rewrite (the xDS builder then splits the route by weight).
     """
 
-    # "<kind>/<ns>/<name>/rule/<i>/match/<j>"; an HTTPS chain's 421 for a misdirected request:
-    # "<route config>/misdirected/<domain>"
+    # route_prefix(kind, ns, name) + "<i>/match/<j>"; an HTTPS chain's 421 for a misdirected
+    # request: "<route config>/misdirected/<domain>"
     name: str
     match: RouteMatch
     backends: tuple[WeightedCluster, ...] = ()

@@ -42,6 +42,7 @@ class RouteTranslation:
     # A rule was dropped for combining filters that cannot be: should every rule be dropped,
     # the route is not Accepted for IncompatibleFilters (else UnsupportedValue).
     incompatible_filters: bool = False
+    rejected: str = ""  # left out whole: the data plane rejects it (TranslateOptions.rejected)
 
     def drop_rule(self, label: str, message: str, incompatible_filters: bool) -> None:
         """Record a rule that cannot be implemented (the route becomes PartiallyInvalid)."""
@@ -54,7 +55,7 @@ class RouteTranslation:
 
     @property
     def all_rules_invalid(self) -> bool:
-        return self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
+        return bool(self.rejected) or (self.rule_count > 0 and len(self.invalid_rules) == self.rule_count)
 
     # Computed on first use by the xDS IR assembly, once the translation is complete.
     _sorted_http: tuple[ir.Route, ...] | None = field(default=None, repr=False, compare=False)

@@ -328,6 +328,13 @@ def route_no_valid_rule(message: str, incompatible_filters: bool) -> Condition:
     return Condition(ACCEPTED, False, reason, message)
 
 
+def route_rejected_by_dataplane(message: str) -> Condition:
+    """Not Accepted: left out whole because a Gateway's Envoy rejects it (``message``: whose and
+    Envoy's words). Envoy does not support a value it holds: the spec's UnsupportedValue, as for
+    a rule translate cannot implement (ResolvedRefs is about references)."""
+    return Condition(ACCEPTED, False, R_UNSUPPORTED_VALUE, f"left out until it changes: {message}")
+
+
 def route_partially_invalid(message: str) -> Condition:
     return Condition(PARTIALLY_INVALID, True, R_UNSUPPORTED_VALUE, message)
 

@@ -24,7 +24,7 @@ def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver, order: t
     tr = RouteTranslation(kind="GRPCRoute", route=route)
     tr.rule_count = len(route.spec.rules)
     meta = route.metadata
-    prefix = f"grpcroute/{meta.namespace}/{meta.name}/rule/"
+    prefix = ir.route_prefix("GRPCRoute", meta.namespace, meta.name)
     for i, rule in enumerate(route.spec.rules):
         try:
             tr.http.extend(_rule(tr, resolver, i, rule, prefix, order))

@@ -33,7 +33,7 @@ def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver, order: t
     tr.rule_count = len(rules)
     # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
     meta = route.metadata
-    prefix = f"httproute/{meta.namespace}/{meta.name}/rule/"
+    prefix = ir.route_prefix("HTTPRoute", meta.namespace, meta.name)
     for i, rule in enumerate(rules):
         try:
             _rule(tr, resolver, i, rule, prefix, order)

@@ -71,6 +71,12 @@ _FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLS
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret"})
 
 
+def _other_options(options: TranslateOptions) -> TranslateOptions:
+    """The options a change of which is a full translation: all but the data plane's reports
+    (Gateway side) and the rejected routes (each route side entry)."""
+    return msgspec.structs.replace(options, dataplane=None, rejected={})
+
+
 def _order(kind: str, route: Any) -> tuple[Any, ...]:
     """The order a full translation visits routes in (and lists them on a listener)."""
     return (_KIND_INDEX[kind], *sort_key(route))
@@ -227,11 +233,15 @@ class IncrementalTranslator:
 
     def _translate(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         old, old_options = self._snapshot, self._options
-        if old is None or old_options is None or msgspec.structs.replace(old_options, dataplane=None) != msgspec.structs.replace(
-            options, dataplane=None
-        ):
+        if old is None or old_options is None or _other_options(old_options) != _other_options(options):
             return self._full(snapshot, options)
         changed = _changes(old, snapshot)
+        # A route that enters or leaves the quarantine is translated again, as if it changed.
+        before, after = old_options.rejected, options.rejected
+        if before != after:
+            for kind, ns, name in before.keys() | after.keys():
+                if before.get((kind, ns, name)) != after.get((kind, ns, name)) and kind in _KIND_INDEX:
+                    changed.setdefault(kind, set()).add((ns, name))
         if _FULL_KINDS & changed.keys():
             return self._full(snapshot, options)
         if "Secret" in changed and snapshot.backends and changed["Secret"] & _backend_secrets(snapshot):

@@ -33,3 +33,7 @@ class TranslateOptions(msgspec.Struct, frozen=True, kw_only=True):
     # Per Gateway ("ns/name"): the data plane's report. None: no data plane (offline
     # translation, --no-dataplane), so a valid Gateway counts as Programmed.
     dataplane: Mapping[str, DataplaneState] | None = None
+    # Route objects a Gateway's Envoy rejected (the data plane found them; the runtime keeps
+    # each until the object changes), with who rejected it and Envoy's message: each is left
+    # out of the xDS IR, Accepted=False/UnsupportedValue with that message (translate/routes.py).
+    rejected: Mapping[tuple[str, str, str], str] = msgspec.field(default_factory=dict)

@@ -31,7 +31,14 @@ from gateweave.translate.parentrefs import ParentIndex, ParentOutcome
 def translate_route(
     kind: str, route: Any, resolver: BackendResolver, order: tuple[int, str, str, str] | None = None
 ) -> RouteTranslation:
-    """``order``: the route's :func:`sort_key`, when the caller has it."""
+    """``order``: the route's :func:`sort_key`, when the caller has it.
+
+    A route the data plane found its Envoy rejects (``options.rejected``) is left out whole:
+    no rule of it is translated until it changes (the runtime then releases it)."""
+    meta = route.metadata
+    rejected = resolver.ctx.options.rejected.get((kind, meta.namespace, meta.name))
+    if rejected is not None:
+        return RouteTranslation(kind=kind, route=route, rejected=rejected)
     if kind == "HTTPRoute":
         return translate_http_route(route, resolver, order or sort_key(route))
     if kind == "GRPCRoute":
@@ -126,7 +133,9 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         outcome = parents.resolve(kind, route, pref)
         if outcome is None:
             continue
-        if outcome.attached and all_invalid:
+        if outcome.attached and tr.rejected:
+            parts.append((pref, c.route_rejected_by_dataplane(tr.rejected)))
+        elif outcome.attached and all_invalid:
             parts.append((pref, c.route_no_valid_rule("no valid rule: " + "; ".join(tr.invalid_rules), tr.incompatible_filters)))
         elif outcome.attached:
             parts.append((pref, c.route_accepted()))
