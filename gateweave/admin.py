@@ -107,9 +107,8 @@ class AdminServer:
         from gateweave.explain import explain
 
         rt = self.runtime
-        options = msgspec.structs.replace(rt.options, dataplane=dict(rt.dataplane_states) if rt.dataplane else None)
         m = request.match_info
-        lines = explain(rt.store.snapshot(), options, m["kind"], m["namespace"], m["name"])
+        lines = explain(rt.store.snapshot(), rt.translation_options(), m["kind"], m["namespace"], m["name"])
         return _json({"lines": lines})
 
     async def healthz(self, request: web.Request) -> web.Response:

@@ -32,6 +32,11 @@ class Metrics:
             "gateweave_config_errors", "Current configuration errors (malformed files, rejected objects).",
             registry=r,
         )
+        self.quarantined = Gauge(
+            "gateweave_quarantined_objects",
+            "Route objects left out because a Gateway's Envoy rejects them (until they change).",
+            registry=r,
+        )
         self.ready = Gauge("gateweave_ready", "1 once the first translation is published.", registry=r)
 
     def render(self) -> bytes:

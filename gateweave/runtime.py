@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -30,6 +31,7 @@ from gateweave.api.kinds import Key
 from gateweave.gcpause import gc_paused
 from gateweave.ir import InfraGateway, Result, XdsGateway
 from gateweave.metrics import Metrics
+from gateweave.providers import ConfigError, ErrorBook
 from gateweave.sinks import InfraSink, StatusSink, XdsSink
 from gateweave.snapshot import Snapshot
 from gateweave.store import Change, Store
@@ -45,6 +47,19 @@ def _translate_gc_paused(fn: TranslateFn, snapshot: Snapshot, options: Translate
     """One translation with the cyclic garbage collector paused (see gateweave.gcpause)."""
     with gc_paused():
         return fn(snapshot, options)
+
+
+QUARANTINE_MESSAGE_CAP = 1024  # characters of Envoy's message a quarantined object's condition carries
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A route object the data plane found Envoy rejects: left out of the translation while
+    its generation stays ``generation`` (editing the object releases it)."""
+
+    generation: int
+    gateway: str  # whose Envoy rejected it ("ns/name")
+    message: str  # Envoy's message
 
 
 def _diff(published: Mapping[str, T], current: Mapping[str, T]) -> tuple[dict[str, T], list[str]]:
@@ -70,6 +85,7 @@ class Runtime:
         metrics: Metrics | None = None,
         offload: bool = True,
         gc_freeze: bool = False,
+        errors: ErrorBook | None = None,
     ) -> None:
         self.store = store
         # The translator it is given: gateweave serve's is the incremental one (gateweave.app),
@@ -81,6 +97,7 @@ class Runtime:
         self.xds_sink = xds_sink
         self.infra_sink = infra_sink
         self.dataplane = dataplane
+        self.errors = errors  # quarantined objects are listed there too (scope "dataplane")
         self.window = window  # quiet time that ends a burst arriving while busy
         self.max_delay = max_delay  # bound from the first pending event to its translation
         self.lead = lead  # delay before translating an event that found the processor idle
@@ -101,6 +118,7 @@ class Runtime:
         self.failed_translations = 0  # translations that raised (a bug); the last one's traceback:
         self.last_translation_error = ""
         self._dataplane_states: dict[str, DataplaneState] = {}
+        self._quarantine: dict[Key, Quarantined] = {}
         self._wake = asyncio.Event()
         self._wake.set()  # the first translation runs even on an empty store
         self._pending_since: float | None = time.monotonic()  # the first event not yet taken
@@ -121,6 +139,11 @@ class Runtime:
     @property
     def dataplane_states(self) -> Mapping[str, DataplaneState]:
         return dict(self._dataplane_states)
+
+    @property
+    def quarantined(self) -> Mapping[Key, Quarantined]:
+        """The route objects left out because Envoy rejects them (until they change)."""
+        return dict(self._quarantine)
 
     def close(self) -> None:
         self._unsubscribe()
@@ -163,6 +186,53 @@ class Runtime:
             self._dataplane_states[gateway] = state
         if self.dataplane:
             self._kick()
+
+    def quarantine(self, gateway: str, rejected: XdsGateway, culprits: Mapping[Key, str]) -> None:
+        """The data plane found that ``gateway``'s Envoy rejects ``rejected`` because of these
+        route objects (with Envoy's message): translate leaves each out, with a condition, until
+        the object changes. Ignored unless ``rejected`` is what is published for ``gateway``."""
+        if self.published_xds.get(gateway) is not rejected:
+            log.info("stale quarantine report ignored", gateway=gateway)
+            return
+        for key, message in culprits.items():
+            stored = self.store.get(key)
+            if stored is None:
+                continue
+            cut = message if len(message) <= QUARANTINE_MESSAGE_CAP else message[:QUARANTINE_MESSAGE_CAP] + " ..."
+            self._quarantine[key] = Quarantined(stored.generation, gateway, cut)
+            log.warning("quarantined", object=str(key), generation=stored.generation, gateway=gateway, envoy=cut)
+        self._quarantine_changed()
+        self._kick()
+
+    def _release_quarantine(self) -> None:
+        """Forget quarantined objects that changed (or are gone): they are tried again."""
+        released = []
+        for key, q in self._quarantine.items():
+            stored = self.store.get(key)
+            if stored is None or stored.generation != q.generation:
+                released.append(key)
+        for key in released:
+            del self._quarantine[key]
+            log.info("released from quarantine (changed)", object=str(key))
+        if released:
+            self._quarantine_changed()
+
+    def _quarantine_changed(self) -> None:
+        self.metrics.quarantined.set(len(self._quarantine))
+        if self.errors is not None:
+            self.errors.set(
+                "dataplane",
+                [
+                    ConfigError(
+                        source=f"Envoy of Gateway {q.gateway}",
+                        message=f"rejected by Envoy, left out until it changes: {q.message}",
+                        kind=key.kind,
+                        namespace=key.namespace,
+                        name=key.name,
+                    )
+                    for key, q in sorted(self._quarantine.items())
+                ],
+            )
 
     # ------------------------------------------------------------ the loop
 
@@ -221,8 +291,11 @@ class Runtime:
                 return
 
     def translation_options(self) -> TranslateOptions:
+        self._release_quarantine()
         return msgspec.structs.replace(
-            self.options, dataplane=dict(self._dataplane_states) if self.dataplane else None
+            self.options,
+            dataplane=dict(self._dataplane_states) if self.dataplane else None,
+            rejected={key: f"the Envoy of Gateway {q.gateway} rejects it: {q.message}" for key, q in sorted(self._quarantine.items())},
         )
 
     async def _translate_and_publish(self) -> None:

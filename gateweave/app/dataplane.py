@@ -1,7 +1,8 @@
 """The data plane, chosen here and nowhere else: none, Envoy processes on this host, or Envoy
 Deployments in Kubernetes. Either way an xDS server feeds the Envoys and the runtime gets
 its xDS and infra sinks (gateweave/sinks); the Envoys' reports come back through
-``runtime.set_dataplane_state``, which translate turns into Programmed.
+``runtime.set_dataplane_state``, which translate turns into Programmed, and the route objects
+an Envoy rejects through ``runtime.quarantine``, which translate leaves out.
 """
 
 from __future__ import annotations
@@ -40,13 +41,12 @@ async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[None
     with contextlib.ExitStack() as stack:
         work_dir = settings.work_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="gateweave-"))
         infra = HostInfra(xds_host=settings.xds_host, xds_port=port, work_dir=Path(work_dir), delta=settings.delta)
+        publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
         try:
-            runtime.attach(
-                xds_sink=XdsPublisher(server, runtime.set_dataplane_state),
-                infra_sink=HostInfraSink(infra),
-            )
+            runtime.attach(xds_sink=publisher, infra_sink=HostInfraSink(infra))
             yield
         finally:
+            await publisher.close()
             await infra.close()
             await server.stop()
 
@@ -62,8 +62,10 @@ async def _kubernetes(settings: KubeDataplane, runtime: Runtime, kube: KubeSourc
                             image=settings.envoy_image or DEFAULT_IMAGE, service_type=settings.service_type)
     infra.enabled = kube.leading
     kube.infra = infra
+    publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
     try:
-        runtime.attach(xds_sink=XdsPublisher(server, runtime.set_dataplane_state), infra_sink=infra)
+        runtime.attach(xds_sink=publisher, infra_sink=infra)
         yield
     finally:
+        await publisher.close()
         await server.stop()

@@ -92,6 +92,7 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
         window=settings.runtime.window,
         max_delay=settings.runtime.max_delay,
         metrics=metrics,
+        errors=errors,
         gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
     )
     admin = AdminServer(runtime, errors, settings.admin.address)

@@ -100,6 +100,10 @@ def render(params: BootstrapParams) -> dict[str, Any]:
                 }
             ]
         },
+        # Envoy's runtime has only the layer its admin API changes (POST /runtime_modify, on
+        # loopback): nothing is set, so every runtime value keeps Envoy's default, the limits
+        # translate applies among them (translate/regex.py).
+        "layered_runtime": {"layers": [{"name": "admin", "admin_layer": {}}]},
         "overload_manager": {
             "resource_monitors": [
                 {
