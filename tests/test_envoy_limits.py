@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 import pytest
+from specletter_objects import models
 
 from gateweave import ir
-from gateweave.api.decode import decode
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
 from gateweave.translate.regex import ENVOY_MAX_PROGRAM_SIZE, re2_error, re2_escape
@@ -53,12 +53,7 @@ def _objects(*routes: dict[str, Any]) -> list[Any]:
         },
         *routes,
     ]
-    out = []
-    for raw in raws:
-        dec, errors = decode(raw)
-        assert not errors and dec is not None, errors
-        out.append(dec.model)
-    return out
+    return models(raws)
 
 
 def _http_route(name: str, rule: dict[str, Any]) -> dict[str, Any]:

@@ -11,24 +11,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 from incremental_check import CHECK_INCREMENTAL
+from test_dataplane_e2e import programmed, until
 
 from gateweave.bench import harness as h
 from gateweave.infra.host import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
-T = TypeVar("T")
 STEP_LIMIT = 1.0  # seconds from a file write to Envoy serving the change
-POLL = 0.01
 ISSUE_REGEX = "/api/v[0-9]+/items/[a-z0-9-]{1,64}"  # RE2 program size 274 (> 100)
 ENVOY_ONLY_LIMIT = 30  # the lowered Envoy limit
 ENVOY_ONLY_REGEX = "/items/[a-z]{1,20}"  # size 50: translate takes it, that Envoy does not
@@ -43,18 +40,6 @@ def backends() -> Iterator[dict[str, Any]]:
     finally:
         a.close()
         b.close()
-
-
-async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> tuple[T, float]:
-    start = time.monotonic()
-    while True:
-        got = await probe()
-        elapsed = time.monotonic() - start
-        if got:
-            return got, elapsed
-        if elapsed > timeout:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(POLL)
 
 
 def answers(ip: str, port: int, path: str, body: str | None, status: int = 200) -> Callable[[], Awaitable[h.Reply | None]]:
@@ -75,15 +60,6 @@ def accepted(served: h.Served, name: str, status: str, text: str) -> Callable[[]
         parents = route.get("status", {}).get("parents", []) if route else []
         conds = [c for p in parents for c in p.get("conditions", []) if c.get("type") == "Accepted"]
         return dict(conds[0]) if conds and conds[0]["status"] == status and text in conds[0]["message"] else None
-
-    return probe
-
-
-def programmed(served: h.Served) -> Callable[[], Awaitable[bool]]:
-    async def probe() -> bool:
-        gw = await served.get("Gateway", "gw")
-        cond = h.condition(gw, "Programmed") if gw else None
-        return bool(cond and cond["status"] == "True")
 
     return probe
 
@@ -130,7 +106,7 @@ async def test_a_regex_over_envoys_limit_gets_a_condition_and_the_listener_keeps
         h.write_manifests(tmp_path / "good.yaml", [good_route("svc-b")])
         _, took = await until(answers(ip, port, "/good", "B"), 5, "the good route's change is served")
         assert took < STEP_LIMIT, took
-        await until(programmed(served), 5, "the Gateway is programmed")
+        await until(programmed(served, "True"), 5, "the Gateway is programmed")
         assert served.xds.searches_run == 0  # Envoy never saw the regex: nothing was rejected
 
 
@@ -161,7 +137,7 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
         cond, _ = await until(accepted(served, "bad", "False", envoy_says), 5, "the culprit's condition")
         assert cond["reason"] == "UnsupportedValue"
         assert "the Envoy of Gateway default/gw rejects it" in cond["message"]
-        await until(programmed(served), 5, "the Gateway is programmed again")
+        await until(programmed(served, "True"), 5, "the Gateway is programmed again")
         assert await answers(ip, port, "/items/abc", None, status=404)() is not None  # left out
 
         # Everywhere a user looks.
@@ -184,5 +160,5 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
         await until(accepted(served, "bad", "True", "Accepted"), 5, "the fixed route is accepted")
         assert served.runtime.metrics.value("gateweave_quarantined_objects") == 0
         assert (await admin_get(served, "/api/errors"))["items"] == []
-        await until(programmed(served), 5, "the Gateway is programmed")
+        await until(programmed(served, "True"), 5, "the Gateway is programmed")
         assert await answers(ip, port, "/good", "A")() is not None

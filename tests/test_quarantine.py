@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from specletter_objects import models
 from test_incremental import BASE, Driver, Op, bench_universe, ops
 
 from gateweave import ir
-from gateweave.api.decode import decode
 from gateweave.api.kinds import Key
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
@@ -50,12 +50,7 @@ def _objects(*routes: str) -> list[Any]:
                 {"matches": [{"path": {"type": "PathPrefix", "value": f"/{name}"}}],
                  "backendRefs": [{"name": "svc", "port": 80}]}]},
         })
-    out = []
-    for raw in raws:
-        dec, errors = decode(raw)
-        assert dec is not None, errors
-        out.append(dec.model)
-    return out
+    return models(raws)
 
 
 def _route_names(gw: ir.XdsGateway) -> list[str]:
