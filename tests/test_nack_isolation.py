@@ -131,7 +131,7 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
         h.write_manifests(tmp_path / "bad.yaml", [regex_route("bad", ENVOY_ONLY_REGEX, "svc-b")])
         h.write_manifests(tmp_path / "good.yaml", [good_route("svc-b")])
         _, took = await until(answers(ip, port, "/good", "B"), 5, "the good route's change is served")
-        assert took < STEP_LIMIT, took
+        steps = {"other route changed beside the culprit": took}
 
         envoy_says = f"RE2 program size of 50 > max program size of {ENVOY_ONLY_LIMIT}"
         cond, _ = await until(accepted(served, "bad", "False", envoy_says), 5, "the culprit's condition")
@@ -150,15 +150,17 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
 
         # Still isolated: the next change of the good route is served at once.
         h.write_manifests(tmp_path / "good.yaml", [good_route("svc-a")])
-        _, took = await until(answers(ip, port, "/good", "A"), 5, "the good route's next change")
-        assert took < STEP_LIMIT, took
+        _, steps["next change of the other route"] = await until(answers(ip, port, "/good", "A"), 5, "the next change")
 
         # Fixing the culprit releases it: tried again, served.
         h.write_manifests(tmp_path / "bad.yaml", [regex_route("bad", FIXED_REGEX, "svc-b")])
-        _, took = await until(answers(ip, port, "/items/abc", "B"), 5, "the fixed route serves B")
-        assert took < STEP_LIMIT, took
+        _, steps["fixed culprit served"] = await until(answers(ip, port, "/items/abc", "B"), 5, "the fixed route serves B")
         await until(accepted(served, "bad", "True", "Accepted"), 5, "the fixed route is accepted")
         assert served.runtime.metrics.value("gateweave_quarantined_objects") == 0
         assert (await admin_get(served, "/api/errors"))["items"] == []
         await until(programmed(served, "True"), 5, "the Gateway is programmed")
         assert await answers(ip, port, "/good", "A")() is not None
+        searches = served.xds.searches_run
+    print("file write -> Envoy serving", "(delta):" if delta else "(sotw):", {k: f"{v * 1000:.0f} ms" for k, v in steps.items()},
+          f"searches: {searches}")
+    assert all(v < STEP_LIMIT for v in steps.values()), steps
