@@ -8,8 +8,8 @@ when Envoy disconnects or rejects the current snapshot (NACK). The same sink ser
 data planes: Envoy processes on this host and Envoy pods in Kubernetes.
 
 When Envoy rejects a Gateway's route tables, the sink finds the route objects responsible
-(:mod:`gateweave.xds.culprits`: trials against the live Envoy, off nothing but the event
-loop) and hands them to ``quarantine`` (the runtime's), which translates again without them:
+(:mod:`gateweave.xds.culprits`: trials against the live Envoy, each one xDS round trip
+awaited on the event loop) and hands them to ``quarantine`` (the runtime's), which translates again without them:
 one object can never freeze the others. While a search runs, the Gateway's reports wait
 (a trial is not the Gateway's configuration); a newer snapshot of the Gateway ends it.
 """
@@ -160,7 +160,8 @@ class XdsPublisher:
             log.exception("finding the route objects responsible failed", gateway=name)
             search = None
         finally:
-            self._searches.pop(name, None)
+            if self._searches.get(name) is asyncio.current_task():  # not a newer search's entry
+                del self._searches[name]
         if search is not None and search.culprits and self.quarantine is not None:
             log.warning(
                 "route objects quarantined: Envoy rejects them",
