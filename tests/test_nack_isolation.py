@@ -11,14 +11,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import test_input_guard_e2e
 from incremental_check import CHECK_INCREMENTAL
 from test_dataplane_e2e import programmed, until
+from test_input_guard_e2e import write_base
 
 from gateweave.bench import harness as h
 from gateweave.infra.host import free_port
@@ -31,15 +33,7 @@ ENVOY_ONLY_LIMIT = 30  # the lowered Envoy limit
 ENVOY_ONLY_REGEX = "/items/[a-z]{1,20}"  # size 50: translate takes it, that Envoy does not
 FIXED_REGEX = "/items/[a-z]{1,8}"  # size 26
 
-
-@pytest.fixture(scope="module")
-def backends() -> Iterator[dict[str, Any]]:
-    a, b = h.NameServer("A"), h.NameServer("B")
-    try:
-        yield {"A": a, "B": b}
-    finally:
-        a.close()
-        b.close()
+backends = test_input_guard_e2e.backends  # the name servers A and B (a module-scoped fixture)
 
 
 def answers(ip: str, port: int, path: str, body: str | None, status: int = 200) -> Callable[[], Awaitable[h.Reply | None]]:
@@ -75,15 +69,7 @@ def good_route(backend: str) -> dict[str, Any]:
 
 def setup(tmp_path: Path, ip: str, backends: dict[str, Any]) -> int:
     port = free_port(ip)
-    h.write_manifests(
-        tmp_path / "base.yaml",
-        [
-            h.gateway_class(),
-            h.gateway("gw", ip, [h.listener("http", "HTTP", port)]),
-            *h.service("svc-a", 80, backends["A"].port),
-            *h.service("svc-b", 80, backends["B"].port),
-        ],
-    )
+    write_base(tmp_path, ip, port, backends)
     h.write_manifests(tmp_path / "good.yaml", [good_route("svc-a")])
     return port
 
