@@ -140,11 +140,6 @@ class Runtime:
     def dataplane_states(self) -> Mapping[str, DataplaneState]:
         return dict(self._dataplane_states)
 
-    @property
-    def quarantined(self) -> Mapping[Key, Quarantined]:
-        """The route objects left out because Envoy rejects them (until they change)."""
-        return dict(self._quarantine)
-
     def close(self) -> None:
         self._unsubscribe()
 
