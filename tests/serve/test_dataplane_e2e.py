@@ -26,12 +26,12 @@ from cryptography.x509.oid import NameOID
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import programmed, until
 
 pytestmark = pytest.mark.timeout(60)
 
 T = TypeVar("T")
 STEP_LIMIT = 1.0  # seconds from a file write to Envoy serving the change
-POLL = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -55,19 +55,6 @@ def base(address: str, listeners: list[dict[str, Any]], backends: dict[str, Any]
     ]
 
 
-async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> tuple[T, float]:
-    """Poll ``probe`` until it returns something truthy: (that, seconds it took)."""
-    start = time.monotonic()
-    while True:
-        got = await probe()
-        elapsed = time.monotonic() - start
-        if got:
-            return got, elapsed
-        if elapsed > timeout:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(POLL)
-
-
 def answers(address: str, port: int, path: str, host: str, *, status: int = 200, body: str | None = None,
             tls: ssl.SSLContext | None = None) -> Callable[[], Awaitable[h.Reply | None]]:
     async def probe() -> h.Reply | None:
@@ -75,20 +62,6 @@ def answers(address: str, port: int, path: str, host: str, *, status: int = 200,
         if reply is None or reply.status != status or (body is not None and reply.body != body):
             return None
         return reply
-
-    return probe
-
-
-def programmed(served: h.Served, want: str, reason: str | None = None) -> Callable[[], Awaitable[dict[str, Any] | None]]:
-    """The Gateway's Programmed condition, once its status is ``want`` ("True"/"False")
-    (and its reason ``reason``, if given)."""
-
-    async def probe() -> dict[str, Any] | None:
-        gw = await served.get("Gateway", "gw")
-        cond = h.condition(gw, "Programmed") if gw else None
-        if not cond or cond["status"] != want or (reason is not None and cond["reason"] != reason):
-            return None
-        return dict(cond)
 
     return probe
 

@@ -26,6 +26,7 @@ from gateweave.cli import app
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import name_servers, write_base
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,21 +36,8 @@ GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 
 @pytest.fixture(scope="module")
 def backends() -> Iterator[dict[str, h.NameServer]]:
-    a, b = h.NameServer("A"), h.NameServer("B")
-    try:
-        yield {"A": a, "B": b}
-    finally:
-        a.close()
-        b.close()
-
-
-def write_base(directory: Path, ip: str, port: int, backends: dict[str, h.NameServer]) -> None:
-    h.write_manifests(directory / "base.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", ip, [h.listener("http", "HTTP", port)]),
-        *h.service("svc-a", 80, backends["A"].port),
-        *h.service("svc-b", 80, backends["B"].port),
-    ])
+    with name_servers("A", "B") as servers:
+        yield servers
 
 
 def route_text(backend: str = "svc-a", *, api_version: str = "gateway.networking.k8s.io/v1",

@@ -11,19 +11,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import test_input_guard_e2e
-from incremental_check import CHECK_INCREMENTAL
-from test_dataplane_e2e import programmed, until
-from test_input_guard_e2e import write_base
 
-from gateweave.bench import harness as h
 from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import name_servers, programmed, until, write_base
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,7 +31,11 @@ ENVOY_ONLY_LIMIT = 30  # the lowered Envoy limit
 ENVOY_ONLY_REGEX = "/items/[a-z]{1,20}"  # size 50: translate takes it, that Envoy does not
 FIXED_REGEX = "/items/[a-z]{1,8}"  # size 26
 
-backends = test_input_guard_e2e.backends  # the name servers A and B (a module-scoped fixture)
+
+@pytest.fixture(scope="module")
+def backends() -> Iterator[dict[str, h.NameServer]]:
+    with name_servers("A", "B") as servers:
+        yield servers
 
 
 def answers(ip: str, port: int, path: str, body: str | None, status: int = 200) -> Callable[[], Awaitable[h.Reply | None]]:

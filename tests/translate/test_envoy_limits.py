@@ -12,7 +12,6 @@ import re
 from typing import Any
 
 import pytest
-from specletter_objects import models
 
 from gateweave import ir
 from gateweave.snapshot import Snapshot
@@ -20,6 +19,7 @@ from gateweave.translate import translate
 from gateweave.translate.regex import ENVOY_MAX_PROGRAM_SIZE, re2_error, re2_escape
 from gateweave.xds.build import build
 from gateweave.xds.validate import validate_with_envoy
+from tests.support.specletter_objects import models
 
 NS = "default"
 GW = "gateway.networking.k8s.io/v1"
@@ -84,7 +84,7 @@ _GOOD = _http_route("good", {"matches": [{"path": {"type": "PathPrefix", "value"
 def _accepted(route: dict[str, Any]) -> dict[str, str]:
     """The route's Accepted condition, translated beside a good route (which must stay served)."""
     res = translate(Snapshot.from_objects(_objects(route, _GOOD)))
-    statuses = {(k[0], k[2]): s for k, s in res.statuses.items()}
+    statuses: dict[tuple[str, str], Any] = {(k[0], k[2]): s for k, s in res.statuses.items()}
     (parent,) = statuses[(route["kind"], route["metadata"]["name"])]["parents"]
     (good,) = statuses[("HTTPRoute", "good")]["parents"]
     assert [c["status"] for c in good["conditions"] if c["type"] == "Accepted"] == ["True"]
@@ -230,7 +230,7 @@ def test_an_empty_path_regex_is_refused() -> None:
     assert accepted["status"] == "False" and "Envoy does not take an empty regular expression" in accepted["message"]
 
 
-_REWRITES = {
+_REWRITES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # The CRD allows any character in a path modifier; Envoy none of NUL, CR, LF.
     "rewrite-full": (
         {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/a\nb"}}},
