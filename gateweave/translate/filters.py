@@ -18,8 +18,9 @@ _DURATION = re.compile(r"(?:[0-9]{1,5}(?:h|m|s|ms)){1,4}")
 _DURATION_PART = re.compile(r"([0-9]{1,5})(h|ms|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 # Envoy refuses a path rewrite or redirect path with these (its HTTP_HEADER_VALUE rule,
-# ``^[^\0\n\r]*$``); the CRD allows any character there.
-_NOT_IN_PATHS = frozenset("\0\r\n")
+# ``^[^\0\n\r]*$``), and a header name or value holding one; the CRD allows any character
+# in a path modifier and in a header name to remove.
+_NUL_CR_LF = frozenset("\0\r\n")
 
 
 class RuleError(Exception):
@@ -46,6 +47,15 @@ def header_mods(f: m.HTTPHeaderFilter | None) -> ir.HeaderMods | None:
 
 
 def _header_mods(f: m.HTTPHeaderFilter) -> ir.HeaderMods:
+    # Envoy refuses an empty header name and NUL, CR or LF in a header name or value (its
+    # HTTP_HEADER_NAME and HTTP_HEADER_VALUE rules); the CRD's patterns cover set and add,
+    # nothing covers remove.
+    for name in f.remove:
+        if not name or not _NUL_CR_LF.isdisjoint(name):
+            raise RuleError(f"header {name!r} to remove: Envoy refuses an empty header name and NUL, CR and LF in one")
+    for h in (*f.set, *f.add):
+        if not h.name or not _NUL_CR_LF.isdisjoint(h.name + h.value):
+            raise RuleError(f"header {h.name!r}: Envoy refuses an empty header name and NUL, CR and LF in a header")
     return ir.HeaderMods(
         set=tuple([(h.name, h.value) for h in f.set]),
         add=tuple([(h.name, h.value) for h in f.add]),
@@ -61,6 +71,16 @@ def memo_header_mods(memo: RuleMemo, f: m.HTTPHeaderFilter | None) -> ir.HeaderM
     if hit is None:
         hit = memo.header_mods[f] = _header_mods(f)
     return hit
+
+
+def response_mods(mods: ir.HeaderMods | None) -> ir.HeaderMods | None:
+    """A response header modifier Envoy can apply: it refuses any that sets, adds or removes
+    ``host`` (":-prefixed or host headers may not be modified"), which the CRD allows."""
+    if mods is not None:
+        for name in (*(n for n, _ in mods.set), *(n for n, _ in mods.add), *mods.remove):
+            if name.lower() == "host":
+                raise RuleError(f"response header {name!r}: Envoy does not modify or remove a response's host header")
+    return mods
 
 
 def merge_mods(a: ir.HeaderMods | None, b: ir.HeaderMods | None) -> ir.HeaderMods | None:
@@ -127,7 +147,7 @@ def rule_filters(
         if kind == "RequestHeaderModifier":
             req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
         elif kind == "ResponseHeaderModifier":
-            resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier))
+            resp_h = merge_mods(resp_h, response_mods(memo_header_mods(memo, f.response_header_modifier)))
         elif kind == "RequestMirror" and f.request_mirror is not None:
             mir = mirror(tr, resolver, f.request_mirror)
             if mir is not None:
@@ -154,7 +174,7 @@ def _path_modifier(pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]) 
     if pm is None:
         return None, None
     for value in (pm.replace_full_path, pm.replace_prefix_match):
-        if value and not _NOT_IN_PATHS.isdisjoint(value):
+        if value and not _NUL_CR_LF.isdisjoint(value):
             raise RuleError(f"path {value!r}: Envoy refuses NUL, CR and LF in a path")
     if pm.type == "ReplaceFullPath":
         return pm.type, pm.replace_full_path or "/"
@@ -227,7 +247,7 @@ def backend_header_mods(
             if bf.type == "RequestHeaderModifier":
                 req = merge_mods(req, header_mods(bf.request_header_modifier))
             elif bf.type == "ResponseHeaderModifier":
-                resp = merge_mods(resp, header_mods(bf.response_header_modifier))
+                resp = merge_mods(resp, response_mods(header_mods(bf.response_header_modifier)))
             elif bf.type == "RequestRedirect" and matches is not None and isinstance(bf, m.HTTPRouteFilter):
                 if bf.request_redirect is None:
                     raise RuleError("backendRef RequestRedirect filter without requestRedirect")

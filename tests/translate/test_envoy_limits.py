@@ -260,3 +260,48 @@ def test_a_path_modifier_with_a_control_character_envoy_refuses_is_refused(case:
         rule["backendRefs"] = []
     accepted = _accepted(_http_route(case, rule))
     assert accepted["status"] == "False" and "Envoy refuses NUL, CR and LF in a path" in accepted["message"]
+
+
+_HEADER_MODIFIERS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    # (the filter, the IR it would have become, what Envoy says). The CRD's patterns hold the
+    # names and values of set and add; nothing holds the names to remove, and nothing keeps a
+    # response modifier off ``host``.
+    "remove-crlf": (
+        {"type": "RequestHeaderModifier", "requestHeaderModifier": {"remove": ["x-a\r\nx-b"]}},
+        {"request_headers": ir.HeaderMods(remove=("x-a\r\nx-b",))},
+        "value does not match regex pattern",
+    ),
+    "remove-empty": (
+        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"remove": [""]}},
+        {"response_headers": ir.HeaderMods(remove=("",))},
+        "value length must be at least 1",
+    ),
+    "response-remove-host": (
+        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"remove": ["Host"]}},
+        {"response_headers": ir.HeaderMods(remove=("Host",))},
+        ":-prefixed or host headers may not be removed",
+    ),
+    "response-set-host": (
+        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [{"name": "host", "value": "a"}]}},
+        {"response_headers": ir.HeaderMods(set=(("host", "a"),))},
+        ":-prefixed or host headers may not be modified",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_HEADER_MODIFIERS))
+def test_a_header_modifier_envoy_refuses_is_refused(case: str) -> None:
+    rule_filter, ir_fields, envoy_says = _HEADER_MODIFIERS[case]
+    envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="PathPrefix", path="/h"), **ir_fields))
+    assert envoy_says in envoy
+    rule = {"matches": [{"path": {"type": "PathPrefix", "value": "/h"}}], "filters": [rule_filter]}
+    accepted = _accepted(_http_route(case, rule))
+    assert (accepted["status"], accepted["reason"]) == ("False", "UnsupportedValue")
+    assert "Envoy" in accepted["message"] and "header" in accepted["message"]
+
+
+def test_a_backend_refs_response_modifier_on_host_is_refused_too() -> None:
+    ref = {"name": "svc", "port": 80, "filters": [
+        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "HOST", "value": "a"}]}}]}
+    accepted = _accepted(_http_route("ref-host", {"backendRefs": [ref]}))
+    assert accepted["status"] == "False" and "response header 'HOST'" in accepted["message"]
