@@ -267,6 +267,7 @@ class TLSTermination(_IR, kw_only=True, frozen=True):
 class TCPProxy(_IR, kw_only=True, frozen=True):
     name: str
     backends: tuple[WeightedCluster, ...] = ()  # empty: reject connections
+    route: str = ""  # "<kind>/<ns>/<name>" of the route it serves (access logs); "": none
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):
@@ -301,11 +302,36 @@ class Port(_IR, kw_only=True, frozen=True):
     udp: TCPProxy | None = None
 
 
+# ---------------------------------------------------------------- telemetry
+
+
+# Where a Gateway's Envoy writes its access log: a file in its own directory (the host data
+# plane), its standard output (the Kubernetes data plane: the pod's log), or nowhere.
+ACCESS_LOG_FILE = "file"
+ACCESS_LOG_STDOUT = "stdout"
+ACCESS_LOG_OFF = "off"
+ACCESS_LOG_SINKS = (ACCESS_LOG_FILE, ACCESS_LOG_STDOUT, ACCESS_LOG_OFF)
+
+
+class Tracing(_IR, kw_only=True, frozen=True):
+    """OpenTelemetry tracing: spans go over OTLP/gRPC to ``collector`` (host, port)."""
+
+    collector_host: str
+    collector_port: int
+    sampling_percent: float = 100.0
+
+
+class Telemetry(_IR, kw_only=True, frozen=True):
+    access_log: str = ACCESS_LOG_FILE  # one of ACCESS_LOG_SINKS
+    tracing: Tracing | None = None  # None: no tracing
+
+
 class XdsGateway(_IR, kw_only=True, frozen=True):
     name: str  # "namespace/name"
     address: str
     ports: tuple[Port, ...] = ()
     clusters: tuple[Cluster, ...] = ()  # every cluster any port refers to, sorted by name
+    telemetry: Telemetry = Telemetry()
 
 
 class Result(msgspec.Struct, kw_only=True, frozen=True):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateweave import DEFAULT_CONTROLLER_NAME
+import msgspec
+
+from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
 from gateweave.translate.options import TranslateOptions
 
@@ -91,6 +93,10 @@ class Settings:
     address_pool: str = DEFAULT_ADDRESS_POOL  # standalone addresses of Gateways without spec.addresses
     admin: AdminSettings = field(default_factory=AdminSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    # Every Gateway's access log (file, stdout, off) and OpenTelemetry tracing (serve
+    # --access-log, --tracing-endpoint, --tracing-sampling). In the Kubernetes data plane an
+    # access log "file" is the Envoy pod's standard output (its log).
+    telemetry: ir.Telemetry = field(default_factory=ir.Telemetry)
 
     def __post_init__(self) -> None:
         if isinstance(self.dataplane, KubeDataplane) and not isinstance(self.provider, KubeSettings):
@@ -99,8 +105,13 @@ class Settings:
     def translate_options(self) -> TranslateOptions:
         """The translation's options: in the Kubernetes data plane listeners bind 0.0.0.0 in
         pods and Gateway addresses come from their Services."""
+        kubernetes = isinstance(self.dataplane, KubeDataplane)
+        telemetry = self.telemetry
+        if kubernetes and telemetry.access_log == ir.ACCESS_LOG_FILE:
+            telemetry = msgspec.structs.replace(telemetry, access_log=ir.ACCESS_LOG_STDOUT)
         return TranslateOptions(
             controller_name=self.controller_name,
             address_pool=self.address_pool,
-            address_mode="kubernetes" if isinstance(self.dataplane, KubeDataplane) else "standalone",
+            address_mode="kubernetes" if kubernetes else "standalone",
+            telemetry=telemetry,
         )

@@ -2,7 +2,8 @@
 
 :class:`HostInfra` makes the running Envoys match the infrastructure IR. Each Envoy
 gets a bootstrap (node id = the Gateway name, ADS to the control plane), its own
-admin port on loopback, ``--concurrency 1``, ``--disable-hot-restart`` (several Envoys
+admin port on loopback, its own directory under the work dir as working directory (its
+access log, ``access.log``, is written there), ``--concurrency 1``, ``--disable-hot-restart`` (several Envoys
 on one host) and a log file in its own directory under the work dir. A process that
 dies is restarted with exponential backoff (reset after a stable uptime); stopping is
 SIGTERM, then SIGKILL after a timeout.
@@ -33,6 +34,7 @@ import structlog
 
 from gateweave.infra import bootstrap
 from gateweave.ir import InfraGateway
+from gateweave.xds.telemetry import ACCESS_LOG_FILE
 
 log = structlog.get_logger("gateweave.infra.host")
 
@@ -186,6 +188,9 @@ class _Supervisor:
             str(self.log_path),
             "--drain-time-s",
             str(self.infra.drain_time_s),
+            # Access log lines reach the file within this time (Envoy's default: 10 s).
+            "--file-flush-interval-msec",
+            "250",
         ]
         with self.log_path.open("ab") as out:  # early errors, before --log-path is open
             return await asyncio.create_subprocess_exec(
@@ -194,6 +199,7 @@ class _Supervisor:
                 stdout=out,
                 stderr=out,
                 start_new_session=True,  # the control plane decides when Envoy stops
+                cwd=self.dir,  # where its access log goes (a path relative to it, see xds.telemetry)
             )
 
     async def _run(self) -> None:
@@ -342,6 +348,19 @@ class HostInfra:
     def process(self, name: str) -> GatewayProcess | None:
         sup = self._supervisors.get(name)
         return sup.info() if sup else None
+
+    def admin_addresses(self) -> dict[str, str]:
+        """The admin ``host:port`` of every running Envoy, by Gateway (where its stats are)."""
+        return {
+            name: f"{self.admin_host}:{sup.admin_port}"
+            for name, sup in sorted(self._supervisors.items())
+            if sup.proc is not None and sup.proc.returncode is None and sup.admin_port
+        }
+
+    def access_log(self, name: str) -> Path | None:
+        """Where the Envoy of Gateway ``name`` writes its access log (``None``: no such Envoy)."""
+        sup = self._supervisors.get(name)
+        return None if sup is None else sup.dir / ACCESS_LOG_FILE
 
     async def ready(self, name: str, timeout: float = 1.0) -> bool:
         """Whether the Gateway's Envoy answers 200 on its admin ``/ready``."""

@@ -561,7 +561,8 @@ class IncrementalTranslator:
         for names in state.port_used.values():
             used_all |= names
         clusters = self._gateway_clusters(gw, state, used_all)
-        new_gw = ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports.values()), clusters=clusters)
+        new_gw = ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports.values()), clusters=clusters,
+                              telemetry=self._ctx.options.telemetry)
         if state.xds is not None and state.xds == new_gw:
             return state.xds
         state.xds = new_gw

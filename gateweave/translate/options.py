@@ -8,6 +8,7 @@ from typing import Literal
 import msgspec
 
 from gateweave import DEFAULT_CONTROLLER_NAME
+from gateweave.ir import Telemetry
 
 
 class DataplaneState(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,3 +38,5 @@ class TranslateOptions(msgspec.Struct, frozen=True, kw_only=True):
     # each until the object changes), with who rejected it and Envoy's message: each is left
     # out of the xDS IR, Accepted=False/UnsupportedValue with that message (translate/routes.py).
     rejected: Mapping[tuple[str, str, str], str] = msgspec.field(default_factory=dict)
+    # Every Gateway's access log and tracing (serve --access-log, --tracing-endpoint).
+    telemetry: Telemetry = Telemetry()

@@ -38,7 +38,7 @@ def build_xds(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
     out: dict[str, ir.XdsGateway] = {}
     for gw in sorted(gateways, key=lambda g: g.key):
         if gw.serving:
-            out[gw.name] = _gateway(gw)
+            out[gw.name] = _gateway(gw, ctx.options.telemetry)
     return out
 
 
@@ -62,7 +62,7 @@ def port_plan(gw: GatewayCtx) -> list[PortPlan]:
     return plan
 
 
-def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
+def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
     ports: list[ir.Port] = []
     used: set[str] = set()
     for port, _, family, name, lcs in port_plan(gw):
@@ -80,7 +80,8 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
             if id(tr) not in seen:
                 seen.add(id(tr))
                 known.update(tr.clusters)
-    return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known))
+    return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known),
+                         telemetry=telemetry)
 
 
 # An HTTPS listener's RouteConfig on its filter chain: (chain name, listener, HTTPS peers) -> config.
@@ -238,7 +239,8 @@ def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig)
                     name=cname,
                     server_names=tuple(h for h in mine if h is not None),
                     tls=lc.tls if terminate else None,
-                    tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp_terminated if terminate else att.translation.tcp),
+                    tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp_terminated if terminate else att.translation.tcp,
+                                    route=_route_id(att)),
                 )
             )
     https = [ch for ch in chains if isinstance(ch, ListenerCtx)]
@@ -261,8 +263,13 @@ def _l4_proxy(name: str, lcs: list[ListenerCtx], kind: str) -> ir.TCPProxy:
     for lc in lcs:
         for att in lc.routes:
             if isinstance(att, Attachment) and att.kind == kind:
-                return ir.TCPProxy(name=name, backends=att.translation.tcp)
+                return ir.TCPProxy(name=name, backends=att.translation.tcp, route=_route_id(att))
     return ir.TCPProxy(name=name)
+
+
+def _route_id(att: Attachment) -> str:
+    """``<kind>/<ns>/<name>``: the route's name in access logs and metrics."""
+    return f"{att.kind}/{att.route.metadata.namespace}/{att.route.metadata.name}"
 
 
 def proxy_clusters(port: ir.Port) -> set[str]:

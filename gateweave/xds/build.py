@@ -10,7 +10,7 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from google.protobuf.message import Message
 
 from gateweave import ir
-from gateweave.xds import clusters, listeners, routes
+from gateweave.xds import clusters, listeners, routes, telemetry
 from gateweave.xds.resources import Resources, serialize
 
 M = TypeVar("M", bound=Message)
@@ -56,7 +56,7 @@ def build(gw: ir.XdsGateway) -> Resources:
     """
     out = Resources()
     by_name: dict[str, ir.Cluster] = {}
-    for c in gw.clusters:
+    for c in telemetry.gateway_clusters(gw):
         if by_name.setdefault(c.name, c) != c:
             raise ValueError(f"two different clusters named {c.name!r}")
         _put(out.clusters, c.name, clusters.cluster(c))

@@ -30,7 +30,7 @@ from types import MappingProxyType
 from google.protobuf.message import Message
 
 from gateweave import ir
-from gateweave.xds import clusters, listeners, routes
+from gateweave.xds import clusters, listeners, routes, telemetry
 from gateweave.xds.build import udp_target
 from gateweave.xds.snapshot_cache import (
     CLUSTER,
@@ -72,6 +72,7 @@ class _PortBuild:
 
     port: ir.Port
     address: str
+    telemetry: ir.Telemetry  # the access logs and tracing its listener was built with
     clusters: tuple[ir.Cluster, ...]  # what a UDP port's weighted cluster was built from
     listener: bytes
     configs: tuple[_Config, ...]
@@ -150,7 +151,7 @@ class GatewaySnapshots:
     ) -> tuple[dict[str, tuple[ir.Cluster, bytes, bytes | None]], dict[str, ir.Cluster]]:
         state: dict[str, tuple[ir.Cluster, bytes, bytes | None]] = {}
         by_name: dict[str, ir.Cluster] = {}
-        for c in gw.clusters:
+        for c in telemetry.gateway_clusters(gw):
             known = by_name.setdefault(c.name, c)
             if known is not c and known != c:
                 raise ValueError(f"two different clusters named {c.name!r}")
@@ -191,6 +192,7 @@ class GatewaySnapshots:
         return _PortBuild(
             port=port,
             address=gw.address,
+            telemetry=gw.telemetry,
             clusters=gw.clusters,
             listener=_wire(listener),
             configs=tuple(configs),
@@ -246,7 +248,7 @@ def _reuse_fields(previous: _Config, vhosts: tuple[ir.VirtualHost, ...]) -> list
 
 def _reusable(built: _PortBuild, port: ir.Port, gw: ir.XdsGateway) -> bool:
     """Whether the previous build of this port still holds for ``gw``."""
-    if built.port is not port or built.address != gw.address:
+    if built.port is not port or built.address != gw.address or built.telemetry != gw.telemetry:
         return False
     # A UDP port's weighted cluster is made of other clusters' endpoints.
     return port.protocol != "UDP" or built.clusters is gw.clusters

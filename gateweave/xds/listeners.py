@@ -21,7 +21,7 @@ from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
 
 from gateweave import ir
-from gateweave.xds import tls
+from gateweave.xds import telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import stat_name
 from gateweave.xds.routes import FAULT_FILTER
@@ -63,7 +63,7 @@ def _listener(name: str, address: str, port: int, udp: bool = False) -> listener
 
 
 def http_connection_manager(
-    route_config_name: str, stat_prefix: str
+    gw: ir.XdsGateway, listener: str, route_config_name: str
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
 
@@ -73,10 +73,11 @@ def http_connection_manager(
     ``ignore_port_in_host_matching``), so ``example.com:8080`` matches the ``example.com``
     virtual host while the Host header reaches the backend unchanged.
     WebSocket upgrades are always allowed: routes to non-WebSocket backends just get
-    a plain request.
+    a plain request. Requests are logged and traced as ``gw``'s telemetry says
+    (:mod:`gateweave.xds.telemetry`).
     """
-    return hcm_pb2.HttpConnectionManager(
-        stat_prefix=stat_prefix,
+    out = hcm_pb2.HttpConnectionManager(
+        stat_prefix=stat_name(listener),
         codec_type=hcm_pb2.HttpConnectionManager.AUTO,
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=route_config_name),
         http_filters=[
@@ -90,22 +91,29 @@ def http_connection_manager(
         path_with_escaped_slashes_action=hcm_pb2.HttpConnectionManager.KEEP_UNCHANGED,
         strip_any_host_port=False,
         upgrade_configs=[hcm_pb2.HttpConnectionManager.UpgradeConfig(upgrade_type="websocket")],
+        access_log=telemetry.http_access_logs(gw, listener),
     )
+    tracing = telemetry.tracing(gw)
+    if tracing is not None:
+        out.tracing.CopyFrom(tracing)
+    return out
 
 
-def _hcm_filter(route_config_name: str, stat_prefix: str) -> lc.Filter:
+def _hcm_filter(gw: ir.XdsGateway, listener: str, route_config_name: str) -> lc.Filter:
     return lc.Filter(
-        name=HCM_FILTER, typed_config=pack(http_connection_manager(route_config_name, stat_prefix))
+        name=HCM_FILTER, typed_config=pack(http_connection_manager(gw, listener, route_config_name))
     )
 
 
-def tcp_proxy_filters(proxy: ir.TCPProxy) -> list[lc.Filter]:
+def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy) -> list[lc.Filter]:
     """A tcp_proxy to the backends by weight; none able to take traffic: no filter,
     so Envoy closes every connection."""
     backends = [b for b in proxy.backends if b.weight > 0]
     if not backends:
         return []
-    config = tcp_proxy_pb2.TcpProxy(stat_prefix=stat_name(proxy.name))
+    config = tcp_proxy_pb2.TcpProxy(
+        stat_prefix=stat_name(proxy.name), access_log=telemetry.session_access_logs(gw, listener, proxy, "TCP")
+    )
     if len(backends) == 1:
         config.cluster = backends[0].cluster
     else:
@@ -121,12 +129,12 @@ def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         raise ValueError(f"HTTP port {port.name} has no route config")
     out = _listener(port.name, gw.address, port.port)
     out.filter_chains.append(
-        lc.FilterChain(name=port.name, filters=[_hcm_filter(port.http.name, stat_name(port.name))])
+        lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http.name)])
     )
     return out
 
 
-def _tls_filter_chain(chain: ir.FilterChain) -> lc.FilterChain:
+def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChain:
     out = lc.FilterChain(
         name=chain.name,
         filter_chain_match=lc.FilterChainMatch(
@@ -137,11 +145,11 @@ def _tls_filter_chain(chain: ir.FilterChain) -> lc.FilterChain:
         if chain.tls is None:
             raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
         out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
-        out.filters.append(_hcm_filter(chain.http.name, stat_name(chain.name)))
+        out.filters.append(_hcm_filter(gw, chain.name, chain.http.name))
     elif chain.tcp is not None:
         if chain.tls is not None:
             out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
-        out.filters.extend(tcp_proxy_filters(chain.tcp))
+        out.filters.extend(tcp_proxy_filters(gw, chain.name, chain.tcp))
     else:
         raise ValueError(f"filter chain {chain.name} has neither http nor tcp")
     return out
@@ -153,7 +161,7 @@ def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     out.listener_filters.append(
         lc.ListenerFilter(name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector()))
     )
-    out.filter_chains.extend(_tls_filter_chain(chain) for chain in port.filter_chains)
+    out.filter_chains.extend(_tls_filter_chain(gw, chain) for chain in port.filter_chains)
     if not out.filter_chains:
         # No route attached yet: Envoy refuses a listener without filter chains, so the
         # port gets one without filters, which closes every connection.
@@ -165,7 +173,7 @@ def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     if port.tcp is None:
         raise ValueError(f"TCP port {port.name} has no proxy")
     out = _listener(port.name, gw.address, port.port)
-    out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(port.tcp)))
+    out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(gw, port.name, port.tcp)))
     return out
 
 
@@ -181,6 +189,7 @@ def udp_listener(gw: ir.XdsGateway, port: ir.Port, cluster: str) -> listener_pb2
     config = udp_proxy_pb2.UdpProxyConfig(
         stat_prefix=stat_name(port.udp.name),
         matcher=matcher_pb2.Matcher(on_no_match=matcher_pb2.Matcher.OnMatch(action=action)),
+        access_log=telemetry.session_access_logs(gw, port.name, port.udp, "UDP"),
     )
     out.listener_filters.append(lc.ListenerFilter(name=UDP_PROXY_FILTER, typed_config=pack(config)))
     return out

@@ -1138,7 +1138,8 @@ class _Envoy:
         command = [envoy_path(), "-c", self.path, "--concurrency", "1", "--disable-hot-restart"]
         with open(self.log_path, "w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                [*command, "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT
+                [*command, "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT,
+                cwd=os.path.dirname(self.path),  # its access log (access.log) goes there
             )
         try:
             self._wait_ready()

@@ -1,0 +1,170 @@
+"""What Envoy reports about traffic: access logs, per-route stats, OpenTelemetry tracing.
+
+* **Access logs**: one JSON object per line, per HTTP request (the HCM's logger) and per TCP
+  connection or UDP session (the proxies' loggers), with the Gateway API names of what served
+  it: the Gateway, the Envoy listener (``ns/gateway/port``; an HTTPS or TLS listener's filter
+  chain ``ns/gateway/port/listener[/...]``), the route (``kind/ns/name``) and its rule. HTTP
+  routes carry their identity as route metadata (``filter_metadata["gateweave"]``) which the
+  log format reads with ``%METADATA(ROUTE:...)%``. Where a Gateway's log goes is its
+  :class:`~gateweave.ir.Telemetry`: ``file`` writes :data:`ACCESS_LOG_FILE` relative to the
+  Envoy's working directory (the host data plane runs each Envoy in its Gateway's own
+  directory), ``stdout`` Envoy's standard output, ``off`` nothing.
+* **Per-route stats**: every route with an identity gets a ``stat_prefix`` (its IR name made
+  stat-safe), so Envoy keeps ``vhost.<vhost>.route.<prefix>.upstream_rq_*`` counters and an
+  ``upstream_rq_time`` histogram per route (read back by :mod:`gateweave.telemetry`).
+* **Tracing**: the HCM's OpenTelemetry tracer, sending spans over gRPC to the collector
+  cluster :data:`TRACING_CLUSTER`, sampled at the configured percentage.
+"""
+
+from __future__ import annotations
+
+from envoy.config.accesslog.v3 import accesslog_pb2
+from envoy.config.core.v3 import base_pb2, grpc_service_pb2, substitution_format_string_pb2
+from envoy.config.trace.v3 import http_tracer_pb2, opentelemetry_pb2
+from envoy.extensions.access_loggers.file.v3 import file_pb2
+from envoy.extensions.access_loggers.stream.v3 import stream_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
+from envoy.type.v3 import percent_pb2
+from google.protobuf import any_pb2, struct_pb2
+
+from gateweave import ir
+
+ACCESS_LOG_FILE = "access.log"  # relative to the Envoy's working directory
+METADATA_NAMESPACE = "gateweave"  # route metadata: {"route": "<kind>/<ns>/<name>", "rule": "<i>"}
+TRACING_CLUSTER = "gateweave/tracing-collector"
+TRACING_SERVICE = "gateweave"
+_FILE_LOGGER = "envoy.access_loggers.file"
+_STDOUT_LOGGER = "envoy.access_loggers.stdout"
+_OTEL_TRACER = "envoy.tracers.opentelemetry"
+
+# The fields every access log line has (HTTP requests; TCP and UDP sessions have the
+# connection's subset, with "-" where a field does not apply).
+_HTTP_FIELDS = {
+    "start_time": "%START_TIME%",
+    "route": f"%METADATA(ROUTE:{METADATA_NAMESPACE}:route)%",
+    "rule": f"%METADATA(ROUTE:{METADATA_NAMESPACE}:rule)%",
+    "method": "%REQ(:METHOD)%",
+    "authority": "%REQ(:AUTHORITY)%",
+    "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+    "protocol": "%PROTOCOL%",
+    "response_code": "%RESPONSE_CODE%",
+    "response_flags": "%RESPONSE_FLAGS%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    "backend": "%UPSTREAM_CLUSTER_RAW%",
+    "duration_ms": "%DURATION%",
+    "bytes_received": "%BYTES_RECEIVED%",
+    "bytes_sent": "%BYTES_SENT%",
+    "request_id": "%REQ(X-REQUEST-ID)%",
+    "downstream_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
+}
+_SESSION_FIELDS = {
+    "start_time": "%START_TIME%",
+    "protocol": "TCP",
+    "response_flags": "%RESPONSE_FLAGS%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    "backend": "%UPSTREAM_CLUSTER_RAW%",
+    "duration_ms": "%DURATION%",
+    "bytes_received": "%BYTES_RECEIVED%",
+    "bytes_sent": "%BYTES_SENT%",
+    "downstream_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
+}
+
+
+# The IR names a route's Envoy routes "<kind, lower case>/<ns>/<name>/rule/<i>/match/<j>".
+_KINDS = {"httproute": "HTTPRoute", "grpcroute": "GRPCRoute"}
+
+
+def route_identity(route_name: str) -> tuple[str, str] | None:
+    """``("<Kind>/<ns>/<name>", "<rule>")`` of an IR route name
+    (``<kind>/<ns>/<name>/rule/<i>/match/<j>[/backends/<k>]``); ``None`` for routes no
+    Gateway API route stands behind (a misdirected request's 421)."""
+    route, sep, rest = route_name.partition("/rule/")
+    kind, slash, namespaced = route.partition("/")
+    if not sep or not slash or kind not in _KINDS or namespaced.count("/") != 1:
+        return None
+    return f"{_KINDS[kind]}/{namespaced}", rest.split("/", 1)[0]
+
+
+def route_metadata(route_name: str) -> base_pb2.Metadata | None:
+    """The route's identity as Envoy route metadata, for the access log."""
+    identity = route_identity(route_name)
+    if identity is None:
+        return None
+    fields = struct_pb2.Struct()
+    fields.update({"route": identity[0], "rule": identity[1]})
+    return base_pb2.Metadata(filter_metadata={METADATA_NAMESPACE: fields})
+
+
+def _format(fields: dict[str, str]) -> substitution_format_string_pb2.SubstitutionFormatString:
+    body = struct_pb2.Struct()
+    body.update(fields)
+    return substitution_format_string_pb2.SubstitutionFormatString(json_format=body)
+
+
+def _access_log(sink: str, fields: dict[str, str]) -> list[accesslog_pb2.AccessLog]:
+    packed = any_pb2.Any()
+    if sink == ir.ACCESS_LOG_FILE:
+        packed.Pack(file_pb2.FileAccessLog(path=ACCESS_LOG_FILE, log_format=_format(fields)))
+        return [accesslog_pb2.AccessLog(name=_FILE_LOGGER, typed_config=packed)]
+    if sink == ir.ACCESS_LOG_STDOUT:
+        packed.Pack(stream_pb2.StdoutAccessLog(log_format=_format(fields)))
+        return [accesslog_pb2.AccessLog(name=_STDOUT_LOGGER, typed_config=packed)]
+    return []
+
+
+def http_access_logs(gw: ir.XdsGateway, listener: str) -> list[accesslog_pb2.AccessLog]:
+    """The HCM's access loggers for requests on ``listener`` of ``gw``."""
+    return _access_log(gw.telemetry.access_log, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS})
+
+
+def session_access_logs(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, protocol: str) -> list[accesslog_pb2.AccessLog]:
+    """A TCP or UDP proxy's access loggers: one line per connection or session."""
+    fields = {"gateway": gw.name, "listener": listener, "route": proxy.route or "-", **_SESSION_FIELDS}
+    fields["protocol"] = protocol
+    return _access_log(gw.telemetry.access_log, fields)
+
+
+def tracing(gw: ir.XdsGateway) -> hcm_pb2.HttpConnectionManager.Tracing | None:
+    """The HCM's OpenTelemetry tracing of ``gw``, if it has any."""
+    config = gw.telemetry.tracing
+    if config is None:
+        return None
+    provider = opentelemetry_pb2.OpenTelemetryConfig(
+        grpc_service=grpc_service_pb2.GrpcService(
+            envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=TRACING_CLUSTER)
+        ),
+        service_name=f"{TRACING_SERVICE}/{gw.name}",
+    )
+    packed = any_pb2.Any()
+    packed.Pack(provider)
+    return hcm_pb2.HttpConnectionManager.Tracing(
+        random_sampling=percent_pb2.Percent(value=config.sampling_percent),
+        provider=http_tracer_pb2.Tracing.Http(name=_OTEL_TRACER, typed_config=packed),
+    )
+
+
+def tracing_cluster(config: ir.Tracing) -> ir.Cluster:
+    """The collector's cluster (gRPC: HTTP/2 without TLS)."""
+    endpoint = ir.Endpoint(address=config.collector_host, port=config.collector_port,
+                           type=ir.ENDPOINT_IP if _is_ip(config.collector_host) else ir.ENDPOINT_FQDN)
+    return ir.Cluster(name=TRACING_CLUSTER, protocol="H2C", endpoints=(endpoint,))
+
+
+def gateway_clusters(gw: ir.XdsGateway) -> tuple[ir.Cluster, ...]:
+    """Every cluster ``gw``'s Envoy needs: its routes' and, when tracing, the collector's."""
+    tracing_config = gw.telemetry.tracing
+    if tracing_config is None:
+        return gw.clusters
+    return (*gw.clusters, tracing_cluster(tracing_config))
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
