@@ -6,11 +6,21 @@
 * ``GET /api/ir``: ``{"xds": {...}, "infra": {...}}`` of the last translation;
 * ``GET /healthz``: 200 while the process runs; ``GET /readyz``: 200 once the first
   translation is published, 503 before;
-* ``GET /metrics``: Prometheus text.
+* ``GET /metrics``: Prometheus text: gateweave's own metrics, then the data plane's
+  (:mod:`gateweave.telemetry.prometheus`, read from every running Envoy);
+* ``GET /api/traffic``: requests, errors and rates per route and Gateway
+  (:mod:`gateweave.telemetry.traffic`); ``GET /api/traffic/stream``: the same object as
+  server-sent events, one every :data:`STREAM_INTERVAL_S`;
+* ``GET /api/logs/{namespace}/{name}[?follow=1]``: the Gateway's access log as written
+  (JSON lines), and with ``follow`` what is appended, until the client goes away.
+
+See docs/observability.md.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +33,11 @@ from gateweave.metrics import CONTENT_TYPE_LATEST
 from gateweave.output import render_objects
 from gateweave.providers import ErrorBook
 from gateweave.runtime import Runtime
+from gateweave.telemetry import Envoys, accesslog, prometheus
+from gateweave.telemetry.traffic import TrafficMonitor
 
 DEFAULT_ADMIN_ADDRESS = "127.0.0.1:19000"
+STREAM_INTERVAL_S = 1.0
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -47,6 +60,9 @@ class AdminServer:
         self.errors = errors if errors is not None else ErrorBook()
         self.host, self.port = parse_address(address)
         self._runner: web.AppRunner | None = None
+        # The running Envoys (the host data plane's), set while there are any.
+        self.envoys: Envoys | None = None
+        self.traffic = TrafficMonitor(lambda: self.envoys, self._xds)
         self.app = web.Application()
         self.app.add_routes([
             web.get("/api/objects", self.objects),
@@ -56,13 +72,18 @@ class AdminServer:
             web.get("/healthz", self.healthz),
             web.get("/readyz", self.readyz),
             web.get("/metrics", self.metrics),
+            web.get("/api/traffic", self.traffic_view),
+            web.get("/api/traffic/stream", self.traffic_stream),
+            web.get("/api/logs/{namespace}/{name}", self.logs),
         ])
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> tuple[str, int]:
         """Start listening; returns the bound (host, port) (port 0 picks a free one)."""
-        self._runner = web.AppRunner(self.app, access_log=None)
+        # Streams (traffic events, followed logs) run until their client leaves: on shutdown
+        # they get this long, then are cancelled.
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -120,6 +141,40 @@ class AdminServer:
         return web.Response(text="not ready: no translation published yet\n", status=503)
 
     async def metrics(self, request: web.Request) -> web.Response:
-        resp = web.Response(body=self.runtime.metrics.render())
+        dataplane = prometheus.render(await self.traffic.read())
+        resp = web.Response(body=self.runtime.metrics.render() + dataplane)
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    def _xds(self) -> Mapping[str, Any]:
+        result = self.runtime.last_result
+        return result.xds if result is not None else {}
+
+    async def traffic_view(self, request: web.Request) -> web.Response:
+        return _json(await self.traffic.summary())
+
+    async def traffic_stream(self, request: web.Request) -> web.StreamResponse:
+        """The ``/api/traffic`` object as server-sent events, until the client goes away."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            while True:
+                data = msgspec.json.encode(await self.traffic.summary())
+                await resp.write(b"data: " + data + b"\n\n")
+                await asyncio.sleep(STREAM_INTERVAL_S)
+        return resp
+
+    async def logs(self, request: web.Request) -> web.StreamResponse:
+        """A Gateway's access log file as written; ``?follow=1``: then what is appended."""
+        gateway = f"{request.match_info['namespace']}/{request.match_info['name']}"
+        path = self.envoys.access_log(gateway) if self.envoys is not None else None
+        if path is None:
+            why = "no Envoy on this host runs it" if self.envoys is not None else "this server runs no Envoy on this host"
+            return _json({"error": f"no access log for Gateway {gateway}: {why}"}, status=404)
+        follow = request.query.get("follow", "") not in ("", "0", "false")
+        resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            async for chunk in accesslog.read(path, follow):
+                await resp.write(chunk)
         return resp

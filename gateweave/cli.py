@@ -14,7 +14,7 @@ import msgspec
 import typer
 import yaml
 
-from gateweave import DEFAULT_CONTROLLER_NAME, __version__
+from gateweave import DEFAULT_CONTROLLER_NAME, __version__, ir
 from gateweave.api.kinds import Key
 from gateweave.cliargs import CheckIncrementalOpt, ControllerOpt, PoolOpt
 from gateweave.cliargs import check_pool as _check_pool
@@ -160,11 +160,15 @@ def serve_cmd(
     xds_host: Annotated[str, typer.Option("--xds-host", help="With --dataplane kubernetes: the host Envoy pods reach this controller's xDS server at.")] = "gateweave.gateweave-system.svc",
     xds_port: Annotated[int, typer.Option("--xds-port", help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).")] = 18000,
     check_incremental: CheckIncrementalOpt = False,
+    access_log: Annotated[str, typer.Option("--access-log", help="Every Gateway's access log (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
+    tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it. Default: no tracing.")] = None,
+    tracing_sampling: Annotated[float, typer.Option("--tracing-sampling", help="With --tracing-endpoint: the percentage of requests traced.")] = 100.0,
 ) -> None:
     """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines."""
     from gateweave import app as gw_app
 
     _check_pool(address_pool)
+    telemetry = _telemetry(access_log, tracing_endpoint, tracing_sampling)
     dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane()
     source: gw_app.FileSettings | gw_app.KubeSettings
     if provider == "kubernetes":
@@ -194,8 +198,32 @@ def serve_cmd(
         address_pool=address_pool,
         admin=gw_app.AdminSettings(admin_address),
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
+        telemetry=telemetry,
     )
     asyncio.run(gw_app.run(settings))
+
+
+def _telemetry(access_log: str, tracing_endpoint: str | None, sampling: float) -> ir.Telemetry:
+    if access_log not in ir.ACCESS_LOG_SINKS:
+        _err(f"error: --access-log {access_log!r}: one of {', '.join(ir.ACCESS_LOG_SINKS)}")
+        raise typer.Exit(2)
+    if not 0 <= sampling <= 100:
+        _err(f"error: --tracing-sampling {sampling}: a percentage, 0 to 100")
+        raise typer.Exit(2)
+    tracing = None
+    if tracing_endpoint is not None:
+        from gateweave.admin import parse_address
+
+        try:
+            host, port = parse_address(tracing_endpoint)
+        except ValueError:
+            _err(f"error: --tracing-endpoint {tracing_endpoint!r} is not HOST:PORT")
+            raise typer.Exit(2) from None
+        if not 0 < port < 65536:
+            _err(f"error: --tracing-endpoint {tracing_endpoint!r}: port out of range")
+            raise typer.Exit(2)
+        tracing = ir.Tracing(collector_host=host, collector_port=port, sampling_percent=sampling)
+    return ir.Telemetry(access_log=access_log, tracing=tracing)
 
 
 def _fetch(admin_address: str, path: str) -> Any:
@@ -216,9 +244,10 @@ def status_cmd(
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
 ) -> None:
-    """A table of Gateways, listeners, routes and Envoy Gateway Backends with their conditions, and the configuration errors."""
+    """A table of Gateways, listeners, routes (with request and error rates, from a server) and Envoy Gateway Backends with their conditions, and the configuration errors."""
     from gateweave.statusview import render
 
+    traffic: dict[str, Any] | None = None  # rates: only a running server has them
     if files:
         from gateweave.offline import translate_paths
         from gateweave.output import objects_with_status
@@ -234,7 +263,44 @@ def status_cmd(
     else:
         items = _fetch(admin_address, "/api/objects")["items"]
         errors = _fetch(admin_address, "/api/errors")["items"]
-    render(items, controller_name, errors=errors)
+        traffic = _fetch(admin_address, "/api/traffic")
+    render(items, controller_name, errors=errors, traffic=traffic)
+
+
+@app.command("logs")
+def logs_cmd(
+    gateway: Annotated[str, typer.Argument(help="The Gateway, NAMESPACE/NAME.")],
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing what is appended.")] = False,
+    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+) -> None:
+    """A Gateway's access log (JSON lines, as its Envoy wrote them), from a running server."""
+    import httpx
+
+    namespace, sep, name = gateway.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        _err(f"error: {gateway!r} is not NAMESPACE/NAME")
+        raise typer.Exit(2)
+    url = f"http://{admin_address}/api/logs/{namespace}/{name}" + ("?follow=1" if follow else "")
+    out = sys.stdout.buffer
+    try:
+        # No read timeout when following: the server sends only what Envoy appends.
+        with httpx.stream("GET", url, timeout=httpx.Timeout(5.0, read=None if follow else 30.0)) as resp:
+            if resp.status_code != 200:
+                resp.read()
+                try:
+                    message = resp.json()["error"]
+                except (ValueError, KeyError, TypeError):
+                    message = f"HTTP {resp.status_code}"
+                _err(f"error: {message}")
+                raise typer.Exit(1)
+            for chunk in resp.iter_bytes():
+                out.write(chunk)
+                out.flush()
+    except httpx.HTTPError as exc:
+        _err(f"error: cannot reach the gateweave admin API at {admin_address}: {exc}")
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        pass
 
 
 @app.command("explain")

@@ -56,8 +56,17 @@ def _errors_table(errors: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _rates(traffic: dict[str, Any], route: str) -> tuple[str, str]:
+    seen = traffic.get("routes", {}).get(route)
+    if not seen:
+        return "0", "0"
+    return f"{seen.get('rate', 0):g}", f"{seen.get('error_rate', 0):g}"
+
+
 def render(items: list[dict[str, Any]], controller_name: str, console: Console | None = None,
-           errors: list[dict[str, Any]] | None = None) -> None:
+           errors: list[dict[str, Any]] | None = None, traffic: dict[str, Any] | None = None) -> None:
+    """``traffic``: a running server's ``/api/traffic``, which adds each route's request and
+    error rates (per second) to the routes table."""
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     gateways = [o for o in items if o.get("kind") == "Gateway" and o.get("status")]
     gw_table = Table(title="Gateways", title_justify="left")
@@ -80,7 +89,8 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
                 _cell(lconds, "Accepted"), _cell(lconds, "Programmed"), _cell(lconds, "ResolvedRefs"), _why(lconds),
             )
     rt_table = Table(title="Routes", title_justify="left")
-    for col in ("KIND", "NAME", "PARENT", "ACCEPTED", "REFS", "WHY"):
+    rate_columns = ("REQ/S", "ERR/S") if traffic is not None else ()
+    for col in ("KIND", "NAME", "PARENT", "ACCEPTED", "REFS", *rate_columns, "WHY"):
         rt_table.add_column(col)
     for obj in items:
         if obj.get("kind") not in ROUTE_KINDS:
@@ -95,7 +105,8 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
             if ref.get("port"):
                 parent += f":{ref['port']}"
             conds = entry.get("conditions", [])
-            rt_table.add_row(obj["kind"], _nn(obj), parent, _cell(conds, "Accepted"), _cell(conds, "ResolvedRefs"), _why(conds))
+            rates = _rates(traffic, f"{obj['kind']}/{_nn(obj)}") if traffic is not None else ()
+            rt_table.add_row(obj["kind"], _nn(obj), parent, _cell(conds, "Accepted"), _cell(conds, "ResolvedRefs"), *rates, _why(conds))
     be_table = Table(title="Backends", title_justify="left")
     for col in ("KIND", "NAME", "ACCEPTED", "WHY"):
         be_table.add_column(col)

@@ -19,11 +19,13 @@ from gateweave.infra.host import HostInfra
 from gateweave.runtime import Runtime
 from gateweave.sinks.hostinfra import HostInfraSink
 from gateweave.sinks.xds import XdsPublisher
+from gateweave.telemetry import Envoys
 from gateweave.xds.server import AdsServer
 
 
-def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> AbstractAsyncContextManager[None]:
-    """The data plane of ``settings``, attached to ``runtime`` for the duration of the context."""
+def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> AbstractAsyncContextManager[Envoys | None]:
+    """The data plane of ``settings``, attached to ``runtime`` for the duration of the context;
+    the context's value is its Envoys on this host, if it runs any."""
     chosen = settings.dataplane
     if isinstance(chosen, HostDataplane):
         return _host(chosen, runtime)
@@ -34,7 +36,7 @@ def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> 
 
 
 @contextlib.asynccontextmanager
-async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[None]:
+async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[Envoys]:
     """An ADS server and one Envoy process per Gateway, on this host."""
     server = AdsServer(registry=runtime.metrics.registry)
     port = await server.start(settings.xds_host, settings.xds_port)
@@ -44,7 +46,7 @@ async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[None
         publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
         try:
             runtime.attach(xds_sink=publisher, infra_sink=HostInfraSink(infra))
-            yield
+            yield infra
         finally:
             await publisher.close()
             await infra.close()

@@ -112,7 +112,8 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
         log.info("admin API listening", url=admin.url)
         # Whether the translation runs compiled (gateweave.native) or from its Python sources.
         log.info("translation", compiled=native.state() == "active", native_build=native.state())
-        async with dataplane(settings, runtime, kube):
+        async with dataplane(settings, runtime, kube) as envoys:
+            admin.envoys = envoys
             tasks = [asyncio.create_task(runtime.run(), name="gateweave-runtime")]
             if kube is not None:
                 tasks += [asyncio.create_task(c, name="gateweave-kubernetes") for c in kube.tasks()]

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import yaml
 
-from gateweave import app
+from gateweave import app, ir
 from gateweave.admin import AdminServer
 from gateweave.infra.host import HostInfra
 from gateweave.runtime import Runtime, TranslateFn
@@ -423,6 +423,7 @@ async def running_serve(
     translator: TranslateFn | None = None,
     start_timeout: float = 10.0,
     stop_timeout: float = 15.0,
+    telemetry: ir.Telemetry | None = None,
 ) -> AsyncIterator[Served]:
     """Run :func:`gateweave.app.run` on ``config_dir`` with host Envoys (``delta``: on the delta
     xDS protocol; admin on a free loopback port) until the block exits; then stop it, and kill
@@ -439,6 +440,7 @@ async def running_serve(
         dataplane=app.HostDataplane(delta=delta),
         admin=app.AdminSettings("127.0.0.1:0"),
         runtime=app.RuntimeSettings(window=window, check_incremental=check_incremental),
+        telemetry=telemetry or ir.Telemetry(),
     )
     hooks = app.Hooks(stop=stop, on_started=on_started, translator=translator)
     task = asyncio.create_task(app.run(settings, hooks))

@@ -1,0 +1,235 @@
+"""Every running Envoy's statistics, named with Gateway API names.
+
+Each Envoy's admin ``/stats?format=json&usedonly&histogram_buckets=detailed`` is read
+concurrently, each within :data:`SCRAPE_TIMEOUT_S` (an Envoy that does not answer in time
+is left out of that reading). The stat names the xDS builder made are mapped back through
+the xDS IR of the last translation:
+
+* ``vhost.<virtual host>.route.<route stat prefix>.upstream_rq_<N>xx`` and
+  ``...upstream_rq_time``: a route rule (``kind/ns/name``, rule index) on a listener
+  (routes carry their IR name, stat-safe, as ``stat_prefix``; the matches and virtual hosts
+  of one rule add up);
+* ``http.<listener>.downstream_rq_<N>xx`` and ``...downstream_rq_time``: a Gateway's
+  listener, every request it answered (a 404 without route included);
+* ``cluster.<backend>.upstream_rq_<N>xx``: a backend (the IR's cluster name, whose stat-safe
+  form is the cluster's ``alt_stat_name``).
+
+Envoy's latency histograms are kept as its bins (lower bound, width, count) in ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+import msgspec
+
+from gateweave import ir
+from gateweave.xds.resources import stat_name
+from gateweave.xds.telemetry import route_identity
+
+SCRAPE_TIMEOUT_S = 1.0
+STATS_PATH = "/stats?format=json&usedonly&histogram_buckets=detailed"
+RESPONSE_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+
+Bins = tuple[tuple[float, float, int], ...]  # (lower bound, width, count), ms
+
+
+class _Bin(msgspec.Struct):
+    lower_bound: float
+    width: float
+    count: int
+
+
+class _Histogram(msgspec.Struct):
+    name: str
+    totals: list[_Bin] = []
+
+
+class _Histograms(msgspec.Struct):
+    details: list[_Histogram] = []
+
+
+class _Stat(msgspec.Struct):
+    name: str = ""
+    value: int | float | str | None = None
+    histograms: _Histograms | None = None
+
+
+class _StatsDoc(msgspec.Struct):
+    stats: list[_Stat] = []
+
+
+_DECODER = msgspec.json.Decoder(_StatsDoc)
+
+
+@dataclass(frozen=True)
+class EnvoyStats:
+    """One Envoy's counters and histograms, by Envoy's stat name."""
+
+    counters: dict[str, int]
+    histograms: dict[str, Bins]
+
+
+def parse(body: bytes) -> EnvoyStats:
+    """Envoy's ``/stats?format=json`` document (``ValueError`` if it is not one)."""
+    try:
+        doc = _DECODER.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not Envoy's JSON stats: {exc}") from None
+    counters: dict[str, int] = {}
+    histograms: dict[str, Bins] = {}
+    for stat in doc.stats:
+        if stat.histograms is not None:
+            for h in stat.histograms.details:
+                histograms[h.name] = tuple((b.lower_bound, b.width, b.count) for b in h.totals)
+        elif isinstance(stat.value, int):
+            counters[stat.name] = stat.value
+    return EnvoyStats(counters, histograms)
+
+
+async def scrape(addresses: Mapping[str, str], timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, EnvoyStats]:
+    """The stats of each Envoy (by Gateway) that answered within ``timeout``."""
+    if not addresses:
+        return {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+
+        async def one(address: str) -> EnvoyStats | None:
+            try:
+                async with session.get(f"http://{address}{STATS_PATH}") as resp:
+                    if resp.status != 200:
+                        return None
+                    return parse(await resp.read())
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                return None
+
+        names = sorted(addresses)
+        got = await asyncio.gather(*(one(addresses[n]) for n in names))
+    return {name: stats for name, stats in zip(names, got, strict=True) if stats is not None}
+
+
+# ---------------------------------------------------------------- Gateway API names
+
+
+@dataclass
+class _GatewayNames:
+    """Stat prefixes -> Gateway API names, for one Gateway's Envoy."""
+
+    vhosts: dict[str, str] = field(default_factory=dict)  # virtual host -> listener
+    routes: dict[str, tuple[str, str]] = field(default_factory=dict)  # stat prefix -> (route, rule)
+    listeners: dict[str, str] = field(default_factory=dict)  # HCM stat prefix -> listener
+    backends: dict[str, str] = field(default_factory=dict)  # cluster alt_stat_name -> cluster name
+
+
+def _names(gw: ir.XdsGateway) -> _GatewayNames:
+    out = _GatewayNames()
+
+    def http(listener: str, config: ir.RouteConfig) -> None:
+        out.listeners[stat_name(listener)] = listener
+        for vh in config.virtual_hosts:
+            out.vhosts[vh.name] = listener
+            for route in vh.routes:
+                identity = route_identity(route.name)
+                if identity is not None:
+                    out.routes[stat_name(route.name)] = identity
+                    # a route split by its backendRefs' filters: each part has its own prefix
+                    for k in range(len(route.backends)):
+                        out.routes[stat_name(f"{route.name}/backends/{k}")] = identity
+
+    for port in gw.ports:
+        if port.http is not None:
+            http(port.name, port.http)
+        for chain in port.filter_chains:
+            if chain.http is not None:
+                http(chain.name, chain.http)
+    for cluster in gw.clusters:
+        out.backends[stat_name(cluster.name)] = cluster.name
+    return out
+
+
+def _response_class(metric: str, prefix: str) -> str | None:
+    """``"5xx"`` of ``upstream_rq_5xx`` (with ``prefix="upstream_rq_"``)."""
+    if metric.startswith(prefix):
+        rest = metric[len(prefix):]
+        if rest in RESPONSE_CLASSES:
+            return rest
+    return None
+
+
+RouteKey = tuple[str, str, str, str]  # (gateway, listener, route, rule)
+ListenerKey = tuple[str, str]  # (gateway, listener)
+BackendKey = tuple[str, str]  # (gateway, backend)
+
+
+@dataclass
+class Traffic:
+    """The data plane's requests, named: counts by response class and latency bins."""
+
+    routes: dict[RouteKey, dict[str, int]] = field(default_factory=dict)
+    route_times: dict[RouteKey, list[Bins]] = field(default_factory=dict)
+    listeners: dict[ListenerKey, dict[str, int]] = field(default_factory=dict)
+    listener_times: dict[ListenerKey, list[Bins]] = field(default_factory=dict)
+    backends: dict[BackendKey, dict[str, int]] = field(default_factory=dict)
+
+
+def _add(into: dict[str, int], cls: str, value: int) -> None:
+    into[cls] = into.get(cls, 0) + value
+
+
+def name_stats(stats: Mapping[str, EnvoyStats], xds: Mapping[str, ir.XdsGateway]) -> Traffic:
+    """``stats`` (by Gateway) with Gateway API names; stats of what the IR does not name are
+    left out."""
+    out = Traffic()
+    for gateway in sorted(stats):
+        gw = xds.get(gateway)
+        if gw is None:
+            continue
+        names = _names(gw)
+        envoy = stats[gateway]
+        for name, value in envoy.counters.items():
+            kind, _, rest = name.partition(".")
+            if kind == "vhost":
+                key = _route_key(gateway, names, rest)
+                cls = key and _response_class(key[1], "upstream_rq_")
+                if key is not None and cls:
+                    _add(out.routes.setdefault(key[0], {}), cls, value)
+            elif kind == "http":
+                prefix, _, metric = rest.partition(".")
+                cls = _response_class(metric, "downstream_rq_")
+                listener = names.listeners.get(prefix)
+                if listener is not None and cls:
+                    _add(out.listeners.setdefault((gateway, listener), {}), cls, value)
+            elif kind == "cluster":
+                prefix, _, metric = rest.partition(".")
+                cls = _response_class(metric, "upstream_rq_")
+                backend = names.backends.get(prefix)
+                if backend is not None and cls:
+                    _add(out.backends.setdefault((gateway, backend), {}), cls, value)
+        for name, bins in envoy.histograms.items():
+            kind, _, rest = name.partition(".")
+            if kind == "vhost":
+                key = _route_key(gateway, names, rest)
+                if key is not None and key[1] == "upstream_rq_time":
+                    out.route_times.setdefault(key[0], []).append(bins)
+            elif kind == "http":
+                prefix, _, metric = rest.partition(".")
+                listener = names.listeners.get(prefix)
+                if listener is not None and metric == "downstream_rq_time":
+                    out.listener_times.setdefault((gateway, listener), []).append(bins)
+    return out
+
+
+def _route_key(gateway: str, names: _GatewayNames, rest: str) -> tuple[RouteKey, str] | None:
+    """``<vhost>.route.<prefix>.<metric>`` -> ((gateway, listener, route, rule), metric).
+
+    The virtual host's name may hold dots (a domain); the route prefix and metric do not."""
+    vhost, sep, tail = rest.rpartition(".route.")
+    if not sep:
+        return None
+    prefix, _, metric = tail.partition(".")
+    identity = names.routes.get(prefix)
+    if identity is None:
+        return None
+    return (gateway, names.vhosts.get(vhost, ""), identity[0], identity[1]), metric

@@ -1,0 +1,283 @@
+"""Seeing the traffic end to end: ``serve`` with a real Envoy, requests and a TCP session
+through it, read back from the access log (each field), ``gateweave logs`` (and ``-f``),
+``/metrics`` and ``/api/traffic``; and OpenTelemetry spans arriving at an in-test collector."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateweave import ir
+from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.support.cli import invoke
+from tests.support.incremental_check import CHECK_INCREMENTAL
+
+pytestmark = pytest.mark.timeout(90)
+
+T = TypeVar("T")
+GATEWAY = "default/gw"
+
+
+@pytest.fixture(scope="module")
+def backends() -> Iterator[dict[str, Any]]:
+    a, b, echo = h.NameServer("A"), h.NameServer("B"), h.EchoServer()
+    try:
+        yield {"A": a, "B": b, "echo": echo}
+    finally:
+        a.close()
+        b.close()
+        echo.close()
+
+
+async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        await asyncio.sleep(0.05)
+
+
+def manifests(ip: str, http_port: int, tcp_port: int, backends: dict[str, Any]) -> list[dict[str, Any]]:
+    listeners = [h.listener("http", "HTTP", http_port), h.listener("tcp", "TCP", tcp_port)]
+    return [
+        h.gateway_class(),
+        h.gateway("gw", ip, listeners),
+        *h.service("svc-a", 80, backends["A"].port),
+        *h.service("svc-b", 80, backends["B"].port),
+        *h.service("svc-echo", 9000, backends["echo"].port),
+        # "ready" takes the readiness probes, so "app" counts exactly what the test sends
+        h.http_route("ready", "gw", ["ready.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])]),
+        h.http_route("app", "gw", ["app.test"], [h.rule("/a", [h.backend_ref("svc-a", 80)]),
+                                                  h.rule("/b", [h.backend_ref("svc-b", 80)])]),
+        h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
+    ]
+
+
+def echo_through(ip: str, port: int, payload: bytes) -> bytes:
+    with socket.create_connection((ip, port), timeout=5) as sock:
+        sock.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += data
+    return got
+
+
+def log_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples named ``name`` in Prometheus text, by their sorted labels."""
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
+
+
+async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, backends: dict[str, Any]) -> None:
+    ip = "127.40.2.1"
+    http_port, tcp_port = free_port(ip), free_port(ip)
+    h.write_manifests(tmp_path / "all.yaml", manifests(ip, http_port, tcp_port, backends))
+    payload = os.urandom(8).hex().encode() * 8
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
+        admin = served.admin.url
+
+        async def ready() -> bool:
+            reply = await h.fetch(ip, http_port, "/", "ready.test")
+            return reply is not None and reply.status == 200
+
+        await until(ready, 15, "the Gateway answers")
+        async with httpx.AsyncClient(timeout=10) as client:
+            before = (await client.get(f"{admin}/api/traffic")).json()
+            assert "HTTPRoute/default/app" not in before["routes"]
+
+            statuses = [(await h.fetch(ip, http_port, "/a", "app.test")) for _ in range(5)]
+            statuses += [(await h.fetch(ip, http_port, "/b?q=1", "app.test")) for _ in range(2)]
+            missing = await h.fetch(ip, http_port, "/nowhere", "app.test")
+            assert [r.status if r else None for r in statuses] == [200] * 7
+            assert missing is not None and missing.status == 404
+            assert await asyncio.to_thread(echo_through, ip, tcp_port, payload) == payload
+
+            # ---- the access log, read back field by field
+            envoys = served.admin.envoys
+            assert envoys is not None
+            path = envoys.access_log(GATEWAY)
+            assert path is not None
+
+            async def all_logged() -> list[dict[str, Any]] | None:
+                lines = log_lines(path)
+                app_lines = [line for line in lines if line.get("authority") == "app.test"]
+                tcp_lines = [line for line in lines if line.get("protocol") == "TCP"]
+                return lines if len(app_lines) == 8 and tcp_lines else None
+
+            lines = await until(all_logged, 15, "8 requests and a TCP session in the access log")
+            first = next(line for line in lines if line.get("path") == "/a")
+            assert first["gateway"] == GATEWAY
+            assert first["listener"] == f"{GATEWAY}/{http_port}"
+            assert (first["route"], first["rule"]) == ("HTTPRoute/default/app", "0")
+            assert (first["method"], first["authority"], first["protocol"]) == ("GET", "app.test", "HTTP/1.1")
+            assert (first["response_code"], first["response_flags"]) == (200, "-")
+            assert first["upstream_host"] == f"127.0.0.1:{backends['A'].port}"
+            assert first["backend"]  # the IR's cluster name of svc-a:80
+            assert isinstance(first["duration_ms"], int)
+            assert first["bytes_received"] == 0 and first["bytes_sent"] == len("A")
+            assert len(first["request_id"]) >= 32
+            assert first["start_time"].startswith(time.strftime("%Y-", time.gmtime()))
+            b_line = next(line for line in lines if line.get("path") == "/b?q=1")
+            assert (b_line["route"], b_line["rule"], b_line["upstream_host"]) == (
+                "HTTPRoute/default/app", "1", f"127.0.0.1:{backends['B'].port}")
+            nr = next(line for line in lines if line.get("path") == "/nowhere")
+            assert (nr["response_code"], nr["response_flags"], nr["route"], nr["upstream_host"]) == (404, "NR", None, None)
+            tcp = next(line for line in lines if line.get("protocol") == "TCP")
+            assert tcp["gateway"] == GATEWAY and tcp["listener"] == f"{GATEWAY}/{tcp_port}"
+            assert tcp["route"] == "TCPRoute/default/echo"
+            assert tcp["upstream_host"] == f"127.0.0.1:{backends['echo'].port}"
+            assert tcp["bytes_received"] == len(payload) and tcp["bytes_sent"] == len(payload)
+
+            # ---- /metrics: exactly the requests each rule took, by response class
+            text = (await client.get(f"{admin}/metrics")).text
+            routes = samples(text, "gateweave_route_requests_total")
+            labels = {"gateway": GATEWAY, "listener": f"{GATEWAY}/{http_port}", "route": "HTTPRoute/default/app"}
+            assert routes[tuple(sorted({**labels, "rule": "0", "response_class": "2xx"}.items()))] == 5
+            assert routes[tuple(sorted({**labels, "rule": "1", "response_class": "2xx"}.items()))] == 2
+            assert not [k for k in routes if dict(k)["route"] == "HTTPRoute/default/app" and dict(k)["response_class"] != "2xx"]
+
+            async def timed() -> float | None:
+                # Envoy merges its histograms on its stats flush (every 5 s)
+                text = (await client.get(f"{admin}/metrics")).text
+                counts = samples(text, "gateweave_route_request_duration_seconds_count")
+                return counts.get(tuple(sorted({**labels, "rule": "0"}.items())))
+
+            assert await until(timed, 15, "the latency histogram of rule 0") == 5
+            listener = samples(text, "gateweave_listener_requests_total")
+            assert listener[(("gateway", GATEWAY), ("listener", f"{GATEWAY}/{http_port}"), ("response_class", "4xx"))] == 1
+
+            # ---- /api/traffic: counts and a rate since the reading before the traffic
+            traffic = (await client.get(f"{admin}/api/traffic")).json()
+            app = traffic["routes"]["HTTPRoute/default/app"]
+            assert (app["requests"], app["errors"]) == (7, 0)
+            assert app["rules"]["0"]["requests"] == 5 and app["rules"]["1"]["requests"] == 2
+            assert app["rate"] > 0 and app["error_rate"] == 0
+            assert traffic["window_s"] > 0
+            assert traffic["gateways"][GATEWAY]["requests"] >= 8
+            async with client.stream("GET", f"{admin}/api/traffic/stream") as stream:
+                event = ""
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: "):
+                        event = line[len("data: "):]
+                        break
+            assert json.loads(event)["routes"]["HTTPRoute/default/app"]["requests"] == 7
+
+        # ---- gateweave status: each route's rates from the running server
+        code, out, _ = await asyncio.to_thread(invoke, "status", "--admin-address", admin.removeprefix("http://"))
+        assert code == 0 and "REQ/S" in out and "ERR/S" in out
+
+        # ---- gateweave logs: the file as written, then followed
+        code, out, _ = await asyncio.to_thread(invoke, "logs", GATEWAY, "--admin-address", admin.removeprefix("http://"))
+        assert code == 0
+        assert out.encode() == path.read_bytes()
+        follower = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateweave.cli import main; main()",
+            "logs", GATEWAY, "-f", "--admin-address", admin.removeprefix("http://"),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert follower.stdout is not None
+            for _ in lines:  # what was written already
+                await asyncio.wait_for(follower.stdout.readline(), 20)
+            reply = await h.fetch(ip, http_port, "/a/followed", "app.test")
+            assert reply is not None and reply.status == 200
+            followed = json.loads(await asyncio.wait_for(follower.stdout.readline(), 20))
+            assert (followed["path"], followed["route"]) == ("/a/followed", "HTTPRoute/default/app")
+        finally:
+            follower.kill()
+            await follower.wait()
+        code, _, err = await asyncio.to_thread(invoke, "logs", "default/nope", "--admin-address", admin.removeprefix("http://"))
+        assert code == 1 and "no access log for Gateway default/nope" in err
+
+
+# ---------------------------------------------------------------- tracing
+
+
+class Collector:
+    """An OTLP/gRPC trace collector: keeps every span it is sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+        self.server = grpc.aio.server()
+
+        async def export(request: Any, context: Any) -> Any:
+            # xds-protos ships OTLP's messages of before "scope_spans" was renamed from
+            # "instrumentation_library_spans" (same field number: the wire is the same).
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.instrumentation_library_spans:
+                    self.spans.extend(scope_spans.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+        handler = grpc.unary_unary_rpc_method_handler(
+            export,
+            request_deserializer=trace_service_pb2.ExportTraceServiceRequest.FromString,
+            response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString,
+        )
+        self.server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": handler})]
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+
+async def test_traces_reach_the_collector(tmp_path: Path, backends: dict[str, Any]) -> None:
+    ip = "127.40.2.2"
+    http_port, tcp_port = free_port(ip), free_port(ip)
+    h.write_manifests(tmp_path / "all.yaml", manifests(ip, http_port, tcp_port, backends))
+    collector = Collector()
+    await collector.server.start()
+    tracing = ir.Tracing(collector_host="127.0.0.1", collector_port=collector.port, sampling_percent=100)
+    try:
+        async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL,
+                                   telemetry=ir.Telemetry(tracing=tracing)) as served:
+            async def traced() -> bool:
+                reply = await h.fetch(ip, http_port, "/a/traced", "app.test")
+                return reply is not None and reply.status == 200
+
+            await until(traced, 15, "the Gateway answers")
+            assert served.admin.envoys is not None
+
+            async def span() -> Any:
+                return next((s for s in collector.spans if any(
+                    a.key == "http.url" and "/a/traced" in a.value.string_value for a in s.attributes)), None)
+
+            got = await until(span, 30, "a span for /a/traced at the collector")
+            assert len(got.trace_id) == 16 and got.name
+    finally:
+        await collector.server.stop(0)
+
+
+def test_serve_refuses_a_bad_telemetry_option(tmp_path: Path) -> None:
+    assert invoke("serve", "--config-dir", str(tmp_path), "--access-log", "syslog")[0] == 2
+    assert invoke("serve", "--config-dir", str(tmp_path), "--tracing-endpoint", "collector")[0] == 2
+    assert invoke("serve", "--config-dir", str(tmp_path), "--tracing-endpoint", "c:4317", "--tracing-sampling", "101")[0] == 2
