@@ -15,7 +15,8 @@ at its middle), so they are as exact as Envoy's histograms.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -23,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from gateweave.telemetry.stats import Bins, Traffic
 
+K = TypeVar("K", bound=tuple[str, ...])  # a family's label values
 BUCKETS_MS = (0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 
 
@@ -48,52 +50,41 @@ def _le(seconds: float) -> str:
     return repr(float(seconds))
 
 
+def _counter(name: str, doc: str, labels: list[str], data: Mapping[K, dict[str, int]]) -> Metric:
+    """A counter family by response class: ``data`` maps label values to counts by class."""
+    family = CounterMetricFamily(name, doc, labels=[*labels, "response_class"])
+    for key, classes in sorted(data.items()):
+        for cls, n in sorted(classes.items()):
+            family.add_metric([*key, cls], n)
+    return family
+
+
+def _histogram(name: str, doc: str, labels: list[str], data: Mapping[K, list[Bins]]) -> Metric:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for key, samples in sorted(data.items()):
+        buckets, total = histogram(samples)
+        family.add_metric(list(key), buckets, total)
+    return family
+
+
 class _Families(Collector):
     def __init__(self, traffic: Traffic) -> None:
         self.traffic = traffic
 
     def collect(self) -> Iterator[Metric]:
         t = self.traffic
-        routes = CounterMetricFamily(
-            "gateweave_route_requests", "Requests a route rule sent upstream, by response class.",
-            labels=["gateway", "listener", "route", "rule", "response_class"],
-        )
-        for key, classes in sorted(t.routes.items()):
-            for cls, n in sorted(classes.items()):
-                routes.add_metric([*key, cls], n)
-        yield routes
-        route_times = HistogramMetricFamily(
-            "gateweave_route_request_duration_seconds", "Upstream request time of a route rule.",
-            labels=["gateway", "listener", "route", "rule"],
-        )
-        for key, samples in sorted(t.route_times.items()):
-            buckets, total = histogram(samples)
-            route_times.add_metric(list(key), buckets, total)
-        yield route_times
-        listeners = CounterMetricFamily(
-            "gateweave_listener_requests", "Requests a Gateway's listener answered, by response class.",
-            labels=["gateway", "listener", "response_class"],
-        )
-        for lkey, classes in sorted(t.listeners.items()):
-            for cls, n in sorted(classes.items()):
-                listeners.add_metric([*lkey, cls], n)
-        yield listeners
-        listener_times = HistogramMetricFamily(
-            "gateweave_listener_request_duration_seconds", "Request time on a Gateway's listener.",
-            labels=["gateway", "listener"],
-        )
-        for lkey, samples in sorted(t.listener_times.items()):
-            buckets, total = histogram(samples)
-            listener_times.add_metric(list(lkey), buckets, total)
-        yield listener_times
-        backends = CounterMetricFamily(
-            "gateweave_backend_requests", "Requests sent to a backend, by response class.",
-            labels=["gateway", "backend", "response_class"],
-        )
-        for bkey, classes in sorted(t.backends.items()):
-            for cls, n in sorted(classes.items()):
-                backends.add_metric([*bkey, cls], n)
-        yield backends
+        route = ["gateway", "listener", "route", "rule"]
+        listener = ["gateway", "listener"]
+        yield _counter("gateweave_route_requests", "Requests a route rule sent upstream, by response class.",
+                       route, t.routes)
+        yield _histogram("gateweave_route_request_duration_seconds", "Upstream request time of a route rule.",
+                         route, t.route_times)
+        yield _counter("gateweave_listener_requests", "Requests a Gateway's listener answered, by response class.",
+                       listener, t.listeners)
+        yield _histogram("gateweave_listener_request_duration_seconds", "Request time on a Gateway's listener.",
+                         listener, t.listener_times)
+        yield _counter("gateweave_backend_requests", "Requests sent to a backend, by response class.",
+                       ["gateway", "backend"], t.backends)
 
 
 def render(traffic: Traffic) -> bytes:

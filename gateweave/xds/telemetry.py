@@ -39,10 +39,20 @@ _FILE_LOGGER = "envoy.access_loggers.file"
 _STDOUT_LOGGER = "envoy.access_loggers.stdout"
 _OTEL_TRACER = "envoy.tracers.opentelemetry"
 
-# The fields every access log line has (HTTP requests; TCP and UDP sessions have the
-# connection's subset, with "-" where a field does not apply).
-_HTTP_FIELDS = {
+# The fields of an access log line: a connection's (TCP and UDP sessions too, where "-"
+# stands for what does not apply), and an HTTP request's besides.
+_SESSION_FIELDS = {
     "start_time": "%START_TIME%",
+    "response_flags": "%RESPONSE_FLAGS%",
+    "upstream_host": "%UPSTREAM_HOST%",
+    "backend": "%UPSTREAM_CLUSTER_RAW%",
+    "duration_ms": "%DURATION%",
+    "bytes_received": "%BYTES_RECEIVED%",
+    "bytes_sent": "%BYTES_SENT%",
+    "downstream_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
+}
+_HTTP_FIELDS = {
+    **_SESSION_FIELDS,
     "route": f"%METADATA(ROUTE:{METADATA_NAMESPACE}:route)%",
     "rule": f"%METADATA(ROUTE:{METADATA_NAMESPACE}:rule)%",
     "method": "%REQ(:METHOD)%",
@@ -50,25 +60,7 @@ _HTTP_FIELDS = {
     "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
     "protocol": "%PROTOCOL%",
     "response_code": "%RESPONSE_CODE%",
-    "response_flags": "%RESPONSE_FLAGS%",
-    "upstream_host": "%UPSTREAM_HOST%",
-    "backend": "%UPSTREAM_CLUSTER_RAW%",
-    "duration_ms": "%DURATION%",
-    "bytes_received": "%BYTES_RECEIVED%",
-    "bytes_sent": "%BYTES_SENT%",
     "request_id": "%REQ(X-REQUEST-ID)%",
-    "downstream_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
-}
-_SESSION_FIELDS = {
-    "start_time": "%START_TIME%",
-    "protocol": "TCP",
-    "response_flags": "%RESPONSE_FLAGS%",
-    "upstream_host": "%UPSTREAM_HOST%",
-    "backend": "%UPSTREAM_CLUSTER_RAW%",
-    "duration_ms": "%DURATION%",
-    "bytes_received": "%BYTES_RECEIVED%",
-    "bytes_sent": "%BYTES_SENT%",
-    "downstream_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
 }
 
 
@@ -121,8 +113,7 @@ def http_access_logs(gw: ir.XdsGateway, listener: str) -> list[accesslog_pb2.Acc
 
 def session_access_logs(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, protocol: str) -> list[accesslog_pb2.AccessLog]:
     """A TCP or UDP proxy's access loggers: one line per connection or session."""
-    fields = {"gateway": gw.name, "listener": listener, "route": proxy.route or "-", **_SESSION_FIELDS}
-    fields["protocol"] = protocol
+    fields = {"gateway": gw.name, "listener": listener, "route": proxy.route or "-", "protocol": protocol, **_SESSION_FIELDS}
     return _access_log(gw.telemetry.access_log, fields)
 
 
@@ -146,9 +137,9 @@ def tracing(gw: ir.XdsGateway) -> hcm_pb2.HttpConnectionManager.Tracing | None:
 
 
 def tracing_cluster(config: ir.Tracing) -> ir.Cluster:
-    """The collector's cluster (gRPC: HTTP/2 without TLS)."""
-    endpoint = ir.Endpoint(address=config.collector_host, port=config.collector_port,
-                           type=ir.ENDPOINT_IP if _is_ip(config.collector_host) else ir.ENDPOINT_FQDN)
+    """The collector's cluster (gRPC: HTTP/2 without TLS), resolved by Envoy (a DNS cluster:
+    an IP address resolves to itself)."""
+    endpoint = ir.Endpoint(address=config.collector_host, port=config.collector_port, type=ir.ENDPOINT_FQDN)
     return ir.Cluster(name=TRACING_CLUSTER, protocol="H2C", endpoints=(endpoint,))
 
 
@@ -159,12 +150,3 @@ def gateway_clusters(gw: ir.XdsGateway) -> tuple[ir.Cluster, ...]:
         return gw.clusters
     return (*gw.clusters, tracing_cluster(tracing_config))
 
-
-def _is_ip(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True

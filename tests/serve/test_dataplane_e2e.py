@@ -13,7 +13,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,17 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 
 T = TypeVar("T")
 STEP_LIMIT = 1.0  # seconds from a file write to Envoy serving the change
-
-
-@pytest.fixture(scope="module")
-def backends() -> Iterator[dict[str, Any]]:
-    a, b, echo = h.NameServer("A"), h.NameServer("B"), h.EchoServer()
-    try:
-        yield {"A": a, "B": b, "echo": echo}
-    finally:
-        a.close()
-        b.close()
-        echo.close()
 
 
 def base(address: str, listeners: list[dict[str, Any]], backends: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,17 +30,6 @@ pytestmark = pytest.mark.timeout(90)
 
 T = TypeVar("T")
 GATEWAY = "default/gw"
-
-
-@pytest.fixture(scope="module")
-def backends() -> Iterator[dict[str, Any]]:
-    a, b, echo = h.NameServer("A"), h.NameServer("B"), h.EchoServer()
-    try:
-        yield {"A": a, "B": b, "echo": echo}
-    finally:
-        a.close()
-        b.close()
-        echo.close()
 
 
 async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> T:

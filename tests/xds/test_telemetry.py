@@ -65,7 +65,7 @@ def test_tracing_adds_the_tracer_and_its_collector_cluster() -> None:
     assert telemetry.TRACING_CLUSTER not in plain.clusters
     traced = build(replace(_gateway(), telemetry=ir.Telemetry(tracing=TRACING)))
     assert telemetry.TRACING_CLUSTER in traced.clusters
-    assert telemetry.TRACING_CLUSTER in traced.endpoints  # an IP collector: over EDS
+    assert traced.clusters[telemetry.TRACING_CLUSTER].load_assignment.endpoints  # resolved by Envoy
     hcm = hcm_pb2.HttpConnectionManager()
     assert traced.listeners["ns/gw/80"].filter_chains[0].filters[0].typed_config.Unpack(hcm)
     assert hcm.tracing.provider.name == "envoy.tracers.opentelemetry"
