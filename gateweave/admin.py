@@ -34,10 +34,12 @@ from gateweave.output import render_objects
 from gateweave.providers import ErrorBook
 from gateweave.runtime import Runtime
 from gateweave.telemetry import Envoys, accesslog, prometheus
+from gateweave.telemetry.stats import fetch
 from gateweave.telemetry.traffic import TrafficMonitor
 
 DEFAULT_ADMIN_ADDRESS = "127.0.0.1:19000"
 STREAM_INTERVAL_S = 1.0
+ENVOY_PROMETHEUS_PATH = "/stats/prometheus?usedonly"
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -141,7 +143,10 @@ class AdminServer:
         return web.Response(text="not ready: no translation published yet\n", status=503)
 
     async def metrics(self, request: web.Request) -> web.Response:
-        dataplane = prometheus.render(await self.traffic.read())
+        addresses = self.envoys.admin_addresses() if self.envoys is not None else {}
+        traffic, texts = await asyncio.gather(self.traffic.read(), fetch(addresses, ENVOY_PROMETHEUS_PATH))
+        passed = await asyncio.to_thread(prometheus.relabel, texts, self._xds())
+        dataplane = prometheus.render(traffic, passed)
         resp = web.Response(body=self.runtime.metrics.render() + dataplane)
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp

@@ -11,6 +11,12 @@
 
 Histogram buckets and sums come from Envoy's own bins (each counted at its upper edge, summed
 at its middle), so they are as exact as Envoy's histograms.
+
+Besides, every statistic each Envoy has used (its ``/stats/prometheus?usedonly``) is passed
+through with a ``gateway`` label, and Envoy's generated names relabelled: a cluster's
+``envoy_cluster_name`` becomes ``backend`` (the IR's cluster name), an HTTP connection
+manager's or TCP/UDP proxy's stat prefix becomes ``listener``. The per-route ``envoy_vhost_*``
+families are left out: ``gateweave_route_*`` name them.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from gateweave.telemetry.stats import Bins, Traffic
+from gateweave import ir
+from gateweave.telemetry.stats import Bins, Traffic, gateway_names
 
 K = TypeVar("K", bound=tuple[str, ...])  # a family's label values
 BUCKETS_MS = (0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
@@ -87,8 +95,58 @@ class _Families(Collector):
                        ["gateway", "backend"], t.backends)
 
 
-def render(traffic: Traffic) -> bytes:
-    """The data plane's families in Prometheus text format."""
+# Envoy's labels that carry a name it generated from ours: label -> (our label, which names)
+_RELABEL = {"envoy_cluster_name": "backend", "envoy_http_conn_manager_prefix": "listener",
+            "envoy_tcp_prefix": "listener", "envoy_udp_prefix": "listener"}
+
+
+def relabel(texts: Mapping[str, bytes], xds: Mapping[str, ir.XdsGateway]) -> list[Metric]:
+    """Every Envoy's Prometheus text (by Gateway), merged into one set of families, each sample
+    labelled with its Gateway and Envoy's generated names replaced by the IR's. CPU-bound: run
+    it off the event loop."""
+    families: dict[str, Metric] = {}
+    for gateway in sorted(texts):
+        gw = xds.get(gateway)
+        names = gateway_names(gw) if gw is not None else None
+        try:
+            parsed = list(text_string_to_metric_families(texts[gateway].decode(errors="replace")))
+        except ValueError:
+            continue  # not Prometheus text: this Envoy is left out
+        for family in parsed:
+            if family.name.startswith("envoy_vhost_"):
+                continue
+            out = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+            if out.type != family.type:
+                continue
+            for sample in family.samples:
+                labels = {"gateway": gateway}
+                for key, value in sample.labels.items():
+                    ours = _RELABEL.get(key)
+                    named = None
+                    if names is not None and ours == "backend":
+                        named = names.backends.get(value)
+                    elif names is not None and ours == "listener":
+                        named = names.listeners.get(value)
+                    if ours is not None and named is not None:
+                        labels[ours] = named
+                    else:
+                        labels[key] = value
+                out.add_sample(sample.name, labels, sample.value)
+    return [families[name] for name in sorted(families)]
+
+
+class _Passed(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families
+
+
+def render(traffic: Traffic, envoys: list[Metric] | None = None) -> bytes:
+    """The data plane's families in Prometheus text format (then ``envoys``, from :func:`relabel`)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(traffic))
+    if envoys:
+        registry.register(_Passed(envoys))
     return generate_latest(registry)

@@ -90,41 +90,51 @@ def parse(body: bytes) -> EnvoyStats:
     return EnvoyStats(counters, histograms)
 
 
-async def scrape(addresses: Mapping[str, str], timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, EnvoyStats]:
-    """The stats of each Envoy (by Gateway) that answered within ``timeout``."""
+async def fetch(addresses: Mapping[str, str], path: str, timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, bytes]:
+    """``GET path`` from each Envoy's admin (by Gateway): the bodies of those that answered 200
+    within ``timeout``."""
     if not addresses:
         return {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
 
-        async def one(address: str) -> EnvoyStats | None:
+        async def one(address: str) -> bytes | None:
             try:
-                async with session.get(f"http://{address}{STATS_PATH}") as resp:
-                    if resp.status != 200:
-                        return None
-                    return parse(await resp.read())
-            except (aiohttp.ClientError, TimeoutError, ValueError):
+                async with session.get(f"http://{address}{path}") as resp:
+                    return await resp.read() if resp.status == 200 else None
+            except (aiohttp.ClientError, TimeoutError):
                 return None
 
         names = sorted(addresses)
         got = await asyncio.gather(*(one(addresses[n]) for n in names))
-    return {name: stats for name, stats in zip(names, got, strict=True) if stats is not None}
+    return {name: body for name, body in zip(names, got, strict=True) if body is not None}
+
+
+async def scrape(addresses: Mapping[str, str], timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, EnvoyStats]:
+    """The stats of each Envoy (by Gateway) that answered within ``timeout``."""
+    out: dict[str, EnvoyStats] = {}
+    for name, body in (await fetch(addresses, STATS_PATH, timeout)).items():
+        try:
+            out[name] = parse(body)
+        except ValueError:
+            continue
+    return out
 
 
 # ---------------------------------------------------------------- Gateway API names
 
 
 @dataclass
-class _GatewayNames:
+class GatewayNames:
     """Stat prefixes -> Gateway API names, for one Gateway's Envoy."""
 
     vhosts: dict[str, str] = field(default_factory=dict)  # virtual host -> listener
     routes: dict[str, tuple[str, str]] = field(default_factory=dict)  # stat prefix -> (route, rule)
-    listeners: dict[str, str] = field(default_factory=dict)  # HCM stat prefix -> listener
+    listeners: dict[str, str] = field(default_factory=dict)  # HCM / TCP proxy stat prefix -> listener
     backends: dict[str, str] = field(default_factory=dict)  # cluster alt_stat_name -> cluster name
 
 
-def _names(gw: ir.XdsGateway) -> _GatewayNames:
-    out = _GatewayNames()
+def gateway_names(gw: ir.XdsGateway) -> GatewayNames:
+    out = GatewayNames()
 
     def http(listener: str, config: ir.RouteConfig) -> None:
         out.listeners[stat_name(listener)] = listener
@@ -144,6 +154,11 @@ def _names(gw: ir.XdsGateway) -> _GatewayNames:
         for chain in port.filter_chains:
             if chain.http is not None:
                 http(chain.name, chain.http)
+            if chain.tcp is not None:
+                out.listeners[stat_name(chain.tcp.name)] = chain.name
+        for proxy in (port.tcp, port.udp):
+            if proxy is not None:
+                out.listeners[stat_name(proxy.name)] = port.name
     for cluster in gw.clusters:
         out.backends[stat_name(cluster.name)] = cluster.name
     return out
@@ -186,7 +201,7 @@ def name_stats(stats: Mapping[str, EnvoyStats], xds: Mapping[str, ir.XdsGateway]
         gw = xds.get(gateway)
         if gw is None:
             continue
-        names = _names(gw)
+        names = gateway_names(gw)
         envoy = stats[gateway]
         for name, value in envoy.counters.items():
             kind, _, rest = name.partition(".")
@@ -221,7 +236,7 @@ def name_stats(stats: Mapping[str, EnvoyStats], xds: Mapping[str, ir.XdsGateway]
     return out
 
 
-def _route_key(gateway: str, names: _GatewayNames, rest: str) -> tuple[RouteKey, str] | None:
+def _route_key(gateway: str, names: GatewayNames, rest: str) -> tuple[RouteKey, str] | None:
     """``<vhost>.route.<prefix>.<metric>`` -> ((gateway, listener, route, rule), metric).
 
     The virtual host's name may hold dots (a domain); the route prefix and metric do not."""

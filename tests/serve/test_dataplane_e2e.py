@@ -25,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
+from tests.support.echo import echo_through
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import programmed, until
 
@@ -170,24 +171,6 @@ async def test_weighted_split_follows_the_weights(tmp_path: Path, backends: dict
 
 
 # ---------------------------------------------------------------- TCP
-
-
-async def echo_through(ip: str, port: int, payload: bytes) -> bytes | None:
-    def talk() -> bytes | None:
-        try:
-            with socket.create_connection((ip, port), timeout=2) as sock:
-                sock.sendall(payload)
-                got = b""
-                while len(got) < len(payload):
-                    data = sock.recv(65536)
-                    if not data:
-                        break
-                    got += data
-                return got
-        except OSError:
-            return None
-
-    return await asyncio.to_thread(talk)
 
 
 async def test_tcp_route_reaches_the_echo_backend(tmp_path: Path, backends: dict[str, Any]) -> None:

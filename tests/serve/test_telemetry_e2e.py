@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +23,7 @@ from gateweave import ir
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.cli import invoke
+from tests.support.echo import echo_through
 from tests.support.incremental_check import CHECK_INCREMENTAL
 
 pytestmark = pytest.mark.timeout(90)
@@ -57,18 +57,6 @@ def manifests(ip: str, http_port: int, tcp_port: int, backends: dict[str, Any]) 
                                                   h.rule("/b", [h.backend_ref("svc-b", 80)])]),
         h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
     ]
-
-
-def echo_through(ip: str, port: int, payload: bytes) -> bytes:
-    with socket.create_connection((ip, port), timeout=5) as sock:
-        sock.sendall(payload)
-        got = b""
-        while len(got) < len(payload):
-            data = sock.recv(65536)
-            if not data:
-                break
-            got += data
-    return got
 
 
 def log_lines(path: Path) -> list[dict[str, Any]]:
@@ -110,7 +98,7 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, backends: dic
             missing = await h.fetch(ip, http_port, "/nowhere", "app.test")
             assert [r.status if r else None for r in statuses] == [200] * 7
             assert missing is not None and missing.status == 404
-            assert await asyncio.to_thread(echo_through, ip, tcp_port, payload) == payload
+            assert await echo_through(ip, tcp_port, payload) == payload
 
             # ---- the access log, read back field by field
             envoys = served.admin.envoys
@@ -163,6 +151,11 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, backends: dic
                 return counts.get(tuple(sorted({**labels, "rule": "0"}.items())))
 
             assert await until(timed, 15, "the latency histogram of rule 0") == 5
+            # every Envoy statistic passed through, its generated names relabelled
+            upstream = samples(text, "envoy_cluster_upstream_rq_total")
+            b_labels = {"gateway": GATEWAY, "backend": b_line["backend"], "envoy_response_code": "200"}
+            assert upstream[tuple(sorted(b_labels.items()))] == 2
+            assert not [k for k in upstream if "envoy_cluster_name" in dict(k) and dict(k)["envoy_cluster_name"] != "xds_cluster"]
             listener = samples(text, "gateweave_listener_requests_total")
             assert listener[(("gateway", GATEWAY), ("listener", f"{GATEWAY}/{http_port}"), ("response_class", "4xx"))] == 1
 
