@@ -117,9 +117,11 @@ def validate_bootstrap(
     bootstrap: dict[str, Any], timeout_s: float = VALIDATE_TIMEOUT_S
 ) -> tuple[bool, str]:
     """Run ``envoy --mode validate`` on a bootstrap dict: ``(ok, Envoy's output)``."""
-    fd, path = tempfile.mkstemp(prefix="gateweave-validate-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
+    # In a directory of its own, its working directory too: what the configuration names by a
+    # relative path (an access log file) is opened there, and goes with it.
+    with tempfile.TemporaryDirectory(prefix="gateweave-validate-") as tmp:
+        path = os.path.join(tmp, "bootstrap.json")
+        with open(path, "w") as f:
             json.dump(bootstrap, f)
         try:
             done = subprocess.run(
@@ -139,11 +141,10 @@ def validate_bootstrap(
                 text=True,
                 timeout=timeout_s,
                 check=False,
+                cwd=tmp,
             )
         except subprocess.TimeoutExpired:
             return False, f"envoy --mode validate did not finish within {timeout_s} s"
-    finally:
-        os.unlink(path)
     message = (done.stderr + done.stdout).strip()
     found = _ERROR.search(message)
     if done.returncode != 0 and found is not None:
