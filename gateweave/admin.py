@@ -13,6 +13,7 @@
   server-sent events, one every :data:`STREAM_INTERVAL_S`;
 * ``GET /api/logs/{namespace}/{name}[?follow=1]``: the Gateway's access log as written
   (JSON lines), and with ``follow`` what is appended, until the client goes away.
+* ``GET /``: the dashboard (gateweave/dashboard), with its data at ``GET /api/graph``.
 
 See docs/observability.md.
 """
@@ -29,6 +30,7 @@ from aiohttp import web
 
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
+from gateweave.dashboard.handlers import Dashboard
 from gateweave.metrics import CONTENT_TYPE_LATEST
 from gateweave.output import render_objects
 from gateweave.providers import ErrorBook
@@ -78,6 +80,7 @@ class AdminServer:
             web.get("/api/traffic/stream", self.traffic_stream),
             web.get("/api/logs/{namespace}/{name}", self.logs),
         ])
+        self.app.add_routes(Dashboard(self).routes())  # the page at /, /api/graph
 
     # ------------------------------------------------------------ lifecycle
 
@@ -107,14 +110,17 @@ class AdminServer:
 
     # ------------------------------------------------------------ handlers
 
-    async def objects(self, request: web.Request) -> web.Response:
+    def object_items(self) -> list[dict[str, Any]]:
+        """Every custom object with its current status: what ``/api/objects`` serves."""
         sink = self.runtime.status_sink
 
         def status_of(key: Key, _decoded: Decoded) -> Mapping[str, Any] | None:
             return sink.get(key)
 
-        items = render_objects(self.runtime.store.decoded_objects(), status_of)
-        return _json({"items": items})
+        return render_objects(self.runtime.store.decoded_objects(), status_of)
+
+    async def objects(self, request: web.Request) -> web.Response:
+        return _json({"items": self.object_items()})
 
     async def errors_view(self, request: web.Request) -> web.Response:
         return _json({"items": [e.to_dict() for e in self.errors.all()]})

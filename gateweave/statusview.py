@@ -29,11 +29,15 @@ def _cell(conds: Iterable[dict[str, Any]], type_: str) -> str:
     return f"[{colour}]{c['status']}[/{colour}]"
 
 
+def is_bad(cond: dict[str, Any]) -> bool:
+    """Whether a condition is not as it should be: False, or True for Conflicted."""
+    return cond.get("status") == ("True" if cond.get("type") == "Conflicted" else "False")
+
+
 def _why(conds: Iterable[dict[str, Any]]) -> str:
     """The first condition that is not as it should be, as 'Type Reason: message'."""
     for c in conds:
-        bad = c["status"] == "False" if c["type"] != "Conflicted" else c["status"] == "True"
-        if bad:
+        if is_bad(c):
             return f"{c['type']} {c['reason']}: {c.get('message', '')}"
     return ""
 

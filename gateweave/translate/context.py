@@ -66,14 +66,21 @@ class Ctx:
         self, from_group: str, from_kind: str, from_namespace: str, to_group: str, to_kind: str, to_namespace: str, to_name: str
     ) -> bool:
         """Whether a reference is permitted: same namespace, or a ReferenceGrant in the target namespace allows it."""
-        if from_namespace == to_namespace:
-            return True
+        return from_namespace == to_namespace or self.granting(
+            from_group, from_kind, from_namespace, to_group, to_kind, to_namespace, to_name
+        ) is not None
+
+    def granting(
+        self, from_group: str, from_kind: str, from_namespace: str, to_group: str, to_kind: str, to_namespace: str, to_name: str
+    ) -> m.ReferenceGrant | None:
+        """The first ReferenceGrant (by name) in the target namespace that allows a reference
+        from ``from_namespace``; None when none does (the dashboard draws where grants bind)."""
         for grant in self.grants_by_namespace.get(to_namespace, ()):
             if not any(f.group == from_group and f.kind == from_kind and f.namespace == from_namespace for f in grant.spec.from_):
                 continue
             if any(t.group == to_group and t.kind == to_kind and (not t.name or t.name == to_name) for t in grant.spec.to):
-                return True
-        return False
+                return grant
+        return None
 
 
 def label_selector_matches(selector: m.LabelSelector | None, labels: dict[str, str]) -> bool:

@@ -1,0 +1,173 @@
+"""The dashboard in a real browser: headless Chromium loads it from a running ``serve`` (real
+Envoys) given conformance object sets, a Gateway of the test's own with real traffic, and a
+file with a mistake.
+
+It finds every Gateway and route of the sets, shows the rejected route in the failure colour
+of its legend with the reason (on the node, and on a click: conditions and explain's
+account), the configuration error with its file:line, and the route's request count rising
+while requests flow through Envoy.
+
+Until the telemetry work serves ``/api/traffic`` on main, tests/support/traffic_stub.py
+serves it in the agreed shape, from the requests the test's backend answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
+
+from gateweave.admin import AdminServer
+from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.support import traffic_stub
+from tests.support.browser import headless_chromium
+from tests.support.conformance_objects import case_raws
+
+pytestmark = pytest.mark.timeout(240)
+
+T = TypeVar("T")
+CASES = (
+    "HTTPRouteInvalidCrossNamespaceParentRef.yaml",  # a route its Gateway rejects (NotAllowedByListeners)
+    "HTTPRouteListenerHostnameMatching.yaml",  # listeners by hostname on one port
+    "HTTPRouteReferenceGrant.yaml",  # a ReferenceGrant that binds
+    "TCPRouteReferenceGrant.yaml",  # a TCP listener
+    "BackendTLSPolicy.yaml",  # policies
+)
+REJECTED = "HTTPRoute/gateway-conformance-web-backend/invalid-cross-namespace-parent-ref"
+COUNTED = "HTTPRoute/default/counted"
+ADDRESS = "127.40.7.1"
+WAIT_S = 30.0  # a bound on waiting for the page, not a measurement
+
+
+def conformance_objects() -> list[dict[str, Any]]:
+    """The objects of CASES, united by (kind, namespace, name)."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for case in CASES:
+        for raw in case_raws(case):
+            meta = raw.get("metadata") or {}
+            out.setdefault((raw["kind"], meta.get("namespace", ""), meta["name"]), raw)
+    return list(out.values())
+
+
+def ids_of(objects: list[dict[str, Any]], kinds: tuple[str, ...]) -> set[str]:
+    return {f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in objects if o["kind"] in kinds}
+
+
+def wait(driver: WebDriver, what: str, probe: Callable[[WebDriver], T]) -> T:
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(probe, f"the page did not show {what}")
+
+
+def node(driver: WebDriver, nid: str) -> Any:
+    return driver.find_element(By.CSS_SELECTOR, f'#graph g.node[data-id="{nid}"]')
+
+
+def requests_shown(driver: WebDriver) -> int:
+    """The counted route's request count as its node shows it (-1: none yet)."""
+    value = driver.execute_script(
+        f"const g = document.querySelector('#graph g.node[data-id=\"{COUNTED}\"]');"
+        "return g && g.dataset.requests !== undefined ? [g.dataset.requests, g.querySelector('text.line3').textContent] : null;")
+    if not value:
+        return -1
+    count, text = value
+    assert text.startswith(f"{count} req"), text  # the number drawn is the number held
+    return int(count)
+
+
+def send(port: int, n: int) -> None:
+    for _ in range(n):
+        reply = h.fetch_sync(ADDRESS, port, "/", "counted.test")
+        assert reply is not None and reply.status == 200 and reply.body == "counted", reply
+
+
+def drive(url: str, port: int, gateways: set[str], routes: set[str]) -> None:
+    with headless_chromium() as driver:
+        driver.get(url + "/")
+
+        def all_nodes(d: WebDriver) -> bool:
+            shown = set(d.execute_script("return [...document.querySelectorAll('#graph g.node')].map(g => g.dataset.id)"))
+            return (gateways | routes) <= shown
+
+        wait(driver, "every Gateway and route", all_nodes)
+        for nid in sorted(gateways | routes):
+            title = node(driver, nid).find_element(By.TAG_NAME, "title").get_attribute("textContent") or ""
+            kind, ns, name = nid.split("/")
+            assert title.startswith(f"{kind} {ns}/{name}"), (nid, title)
+
+        # the rejected route: failure colour (the legend's), the reason on the node and in its details
+        rejected = node(driver, REJECTED)
+        assert rejected.get_attribute("data-health") == "fail"
+        fill, legend_fail, legend_ok = driver.execute_script(
+            "const css = (e, p) => getComputedStyle(e)[p];"
+            "return [css(arguments[0].querySelector('rect'), 'fill'),"
+            " css(document.querySelector('.legend .swatch.fail'), 'backgroundColor'),"
+            " css(document.querySelector('.legend .swatch.ok'), 'backgroundColor')];", rejected)
+        assert fill == legend_fail != legend_ok, (fill, legend_fail, legend_ok)
+        assert "NotAllowedByListeners" in rejected.find_element(By.CSS_SELECTOR, "text.line3").text
+        rejected.click()
+        details = driver.find_element(By.ID, "details")
+        wait(driver, "the rejected route's conditions", lambda d: "NotAllowedByListeners" in details.text)
+        explained = wait(driver, "explain's account", lambda d: (
+            lambda t: t if "parentRef[0]" in t else None)(details.find_element(By.CSS_SELECTOR, "pre.explain").text))
+        assert "rejected" in explained, explained
+        assert "Accepted" in details.text and "False" in details.text
+
+        # the configuration error, located
+        wait(driver, "the configuration error with file:line",
+             lambda d: re.search(r"broken\.yaml:\d+", d.find_element(By.ID, "error-list").text))
+
+        # traffic: the count rises while requests flow through Envoy
+        send(port, 5)
+        first = wait(driver, "the route's first requests", lambda d: (lambda n: n if n >= 5 else None)(requests_shown(d)))
+        send(port, 5)
+        later = wait(driver, "more requests", lambda d: (lambda n: n if n >= first + 5 else None)(requests_shown(d)))
+        assert later > first
+        row = driver.find_element(By.CSS_SELECTOR, f'#traffic-table tr[data-route="{COUNTED}"]')
+        assert row.find_elements(By.TAG_NAME, "td")[1].text == str(later)
+
+
+async def answered(port: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        reply = await h.fetch(ADDRESS, port, "/", "counted.test")
+        if reply is not None and reply.status == 200:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the counted route never answered through Envoy")
+
+
+async def test_dashboard_in_chromium(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = h.NameServer("counted")
+    monkeypatch.setattr(AdminServer, "start", traffic_stub.start_with_traffic(
+        lambda: {COUNTED: (backend.answered, 0)}, {"default/counted": [COUNTED]}))
+    port = free_port(ADDRESS)
+    objects = conformance_objects()
+    h.write_manifests(tmp_path / "conformance.yaml", objects)
+    h.write_manifests(tmp_path / "counted.yaml", [
+        h.gateway_class(),
+        h.gateway("counted", ADDRESS, [h.listener("http", "HTTP", port)]),
+        *h.service("counted", 80, backend.port),
+        h.http_route("counted", "counted", ["counted.test"], [h.rule("/", [h.backend_ref("counted", 80)])]),
+    ])
+    # a mistake: an unknown field (the error names the file and line; the route is not served)
+    (tmp_path / "broken.yaml").write_text(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: typo, namespace: default}\n"
+        "spec:\n  parentRefs: [{name: counted}]\n  hostname: [typo.test]\n")
+    gateways = ids_of(objects, ("Gateway",)) | {"Gateway/default/counted"}
+    routes = ids_of(objects, ROUTE_KINDS) | {COUNTED}
+    assert REJECTED in routes and len(gateways) >= 4 and len(routes) >= 6
+    try:
+        async with h.running_serve(tmp_path, start_timeout=30) as served:
+            await answered(port)
+            await asyncio.to_thread(drive, served.admin.url, port, gateways, routes)
+    finally:
+        backend.close()
