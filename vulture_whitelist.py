@@ -18,8 +18,11 @@ _.DeltaAggregatedResources
 _.warn, _.critical, _.fatal
 pytest_sessionstart, pytestmark
 
-# Read by a library: google-re2 options, h2 connection settings.
-_.log_errors, _.local_settings, _.max_header_list_size
+# Read by a library: google-re2 options, h2 connection settings, selenium's Chrome options.
+_.log_errors, _.local_settings, _.max_header_list_size, _.binary_location
+
+# Encoded into /api/graph and read by the dashboard's JavaScript (gateweave/dashboard/static).
+_.node_width, _.node_height
 
 # Fields filled by decoding (the Gateway API and Kubernetes objects, conformance case files);
 # translation does not read them (yet), the models keep the objects whole.

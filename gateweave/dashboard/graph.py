@@ -106,16 +106,19 @@ class Inputs:
 
 
 def health(conditions: Sequence[Condition]) -> tuple[str, str]:
-    """(health, why) of a set of conditions: NONE without any."""
-    if not conditions:
-        return NONE, ""
+    """(health, why) of a set of conditions: NONE without any, or when none is known yet (the
+    API server's defaults, Unknown/Pending, until a controller judges the object)."""
+    if not any(c.status in ("True", "False") for c in conditions):
+        return NONE, _why(conditions[0]) if conditions else ""
     bad = [c for c in conditions if is_bad({"type": c.type, "status": c.status})]
     if not bad:
         return OK, ""
-    first = bad[0]
-    why = f"{first.type} {first.reason}: {first.message}" + (f" ({first.scope})" if first.scope else "")
     failing = any((c.type in _FAILING_TYPES and c.reason != "Pending") or c.type == "Conflicted" for c in bad)
-    return (FAIL if failing else WARN), why
+    return (FAIL if failing else WARN), _why(bad[0])
+
+
+def _why(c: Condition) -> str:
+    return f"{c.type} {c.reason}: {c.message}" + (f" ({c.scope})" if c.scope else "")
 
 
 def build(inputs: Inputs) -> Graph:

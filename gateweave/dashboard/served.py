@@ -9,7 +9,7 @@ listener, but it keeps enough to say who serves what:
 * a TLS port's filter chains are named ``<port>/<listener>`` (HTTPS, its routes in its own
   route configuration) or ``<port>/<listener>/<namespace>/<TLSRoute>`` (TLS passthrough or
   termination to TCP);
-* IR route names start with ``<kind>/<namespace>/<name>``.
+* IR route names start with ``<kind>/<namespace>/<name>`` (the kind in lowercase).
 
 TCP and UDP ports name no route (their proxy is the port's); the graph then falls back to
 the route's status (see :mod:`gateweave.dashboard.graph`).
@@ -29,13 +29,17 @@ RouteId = str  # "<Kind>/<namespace>/<name>", the key /api/traffic uses too
 Served = dict[tuple[str, RouteId], set[str]]
 
 
+_KIND_BY_LOWER = {kind.lower(): kind for kind in ROUTE_KINDS}
+
+
 def route_id(ir_route_name: str) -> RouteId | None:
-    """The route an IR route belongs to (``<kind>/<ns>/<name>/rule/<i>/match/<j>``); None for
-    the routes translation adds itself (a misdirected request's 421)."""
+    """The route an IR route belongs to (``<kind, lowercase>/<ns>/<name>/rule/<i>/match/<j>``);
+    None for the routes translation adds itself (a misdirected request's 421)."""
     parts = ir_route_name.split("/", 3)
-    if len(parts) < 3 or parts[0] not in ROUTE_KINDS:
+    kind = _KIND_BY_LOWER.get(parts[0])
+    if len(parts) < 3 or kind is None:
         return None
-    return "/".join(parts[:3])
+    return f"{kind}/{parts[1]}/{parts[2]}"
 
 
 def served_listeners(
