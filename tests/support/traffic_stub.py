@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import msgspec
@@ -53,7 +53,9 @@ class _Rates:
         return {"routes": routes, "gateways": gateways, "window_s": WINDOW_S}
 
 
-def start_with_traffic(counts: Counts, gateways: Mapping[str, list[str]]) -> Callable[[AdminServer], Awaitable[tuple[str, int]]]:
+def start_with_traffic(
+    counts: Counts, gateways: Mapping[str, list[str]]
+) -> Callable[[AdminServer], Coroutine[Any, Any, tuple[str, int]]]:
     """An ``AdminServer.start`` that also serves the traffic endpoints from ``counts``; the tests
     set it with ``monkeypatch.setattr(AdminServer, "start", ...)``."""
     rates = _Rates(counts, gateways)

@@ -169,9 +169,9 @@ function showDetails(id) {
   if (n.why) panel.appendChild(el("p", { class: "why" }, n.why));
   if (n.conditions && n.conditions.length) {
     panel.appendChild(el("h2", {}, "Conditions"));
-    panel.appendChild(table(["about", "type", "status", "reason", "message"],
-      n.conditions.map((c) => [c.scope || "", c.type, c.status, c.reason || "", c.message || ""]),
-      (r) => isBad({ type: r[1], status: r[2] })));
+    panel.appendChild(table(["about", "condition", "reason", "message"],
+      n.conditions.map((c) => [c.scope || "", `${c.type}=${c.status}`, c.reason || "", c.message || ""]),
+      (r) => isBad({ type: r[1].split("=")[0], status: r[1].split("=")[1] })));
   }
   if (n.errors && n.errors.length) {
     panel.appendChild(el("h2", {}, "Configuration errors"));
