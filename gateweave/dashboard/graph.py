@@ -38,6 +38,7 @@ from gateweave.ir import Result
 from gateweave.providers import ConfigError
 from gateweave.snapshot import Snapshot
 from gateweave.statusview import is_bad
+from gateweave.translate.backends import backend_kind
 from gateweave.translate.context import Ctx
 from gateweave.translate.options import TranslateOptions
 
@@ -328,12 +329,7 @@ class _Builder:
             self._edge(source, rid, "attach", health=edge_health)
 
     def _backend_edge(self, route_kind: str, rid: str, route_ns: str, ref: Any, role: str) -> None:
-        if ref.group in ("", "core") and ref.kind == "Service":
-            kind, group = "Service", ""
-        elif ref.group == m.ENVOY_GATEWAY_GROUP and ref.kind == "Backend":
-            kind, group = "Backend", m.ENVOY_GATEWAY_GROUP
-        else:
-            kind, group = ref.kind, ref.group
+        kind, group = backend_kind(ref.group, ref.kind) or (ref.kind, ref.group)
         ns = ref.namespace or route_ns
         target = self._backend_node(kind, ns, ref.name)
         label = role if role else (f":{ref.port}" if ref.port is not None else "")
@@ -384,10 +380,13 @@ class _Builder:
         node.health, node.why = health(conds)
         for ref in policy.spec.target_refs:
             section = getattr(ref, "section_name", None)
-            if ref.group in ("", "core") and ref.kind == "Service":
-                if (ns, ref.name) not in self.snapshot.services and node_id("Service", ns, ref.name) not in self.nodes:
+            backend = backend_kind(ref.group, ref.kind)
+            if backend is not None:  # a Service (BackendTLSPolicy) or a Backend: its backend node
+                kind = backend[0]
+                exists = (ns, ref.name) in (self.snapshot.services if kind == "Service" else self.snapshot.backends)
+                if not exists and node_id(kind, ns, ref.name) not in self.nodes:
                     continue
-                target = self._backend_node("Service", ns, ref.name)
+                target = self._backend_node(kind, ns, ref.name)
             elif ref.kind in ("Gateway", "ListenerSet") and section:
                 target = f"{node_id(ref.kind, ns, ref.name)}/listener/{section}"
                 section = None

@@ -78,6 +78,16 @@ class Backend:
     backend: tuple[str, str] | None = None  # (namespace, name) of an Envoy Gateway Backend it may use
 
 
+
+def backend_kind(group: str, kind: str) -> tuple[str, str] | None:
+    """(kind, group) of what a backendRef of ``group``/``kind`` names, when gateweave can send
+    to it: a core Service or an Envoy Gateway Backend; None for any other kind."""
+    if group in ("", "core") and kind == "Service":
+        return "Service", ""
+    if group == m.ENVOY_GATEWAY_GROUP and kind == "Backend":
+        return "Backend", m.ENVOY_GATEWAY_GROUP
+    return None
+
 class BackendResolver:
     """Resolves backendRefs for one translation; clusters are built once per Service port."""
 
@@ -113,12 +123,10 @@ class BackendResolver:
         return hit
 
     def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool) -> Backend:
-        if ref.group in ("", "core") and ref.kind == "Service":
-            kind, group = "Service", ""
-        elif ref.group == m.ENVOY_GATEWAY_GROUP and ref.kind == "Backend":
-            kind, group = "Backend", m.ENVOY_GATEWAY_GROUP
-        else:
+        target = backend_kind(ref.group, ref.kind)
+        if target is None:
             return Backend(problem=c.route_invalid_kind(f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind"))
+        kind, group = target
         if ns != route_ns and not self._permitted(route_kind, route_ns, group, kind, ns, ref.name):
             return Backend(
                 problem=c.route_ref_not_permitted(f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant")
