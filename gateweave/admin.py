@@ -12,8 +12,9 @@
   (:mod:`gateweave.telemetry.traffic`); ``GET /api/traffic/stream``: the same object as
   server-sent events, one every :data:`STREAM_INTERVAL_S`;
 * ``GET /api/logs/{namespace}/{name}[?follow=1]``: the Gateway's access log as written
-  (JSON lines), and with ``follow`` what is appended, until the client goes away.
-* ``GET /``: the dashboard (gateweave/dashboard), with its data at ``GET /api/graph``.
+  (JSON lines), and with ``follow`` what is appended, until the client goes away;
+* ``GET /``: the dashboard (gateweave/dashboard), with its data at ``GET /api/graph`` and
+  ``GET /api/object?kind=&namespace=&name=`` (one object of ``/api/objects``).
 
 See docs/observability.md.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -110,14 +111,15 @@ class AdminServer:
 
     # ------------------------------------------------------------ handlers
 
-    def object_items(self) -> list[dict[str, Any]]:
-        """Every custom object with its current status: what ``/api/objects`` serves."""
+    def object_items(self, decoded: Iterable[Decoded] | None = None) -> list[dict[str, Any]]:
+        """Every custom object (of ``decoded``, default all) with its current status: what
+        ``/api/objects`` serves."""
         sink = self.runtime.status_sink
 
         def status_of(key: Key, _decoded: Decoded) -> Mapping[str, Any] | None:
             return sink.get(key)
 
-        return render_objects(self.runtime.store.decoded_objects(), status_of)
+        return render_objects(self.runtime.store.decoded_objects() if decoded is None else decoded, status_of)
 
     async def objects(self, request: web.Request) -> web.Response:
         return _json({"items": self.object_items()})

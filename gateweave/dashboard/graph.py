@@ -14,8 +14,9 @@ by translating again:
   listeners of its accepted parentRef that take its kind; a rejected parentRef is a
   ``rejected`` edge carrying the reason;
 * each node's health from its conditions (:func:`health`), the conditions themselves with
-  the parent or ancestor each is about, the object with its status, the configuration
-  errors about it, and the ``explain`` URL where ``gateweave explain`` knows the kind.
+  the parent or ancestor each is about, the configuration errors about it, and the
+  ``explain`` URL where ``gateweave explain`` knows the kind (the page fetches the object
+  itself, with its status, on a click: ``/api/object``).
 
 Positions come from :mod:`gateweave.dashboard.layout`; the same inputs give the same bytes.
 """
@@ -29,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from gateweave import ir
 from gateweave.api import models as m
 from gateweave.api.kinds import ROUTE_KINDS, Key
 from gateweave.dashboard import layout
@@ -72,7 +74,6 @@ class Node(msgspec.Struct, kw_only=True, omit_defaults=True):
     health: str = NONE
     why: str = ""  # the first condition that is not as it should be: "Type Reason: message (scope)"
     conditions: list[Condition] = []
-    object: dict[str, Any] | None = None  # as /api/objects serves it (custom kinds only)
     details: dict[str, Any] = {}
     errors: list[dict[str, Any]] = []  # /api/errors items about this object
     explain: str = ""  # the /api/explain URL, for kinds explain knows
@@ -176,7 +177,12 @@ class _Builder:
             if err.kind:
                 self.errors[node_id(err.kind, err.namespace, err.name)].append(err.to_dict())
         result = inputs.result
-        self.clusters = {c.name: c for gw in result.xds.values() for c in gw.clusters} if result else {}
+        clusters = {c.name: c for gw in result.xds.values() for c in gw.clusters} if result else {}
+        self.clusters: dict[tuple[str, str, str], list[ir.Cluster]] = defaultdict(list)  # by backend
+        for cname, cluster in sorted(clusters.items()):
+            backend = cluster_backend(cname)
+            if backend is not None:
+                self.clusters[backend].append(cluster)
         self.served: dict[tuple[str, RouteId], set[str]] = {}
 
     def run(self) -> None:
@@ -211,11 +217,10 @@ class _Builder:
             if getattr(getattr(obj, "spec", None), "target_refs", None) is not None:
                 self._policy(obj)
         self._drop_dangling_edges()
-        for grant_id in (n.id for n in self.nodes.values() if n.kind == "ReferenceGrant"):
-            binds = any(e.source == grant_id for e in self.edges.values())
-            self.nodes[grant_id].health = OK if binds else NONE
-            if not binds:
-                self.nodes[grant_id].why = "permits no reference that is made"
+        binding = {e.source for e in self.edges.values() if e.kind == "grant"}
+        for node in self.nodes.values():
+            if node.kind == "ReferenceGrant":
+                node.health, node.why = (OK, "") if node.id in binding else (NONE, "permits no reference that is made")
 
     # ------------------------------------------------------------ nodes
 
@@ -227,7 +232,7 @@ class _Builder:
         conds = _conditions(status.get("conditions", []))
         node = Node(id=nid, kind=obj.kind, name=meta.name, namespace=meta.namespace, label=meta.name,
                     sublabel=sublabel, column=COLUMN.get(obj.kind, BINDING_COLUMN) if column is None else column,
-                    conditions=conds, object=dict(raw) if raw is not None else None,
+                    conditions=conds,
                     errors=self.errors.get(nid, []),
                     explain=f"/api/explain/{obj.kind}/{meta.namespace}/{meta.name}" if obj.kind in EXPLAINABLE else "")
         node.health, node.why = health(conds)
@@ -263,7 +268,7 @@ class _Builder:
             self.nodes[nid] = Node(id=nid, kind=kind, name=name, namespace=ns, label=name, sublabel=f"{kind} · {ns}",
                                    column=BACKEND_COLUMN)
         node = self.nodes[nid]
-        clusters = [c for cname, c in sorted(self.clusters.items()) if cluster_backend(cname) == (kind, ns, name)]
+        clusters = self.clusters.get((kind, ns, name), [])
         node.details = {"clusters": [
             {"name": c.name, "protocol": c.protocol, "tls": c.tls is not None,
              "endpoints": [e.address if e.type == "Unix" else f"{e.address}:{e.port}" for e in c.endpoints]}
@@ -289,7 +294,7 @@ class _Builder:
         ns = route.metadata.namespace
         rid = self._object_node(route, sublabel=f"{kind} · {ns}")
         node = self.nodes[rid]
-        raw = node.object or {}
+        raw = self.inputs.objects.get(Key(kind, ns, route.metadata.name)) or {}
         judged: set[tuple[Any, ...]] = set()
         conds: list[Condition] = []
         for entry in (raw.get("status") or {}).get("parents", []):
@@ -372,7 +377,8 @@ class _Builder:
         pid = self._object_node(policy, column=BINDING_COLUMN, sublabel=f"{policy.kind} · {ns}")
         node = self.nodes[pid]
         conds: list[Condition] = []
-        for entry in ((node.object or {}).get("status") or {}).get("ancestors", []):
+        raw = self.inputs.objects.get(Key(policy.kind, ns, policy.metadata.name)) or {}
+        for entry in (raw.get("status") or {}).get("ancestors", []):
             if entry.get("controllerName") == self.ours:
                 scope = f"ancestor {_ref_label(entry.get('ancestorRef') or {}, ns)}"
                 conds.extend(_conditions(entry.get("conditions", []), scope=scope))

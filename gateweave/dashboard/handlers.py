@@ -1,4 +1,5 @@
-"""The dashboard's routes on the admin server: the page, its two assets, and ``/api/graph``.
+"""The dashboard's routes on the admin server: the page, its two assets, ``/api/graph`` and
+``/api/object`` (one object with its status, shown on a click).
 
 Everything the page needs is in the package (``static/``): no external asset, no CDN, so it
 works offline, and a Content-Security-Policy that lets it load and call nothing but the admin
@@ -9,14 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
+from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
 
 from gateweave.api.kinds import Key
 from gateweave.dashboard import graph
+from gateweave.ir import Result
 
 if TYPE_CHECKING:
     from gateweave.admin import AdminServer
@@ -41,19 +45,22 @@ def _asset(name: str) -> bytes:
 
 
 class Dashboard:
-    """``GET /`` (the page), ``GET /dashboard/<asset>``, ``GET /api/graph`` (see
+    """``GET /`` (the page), ``GET /dashboard/<asset>``, ``GET /api/object``, ``GET /api/graph`` (see
     :mod:`gateweave.dashboard.graph`; with an ETag, so that polling an unchanged system
-    costs a 304)."""
+    costs a 304, and built once for every page that polls it)."""
 
     def __init__(self, admin: AdminServer) -> None:
         self.admin = admin
         self.assets = {name: _asset(name) for name in _ASSETS}
+        self._lock = asyncio.Lock()
+        self._cached: _Built | None = None
 
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/", self.index),
             web.get("/dashboard/{asset}", self.asset),
             web.get("/api/graph", self.graph),
+            web.get("/api/object", self.object),
         ]
 
     async def index(self, request: web.Request) -> web.Response:
@@ -69,14 +76,57 @@ class Dashboard:
         return web.Response(body=self.assets[name], content_type=_ASSETS[name], charset="utf-8", headers=_HEADERS)
 
     async def graph(self, request: web.Request) -> web.Response:
-        runtime = self.admin.runtime
-        items = self.admin.object_items()
-        objects = {Key(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in items}
-        inputs = graph.Inputs(snapshot=runtime.store.snapshot(), objects=objects, result=runtime.last_result,
-                              errors=self.admin.errors.all(), options=runtime.options)
-        body = await asyncio.to_thread(lambda: msgspec.json.encode(graph.build(inputs)))
-        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        body, etag = await self._graph()
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if etag in request.headers.get("If-None-Match", ""):
             return web.Response(status=304, headers=headers)
         return web.Response(body=body, content_type="application/json", headers=headers)
+
+    async def object(self, request: web.Request) -> web.Response:
+        """One object as ``/api/objects`` serves it (the page shows it on a click): ``?kind=K&
+        namespace=NS&name=N`` (no namespace for a cluster-scoped kind)."""
+        q = request.query
+        stored = self.admin.runtime.store.get(Key(q.get("kind", ""), q.get("namespace", ""), q.get("name", "")))
+        items = self.admin.object_items([stored.decoded]) if stored is not None else []
+        if not items:
+            raise web.HTTPNotFound(text="no such object\n")
+        return web.Response(body=msgspec.json.encode(items[0]), content_type="application/json")
+
+    def _version(self) -> tuple[Any, ...]:
+        """What the graph is a function of, cheaply: the last translation (held, so compared by
+        identity), the store's change position, the status writes and the errors."""
+        runtime = self.admin.runtime
+        return (runtime.translations, runtime.store.changelog.position,
+                runtime.metrics.value("gateweave_status_writes_total"), tuple(self.admin.errors.all()))
+
+    async def _graph(self) -> tuple[bytes, str]:
+        """The encoded graph and its ETag: built again when what it is made of changed, but at
+        most once per three build times (a big system's graph takes seconds to build; every
+        open page polls), in a worker thread."""
+        async with self._lock:
+            cached = self._cached
+            runtime = self.admin.runtime
+            version = self._version()
+            fresh = cached is not None and cached.result is runtime.last_result and cached.version == version
+            if cached is not None and (fresh or time.monotonic() - cached.built < 3 * cached.cost):
+                return cached.body, cached.etag
+            items = self.admin.object_items()
+            objects = {Key(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in items}
+            result = runtime.last_result
+            inputs = graph.Inputs(snapshot=runtime.store.snapshot(), objects=objects, result=result,
+                                  errors=self.admin.errors.all(), options=runtime.options)
+            started = time.monotonic()
+            body = await asyncio.to_thread(lambda: msgspec.json.encode(graph.build(inputs)))
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            self._cached = _Built(body, etag, result, version, time.monotonic(), time.monotonic() - started)
+            return body, etag
+
+
+@dataclass(frozen=True)
+class _Built:
+    body: bytes
+    etag: str
+    result: Result | None  # the translation it was built from
+    version: tuple[Any, ...]
+    built: float  # monotonic time it was built at
+    cost: float  # seconds it took

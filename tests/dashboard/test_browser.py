@@ -119,7 +119,11 @@ def drive(url: str, port: int, gateways: set[str], routes: set[str]) -> None:
         explain = details.find_element(By.CSS_SELECTOR, "pre.explain")
         wait(driver, "explain's account", lambda d: "parentRef[0]" in explain.text)
         assert "rejected" in explain.text, explain.text
-        assert "Accepted" in details.text and "False" in details.text
+        assert "Accepted=False" in details.text
+        shown = wait(driver, "the object with its status", lambda d: d.execute_script(
+            "const pre = document.querySelector('#details details.object pre'); return pre && JSON.parse(pre.textContent);"))
+        assert shown["metadata"]["name"] == REJECTED.split("/")[2]
+        assert shown["status"]["parents"][0]["conditions"][0]["reason"] == "NotAllowedByListeners"
 
         # the configuration error, located
         wait(driver, "the configuration error with file:line",

@@ -22,6 +22,14 @@ from tests.support.data import QUICKSTART
 from tests.support.incremental_check import incremental_translator
 
 OURS = "gateweave.io/gateway-controller"
+SECRET = """
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: tls, namespace: default}
+type: kubernetes.io/tls
+stringData: {tls.crt: "-----BEGIN CERTIFICATE-----", tls.key: "-----BEGIN PRIVATE KEY-----"}
+"""
 
 
 def load(store: Store, text: str, source: str) -> None:
@@ -91,3 +99,19 @@ async def test_graph_answers_304_until_something_changes() -> None:
             ids = {n["id"] for n in (await resp.json())["nodes"]}
         assert "HTTPRoute/default/second" in ids
 
+
+
+async def test_one_object_with_its_status_and_never_a_secret() -> None:
+    store = Store()
+    load(store, QUICKSTART.read_text() + SECRET, str(QUICKSTART))
+    async with admin_on(store) as (_, session):
+        async with session.get("/api/object", params={"kind": "HTTPRoute", "namespace": "default", "name": "demo"}) as resp:
+            route = await resp.json()
+        assert route["metadata"]["name"] == "demo" and route["status"]["parents"][0]["controllerName"] == OURS
+        async with session.get("/api/object", params={"kind": "GatewayClass", "name": "gateweave"}) as resp:
+            assert (await resp.json())["status"]["conditions"][0]["status"] == "True"
+        for params in ({"kind": "Secret", "namespace": "default", "name": "tls"},
+                       {"kind": "HTTPRoute", "namespace": "default", "name": "absent"}, {}):
+            async with session.get("/api/object", params=params) as resp:
+                assert resp.status == 404, params
+                assert "PRIVATE KEY" not in await resp.text()

@@ -188,11 +188,22 @@ function showDetails(id) {
     panel.appendChild(el("h2", {}, "Explain"));
     loadExplain(n, panel.appendChild(el("pre", { class: "explain" }, "…")));
   }
-  if (n.object) {
-    const box = panel.appendChild(el("details"));
+  if (n.kind !== "Listener") {
+    const box = el("details", { class: "object" });
     box.appendChild(el("summary", {}, "Object (with status)"));
-    box.appendChild(el("pre", {}, JSON.stringify(n.object, null, 2)));
+    loadObject(n, panel, box);
   }
+}
+
+async function loadObject(n, panel, box) {
+  const q = new URLSearchParams({ kind: n.kind, namespace: n.namespace, name: n.name });
+  try {
+    const resp = await fetch("api/object?" + q);
+    if (!resp.ok || state.selected !== n.id) return;  // not an object of ours (a missing Service), or another click
+    box.appendChild(el("pre", {}, JSON.stringify(await resp.json(), null, 2)));
+    const shown = panel.querySelector("details.object");
+    if (shown) shown.replaceWith(box); else panel.appendChild(box);
+  } catch (err) { /* the graph poll reports an unreachable server */ }
 }
 
 function detailsTraffic() {
