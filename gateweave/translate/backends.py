@@ -78,7 +78,6 @@ class Backend:
     backend: tuple[str, str] | None = None  # (namespace, name) of an Envoy Gateway Backend it may use
 
 
-
 def backend_kind(group: str, kind: str) -> tuple[str, str] | None:
     """(kind, group) of what a backendRef of ``group``/``kind`` names, when gateweave can send
     to it: a core Service or an Envoy Gateway Backend; None for any other kind."""
@@ -87,6 +86,7 @@ def backend_kind(group: str, kind: str) -> tuple[str, str] | None:
     if group == m.ENVOY_GATEWAY_GROUP and kind == "Backend":
         return "Backend", m.ENVOY_GATEWAY_GROUP
     return None
+
 
 class BackendResolver:
     """Resolves backendRefs for one translation; clusters are built once per Service port."""

@@ -100,7 +100,6 @@ async def test_graph_answers_304_until_something_changes() -> None:
         assert "HTTPRoute/default/second" in ids
 
 
-
 async def test_one_object_with_its_status_and_never_a_secret() -> None:
     store = Store()
     load(store, QUICKSTART.read_text() + SECRET, str(QUICKSTART))
