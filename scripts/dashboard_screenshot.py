@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
@@ -117,11 +118,13 @@ class Client:
 def shoot(url: str, out: Path) -> None:
     with headless_chromium(1800, 1000) as driver:
         driver.get(url + "/")
-        wait = WebDriverWait(driver, 30, poll_frequency=0.1)
+        # the page redraws when the system changes: find elements afresh on every try
+        wait = WebDriverWait(driver, 30, poll_frequency=0.1,
+                             ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#graph g.node[data-id="{REJECTED}"]'))
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#graph g.node[data-requests]'))
         driver.find_element(By.ID, "fit").click()  # the whole graph in the window
-        driver.find_element(By.CSS_SELECTOR, f'#graph g.node[data-id="{REJECTED}"]').click()
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'#graph g.node[data-id="{REJECTED}"]').click() or True)
         wait.until(lambda d: "parentRef[0]" in d.find_element(By.CSS_SELECTOR, "#details pre.explain").text)
         time.sleep(3)  # a few seconds of traffic in the rates
         out.parent.mkdir(parents=True, exist_ok=True)

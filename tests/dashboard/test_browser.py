@@ -18,9 +18,10 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
@@ -63,24 +64,45 @@ def ids_of(objects: list[dict[str, Any]], kinds: tuple[str, ...]) -> set[str]:
     return {f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in objects if o["kind"] in kinds}
 
 
-def wait(driver: WebDriver, what: str, probe: Callable[[WebDriver], T]) -> T:
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(probe, f"the page did not show {what}")
+def wait(driver: WebDriver, what: str, probe: Callable[[WebDriver], T | Literal[False]]) -> T:
+    """``probe`` until it gives something true; the page redraws the graph and the details
+    whenever the system changes (an Envoy becoming ready, a status written), so an element
+    found by one probe may be gone by the next: probes find what they read each time."""
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(
+        NoSuchElementException, StaleElementReferenceException)).until(probe, f"the page did not show {what}")
 
 
 def node(driver: WebDriver, nid: str) -> Any:
     return driver.find_element(By.CSS_SELECTOR, f'#graph g.node[data-id="{nid}"]')
 
 
-def requests_shown(driver: WebDriver) -> int:
-    """The counted route's request count as its node shows it (-1: none yet)."""
+def text_of(driver: WebDriver, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def containing(css: str, needle: str) -> Callable[[WebDriver], str | Literal[False]]:
+    """A probe: the text of the element at ``css`` once it contains ``needle``."""
+    return lambda d: text if needle in (text := text_of(d, css)) else False
+
+
+def at_least(n: int) -> Callable[[WebDriver], tuple[int, str] | Literal[False]]:
+    """A probe: :func:`requests_shown` once the node shows ``n`` requests or more."""
+    return lambda d: shown if (shown := requests_shown(d))[0] >= n else False
+
+
+def requests_shown(driver: WebDriver) -> tuple[int, str]:
+    """The counted route's request count as its node holds it (-1: none yet), and as the
+    traffic table shows it ("": no row yet), read at one moment."""
     value = driver.execute_script(
         f"const g = document.querySelector('#graph g.node[data-id=\"{COUNTED}\"]');"
-        "return g && g.dataset.requests !== undefined ? [g.dataset.requests, g.querySelector('text.line3').textContent] : null;")
+        f"const row = document.querySelector('#traffic-table tr[data-route=\"{COUNTED}\"]');"
+        "return g && g.dataset.requests !== undefined ? [g.dataset.requests, g.querySelector('text.line3').textContent,"
+        " row ? row.children[1].textContent : ''] : null;")
     if not value:
-        return -1
-    count, text = value
+        return -1, ""
+    count, text, row = value
     assert text.startswith(f"{count} req"), text  # the number drawn is the number held
-    return int(count)
+    return int(count), row
 
 
 def send(port: int, n: int) -> None:
@@ -98,28 +120,29 @@ def drive(url: str, port: int, gateways: set[str], routes: set[str]) -> None:
             return (gateways | routes) <= shown
 
         wait(driver, "every Gateway and route", all_nodes)
+        titles = driver.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('#graph g.node')]"
+            ".map(g => [g.dataset.id, g.querySelector('title').textContent]))")
         for nid in sorted(gateways | routes):
-            title = node(driver, nid).find_element(By.TAG_NAME, "title").get_attribute("textContent") or ""
             kind, ns, name = nid.split("/")
-            assert title.startswith(f"{kind} {ns}/{name}"), (nid, title)
+            assert titles[nid].startswith(f"{kind} {ns}/{name}"), (nid, titles[nid])
 
         # the rejected route: failure colour (the legend's), the reason on the node and in its details
-        rejected = node(driver, REJECTED)
-        assert rejected.get_attribute("data-health") == "fail"
-        fill, legend_fail, legend_ok = driver.execute_script(
+        health, fill, legend_fail, legend_ok, line3 = driver.execute_script(
+            f"const g = document.querySelector('#graph g.node[data-id=\"{REJECTED}\"]');"
             "const css = (e, p) => getComputedStyle(e)[p];"
-            "return [css(arguments[0].querySelector('rect'), 'fill'),"
+            "return [g.dataset.health, css(g.querySelector('rect'), 'fill'),"
             " css(document.querySelector('.legend .swatch.fail'), 'backgroundColor'),"
-            " css(document.querySelector('.legend .swatch.ok'), 'backgroundColor')];", rejected)
+            " css(document.querySelector('.legend .swatch.ok'), 'backgroundColor'),"
+            " g.querySelector('text.line3').textContent];")
+        assert health == "fail"
         assert fill == legend_fail != legend_ok, (fill, legend_fail, legend_ok)
-        assert "NotAllowedByListeners" in rejected.find_element(By.CSS_SELECTOR, "text.line3").text
-        rejected.click()
-        details = driver.find_element(By.ID, "details")
-        wait(driver, "the rejected route's conditions", lambda d: "NotAllowedByListeners" in details.text)
-        explain = details.find_element(By.CSS_SELECTOR, "pre.explain")
-        wait(driver, "explain's account", lambda d: "parentRef[0]" in explain.text)
-        assert "rejected" in explain.text, explain.text
-        assert "Accepted=False" in details.text
+        assert "NotAllowedByListeners" in line3, line3
+        wait(driver, "a click on the rejected route", lambda d: node(d, REJECTED).click() or True)
+        details = wait(driver, "the rejected route's conditions", containing("#details", "NotAllowedByListeners"))
+        assert "Accepted=False" in details, details
+        explain = wait(driver, "explain's account", containing("#details pre.explain", "parentRef[0]"))
+        assert "rejected" in explain, explain
         shown = wait(driver, "the object with its status", lambda d: d.execute_script(
             "const pre = document.querySelector('#details details.object pre'); return pre && JSON.parse(pre.textContent);"))
         assert shown["metadata"]["name"] == REJECTED.split("/")[2]
@@ -127,18 +150,15 @@ def drive(url: str, port: int, gateways: set[str], routes: set[str]) -> None:
 
         # the configuration error, located
         wait(driver, "the configuration error with file:line",
-             lambda d: re.search(r"broken\.yaml:\d+", d.find_element(By.ID, "error-list").text))
+             lambda d: re.search(r"broken\.yaml:\d+", text_of(d, "#error-list")))
 
-        # traffic: the count rises while requests flow through Envoy
+        # traffic: the count rises while requests flow through Envoy, on the node and in the table
         send(port, 5)
-        wait(driver, "the route's first requests", lambda d: requests_shown(d) >= 5)
-        first = requests_shown(driver)
+        first, _ = wait(driver, "the route's first requests", at_least(5))
         send(port, 5)
-        wait(driver, "more requests", lambda d: requests_shown(d) >= first + 5)
-        later = requests_shown(driver)
+        later, row = wait(driver, "more requests", at_least(first + 5))
         assert later > first
-        row = driver.find_element(By.CSS_SELECTOR, f'#traffic-table tr[data-route="{COUNTED}"]')
-        assert row.find_elements(By.TAG_NAME, "td")[1].text == str(later)
+        assert row == str(later), (row, later)
 
 
 async def answered(port: int) -> None:
