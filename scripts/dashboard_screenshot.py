@@ -26,13 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
+from gateweave import DEFAULT_CONTROLLER_NAME  # noqa: E402
 from gateweave.admin import AdminServer  # noqa: E402
 from gateweave.infra.host import free_port  # noqa: E402
 from gateweave.runtime import Runtime  # noqa: E402
+from gateweave.sinks.localstatus import LocalStatusSink  # noqa: E402
 from gateweave.store import Store  # noqa: E402
+from gateweave.translate import translate  # noqa: E402
 from gateweave_bench import harness as h  # noqa: E402
 from tests.support import traffic_stub  # noqa: E402
 from tests.support.browser import headless_chromium  # noqa: E402
@@ -87,7 +91,8 @@ spec:
 
 
 def has_traffic_endpoint() -> bool:
-    admin = AdminServer(Runtime(Store()), address="127.0.0.1:0")
+    runtime = Runtime(Store(), translate_fn=translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
+    admin = AdminServer(runtime, address="127.0.0.1:0")
     return any(getattr(r.resource, "canonical", "") == "/api/traffic" for r in admin.app.router.routes())
 
 
@@ -115,6 +120,11 @@ class Client:
             time.sleep(0.05)
 
 
+def click_rejected(driver: WebDriver) -> bool:
+    driver.find_element(By.CSS_SELECTOR, f'#graph g.node[data-id="{REJECTED}"]').click()
+    return True
+
+
 def shoot(url: str, out: Path) -> None:
     with headless_chromium(1800, 1000) as driver:
         driver.get(url + "/")
@@ -124,7 +134,7 @@ def shoot(url: str, out: Path) -> None:
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#graph g.node[data-id="{REJECTED}"]'))
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, '#graph g.node[data-requests]'))
         driver.find_element(By.ID, "fit").click()  # the whole graph in the window
-        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'#graph g.node[data-id="{REJECTED}"]').click() or True)
+        wait.until(click_rejected)
         wait.until(lambda d: "parentRef[0]" in d.find_element(By.CSS_SELECTOR, "#details pre.explain").text)
         time.sleep(3)  # a few seconds of traffic in the rates
         out.parent.mkdir(parents=True, exist_ok=True)
