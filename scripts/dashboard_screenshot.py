@@ -30,13 +30,8 @@ from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
-from gateweave import DEFAULT_CONTROLLER_NAME  # noqa: E402
 from gateweave.admin import AdminServer  # noqa: E402
 from gateweave.infra.host import free_port  # noqa: E402
-from gateweave.runtime import Runtime  # noqa: E402
-from gateweave.sinks.localstatus import LocalStatusSink  # noqa: E402
-from gateweave.store import Store  # noqa: E402
-from gateweave.translate import translate  # noqa: E402
 from gateweave_bench import harness as h  # noqa: E402
 from tests.support import traffic_stub  # noqa: E402
 from tests.support.browser import headless_chromium  # noqa: E402
@@ -90,12 +85,6 @@ spec:
 """
 
 
-def has_traffic_endpoint() -> bool:
-    runtime = Runtime(Store(), translate_fn=translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
-    admin = AdminServer(runtime, address="127.0.0.1:0")
-    return any(getattr(r.resource, "canonical", "") == "/api/traffic" for r in admin.app.router.routes())
-
-
 class Client:
     """Requests through Envoy to every route of TRAFFIC, counted (errors: 5xx or no answer)."""
 
@@ -145,7 +134,7 @@ async def main(out: Path) -> None:
     backends = {name: h.NameServer(name) for name in ("web", "api-v1", "api-v2", "payments")}
     ports = {"shop": free_port(SHOP), "api": free_port(API)}
     client = Client(ports)
-    if not has_traffic_endpoint():
+    if not traffic_stub.admin_serves_traffic():
         print("this admin server has no /api/traffic yet: the traffic shown is counted by this script's client")
         gateways = {"default/shop": [r for r, (a, _) in TRAFFIC.items() if a == SHOP],
                     "default/api": [r for r, (a, _) in TRAFFIC.items() if a == API]}

@@ -4,7 +4,8 @@
 quarter second) in the agreed shape - ``{"routes": {"<Kind>/<ns>/<name>": {"requests",
 "errors", "rate", "error_rate"}}, "gateways": {"<ns>/<name>": {...}}, "window_s": W}`` -
 with the counts a caller supplies (the tests count real requests where they arrive, at
-their backends, behind a real Envoy).
+their backends, behind a real Envoy). Used only where :func:`admin_serves_traffic` says the
+admin server does not serve them itself.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.admin import AdminServer
+from gateweave.runtime import Runtime
+from gateweave.sinks.localstatus import LocalStatusSink
+from gateweave.store import Store
+from gateweave.translate import translate
 
 WINDOW_S = 10.0
 # route id -> (requests, errors); gateway "ns/name" -> the route ids it serves
@@ -51,6 +57,16 @@ class _Rates:
             before = (sum(first.get(r, (0, 0))[0] for r in rids), sum(first.get(r, (0, 0))[1] for r in rids))
             gateways[gw] = entry(req, err, before)
         return {"routes": routes, "gateways": gateways, "window_s": WINDOW_S}
+
+
+def admin_serves_traffic() -> bool:
+    """Whether the admin server serves ``/api/traffic`` itself (then no stand-in is needed)."""
+    runtime = Runtime(Store(), translate_fn=translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
+    try:
+        admin = AdminServer(runtime, address="127.0.0.1:0")
+        return any(getattr(r.resource, "canonical", "") == "/api/traffic" for r in admin.app.router.routes())
+    finally:
+        runtime.close()
 
 
 def start_with_traffic(
