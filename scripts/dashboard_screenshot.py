@@ -6,10 +6,8 @@ Runs ``gateweave serve`` in this process with real Envoys on a small system (two
 routes of which one is rejected and one refers to a missing Service, a ReferenceGrant, a file
 with a mistake), sends requests through Envoy for a few seconds, opens the dashboard in
 headless Chromium (Debian's ``chromium`` and ``chromium-driver``), selects the rejected route
-and saves the window. Needs the loopback interface only (addresses 127.40.8.x).
-
-Where the admin server does not serve ``/api/traffic`` yet, the traffic shown is counted by
-this script's own client (tests/support/traffic_stub.py serves it in the agreed shape).
+and saves the window. Needs the loopback interface only (addresses 127.40.8.x). The
+traffic it shows is what the admin server's ``/api/traffic`` reads from the Envoys' stats.
 """
 
 from __future__ import annotations
@@ -30,10 +28,8 @@ from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
-from gateweave.admin import AdminServer  # noqa: E402
 from gateweave.infra.host import free_port  # noqa: E402
 from gateweave_bench import harness as h  # noqa: E402
-from tests.support import traffic_stub  # noqa: E402
 from tests.support.browser import headless_chromium  # noqa: E402
 
 SHOP, API = "127.40.8.1", "127.40.8.2"
@@ -86,11 +82,10 @@ spec:
 
 
 class Client:
-    """Requests through Envoy to every route of TRAFFIC, counted (errors: 5xx or no answer)."""
+    """Requests through Envoy to every route of TRAFFIC, some more than others."""
 
     def __init__(self, ports: dict[str, int]) -> None:
         self.ports = ports
-        self.counts = {rid: (0, 0) for rid in TRAFFIC}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -102,10 +97,7 @@ class Client:
                     if self.stop.is_set():
                         return
                     port = self.ports["shop" if address == SHOP else "api"]
-                    reply = h.fetch_sync(address, port, "/", host)
-                    failed = reply is None or reply.status >= 500
-                    requests, errors = self.counts[rid]
-                    self.counts[rid] = (requests + 1, errors + failed)
+                    h.fetch_sync(address, port, "/", host)
             time.sleep(0.05)
 
 
@@ -134,11 +126,6 @@ async def main(out: Path) -> None:
     backends = {name: h.NameServer(name) for name in ("web", "api-v1", "api-v2", "payments")}
     ports = {"shop": free_port(SHOP), "api": free_port(API)}
     client = Client(ports)
-    if not traffic_stub.admin_serves_traffic():
-        print("this admin server has no /api/traffic yet: the traffic shown is counted by this script's client")
-        gateways = {"default/shop": [r for r, (a, _) in TRAFFIC.items() if a == SHOP],
-                    "default/api": [r for r, (a, _) in TRAFFIC.items() if a == API]}
-        AdminServer.start = traffic_stub.start_with_traffic(lambda: dict(client.counts), gateways)  # type: ignore[method-assign,assignment]
     with tempfile.TemporaryDirectory(prefix="gateweave-screenshot-") as config:
         h.write_manifests(Path(config) / "shop.yaml", manifests(ports, backends))
         (Path(config) / "search.yaml").write_text(BROKEN)

@@ -1,7 +1,7 @@
 """Parts for driving ``gateweave serve`` with real Envoys: backends, a client, manifests, a runner.
 
 * :class:`NameServer`: an HTTP/1.1 backend on loopback answering every request 200 with
-  its own name (body and ``x-backend`` header), counting them; :class:`EchoServer`: a TCP echo.
+  its own name (body and ``x-backend`` header); :class:`EchoServer`: a TCP echo.
 * :func:`fetch_sync` / :func:`fetch`: one request on a fresh connection (optionally TLS
   with SNI), the reply parsed.
 * Manifest builders (plain dicts) and :func:`write_manifests`, an atomic file write.
@@ -51,8 +51,6 @@ class _NameHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
-        with self.server.lock:
-            self.server.answered += 1
         body = self.server.name.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -71,8 +69,6 @@ class _NameHandler(BaseHTTPRequestHandler):
 class _NameHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     name = ""
-    answered = 0  # requests answered (under lock)
-    lock = threading.Lock()
 
 
 class _UnixNameHandler(_NameHandler):
@@ -82,8 +78,6 @@ class _UnixNameHandler(_NameHandler):
 class _UnixNameHTTPServer(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
     name = ""
-    answered = 0
-    lock = threading.Lock()
 
 
 class NameServer:
@@ -100,14 +94,8 @@ class NameServer:
             self._server = _NameHTTPServer((host, port), _NameHandler)
             self.host, self.port = host, int(self._server.server_address[1])
         self._server.name = name
-        self._server.lock = threading.Lock()
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
-
-    @property
-    def answered(self) -> int:
-        """How many requests it has answered."""
-        return self._server.answered
 
     def close(self) -> None:
         self._server.shutdown()

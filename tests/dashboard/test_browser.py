@@ -5,10 +5,8 @@ file with a mistake.
 It finds every Gateway and route of the sets, shows the rejected route in the failure colour
 of its legend with the reason (on the node, and on a click: conditions and explain's
 account), the configuration error with its file:line, and the route's request count rising
-while requests flow through Envoy.
-
-Until the telemetry work serves ``/api/traffic`` on main, tests/support/traffic_stub.py
-serves it in the agreed shape, from the requests the test's backend answered.
+while requests flow through Envoy (the admin server's ``/api/traffic``, from the Envoys'
+stats).
 """
 
 from __future__ import annotations
@@ -26,11 +24,9 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
 
-from gateweave.admin import AdminServer
 from gateweave.api.kinds import ROUTE_KINDS
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
-from tests.support import traffic_stub
 from tests.support.browser import headless_chromium
 from tests.support.conformance_objects import case_raws
 
@@ -171,11 +167,8 @@ async def answered(port: int) -> None:
     raise AssertionError("the counted route never answered through Envoy")
 
 
-async def test_dashboard_in_chromium(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_dashboard_in_chromium(tmp_path: Path) -> None:
     backend = h.NameServer("counted")
-    if not traffic_stub.admin_serves_traffic():  # until the telemetry work lands it
-        monkeypatch.setattr(AdminServer, "start", traffic_stub.start_with_traffic(
-            lambda: {COUNTED: (backend.answered, 0)}, {"default/counted": [COUNTED]}))
     port = free_port(ADDRESS)
     objects = conformance_objects()
     h.write_manifests(tmp_path / "conformance.yaml", objects)
