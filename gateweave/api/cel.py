@@ -306,6 +306,42 @@ def compile_re2(pattern: str) -> Any:
         raise ValueError(f"invalid RE2 regex {quote(pattern)}: {clip(str(exc))}") from None
 
 
+_UNANCHORED = re2._Anchor.UNANCHORED
+_NO_MATCH = re2._NULL_SPAN
+_SEARCH_OPTIONS = re2.Options()
+_SEARCH_OPTIONS.log_errors = False
+_SEARCH_OPTIONS.never_capture = True  # only "is there a match": RE2 then runs its DFA alone
+
+
+@functools.lru_cache(maxsize=RE_CACHE_SIZE)
+def search_program(pattern: str) -> Any:
+    """``pattern`` compiled for :func:`found` (cached as compile_re2 is; the same ValueError)."""
+    compile_re2(pattern)
+    return re2.compile(pattern, options=_SEARCH_OPTIONS)._regexp
+
+
+def found(program: Any, text: str) -> bool:
+    """Whether the :func:`search_program` ``program`` matches somewhere in ``text``; raises
+    UnicodeEncodeError for a string with lone surrogates (not UTF-8)."""
+    data = text.encode("utf-8")
+    return bool(program.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
+
+
+def re2_search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``, as ``compile_re2(pattern).search(text)
+    is not None`` says; raises ValueError for an invalid pattern.
+
+    Asks RE2 directly, on the UTF-8 bytes that ``search`` itself hands it, with a program
+    compiled without capture groups: the ``re2`` module's ``search`` also finds every
+    group's span and maps each back to character offsets, most of its cost, for a match
+    object this answer does not need."""
+    program = search_program(pattern)
+    try:
+        return found(program, text)
+    except UnicodeEncodeError:  # lone surrogates: the module's own path
+        return compile_re2(pattern).search(text) is not None
+
+
 # ---------------------------------------------------------------- library functions
 
 
@@ -319,7 +355,7 @@ def _matches(s: Any, pattern: Any) -> bool:
     _str(s, "matches", pattern)
     _str(pattern, "matches", s)
     try:
-        return compile_re2(pattern).search(s) is not None
+        return re2_search(pattern, s)
     except ValueError as exc:
         raise CelError(str(exc)) from None
 
@@ -699,7 +735,7 @@ def validate_format(name: str, value: str) -> list[str] | None:
     errors: list[str] = []
     if len(value) > max_len:
         errors.append(f"must be no more than {max_len} characters")
-    if compile_re2("^(?:" + rx + ")$").search(value) is None:
+    if not re2_search("^(?:" + rx + ")$", value):
         errors.append(msg)
     return errors or None
 
@@ -1240,6 +1276,18 @@ _PARSER: celpy.Environment | None = None
 _PROGRAMS: dict[str, Program] = {}
 
 
+def parse(source: str) -> lark.Tree:
+    """celpy's parse tree of one CEL expression; CelCompileError when it does not parse."""
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = celpy.Environment()
+    try:
+        tree: lark.Tree = _PARSER.compile(source)
+    except Exception as exc:
+        raise CelCompileError(f"syntax error: {exc}") from None
+    return tree
+
+
 def compile_rule(source: str) -> Program:
     """Parse (with celpy) and compile one CEL expression, cached by its text.
 
@@ -1248,13 +1296,7 @@ def compile_rule(source: str) -> Program:
     prog = _PROGRAMS.get(source)
     if prog is not None:
         return prog
-    global _PARSER
-    if _PARSER is None:
-        _PARSER = celpy.Environment()
-    try:
-        tree = _PARSER.compile(source)
-    except Exception as exc:
-        raise CelCompileError(f"syntax error: {exc}") from None
+    tree = parse(source)
     compiler = _Compiler()
     fn = compiler.c(tree)
     prog = Program(source, fn, "oldSelf" in compiler.idents)

@@ -18,7 +18,6 @@ How much is checked depends on where the manifest comes from (:class:`Decoding`)
 
 from __future__ import annotations
 
-import copy
 import re
 from enum import StrEnum
 from typing import Any
@@ -53,13 +52,21 @@ class ObjectError(msgspec.Struct, frozen=True, kw_only=True):
         return f"{where}{self.kind} {who}: {self.message}"
 
 
+_KIND_INFO: dict[tuple[str, str], KindInfo] = {}  # (apiVersion, kind) -> what lookup() found
+
+
 def kind_info(raw: Any) -> KindInfo | None:
     if not isinstance(raw, dict):
         return None
     api_version, kind = raw.get("apiVersion"), raw.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
-    return lookup(api_version, kind)
+    info = _KIND_INFO.get((api_version, kind))
+    if info is None:
+        info = lookup(api_version, kind)
+        if info is not None:  # (only pairs gateweave reads: a bounded memo)
+            _KIND_INFO[(api_version, kind)] = info
+    return info
 
 
 class Decoded(msgspec.Struct, frozen=True):
@@ -95,7 +102,8 @@ def _refused_kind(raw: dict[str, Any], source: str, default_namespace: str) -> l
 
 
 def decode(
-    raw: Any, source: str = "", default_namespace: str = "default", *, mode: Decoding = Decoding.VALIDATE
+    raw: Any, source: str = "", default_namespace: str = "default", *, mode: Decoding = Decoding.VALIDATE,
+    owned: bool = False,
 ) -> tuple[Decoded | None, list[ObjectError]]:
     """Decode one manifest.
 
@@ -103,6 +111,10 @@ def decode(
     ``(None, errors)`` when the API server would reject the object, and
     ``(Decoded, [])`` otherwise. CRD defaults are applied, the namespace defaulted for
     namespaced kinds and ``metadata.generation`` defaulted to 1.
+
+    ``owned``: the caller hands ``raw`` over (freshly parsed, not used again), so the
+    accepted object is ``raw`` itself, defaulted in place, instead of a copy; a rejected
+    ``raw`` may have been defaulted in part.
     """
     info = kind_info(raw)
     if info is None:
@@ -115,12 +127,12 @@ def decode(
         return ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=message, field=field)
 
     if mode is Decoding.STORED:
-        defaulted = schema.default(raw, info)
+        defaulted = schema.default(raw, info, owned=owned)
     else:
-        defaulted, errors = schema.validate(raw, info, strict=mode is Decoding.STRICT)
+        defaulted, errors = schema.validate(raw, info, strict=mode is Decoding.STRICT, owned=owned)
         if errors:
             return None, [rejected(str(e), getattr(e, "path", "")) for e in errors]
-    obj = copy.deepcopy(defaulted) if defaulted is raw else defaulted
+    obj = schema.copy_json(defaulted) if defaulted is raw and not owned else defaulted
     meta = obj.setdefault("metadata", {})
     if info.namespaced:
         meta["namespace"] = ns
@@ -128,11 +140,12 @@ def decode(
         meta.pop("namespace", None)
     meta.setdefault("generation", 1)
     if "status" in raw and "status" not in obj:
-        obj["status"] = copy.deepcopy(raw["status"])
+        obj["status"] = raw["status"] if owned else schema.copy_json(raw["status"])
     # The status is not part of the model, except for kinds whose model declares it (Service:
     # its status is the cluster's, e.g. load-balancer addresses, never gateweave's own writes).
-    keep_status = "status" in info.model.__struct_fields__
-    spec_view = {k: v for k, v in obj.items() if k != "status" or keep_status}
+    spec_view = dict(obj)
+    if "status" not in info.model.__struct_fields__:
+        spec_view.pop("status", None)
     spec_view["apiVersion"] = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
     try:
         model = msgspec.convert(spec_view, info.model, strict=False)
@@ -141,10 +154,13 @@ def decode(
     return Decoded(obj, model), []
 
 
-def decode_sourced(item: Sourced, *, mode: Decoding = Decoding.STRICT) -> tuple[Decoded | None, list[ObjectError]]:
+def decode_sourced(
+    item: Sourced, *, mode: Decoding = Decoding.STRICT, owned: bool = True
+) -> tuple[Decoded | None, list[ObjectError]]:
     """:func:`decode` one loaded manifest, each error located at the line of its field
-    (the text is read again only when there is an error)."""
-    decoded, errors = decode(item.raw, item.source, mode=mode)
+    (the text is read again only when there is an error). A loaded manifest is decoded
+    once: its ``raw`` is handed over (``owned``) unless told otherwise."""
+    decoded, errors = decode(item.raw, item.source, mode=mode, owned=owned)
     if errors:
         errors = [msgspec.structs.replace(e, source=item.source_of(e.field)) for e in errors]
     return decoded, errors

@@ -24,7 +24,7 @@ import math
 from importlib import resources
 from typing import Any
 
-from gateweave.api import cel
+from gateweave.api import cel, schemacode
 from gateweave.api.kinds import KindInfo
 from gateweave.api.limits import MAX_MESSAGE_CHARS, clip, quote
 
@@ -129,11 +129,12 @@ def _invalid(path: str, value: Any, detail: str) -> FieldError:
 # ---------------------------------------------------------------- defaulting and pruning
 
 
-def _copy(value: Any) -> Any:
+def copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like data (dicts and lists copied, every other value shared)."""
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: copy_json(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy(v) for v in value]
+        return [copy_json(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
@@ -149,7 +150,7 @@ def _prepare(value: Any, schema: Schema | None, unknown: list[FieldError] | None
     """A copy of value with nulls dropped, defaults applied and unknown fields pruned;
     with ``unknown``, each pruned field is also reported there (``path``: where value is)."""
     if schema is None:
-        return _copy(value)
+        return copy_json(value)
     if isinstance(value, dict):
         props: dict[str, Schema] | None = schema.get("properties")
         extra = schema.get("additionalProperties")
@@ -164,7 +165,7 @@ def _prepare(value: Any, schema: Schema | None, unknown: list[FieldError] | None
                 sub = extra
             if sub is None:
                 if keep_unknown or extra is True:
-                    out[key] = _copy(item)
+                    out[key] = copy_json(item)
                 elif unknown is not None:
                     unknown.append(_unknown_field(at, key, props))
                 continue  # pruned
@@ -220,8 +221,27 @@ def _is_cidr(text: str) -> bool:
     return "/" in text
 
 
+_MATCHED: dict[str, set[str]] = {}  # per pattern, short strings known to match it (bounded)
+_MATCHED_MAX = 65_536
+
+
 def _matches(pattern: str, text: str) -> bool:
-    return cel.compile_re2(pattern).search(text) is not None
+    """Whether the RE2 ``pattern`` matches in ``text``; names, namespaces and hostnames
+    repeat across objects, so the strings found to match are remembered."""
+    passed = _MATCHED.get(pattern)
+    if passed is not None and text in passed:
+        return True
+    if not cel.re2_search(pattern, text):
+        return False
+    if len(text) <= 256:
+        if passed is None:
+            if len(_MATCHED) >= 1024:
+                _MATCHED.clear()
+            passed = _MATCHED.setdefault(pattern, set())
+        elif len(passed) >= _MATCHED_MAX:
+            passed.clear()
+        passed.add(text)
+    return True
 
 
 _FORMATS: dict[str, Any] = {
@@ -521,7 +541,7 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
         if len(name) > 63 or not _matches(_DNS1035_LABEL_RE, name):
             detail = "must be no more than 63 characters" if len(name) > 63 else DNS1035_LABEL_MSG
             errors.append(_invalid("metadata.name", name, detail))
-    elif len(name) > 253 or not _matches(_DNS1123_SUBDOMAIN_RE, name):
+    elif len(name) > 253 or not is_dns1123_subdomain(name):
         detail = "must be no more than 253 characters" if len(name) > 253 else DNS1123_SUBDOMAIN_MSG
         errors.append(_invalid("metadata.name", name, detail))
     ns = meta.get("namespace")
@@ -536,6 +556,19 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
             continue
         if not isinstance(m, dict) or not all(isinstance(v, str) for v in m.values()):
             errors.append(_invalid(f"metadata.{field}", _json_type(m), f"metadata.{field} must be a map of string to string"))
+
+
+_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    """Whether ``value`` matches ``_DNS1123_SUBDOMAIN_RE`` (dot-separated labels of
+    ``[a-z0-9-]`` that start and end with an alphanumeric character), without a regex
+    engine: every object's name is checked, and names seldom repeat."""
+    for label in value.split("."):
+        if not label or label[0] == "-" or label[-1] == "-" or not _LABEL_CHARS.issuperset(label):
+            return False
+    return True
 
 
 def _dns_label(path: str, value: str, errors: list[FieldError]) -> None:
@@ -588,25 +621,33 @@ def validate_value(value: Any, schema: Schema, path: str = "") -> tuple[Any, lis
     return out, validator.errors
 
 
-def validate(raw: dict[str, Any], info: KindInfo, *, strict: bool = False) -> tuple[dict[str, Any], list[FieldError]]:
+def validate(
+    raw: dict[str, Any], info: KindInfo, *, strict: bool = False, owned: bool = False
+) -> tuple[dict[str, Any], list[FieldError]]:
     """Return (defaulted copy of raw, errors). An empty error list means the API server accepts it.
 
     Unknown fields are pruned; ``strict`` also reports each one (``unknown field
     "spec.hostname"``), as the API server's strict field validation (``kubectl apply``'s
     default) refuses them. Never raises: any unexpected shape of ``raw`` becomes an error.
+    ``owned``: the caller hands ``raw`` over (it is not used again but through the result),
+    so it may be defaulted in place and be part of the result instead of copied.
     """
     try:
-        return _validate(raw, info, strict)
+        return _validate(raw, info, strict, owned)
     except RecursionError:
         return raw, [_invalid("<root>", "object", "object is nested too deeply (or refers to itself)")]
     except Exception as exc:  # defensive: validation must never take the process down
         return raw, [_err("<root>", f"Internal error: validation failed: {type(exc).__name__}: {clip(str(exc))}")]
 
 
-def default(raw: dict[str, Any], info: KindInfo) -> dict[str, Any]:
+def default(raw: dict[str, Any], info: KindInfo, *, owned: bool = False) -> dict[str, Any]:
     """``raw`` defaulted and pruned as the CRD schema of its version says, never refused:
     for objects the API server already accepted (validated against the schema of the
-    version they were written in, which may differ from the one they are read in)."""
+    version they were written in, which may differ from the one they are read in).
+    ``owned``: as for :func:`validate`."""
+    fast = _compiled(raw, info, owned)
+    if fast is not None:
+        return fast
     try:
         result, _ = _defaulted(raw, info, None)
     except RecursionError:
@@ -614,24 +655,58 @@ def default(raw: dict[str, Any], info: KindInfo) -> dict[str, Any]:
     return result
 
 
+def _root(raw: dict[str, Any], info: KindInfo) -> Schema | None:
+    """The schema of the version ``raw`` is written in (None: no schema, or not a version served)."""
+    if info.crd is None:
+        return None
+    version = str(raw.get("apiVersion", "")).rpartition("/")[2]
+    return load_schemas(info.group, info.crd).get(version)
+
+
+_GENERATED: dict[tuple[str, str], Any] = {}  # (kind, apiVersion) -> the schema's generated validator
+_UNKNOWN = object()
+
+
+def _compiled(raw: dict[str, Any], info: KindInfo, owned: bool) -> dict[str, Any] | None:
+    """What :func:`_defaulted` makes of a ``raw`` that its schema accepts, by the schema's
+    generated code (:mod:`gateweave.api.schemacode`); None when that code cannot vouch for
+    ``raw`` (invalid, or a shape it leaves to this module's walk). The code defaults in
+    place: ``raw`` itself when ``owned``, else a copy."""
+    api_version = raw.get("apiVersion") if isinstance(raw, dict) else None
+    if not isinstance(api_version, str):
+        return None
+    key = (info.kind, api_version)
+    fn = _GENERATED.get(key, _UNKNOWN)
+    if fn is _UNKNOWN:
+        root = _root(raw, info)
+        fn = schemacode.validator(root) if root is not None else None
+        if len(_GENERATED) < 1024:  # apiVersions come from input: a bounded memo
+            _GENERATED[key] = fn
+    if fn is None:
+        return None
+    try:
+        return fn(raw if owned else copy_json(raw))
+    except Exception:
+        return None
+
+
 def _defaulted(raw: dict[str, Any], info: KindInfo, unknown: list[FieldError] | None) -> tuple[dict[str, Any], Schema | None]:
     """(raw defaulted and pruned, the schema of its version); (raw, None) without a schema."""
     if info.crd is None or not isinstance(raw, dict):
         return raw, None
-    version = str(raw.get("apiVersion", "")).rpartition("/")[2]
-    root = load_schemas(info.group, info.crd).get(version)
+    root = _root(raw, info)
     if root is None:
         return raw, None
     body = {k: v for k, v in raw.items() if k not in _ROOT_KEEP}
     # metadata is ObjectMeta, checked by _metadata: it is kept as is, not pruned by the CRD schema
-    result: dict[str, Any] = {k: _copy(raw[k]) for k in _ROOT_KEEP if k in raw}
+    result: dict[str, Any] = {k: copy_json(raw[k]) for k in _ROOT_KEEP if k in raw}
     result.update(_prepare(body, root, unknown))
     if not isinstance(result.get("metadata", {}), dict):
         del result["metadata"]  # reported by _metadata
     return result, root
 
 
-def _validate(raw: dict[str, Any], info: KindInfo, strict: bool) -> tuple[dict[str, Any], list[FieldError]]:
+def _validate(raw: dict[str, Any], info: KindInfo, strict: bool, owned: bool) -> tuple[dict[str, Any], list[FieldError]]:
     errors: list[FieldError] = []
     if not isinstance(raw, dict):
         return raw, [_invalid("<root>", _json_type(raw), "object must be a map")]
@@ -641,6 +716,10 @@ def _validate(raw: dict[str, Any], info: KindInfo, strict: bool) -> tuple[dict[s
     if info.crd is None:
         _core(raw, info, errors)
         return raw, errors
+    if not errors:
+        fast = _compiled(raw, info, owned)
+        if fast is not None:
+            return fast, errors
     result, root = _defaulted(raw, info, errors if strict else None)
     if root is None:
         version = str(raw.get("apiVersion", "")).rpartition("/")[2]

@@ -1,0 +1,466 @@
+"""CEL rules as Python expressions: the fast way to evaluate a rule that holds.
+
+:mod:`gateweave.api.cel` compiles each rule into closures that follow CEL's semantics
+exactly, errors included (``&&``/``||`` and the ``all``/``exists`` macros absorb an error
+when the other side decides). They cost a few microseconds per rule, and a route has
+dozens of rules. This module writes the same parse tree as one Python expression, which
+the schema validators of :mod:`gateweave.api.schemacode` inline.
+
+The expression is exact whenever it returns: each CEL operation becomes either the cel.py
+function that implements it, or Python code that gives the same value for every operand
+it accepts and raises for every other. So when the expression raises (anything), the
+value is the closures' to decide (the generated validator then evaluates the rule with
+them); an error that ``&&`` absorbs in CEL is absorbed there, as always.
+
+Python code replaces a cel.py function where the operands' types are known: from literals,
+from ``size()``, and from the schema. The generated validator runs a node's rules only on
+a value it has checked against that node, so ``self`` and the fields, items and keys
+reached from it have the types their schema nodes declare (:attr:`Expr.node`); where a
+type is not known, a cheap operand is tested at run time (``x.startsWith('/')`` is
+``x.startswith('/')`` for a str ``x``, the library's function for anything else).
+
+Names the expression uses (constants, cel.py's functions) are added to a :class:`Names`
+namespace, the globals of the generated code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import lark
+
+from gateweave.api import cel
+
+Schema = dict[str, Any]
+Kind = Callable[[Any], "type | None"]  # a schema node -> the type every value checked against it has
+
+# No string, list or map can hold this many elements (it exceeds any memory): a sum of a
+# few sizes is far below INT64_MAX, so adding sizes needs no overflow check.
+_SIZE_BOUND = 2**48
+
+
+SIZE = "size()"  # in Writer.fields: the local variable holding size(self)
+
+
+class Untranslatable(Exception):
+    """A rule this module does not write as Python (the closures evaluate it instead)."""
+
+
+class Names:
+    """The globals of generated code: constants and functions, each under one name."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = dict(_HELPERS)
+        self._by_key: dict[Any, str] = {}
+
+    def add(self, prefix: str, value: Any, key: Any = None) -> str:
+        """The name of ``value`` (the same name for the same ``key``; by identity without one)."""
+        k = (prefix, key if key is not None else id(value))
+        name = self._by_key.get(k)
+        if name is None:
+            name = f"{prefix}{len(self.values)}"
+            self._by_key[k] = name
+            self.values[name] = value
+        return name
+
+
+class Expr(NamedTuple):
+    code: str
+    boolean: bool = False  # the value is a Python bool whenever the code does not raise
+    kind: type | None = None  # the value's type whenever the code does not raise (None: unknown)
+    simple: bool = False  # a name, a literal or a field of one: pure and cheap to evaluate twice
+    literal: object = None  # a string literal's value; a list of string literals' frozenset
+    node: Schema | None = None  # the schema node the value was checked against
+    bound: int | None = None  # a non-negative int never above this (None: not known to be one)
+
+
+def _typed(x: Expr, kind: type, fast: str, slow: str) -> str:
+    """``fast`` where ``x`` is statically of ``kind``; else ``fast`` guarded by a type test
+    of ``x`` (evaluated twice: only for a simple ``x``), or ``slow``."""
+    if x.kind is kind:
+        return fast
+    if x.simple:
+        return f"({fast} if type({x.code}) is {kind.__name__} else {slow})"
+    return slow
+
+
+def _cel_bool(value: Any) -> bool:
+    """``value`` when it is a bool; raises otherwise (CEL: no such overload)."""
+    if type(value) is bool:
+        return value
+    raise TypeError("not a bool")
+
+
+def _cel_iter(value: Any) -> Any:
+    """What a macro iterates: a list, or a map's keys; raises otherwise."""
+    if type(value) is list or type(value) is dict:
+        return value
+    raise TypeError("not a list or map")
+
+
+def _cel_has(value: Any, field: str) -> bool:
+    if type(value) is dict:
+        return field in value
+    raise TypeError("has() on a value that is not a map")
+
+
+def _cel_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for key, value in pairs:
+        if type(key) not in (str, int, bool) or key in out:
+            raise TypeError("map literal key")
+        out[key] = value
+    return out
+
+
+def _cel_matches(program: Any, passed: set[str], value: str) -> bool:
+    """``value.matches(pattern)`` for a string ``value`` and the :func:`cel.search_program`
+    of a literal ``pattern``, remembering the strings that match (a bounded set)."""
+    found = cel.found(program, value)
+    if found and len(value) <= 256:
+        if len(passed) >= 65_536:
+            passed.clear()
+        passed.add(value)
+    return found
+
+
+_HELPERS: dict[str, Any] = {
+    "_cel_bool": _cel_bool,
+    "_cel_iter": _cel_iter,
+    "_cel_has": _cel_has,
+    "_cel_map": _cel_map,
+    "_cel_matches": _cel_matches,
+    "_cel_eq": cel.cel_eq,
+    "_cel_lt": cel._lt,
+    "_cel_le": cel._le,
+    "_cel_in": cel._in,
+    "_cel_add": cel._add,
+    "_cel_sub": cel._sub,
+    "_cel_mul": cel._mul,
+    "_cel_div": cel._div,
+    "_cel_mod": cel._mod,
+    "_cel_neg": cel._neg,
+    "_cel_not": cel._not,
+    "_cel_index": cel._index,
+}
+
+_ORDER = {
+    "relation_lt": ("<", "_cel_lt({a}, {b})"),
+    "relation_le": ("<=", "_cel_le({a}, {b})"),
+    "relation_gt": (">", "_cel_lt({b}, {a})"),
+    "relation_ge": (">=", "_cel_le({b}, {a})"),
+}
+_BINARY = {
+    "relation_in": "_cel_in({a}, {b})",
+    "addition_add": "_cel_add({a}, {b})",
+    "addition_sub": "_cel_sub({a}, {b})",
+    "multiplication_mul": "_cel_mul({a}, {b})",
+    "multiplication_div": "_cel_div({a}, {b})",
+    "multiplication_mod": "_cel_mod({a}, {b})",
+}
+# Methods and functions whose cel.py implementation returns a bool whenever it returns.
+_BOOL_CALLS = frozenset(("contains", "startsWith", "endsWith", "matches"))
+# String methods with a string literal argument, as Python's (the receiver a str).
+_STR_METHODS = {"startsWith": "{s}.startswith({p})", "endsWith": "{s}.endswith({p})", "contains": "({p} in {s})"}
+_MACROS = ("all", "exists", "exists_one", "map", "filter")
+
+
+def _valid_pattern(pattern: str) -> bool:
+    try:
+        cel.search_program(pattern)
+    except ValueError:
+        return False
+    return True
+
+
+class _Writer:
+    def __init__(self, names: Names, self_name: str, self_node: Schema | None, kind: Kind, fields: dict[str, str]) -> None:
+        self.names = names
+        self.self_name = self_name
+        self.self_node = self_node
+        self.kind = kind
+        self.fields = fields  # fields of self always present, each in a local variable
+        self.used: set[str] = set()  # the ones the expression reads
+        self.scope: dict[str, Expr] = {}  # macro variables in scope
+
+    def e(self, t: Any) -> Expr:
+        if not isinstance(t, lark.Tree):
+            raise Untranslatable(f"token {t!r}")
+        method = getattr(self, "w_" + str(t.data), None)
+        if method is None:
+            raise Untranslatable(str(t.data))
+        out: Expr = method(t)
+        return out
+
+    def _bool(self, x: Expr) -> str:
+        return x.code if x.boolean else f"_cel_bool({x.code})"
+
+    def _checked(self, code: str, node: Any, simple: bool) -> Expr:
+        """A value checked against ``node`` (its type then known), or of unknown type."""
+        if isinstance(node, dict):
+            kind = self.kind(node)
+            if kind is not None:
+                return Expr(code, kind is bool, kind, simple, node=node)
+        return Expr(code, simple=simple)
+
+    # ---- operators
+
+    def w_expr(self, t: lark.Tree) -> Expr:
+        ch = list(t.children)
+        if len(ch) == 1:
+            return self.e(ch[0])
+        cond, yes, no = self.e(ch[0]), self.e(ch[1]), self.e(ch[2])
+        same = yes.kind if yes.kind is no.kind else None
+        bound = max(yes.bound, no.bound) if yes.bound is not None and no.bound is not None else None
+        return Expr(f"({yes.code} if {self._bool(cond)} else {no.code})", yes.boolean and no.boolean, same, bound=bound)
+
+    def w_conditionalor(self, t: lark.Tree) -> Expr:
+        return self._logical(t, "or")
+
+    def w_conditionaland(self, t: lark.Tree) -> Expr:
+        return self._logical(t, "and")
+
+    def _logical(self, t: lark.Tree, op: str) -> Expr:
+        ch = list(t.children)
+        if len(ch) == 1:
+            return self.e(ch[0])
+        left, right = self.e(ch[0]), self.e(ch[1])
+        return Expr(f"({self._bool(left)} {op} {self._bool(right)})", True, bool)
+
+    def _binary(self, t: lark.Tree) -> Expr:
+        ch = list(t.children)
+        if len(ch) == 1:
+            return self.e(ch[0])
+        op_tree, right_tree = ch
+        op = str(op_tree.data)
+        a, b = self.e(op_tree.children[0]), self.e(right_tree)
+        if op in ("relation_eq", "relation_ne"):
+            py = "==" if op == "relation_eq" else "!="
+            if type(a.literal) is str or type(b.literal) is str:
+                # Python's == against a str is CEL's: equal only to an equal string, false
+                # for any other value (no number or bool equals a string in either language)
+                return Expr(f"({a.code} {py} {b.code})", True, bool)
+            slow = f"_cel_eq({a.code}, {b.code})" if py == "==" else f"(not _cel_eq({a.code}, {b.code}))"
+            return Expr(self._same_kind(a, b, f"({a.code} {py} {b.code})", slow), True, bool)
+        if op in _ORDER:
+            py, template = _ORDER[op]
+            slow = template.format(a=a.code, b=b.code)
+            return Expr(self._same_kind(a, b, f"({a.code} {py} {b.code})", slow), True, bool)
+        if op == "relation_in" and type(a.literal) is str and b.kind in (list, dict):
+            # a string in a list (Python's == is CEL's against a string) or among a map's keys
+            return Expr(f"({a.code} in {b.code})", True, bool)
+        if op == "relation_in" and type(b.literal) is frozenset:
+            # `x in ['a', 'b']`: membership in a frozenset of the strings (an unhashable x
+            # raises; any other value that is not a string is in neither)
+            values = self.names.add("c_", b.literal, ("strset", tuple(sorted(b.literal))))
+            return Expr(f"({a.code} in {values})", True, bool)
+        if op == "addition_add" and a.bound is not None and b.bound is not None and a.bound + b.bound <= cel.INT64_MAX:
+            # two non-negative ints whose sum cannot overflow: Python's + is CEL's
+            return Expr(f"({a.code} + {b.code})", kind=int, bound=a.bound + b.bound)
+        return Expr(_BINARY[op].format(a=a.code, b=b.code), op == "relation_in", bool if op == "relation_in" else None)
+
+    @staticmethod
+    def _same_kind(a: Expr, b: Expr, fast: str, slow: str) -> str:
+        """``fast`` (a Python comparison) where both operands are ints or both strings, on
+        which Python's ==, <, <= are CEL's; else the library's ``slow``."""
+        for x, y in ((a, b), (b, a)):
+            if x.kind in (int, str) and (y.kind is x.kind or y.simple):
+                return _typed(y, x.kind, fast, slow) if x.kind is not None else slow
+        return slow
+
+    w_relation = _binary
+    w_addition = _binary
+    w_multiplication = _binary
+
+    def w_unary(self, t: lark.Tree) -> Expr:
+        ch = list(t.children)
+        if len(ch) == 1:
+            return self.e(ch[0])
+        op, operand = str(ch[0].data), self.e(ch[1])
+        if op == "unary_not":
+            if operand.boolean:
+                return Expr(f"(not {operand.code})", True, bool)
+            return Expr(f"_cel_not({operand.code})", True, bool)
+        return Expr(f"_cel_neg({operand.code})")
+
+    # ---- members
+
+    def w_member(self, t: lark.Tree) -> Expr:
+        return self.e(t.children[0])
+
+    w_primary = w_member
+    w_paren_expr = w_member
+
+    def w_member_dot(self, t: lark.Tree) -> Expr:
+        obj, field = self.e(t.children[0]), cel.unescape(str(t.children[1]))
+        # a map's key, or an exception for anything else (a list, a string, a missing key)
+        code = f"{obj.code}[{field!r}]"
+        simple = obj.simple and obj.literal is None
+        if obj.code == self.self_name and field in self.fields:
+            code, simple = self.fields[field], True
+            self.used.add(field)
+        if obj.kind is dict and obj.node is not None:
+            props = obj.node.get("properties") or {}
+            extra = obj.node.get("additionalProperties")
+            return self._checked(code, props.get(field, extra if isinstance(extra, dict) else None), simple)
+        return Expr(code, simple=simple)
+
+    def w_member_index(self, t: lark.Tree) -> Expr:
+        obj, key = self.e(t.children[0]), self.e(t.children[1])
+        slow = f"_cel_index({obj.code}, {key.code})"
+        if key.kind is int and key.code.isdigit():
+            # a list's element (IndexError past its end), as _index gives it
+            code = _typed(obj, list, f"{obj.code}[{key.code}]", slow)
+            if obj.kind is list and obj.node is not None:
+                return self._checked(code, obj.node.get("items"), False)
+            return Expr(code)
+        return Expr(slow)
+
+    def w_member_dot_arg(self, t: lark.Tree) -> Expr:
+        ch = list(t.children)
+        target, name = ch[0], str(ch[1])
+        args = list(ch[2].children) if len(ch) > 2 else []
+        if name in _MACROS:
+            return self._macro(name, self.e(target), args)
+        fn = cel.METHODS.get(name)
+        if fn is None:
+            raise Untranslatable(f"method {name}")
+        return self._call(fn, ("method", name), name, [self.e(target), *(self.e(a) for a in args)])
+
+    def _call(self, fn: Any, key: tuple[str, str], name: str, args: list[Expr]) -> Expr:
+        fname = self.names.add("m_" if key[0] == "method" else "g_", fn, key)
+        slow = f"{fname}({', '.join(a.code for a in args)})"
+        if name == "size" and len(args) == 1:
+            # len() is size() for a string, list, map or bytes, and raises for every other
+            # value gateweave's CEL has (none of its own types has a length)
+            if args[0].code == self.self_name and args[0].kind in (str, list, dict) and SIZE in self.fields:
+                self.used.add(SIZE)  # size(self), once per node
+                return Expr(self.fields[SIZE], kind=int, simple=True, bound=_SIZE_BOUND)
+            return Expr(f"len({args[0].code})", kind=int, simple=args[0].simple, bound=_SIZE_BOUND)
+        if len(args) == 2 and type(args[1].literal) is str:
+            receiver, literal = args[0], args[1].literal
+            if name in _STR_METHODS:
+                fast = _STR_METHODS[name].format(s=receiver.code, p=repr(literal))
+                return Expr(_typed(receiver, str, fast, slow), True, bool)
+            if name == "matches" and receiver.simple and _valid_pattern(literal):
+                passed = self.names.add("c_", set(), ("matches", literal))
+                program = self.names.add("c_", cel.search_program(literal), ("program", literal))
+                code = f"({receiver.code} in {passed} or _cel_matches({program}, {passed}, {receiver.code}))"
+                return Expr(_typed(receiver, str, code, slow), True, bool)
+        boolean = name in _BOOL_CALLS
+        return Expr(slow, boolean, bool if boolean else None)
+
+    def _var(self, t: Any) -> str:
+        node = t
+        while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "ident":
+            node = node.children[0]
+        if isinstance(node, lark.Tree) and node.data == "ident":
+            name = str(node.children[0])
+            if name.isidentifier():
+                return name
+        raise Untranslatable("macro variable")
+
+    def _macro(self, name: str, target: Expr, args: list[Any]) -> Expr:
+        if name == "map" and len(args) == 3:
+            var, cond_tree, body_tree = self._var(args[0]), args[1], args[2]
+        elif len(args) == 2:
+            var, cond_tree, body_tree = self._var(args[0]), None, args[1]
+        else:
+            raise Untranslatable(f"macro {name}")
+        v = f"v_{var}"
+        if target.kind is list and target.node is not None:
+            element = self._checked(v, target.node.get("items"), True)
+        else:
+            element = Expr(v, simple=True)  # (a map's keys need not be strings: YAML has others)
+        outer = self.scope.get(var)
+        self.scope[var] = element
+        try:
+            body = self.e(body_tree)
+            cond = self.e(cond_tree) if cond_tree is not None else None
+        finally:
+            if outer is None:
+                del self.scope[var]
+            else:
+                self.scope[var] = outer
+        coll = target.code if target.kind in (list, dict) else f"_cel_iter({target.code})"
+        if name == "all":
+            return Expr(f"all({self._bool(body)} for {v} in {coll})", True, bool)
+        if name == "exists":
+            return Expr(f"any({self._bool(body)} for {v} in {coll})", True, bool)
+        if name == "exists_one":
+            return Expr(f"(sum(1 for {v} in {coll} if {self._bool(body)}) == 1)", True, bool)
+        if name == "filter":
+            return Expr(f"[{v} for {v} in {coll} if {self._bool(body)}]", kind=list)
+        if cond is not None:
+            return Expr(f"[{body.code} for {v} in {coll} if {self._bool(cond)}]", kind=list)
+        return Expr(f"[{body.code} for {v} in {coll}]", kind=list)
+
+    def w_ident_arg(self, t: lark.Tree) -> Expr:
+        ch = list(t.children)
+        name = str(ch[0])
+        args = list(ch[1].children) if len(ch) > 1 else []
+        if name == "has":
+            return self._has(args)
+        fn = cel.GLOBALS.get(name)
+        if fn is None:
+            raise Untranslatable(f"function {name}")
+        return self._call(fn, ("function", name), name, [self.e(a) for a in args])
+
+    def _has(self, args: list[Any]) -> Expr:
+        node = args[0] if len(args) == 1 else None
+        while isinstance(node, lark.Tree) and node.data != "member_dot" and len(node.children) == 1:
+            node = node.children[0]
+        if not (isinstance(node, lark.Tree) and node.data == "member_dot"):
+            raise Untranslatable("has() argument")
+        obj, field = self.e(node.children[0]), cel.unescape(str(node.children[1]))
+        return Expr(_typed(obj, dict, f"({field!r} in {obj.code})", f"_cel_has({obj.code}, {field!r})"), True, bool)
+
+    def w_ident(self, t: lark.Tree) -> Expr:
+        name = str(t.children[0])
+        if name in self.scope:
+            return self.scope[name]
+        if name == "self":
+            return self._checked(self.self_name, self.self_node, True)
+        if name == "format":
+            return Expr(self.names.add("c_", cel.FORMAT_LIB, ("format",)), simple=True)
+        raise Untranslatable(f"identifier {name}")
+
+    w_dot_ident = w_ident
+
+    # ---- literals
+
+    def w_list_lit(self, t: lark.Tree) -> Expr:
+        items = [self.e(e) for e in t.children[0].children] if t.children else []
+        code = f"[{', '.join(i.code for i in items)}]"
+        strings = [i.literal for i in items if type(i.literal) is str]
+        # a list of string literals also carries them as a set, for `in`
+        literal = frozenset(strings) if items and len(strings) == len(items) else None
+        return Expr(code, kind=list, literal=literal)
+
+    def w_map_lit(self, t: lark.Tree) -> Expr:
+        kids = list(t.children[0].children) if t.children else []
+        pairs = [f"({self.e(kids[i]).code}, {self.e(kids[i + 1]).code})" for i in range(0, len(kids), 2)]
+        return Expr(f"_cel_map(({''.join(p + ', ' for p in pairs)}))", kind=dict)
+
+    def w_literal(self, t: lark.Tree) -> Expr:
+        # the closures' own literal decoding, so both read a literal alike
+        value = cel._Compiler().c_literal(t)({})
+        kind = type(value)
+        if value is None or kind in (bool, str, int):
+            bound = value if kind is int and value >= 0 else None
+            return Expr(repr(value), kind is bool, kind, True, value if kind is str else None, bound=bound)
+        return Expr(self.names.add("c_", value, ("literal", kind.__name__, repr(value))), kind=kind, simple=True)
+
+
+def transpile(source: str, names: Names, self_name: str, self_node: Schema | None = None,
+              kind: Kind = lambda node: None, fields: dict[str, str] | None = None) -> tuple[Expr, set[str]]:
+    """``source`` as a Python expression over the variable ``self_name``, whose value was
+    checked against the schema node ``self_node``; ``kind(node)`` is the Python type of
+    every value checked against ``node`` (None when not known). ``fields`` names the
+    local variables that hold fields of ``self`` always present (the expression reads
+    those instead; under the key :data:`SIZE`, ``size(self)``); the second value is the
+    fields it reads. Raises
+    :class:`Untranslatable` (or :class:`cel.CelCompileError`) when it cannot be written."""
+    writer = _Writer(names, self_name, self_node, kind, fields or {})
+    return writer.e(cel.parse(source)), writer.used

@@ -1,0 +1,419 @@
+"""Each CRD schema compiled once into Python code that validates and defaults at decoding speed.
+
+:mod:`gateweave.api.schema` walks a manifest against its schema node by node, reading the
+schema's keywords as it goes, and says everything that is wrong; a route costs it about
+a millisecond. Almost every manifest is valid, and for a valid one only two answers
+matter: that it is valid, and its defaulted copy. This module writes, for each version's
+schema, one Python function per object or array node of the schema, with every check
+of the node's fields inline (types, lengths, enums, ranges, required fields, unknown
+fields, list keys) and its CEL rules as Python expressions (:mod:`gateweave.api.celcode`);
+patterns and formats are checked once per distinct string. Compiled with ``exec`` the
+first time a version is used.
+
+The generated code is exact where it answers and answers only what it is sure of: it
+returns the same defaulted copy as the schema walk for a manifest the schema walk accepts,
+and raises for anything else (a violation, but also any shape it does not handle itself:
+a null, an unknown field, an integer written as ``1.0``). Then the schema walk runs,
+and its errors are the answer. So the two can differ only in speed; tests compare them on
+the conformance manifests, the fuzz suite's mutations and generated values.
+
+Nodes with keywords this module does not write code for (``allOf``/``anyOf``/``oneOf``/
+``not``, ``x-kubernetes-int-or-string``, ``nullable``, ``multipleOf``, ``uniqueItems``,
+``x-kubernetes-preserve-unknown-fields``, ...) are handed to the schema walk, subtree by
+subtree: a subtree's validity and defaulted copy do not depend on anything above it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from gateweave.api import cel, celcode
+from gateweave.api import schema as exact
+
+Schema = dict[str, Any]
+
+
+class Unsure(Exception):
+    """The generated code cannot vouch for this value: the schema walk decides."""
+
+
+# Keywords the generated code checks itself; a node with any other keyword the schema walk
+# reads goes to the schema walk as a whole.
+_WRITTEN = frozenset((
+    "type", "properties", "required", "default", "items", "additionalProperties", "enum",
+    "maxLength", "minLength", "pattern", "format", "maximum", "minimum", "exclusiveMaximum",
+    "exclusiveMinimum", "maxItems", "minItems", "maxProperties", "minProperties",
+    "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-validations",
+))
+# Keywords the schema walk reads (anything else, description or x-kubernetes-map-type, has no effect).
+_READ = _WRITTEN | frozenset((
+    "nullable", "x-kubernetes-int-or-string", "multipleOf", "uniqueItems", "allOf", "anyOf", "oneOf", "not",
+    "x-kubernetes-preserve-unknown-fields",
+))
+_SCALARS = {"string": "str", "integer": "int", "boolean": "bool"}
+# The Python type of a value the generated code has checked against a node of each type.
+_KINDS: dict[str, type] = {"object": dict, "array": list, "string": str, "integer": int, "boolean": bool}
+
+# Strings known to match a format, per format (bounded: cleared when full).
+_PASSED_MAX = 65_536
+_PASSED_LEN = 256
+
+
+def _pattern(pattern: str, value: str) -> None:
+    if not exact._matches(pattern, value):  # (which remembers the strings that match)
+        raise Unsure
+
+
+def _format(passed: set[str], check: Callable[[str], bool], value: str) -> None:
+    if not check(value):
+        raise Unsure
+    if len(value) <= _PASSED_LEN:
+        if len(passed) >= _PASSED_MAX:
+            passed.clear()
+        passed.add(value)
+
+
+def _enum(value: Any, allowed: tuple[Any, ...]) -> None:
+    if not any(cel.cel_eq(value, e) for e in allowed):
+        raise Unsure
+
+
+def _json_key(value: Any) -> Any:
+    """A value that two list-map keys share exactly when the schema walk's JSON texts of them
+    are equal (strings, integers and absent keys; anything else is the schema walk's)."""
+    if value is None or type(value) is str or type(value) is int:
+        return value
+    raise Unsure
+
+
+def _unique_map(items: list[Any], keys: tuple[str, ...]) -> None:
+    seen = set()
+    for item in items:
+        if type(item) is dict:
+            key = tuple(_json_key(item.get(k)) for k in keys)
+            if key in seen:
+                raise Unsure
+            seen.add(key)
+
+
+def _unique_set(items: list[Any]) -> None:
+    if all(type(i) is str for i in items):
+        if len(set(items)) != len(items):
+            raise Unsure
+        return
+    raise Unsure  # numbers, objects: the schema walk compares their JSON texts
+
+
+def _rules_hold(programs: tuple[cel.Program, ...], value: Any) -> bool:
+    """Every rule true, by the closures (exact; what a rule's Python expression could not say)."""
+    for program in programs:
+        try:
+            if program.evaluate({"self": value}) is not True:
+                return False
+        except cel.CelError:
+            return False
+    return True
+
+
+def _walk(value: Any, node: Schema) -> Any:
+    """A subtree the generated code leaves to the schema walk: its defaulted copy when valid."""
+    out = exact._prepare(value, node)
+    validator = exact._Validator()
+    validator.node(out, node, "")
+    if validator.errors:
+        raise Unsure
+    return out
+
+
+def _handled(node: Any) -> bool:
+    """Whether the generated code checks a value against ``node`` itself (else: the walk)."""
+    return (
+        isinstance(node, dict)
+        and node.get("type") in (*_KINDS, "number")
+        and not any(k in node for k in _READ - _WRITTEN)
+        and not (node["type"] == "object" and node.get("properties") and node.get("additionalProperties") not in (None, False))
+        and node.get("additionalProperties") is not True
+        and not (node["type"] == "array" and not isinstance(node.get("items"), dict))
+    )
+
+
+def _kind(node: Any) -> type | None:
+    """The Python type of every value the generated code accepted against ``node``."""
+    return _KINDS.get(node["type"]) if _handled(node) else None
+
+
+class _Gen:
+    def __init__(self) -> None:
+        self.names = celcode.Names()
+        self.names.values.update({
+            "Unsure": Unsure, "_pattern": _pattern, "_format": _format, "_enum": _enum,
+            "_unique_map": _unique_map, "_unique_set": _unique_set, "_rules_hold": _rules_hold,
+            "_walk": _walk, "_copy": exact.copy_json, "_isfinite": math.isfinite,
+        })
+        self.funcs: dict[int, str] = {}
+        self.blocks: list[list[str]] = []
+        self.keep: list[Schema] = []  # the nodes named by id stay alive while generating
+
+    # ---- scalars, inline in the code of their object or array
+
+    def scalar(self, node: Schema, x: str, out: list[str], pad: str) -> None:
+        t = node["type"]
+        if t == "number":
+            out.append(f"{pad}if type({x}) is not int and (type({x}) is not float or not _isfinite({x})): raise Unsure")
+        else:
+            out.append(f"{pad}if type({x}) is not {_SCALARS[t]}: raise Unsure")
+        enum = node.get("enum")
+        if enum is not None:
+            if all(type(e) is str for e in enum) and t == "string":
+                out.append(f"{pad}if {x} not in {self.names.add('E', frozenset(enum), ('enum', tuple(enum)))}: raise Unsure")
+            else:
+                out.append(f"{pad}_enum({x}, {self.names.add('E', tuple(enum), ('enumt', repr(enum)))})")
+        if t == "string":
+            low, high = int(node.get("minLength", 0)), node.get("maxLength")
+            if high is not None and low > 0:
+                out.append(f"{pad}if not {low} <= len({x}) <= {int(high)}: raise Unsure")
+            elif high is not None:
+                out.append(f"{pad}if len({x}) > {int(high)}: raise Unsure")
+            elif low > 0:
+                out.append(f"{pad}if len({x}) < {low}: raise Unsure")
+            pattern = node.get("pattern")
+            if pattern is not None:
+                # the strings schema._matches found to match (checked inline: most repeat)
+                passed = self.names.add("P", exact._MATCHED.setdefault(pattern, set()), ("pattern", pattern))
+                pat = self.names.add("S", pattern, ("str", pattern))
+                out.append(f"{pad}if {x} not in {passed}: _pattern({pat}, {x})")
+            fmt = node.get("format")
+            check = exact._FORMATS.get(fmt) if isinstance(fmt, str) else None
+            if check is not None:
+                passed = self.names.add("P", set(), ("format", fmt))
+                fn = self.names.add("F", check, ("formatfn", fmt))
+                out.append(f"{pad}if {x} not in {passed}: _format({passed}, {fn}, {x})")
+        elif t in ("integer", "number"):
+            self.bounds(node, x, out, pad)
+        self.rules(node, x, out, pad)
+
+    def bounds(self, node: Schema, x: str, out: list[str], pad: str) -> None:
+        for key, excl, op in (("maximum", "exclusiveMaximum", ">"), ("minimum", "exclusiveMinimum", "<")):
+            if key in node:
+                limit = self.names.add("N", node[key], ("num", repr(node[key])))
+                out.append(f"{pad}if {x} {op + '=' if node.get(excl) else op} {limit}: raise Unsure")
+
+    # ---- CEL rules
+
+    def rules(self, node: Schema, x: str, out: list[str], pad: str) -> None:
+        rules = node.get("x-kubernetes-validations")
+        if not rules:
+            return
+        parts: list[str] = []
+        programs: list[cel.Program] = []
+        # fields always there once the node is checked (required, or defaulted): read once
+        fields: dict[str, str] = {}
+        if node.get("type") == "object" and x == "d":
+            props = node.get("properties") or {}
+            always = [k for k in props if k in (node.get("required") or ()) or self.default(props[k]) not in (None, "_raise_unsure()")]
+            fields = {k: f"s_{i}" for i, k in enumerate(always)}
+        if node.get("type") in ("object", "array", "string"):
+            fields[celcode.SIZE] = "s_len"
+        used: set[str] = set()
+        for rule in rules:
+            if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
+                continue
+            try:
+                program = cel.compile_rule(rule["rule"])
+            except cel.CelCompileError:
+                out.append(f"{pad}raise Unsure  # a rule that does not compile: an error for every value")
+                return
+            if program.uses_old_self:
+                continue  # transition rule: only evaluated on update
+            programs.append(program)
+            try:
+                expr, reads = celcode.transpile(rule["rule"], self.names, x, node, _kind, fields)
+                used |= reads
+            except (celcode.Untranslatable, cel.CelCompileError):
+                parts.append(f"_rules_hold(({self.names.add('R', program, ('program', rule['rule']))},), {x})")
+                continue
+            parts.append(expr.code if expr.boolean else f"({expr.code}) is True")
+        if not programs:
+            return
+        progs = self.names.add("R", tuple(programs), ("programs", tuple(p.source for p in programs)))
+        out += [
+            f"{pad}try:",
+            *(f"{pad}    {fields[k]} = {f'len({x})' if k == celcode.SIZE else f'{x}[{k!r}]'}" for k in sorted(used)),
+            f"{pad}    ok = {' and '.join(parts)}",
+            f"{pad}except Exception:",
+            f"{pad}    ok = _rules_hold({progs}, {x})",
+            f"{pad}if not ok: raise Unsure",
+        ]
+
+    # ---- containers: one function each
+
+    def value(self, node: Schema, x: str, out: list[str], pad: str) -> str | None:
+        """Code checking ``x`` (not None) against ``node`` and defaulting it in place; or,
+        for a node the walk decides, the expression of the value that replaces ``x``."""
+        if not _handled(node):
+            return f"_walk({x}, {self.names.add('W', node, ('walk', id(node)))})"
+        if node["type"] in ("object", "array"):
+            out.append(f"{pad}{self.func(node)}({x})")
+        else:
+            self.scalar(node, x, out, pad)
+        return None
+
+    def func(self, node: Schema) -> str:
+        name = self.funcs.get(id(node))
+        if name is not None:
+            return name
+        name = f"f{len(self.funcs)}"
+        self.funcs[id(node)] = name
+        self.keep.append(node)
+        body = self.array(node) if node["type"] == "array" else self.object(node, root=False)
+        self.blocks.append([f"def {name}(d):", *body])
+        return name
+
+    def array(self, node: Schema) -> list[str]:
+        out = ["    if type(d) is not list: raise Unsure"]
+        if "maxItems" in node:
+            out.append(f"    if len(d) > {int(node['maxItems'])}: raise Unsure")
+        if "minItems" in node:
+            out.append(f"    if len(d) < {int(node['minItems'])}: raise Unsure")
+        loop: list[str] = []
+        replace = self.value(node["items"], "x", loop, "        ")
+        if replace is not None:
+            out += ["    for i, x in enumerate(d):", "        if x is None: raise Unsure", f"        d[i] = {replace}"]
+        elif loop:
+            out += ["    for x in d:", *loop]
+        list_type = node.get("x-kubernetes-list-type")
+        if list_type == "set":
+            out.append("    if len(d) > 1: _unique_set(d)")
+        elif list_type == "map":
+            keys = tuple(node.get("x-kubernetes-list-map-keys") or ())
+            out.append(f"    if len(d) > 1: _unique_map(d, {keys!r})")
+        self.rules(node, "d", out, "    ")
+        return out
+
+    def object(self, node: Schema, *, root: bool) -> list[str]:
+        props: dict[str, Schema] = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        required = list(node.get("required") or ())
+        out = ["    if type(d) is not dict: raise Unsure"]
+        if isinstance(extra, dict):  # a map: any keys, each value checked against one node
+            out.append("    if None in d.values(): raise Unsure  # a null: dropped, defaulted or nullable")
+            loop: list[str] = []
+            replace = self.value(extra, "x", loop, "        ")
+            if replace is not None:
+                out += ["    for k, x in d.items():", f"        d[k] = {replace}"]
+            elif loop:
+                out += ["    for x in d.values():", *loop]
+            out += [f"    if {key!r} not in d: raise Unsure  # required" for key in required]
+        elif not props:
+            out.append("    if d: raise Unsure  # no properties: every field is unknown")
+            out += [f"    raise Unsure  # {key!r} is required" for key in required[:1]]
+        else:
+            known = self.names.add("K", frozenset(props), ("keys", tuple(props)))
+            out.append(f"    if not {known}.issuperset(d): raise Unsure  # an unknown field: refused or pruned")
+            out += [f"    raise Unsure  # {key!r} is required but not a field" for key in required if key not in props][:1]
+            # the fields present, each checked by its branch (cheaper than a lookup per field
+            # when most are absent); then the defaults of the absent ones, in field order
+            out.append("    for k, x in d.items():")
+            out.append("        if x is None: raise Unsure  # a null: dropped, defaulted or nullable")
+            branch = "if"
+            for key, sub in props.items():
+                checks: list[str] = []
+                if root and key in exact._ROOT_KEEP:
+                    # kept as written (never pruned or defaulted): only its type is checked
+                    if not isinstance(sub, dict) or set(sub) - {"type", "description"} or sub.get("type") not in ("object", "string"):
+                        raise ValueError(f"root field {key} has a schema this module does not check")
+                    checks.append(f"            if type(x) is not {'dict' if sub['type'] == 'object' else 'str'}: raise Unsure")
+                else:
+                    replace = self.value(sub, "x", checks, "            ")
+                    if replace is not None:
+                        checks.append(f"            d[k] = {replace}")
+                out.append(f"        {branch} k == {key!r}:")
+                out.extend(checks or ["            pass"])
+                branch = "elif"
+            needed = []
+            for key, sub in props.items():
+                default = None if root and key in exact._ROOT_KEEP else self.default(sub)
+                if default is not None:
+                    out.append(f"    if {key!r} not in d: d[{key!r}] = {default}")
+                elif key in required:
+                    needed.append(key)
+            if needed:
+                names = self.names.add("K", frozenset(needed), ("keys", tuple(needed)))
+                out.append(f"    if not {names} <= d.keys(): raise Unsure  # a required field is missing")
+        if "maxProperties" in node:
+            out.append(f"    if len(d) > {int(node['maxProperties'])}: raise Unsure")
+        if "minProperties" in node:
+            out.append(f"    if len(d) < {int(node['minProperties'])}: raise Unsure")
+        if not root:
+            self.rules(node, "d", out, "    ")
+        return out
+
+    def default(self, sub: Schema) -> str | None:
+        """The expression of a fresh copy of ``sub``'s default (defaulted itself, as the
+        schema walk applies it), or None when there is none; a default the schema walk would
+        refuse raises there."""
+        if not isinstance(sub, dict) or "default" not in sub:
+            return None
+        value = exact._prepare(sub["default"], sub)
+        validator = exact._Validator()
+        validator.node(value, sub, "")
+        if validator.errors:
+            return "_raise_unsure()"
+        if value is None or type(value) in (str, int, bool):
+            return repr(value)
+        name = self.names.add("D", value, ("default", id(sub)))
+        return name if type(value) is float else f"_copy({name})"
+
+    def source(self, root_name: str) -> str:
+        lines = [line for block in self.blocks for line in block]
+        return "\n".join(lines) + f"\nROOT = {root_name}\n"
+
+
+def _raise_unsure() -> Any:
+    raise Unsure
+
+
+def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The generated validator of one version's schema: ``fn(raw)`` defaults ``raw`` in
+    place and returns it as ``schema._defaulted`` makes it (apiVersion, kind and metadata
+    first) when ``raw`` is valid; it raises when ``raw`` is not valid, or when the generated
+    code cannot tell (then the walk decides, on ``raw`` with some defaults already in
+    place: what the walk would add anyway, where it would add it, at the end of its map)."""
+    if not _handled(node) or node["type"] != "object" or not node.get("properties"):
+        raise ValueError("a root node this module does not write")
+    gen = _Gen()
+    body = gen.object(node, root=True)
+    keep = exact._ROOT_KEEP
+    body += [
+        "    o = {}",
+        *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
+        "    for k, x in d.items():",
+        f"        if k not in {keep!r}: o[k] = x",
+    ]
+    gen.rules(node, "o", body, "    ")
+    body.append("    return o")
+    gen.blocks.append(["def root(d):", *body])
+    namespace: dict[str, Any] = dict(gen.names.values)
+    namespace["_raise_unsure"] = _raise_unsure
+    exec(compile(gen.source("root"), "<gateweave.api.schemacode>", "exec"), namespace)  # noqa: S102
+    fn: Callable[[dict[str, Any]], dict[str, Any]] = namespace["ROOT"]
+    return fn
+
+
+_COMPILED: dict[int, tuple[Schema, Callable[[dict[str, Any]], dict[str, Any]] | None]] = {}
+
+
+def validator(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The generated validator of a version's schema (compiled on first use), or None when
+    it could not be generated."""
+    entry = _COMPILED.get(id(node))
+    if entry is None or entry[0] is not node:
+        try:
+            fn: Callable[[dict[str, Any]], dict[str, Any]] | None = compile_schema(node)
+        except Exception:  # a schema this module cannot write: the schema walk does it all
+            fn = None
+        entry = (node, fn)
+        _COMPILED[id(node)] = entry
+    return entry[1]
