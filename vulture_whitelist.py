@@ -8,6 +8,10 @@ _.c_expr, _.c_conditionalor, _.c_conditionaland, _.c_unary, _.c_member, _.c_prim
 _.c_paren_expr, _.c_member_dot, _.c_member_index, _.c_member_dot_arg, _.c_ident_arg
 _.c_dot_ident, _.c_list_lit, _.c_map_lit, _.c_literal
 c_relation, c_addition, c_multiplication
+# ... and the CEL writer's (gateweave/api/celcode.py, getattr "w_" + rule).
+_.w_expr, _.w_conditionalor, _.w_conditionaland, _.w_unary, _.w_member_dot, _.w_member_index
+_.w_member_dot_arg, _.w_ident_arg, _.w_list_lit, _.w_map_lit, _.w_literal
+w_relation, w_addition, w_multiplication, w_primary, w_paren_expr, w_dot_ident
 
 # Called by name: http.server and socketserver handlers, asyncio datagram protocols, the
 # gRPC servicer, structlog's logger methods, pytest's hooks and module marks.
@@ -19,7 +23,7 @@ _.warn, _.critical, _.fatal
 pytest_sessionstart, pytestmark
 
 # Read by a library: google-re2 options, h2 connection settings, selenium's Chrome options.
-_.log_errors, _.local_settings, _.max_header_list_size, _.binary_location
+_.log_errors, _.never_capture, _.local_settings, _.max_header_list_size, _.binary_location
 
 # Encoded into /api/graph and read by the dashboard's JavaScript (gateweave/dashboard/static).
 _.node_width, _.node_height

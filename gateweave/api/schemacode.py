@@ -397,7 +397,7 @@ def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
     gen.blocks.append(["def root(d):", *body])
     namespace: dict[str, Any] = dict(gen.names.values)
     namespace["_raise_unsure"] = _raise_unsure
-    exec(compile(gen.source("root"), "<gateweave.api.schemacode>", "exec"), namespace)  # noqa: S102
+    exec(compile(gen.source("root"), "<gateweave.api.schemacode>", "exec"), namespace)
     fn: Callable[[dict[str, Any]], dict[str, Any]] = namespace["ROOT"]
     return fn
 
