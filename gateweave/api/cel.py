@@ -329,17 +329,14 @@ def found(program: Any, text: str) -> bool:
 
 def re2_search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` matches somewhere in ``text``, as ``compile_re2(pattern).search(text)
-    is not None`` says; raises ValueError for an invalid pattern.
+    is not None`` says; raises ValueError for an invalid pattern (and, as search does,
+    UnicodeEncodeError for a string that is not UTF-8).
 
     Asks RE2 directly, on the UTF-8 bytes that ``search`` itself hands it, with a program
     compiled without capture groups: the ``re2`` module's ``search`` also finds every
     group's span and maps each back to character offsets, most of its cost, for a match
     object this answer does not need."""
-    program = search_program(pattern)
-    try:
-        return found(program, text)
-    except UnicodeEncodeError:  # lone surrogates: the module's own path
-        return compile_re2(pattern).search(text) is not None
+    return found(search_program(pattern), text)
 
 
 # ---------------------------------------------------------------- library functions

@@ -99,11 +99,13 @@ def _unique_map(items: list[Any], keys: tuple[str, ...]) -> None:
 
 
 def _unique_set(items: list[Any]) -> None:
-    if all(type(i) is str for i in items):
+    """Strings and integers are equal exactly when their JSON texts are (as the walk
+    compares items); anything else (a bool equals 1 in Python) is the walk's."""
+    if all(type(i) is str or type(i) is int for i in items):
         if len(set(items)) != len(items):
             raise Unsure
         return
-    raise Unsure  # numbers, objects: the schema walk compares their JSON texts
+    raise Unsure
 
 
 def _rules_hold(programs: tuple[cel.Program, ...], value: Any) -> bool:

@@ -1,0 +1,306 @@
+"""The generated validators (gateweave/api/schemacode.py) and the CEL rules written as Python
+(gateweave/api/celcode.py) answer exactly as the schema walk and the CEL closures do: the
+same defaulted object (key order included) and the same errors, for valid manifests and for
+every kind of mistake, while the generated code answers the valid ones by itself."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateweave.api import cel, celcode, schema, schemacode
+from gateweave.api.decode import kind_info
+from gateweave.api.kinds import KindInfo
+from gateweave_bench.objects import generate
+from tests.support.conformance_objects import all_case_files, case_raws
+from tests.support.data import BACKENDS_SYSTEM, EG_QUICKSTART, MANIFESTS, yaml_files
+
+
+def _corpus() -> list[dict[str, Any]]:
+    """Valid manifests of every kind gateweave reads with a schema: the conformance cases'
+    objects, the conformance manifests, Envoy Gateway's quickstart, the backends system, a
+    bench set."""
+    out: list[dict[str, Any]] = []
+    seen: set[bytes] = set()
+
+    def add(raw: Any) -> None:
+        info = kind_info(raw)
+        if info is None or not info.custom or schema.validate(copy.deepcopy(raw), info, strict=True)[1]:
+            return  # (a manifest with placeholders left)
+        key = msgspec.json.encode(raw)
+        if key not in seen:
+            seen.add(key)
+            out.append(raw)
+
+    for name in all_case_files():
+        for raw in case_raws(name):
+            add(raw)
+    for path in [*yaml_files(MANIFESTS, "**/*.yaml"), EG_QUICKSTART, BACKENDS_SYSTEM]:
+        text = path.read_text().replace("{GATEWAY_CLASS_NAME}", "gateweave")
+        for doc in yaml.safe_load_all(text):
+            add(doc)
+    for raw in generate(60, 3).manifests:
+        add(raw)
+    return out
+
+
+CORPUS = _corpus()
+
+
+@contextmanager
+def walk_only() -> Iterator[None]:
+    """Validation by the schema walk alone (the generated code never asked)."""
+    saved = schema._compiled
+    schema._compiled = lambda *args: None
+    try:
+        yield
+    finally:
+        schema._compiled = saved
+
+
+def _info(raw: dict[str, Any]) -> KindInfo:
+    info = kind_info(raw)
+    assert info is not None
+    return info
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values, dict keys in the same order, numbers of the same type (NaN equal to NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def _compare(raw: dict[str, Any]) -> None:
+    info = _info(raw)
+    for strict in (False, True):
+        with walk_only():
+            want, want_errors = schema.validate(copy.deepcopy(raw), info, strict=strict)
+        for owned in (False, True):
+            got, got_errors = schema.validate(copy.deepcopy(raw), info, strict=strict, owned=owned)
+            assert [str(e) for e in got_errors] == [str(e) for e in want_errors]
+            assert [e.path for e in got_errors] == [e.path for e in want_errors]
+            if not want_errors:
+                assert _same(got, want), (got, want)
+    with walk_only():
+        want_default = schema.default(copy.deepcopy(raw), info)
+    assert _same(schema.default(copy.deepcopy(raw), info, owned=True), want_default)
+
+
+def test_the_generated_code_answers_every_valid_manifest_as_the_walk_does() -> None:
+    kinds: set[str] = set()
+    for raw in CORPUS:
+        info = _info(raw)
+        _compare(raw)
+        # ... and answers it by itself (the walk is not what made it pass)
+        fast = schema._compiled(copy.deepcopy(raw), info, True)
+        assert fast is not None, raw
+        kinds.add(info.kind)
+    assert {"Gateway", "GatewayClass", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute",
+            "ReferenceGrant", "BackendTLSPolicy", "Backend"} <= kinds
+
+
+def test_the_input_is_left_alone_unless_handed_over() -> None:
+    for raw in CORPUS[:50]:
+        before = copy.deepcopy(raw)
+        result, errors = schema.validate(raw, _info(raw))
+        assert not errors
+        assert _same(raw, before)
+        assert result is not raw
+
+
+# ---------------------------------------------------------------- mistakes
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield at
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*at, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*at, i))
+
+
+def _strings() -> list[str]:
+    seen: set[str] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            seen.add(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                seen.add(str(k))
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    for raw in CORPUS:
+        walk(raw.get("spec"))
+    return sorted(seen)
+
+
+STRINGS = _strings()
+ODD = ["", "*", "/", "//", "/a/../b", "a%2fb", "#x", "/x/.", "A_B", "a" * 300, "x\n", "é", "1h", "0s",
+       "10.0.0.1", "::1", "10.0.0.0/8", "Exact", "PathPrefix", "RegularExpression", "ReplacePrefixMatch",
+       "ReplaceFullPath", "CORS", "URLRewrite", "RequestRedirect", "Service", "Gateway", "HTTP", "HTTPS"]
+SCALARS = st.one_of(
+    st.sampled_from(STRINGS + ODD), st.integers(-2, 70_000), st.sampled_from([0, 1, 65_536, 2**63, -(2**63) - 1]),
+    st.booleans(), st.none(), st.sampled_from([1.0, 0.5, math.nan, math.inf]),
+)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> dict[str, Any]:
+    raw = copy.deepcopy(draw(st.sampled_from(CORPUS)))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in _paths(raw) if p and p not in (("apiVersion",), ("kind",))]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent: Any = raw
+        for step in path[:-1]:
+            parent = parent[step]
+        last = path[-1]
+        what = draw(st.sampled_from(["delete", "scalar", "list", "map", "unknown", "repeat", "swap"]))
+        if what == "delete":
+            del parent[last]
+        elif what == "scalar":
+            parent[last] = draw(SCALARS)
+        elif what == "list":
+            parent[last] = [draw(SCALARS)] if draw(st.booleans()) else []
+        elif what == "map":
+            parent[last] = {}
+        elif what == "unknown" and isinstance(parent[last], dict):
+            parent[last][draw(st.sampled_from(["hostname", "nmae", "x", "type", "name"]))] = draw(SCALARS)
+        elif what == "repeat" and isinstance(parent[last], list) and parent[last]:
+            parent[last].append(copy.deepcopy(parent[last][0]))
+        elif what == "swap":
+            other = draw(st.sampled_from(paths))
+            target: Any = raw
+            try:
+                for step in other:
+                    target = target[step]
+                parent[last] = copy.deepcopy(target)
+            except (KeyError, IndexError, TypeError):
+                pass
+    return raw
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_any_mistake_gets_the_walks_answer(raw: dict[str, Any]) -> None:
+    _compare(raw)
+
+
+# ---------------------------------------------------------------- CEL
+
+
+def _closures(source: str, value: Any) -> Any:
+    try:
+        return cel.compile_rule(source).evaluate({"self": value})
+    except cel.CelError:
+        return "error"
+
+
+EXPRESSIONS = [
+    "self.a == 'x'", "self.a != 'x'", "self.n == 1", "self.n < 2", "self.n >= self.m", "self.s < 'b'",
+    "has(self.a) && self.a == 'x'", "has(self.a) || self.n > 0", "!has(self.a)", "self.a.startsWith('/')",
+    "self.a.endsWith('/')", "self.a.contains('//')", "self.a.matches('^[a-z]+$')", "size(self.l) > 1",
+    "self.l.size() == 0", "self.l.all(x, x > 0)", "self.l.exists(x, x == 2)", "self.l.exists_one(x, x == 2)",
+    "self.l.filter(x, x > 1).size() <= 1", "self.l.map(x, x * 2)", "self.l.map(x, x > 0, x)", "'x' in self.l",
+    "self.a in ['x', 'y']", "self.n in [1, 2]", "self.l[0] == 1", "self.l[1] > 0", "size(self.l) + size(self.l) <= 3",
+    "self.n + 1 > 0", "self.n - 1 < 0", "self.n * 2 == 4", "self.n / 2 == 0", "self.n % 2 == 1", "-self.n < 0",
+    "self.b ? self.n : 0", "self.b && self.c", "self.b || self.c", "self.m.all(k, k != '')",
+    "duration(self.a) > duration('1s')", "self.a.split('/').size() > 1", "self.x.y == 'z'",
+    "(self.n > 0 ? 1 : 0) + (size(self.l) > 1 ? self.l[1] : 0) <= 1", "{'a': 1}[self.a] == 1",
+]
+VALUES = st.fixed_dictionaries({}, optional={
+    "a": st.one_of(st.sampled_from(["x", "y", "/a", "a//b", "1s", "2m", "a/b", ""]), st.integers(0, 3), st.none()),
+    "s": st.sampled_from(["a", "b", "c"]),
+    "n": st.one_of(st.integers(-3, 3), st.floats(-2, 2), st.booleans(), st.just(2**63 - 1)),
+    "m": st.one_of(st.integers(-1, 1), st.dictionaries(st.sampled_from(["", "k"]), st.integers(0, 1))),
+    "l": st.one_of(st.lists(st.one_of(st.integers(-1, 3), st.sampled_from(["x", "y"]), st.none()), max_size=3),
+                   st.sampled_from(["xy", 3])),
+    "b": st.one_of(st.booleans(), st.integers(0, 1)),
+    "c": st.one_of(st.booleans(), st.none()),
+    "x": st.one_of(st.fixed_dictionaries({"y": st.sampled_from(["z", "w"])}), st.just([1])),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_a_rule_written_as_python_has_the_closures_value_when_it_has_one(value: dict[str, Any]) -> None:
+    for source in EXPRESSIONS:
+        names = celcode.Names()
+        expr, _ = celcode.transpile(source, names, "s")
+        fn = eval(f"lambda s: {expr.code}", names.values)  # the code under test
+        try:
+            got = fn(value)
+        except Exception:
+            continue  # the closures decide (what the generated validators do)
+        want = _closures(source, value)
+        assert want != "error", (source, value, got)
+        assert _same(got, want) or (isinstance(got, list) and got == want), (source, value, got, want)
+        if expr.boolean:
+            assert type(got) is bool
+
+
+def test_every_rule_of_every_schema_is_written_as_python() -> None:
+    """No rule of the schemas gateweave carries falls back to the closures for every value."""
+    from gateweave.api.kinds import KINDS
+
+    untranslated = []
+    for info in KINDS.values():
+        if info.crd is None:
+            continue
+        for version, root in schema.load_schemas(info.group, info.crd).items():
+            stack = [root]
+            while stack:
+                node = stack.pop()
+                if not isinstance(node, dict):
+                    continue
+                for rule in node.get("x-kubernetes-validations") or ():
+                    try:
+                        celcode.transpile(rule["rule"], celcode.Names(), "s", node, schemacode._kind)
+                    except celcode.Untranslatable as exc:
+                        if "oldSelf" not in rule["rule"]:
+                            untranslated.append((info.kind, version, rule["rule"], str(exc)))
+                stack += list((node.get("properties") or {}).values())
+                stack += [node[k] for k in ("items", "additionalProperties") if isinstance(node.get(k), dict)]
+                for k in ("allOf", "anyOf", "oneOf"):
+                    stack += list(node.get(k) or ())
+    assert untranslated == []
+
+
+@pytest.mark.parametrize("pattern", [r"^[a-z]+$", r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$", "é", r"\d"])
+def test_searching_a_program_without_captures_finds_what_search_finds(pattern: str) -> None:
+    for text in ["", "abc", "ABC", "/a%2Fb", "/a%zz", "abc\n", "é", "x\u00e9y", "123"]:
+        assert cel.re2_search(pattern, text) is (cel.compile_re2(pattern).search(text) is not None)
+    with pytest.raises(UnicodeEncodeError):  # (a lone surrogate: search raises it too)
+        cel.re2_search(pattern, "a\ud800b")
+
+
+def test_a_name_is_a_dns_subdomain_exactly_when_the_regex_says_so() -> None:
+    import random
+
+    rng = random.Random(5)
+    for _ in range(20_000):
+        text = "".join(rng.choice("ab-.0Z\n_é") for _ in range(rng.randint(0, 8)))
+        assert schema.is_dns1123_subdomain(text) is cel.re2_search(schema._DNS1123_SUBDOMAIN_RE, text), repr(text)
