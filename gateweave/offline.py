@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from gateweave.api.decode import Decoded, ObjectError, decode_sourced
 from gateweave.api.kinds import Key
 from gateweave.api.load import LoadError, load_paths
+from gateweave.gcpause import gc_paused
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
@@ -29,11 +30,12 @@ class OfflineRun:
 def read_objects(paths: Iterable[str]) -> OfflineRun:
     """Load and decode every object under ``paths``; a second definition of an object is rejected."""
     run = OfflineRun()
-    loaded = load_paths(paths)
+    with gc_paused():  # (as the file provider reads a directory)
+        loaded = load_paths(paths)
+        decoded = [decode_sourced(item) for item in loaded.objects]
     run.load_errors = list(loaded.errors)
     seen: dict[Key, Decoded] = {}
-    for item in loaded.objects:
-        dec, errors = decode_sourced(item)
+    for item, (dec, errors) in zip(loaded.objects, decoded, strict=True):
         run.rejected.extend(errors)
         if dec is None:
             continue

@@ -45,6 +45,7 @@ from watchfiles import Change, awatch
 from gateweave.api.decode import Decoded, ObjectError, decode_sourced
 from gateweave.api.kinds import Key
 from gateweave.api.load import Sourced, iter_manifest_files, load_file
+from gateweave.gcpause import gc_paused
 from gateweave.providers import ConfigError, ErrorBook
 from gateweave.store import Store, key_of
 
@@ -124,10 +125,13 @@ class FileProvider:
         ``forced``). Touches nothing of the provider's state: safe in a worker thread."""
         present = frozenset(os.path.abspath(p) for p in iter_manifest_files(self.root))
         reads: dict[str, FileRead] = {}
-        for path in sorted(present):
-            stat = _stat(path)
-            if path not in known or known[path] != stat or path in forced:
-                reads[path] = self._read(path, stat)
+        # The collector paused, as for a translation: decoding a directory allocates a
+        # container per field, and each collection they trigger walks the whole heap.
+        with gc_paused():
+            for path in sorted(present):
+                stat = _stat(path)
+                if path not in known or known[path] != stat or path in forced:
+                    reads[path] = self._read(path, stat)
         return Scan(present, reads)
 
     def _read(self, path: str, stat: StatKey | None) -> FileRead:
