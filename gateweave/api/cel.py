@@ -33,6 +33,7 @@ import lark
 import re2
 from celpy.evaluation import celstr
 
+from gateweave.api import patterns
 from gateweave.api.limits import clip, quote
 
 Env = dict[str, Any]
@@ -335,7 +336,11 @@ def re2_search(pattern: str, text: str) -> bool:
     Asks RE2 directly, on the UTF-8 bytes that ``search`` itself hands it, with a program
     compiled without capture groups: the ``re2`` module's ``search`` also finds every
     group's span and maps each back to character offsets, most of its cost, for a match
-    object this answer does not need."""
+    object this answer does not need. The patterns of :data:`patterns.CHECKS` are
+    answered by their Python checks."""
+    check = patterns.CHECKS.get(pattern)
+    if check is not None:
+        return check(text)
     return found(search_program(pattern), text)
 
 

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import lark
 
-from gateweave.api import cel
+from gateweave.api import cel, patterns
 
 Schema = dict[str, Any]
 Kind = Callable[[Any], "type | None"]  # a schema node -> the type every value checked against it has
@@ -343,6 +343,10 @@ class _Writer:
             if name in _STR_METHODS:
                 fast = _STR_METHODS[name].format(s=receiver.code, p=repr(literal))
                 return Expr(_typed(receiver, str, fast, slow), True, bool)
+            check = patterns.CHECKS.get(literal) if name == "matches" else None
+            if check is not None:
+                fn = self.names.add("c_", check, ("check", literal))
+                return Expr(_typed(receiver, str, f"{fn}({receiver.code})", slow), True, bool)
             if name == "matches" and receiver.simple and _valid_pattern(literal):
                 passed = self.names.add("c_", set(), ("matches", literal))
                 program = self.names.add("c_", cel.search_program(literal), ("program", literal))

@@ -24,7 +24,7 @@ import math
 from importlib import resources
 from typing import Any
 
-from gateweave.api import cel, schemacode
+from gateweave.api import cel, patterns, schemacode
 from gateweave.api.kinds import KindInfo
 from gateweave.api.limits import MAX_MESSAGE_CHARS, clip, quote
 
@@ -541,7 +541,7 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
         if len(name) > 63 or not _matches(_DNS1035_LABEL_RE, name):
             detail = "must be no more than 63 characters" if len(name) > 63 else DNS1035_LABEL_MSG
             errors.append(_invalid("metadata.name", name, detail))
-    elif len(name) > 253 or not is_dns1123_subdomain(name):
+    elif len(name) > 253 or not patterns.dns1123_subdomain(name):
         detail = "must be no more than 253 characters" if len(name) > 253 else DNS1123_SUBDOMAIN_MSG
         errors.append(_invalid("metadata.name", name, detail))
     ns = meta.get("namespace")
@@ -556,19 +556,6 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
             continue
         if not isinstance(m, dict) or not all(isinstance(v, str) for v in m.values()):
             errors.append(_invalid(f"metadata.{field}", _json_type(m), f"metadata.{field} must be a map of string to string"))
-
-
-_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-
-
-def is_dns1123_subdomain(value: str) -> bool:
-    """Whether ``value`` matches ``_DNS1123_SUBDOMAIN_RE`` (dot-separated labels of
-    ``[a-z0-9-]`` that start and end with an alphanumeric character), without a regex
-    engine: every object's name is checked, and names seldom repeat."""
-    for label in value.split("."):
-        if not label or label[0] == "-" or label[-1] == "-" or not _LABEL_CHARS.issuperset(label):
-            return False
-    return True
 
 
 def _dns_label(path: str, value: str, errors: list[FieldError]) -> None:

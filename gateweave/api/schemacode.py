@@ -120,8 +120,12 @@ def _rules_hold(programs: tuple[cel.Program, ...], value: Any) -> bool:
 
 
 def _walk(value: Any, node: Schema) -> Any:
-    """A subtree the generated code leaves to the schema walk: its defaulted copy when valid."""
-    out = exact._prepare(value, node)
+    """A subtree the generated code leaves to the schema walk: its defaulted copy when valid
+    and without unknown fields (those are refused or pruned: the walk's to say which)."""
+    unknown: list[exact.FieldError] = []
+    out = exact._prepare(value, node, unknown)
+    if unknown:
+        raise Unsure
     validator = exact._Validator()
     validator.node(out, node, "")
     if validator.errors:
