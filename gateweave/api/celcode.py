@@ -114,6 +114,15 @@ def _cel_map(pairs: tuple[tuple[Any, Any], ...]) -> dict[Any, Any]:
     return out
 
 
+_MATCHED: list[set[str]] = []  # every set of strings known to match a `matches` pattern
+
+
+def clear_memos() -> None:
+    """Forget the strings known to match."""
+    for passed in _MATCHED:
+        passed.clear()
+
+
 def _cel_matches(program: Any, passed: set[str], value: str) -> bool:
     """``value.matches(pattern)`` for a string ``value`` and the :func:`cel.search_program`
     of a literal ``pattern``, remembering the strings that match (a bounded set)."""
@@ -348,7 +357,10 @@ class _Writer:
                 fn = self.names.add("c_", check, ("check", literal))
                 return Expr(_typed(receiver, str, f"{fn}({receiver.code})", slow), True, bool)
             if name == "matches" and receiver.simple and _valid_pattern(literal):
-                passed = self.names.add("c_", set(), ("matches", literal))
+                known: set[str] = set()
+                passed = self.names.add("c_", known, ("matches", literal))
+                if self.names.values[passed] is known:
+                    _MATCHED.append(known)
                 program = self.names.add("c_", cel.search_program(literal), ("program", literal))
                 code = f"({receiver.code} in {passed} or _cel_matches({program}, {passed}, {receiver.code}))"
                 return Expr(_typed(receiver, str, code, slow), True, bool)

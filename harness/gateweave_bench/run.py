@@ -11,7 +11,8 @@ reported):
 * ``load_s``: the same bytes through our full path, as a provider reads a batch: JSON
   decoding, then :func:`gateweave.api.decode.decode` of each freshly decoded manifest,
   handed over (``owned``: CRD schema and CEL validation, defaulting, typed conversion),
-  the collector paused (as the file and Kubernetes providers pause it for a batch);
+  the collector paused (as the file and Kubernetes providers pause it for a batch), cold
+  (what the validators remember of earlier batches forgotten first);
 * ``translate_s``: a full, cold ``translate(store.snapshot())`` of every object (the
   collector paused, as the runtime runs it);
 * ``change_s`` / ``endpoints_change_s``: one HTTPRoute / one EndpointSlice changed ->
@@ -55,6 +56,7 @@ from typing import Any
 import msgspec
 
 from gateweave import native
+from gateweave.api import schemacode
 from gateweave.api.decode import Decoded, decode
 from gateweave.gcpause import gc_paused
 from gateweave.ir import Result, XdsGateway
@@ -135,7 +137,9 @@ def decode_all(manifests: Sequence[Mapping[str, Any]], *, owned: bool = False) -
 
 
 def _load(blobs: Sequence[bytes]) -> list[Decoded]:
-    """``load_s``: a batch of manifests read as a provider reads them."""
+    """``load_s``: a batch of manifests read as a provider reads them, cold (nothing
+    remembered from an earlier batch: every repetition measures a start)."""
+    schemacode.clear_memos()
     with gc_paused():
         return decode_all([msgspec.json.decode(b) for b in blobs], owned=True)
 
