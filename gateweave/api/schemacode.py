@@ -29,8 +29,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
 from gateweave.api import cel, celcode
 from gateweave.api import schema as exact
 
@@ -110,71 +108,11 @@ def _unique_set(items: list[Any]) -> None:
     raise Unsure
 
 
-_pack = msgspec.msgpack.Encoder().encode
-_unpack = msgspec.msgpack.Decoder().decode
-
-
-class _Memo:
-    """The checked and defaulted subtrees of one schema node, by their content.
-
-    Routes repeat subtrees (the same parentRefs, filters, backendRefs): one that was
-    checked before is not checked again. Keyed by its msgpack encoding (which tells every
-    value, type and key order apart), the defaulted subtree kept encoded: each hit is a
-    fresh copy. A node whose subtrees seldom repeat stops asking (the encoding is wasted
-    work there)."""
-
-    __slots__ = ("hits", "lookups", "on", "table")
-
-    SIZE = 4096  # subtrees kept (then forgotten all at once)
-    TRIAL = 1024  # lookups before judging whether the node's subtrees repeat
-    MIN_HITS = 0.25  # ... the share of hits that keeps asking
-
-    def __init__(self) -> None:
-        self.table: dict[bytes, bytes] = {}
-        self.hits = self.lookups = 0
-        self.on = True
-
-    def clear(self) -> None:
-        self.table.clear()
-        self.hits = self.lookups = 0
-        self.on = True
-
-
-_MEMOS: list[_Memo] = []
 _PASSED: list[set[str]] = []  # the strings known to be of a format, per format and schema
 
 
-def _memo(memo: _Memo, check: Callable[[Any], None], value: Any) -> Any:
-    """``value`` checked and defaulted by ``check`` (in place), or the copy of an equal
-    subtree checked before."""
-    if not memo.on:
-        check(value)
-        return value
-    try:
-        key = _pack(value)
-    except (OverflowError, TypeError):  # (an integer beyond 64 bits): not remembered
-        check(value)
-        return value
-    memo.lookups += 1
-    known = memo.table.get(key)
-    if known is not None:
-        memo.hits += 1
-        return _unpack(known)
-    check(value)
-    if len(memo.table) >= memo.SIZE:
-        memo.table.clear()
-    memo.table[key] = _pack(value)
-    if memo.lookups >= memo.TRIAL and memo.hits < memo.MIN_HITS * memo.lookups:
-        memo.on = False
-        memo.table.clear()
-    return value
-
-
 def clear_memos() -> None:
-    """Forget every remembered subtree and string (what a cold start knows: for
-    measurements and tests)."""
-    for memo in _MEMOS:
-        memo.clear()
+    """Forget every remembered string (what a cold start knows: for measurements and tests)."""
     for passed in [*_PASSED, *exact._MATCHED.values()]:
         passed.clear()
     celcode.clear_memos()
@@ -217,16 +155,6 @@ def _handled(node: Any) -> bool:
     )
 
 
-def _has_rules(node: Any) -> bool:
-    """Whether a CEL rule applies somewhere in ``node``'s subtree."""
-    if not isinstance(node, dict):
-        return False
-    if node.get("x-kubernetes-validations"):
-        return True
-    children = [*(node.get("properties") or {}).values(), node.get("items"), node.get("additionalProperties")]
-    return any(_has_rules(c) for c in children)
-
-
 def _kind(node: Any) -> type | None:
     """The Python type of every value the generated code accepted against ``node``."""
     return _KINDS.get(node["type"]) if _handled(node) else None
@@ -238,7 +166,7 @@ class _Gen:
         self.names.values.update({
             "Unsure": Unsure, "_pattern": _pattern, "_format": _format, "_enum": _enum,
             "_unique_map": _unique_map, "_unique_set": _unique_set, "_rules_hold": _rules_hold,
-            "_walk": _walk, "_copy": exact.copy_json, "_isfinite": math.isfinite, "_memo": _memo,
+            "_walk": _walk, "_copy": exact.copy_json, "_isfinite": math.isfinite,
         })
         self.funcs: dict[int, str] = {}
         self.blocks: list[list[str]] = []
@@ -346,10 +274,6 @@ class _Gen:
         if not _handled(node):
             return f"_walk({x}, {self.names.add('W', node, ('walk', id(node)))})"
         if node["type"] in ("object", "array"):
-            if _has_rules(node):  # checking it costs: remember its subtrees
-                memo = _Memo()
-                _MEMOS.append(memo)
-                return f"_memo({self.names.add('M', memo)}, {self.func(node)}, {x})"
             out.append(f"{pad}{self.func(node)}({x})")
         else:
             self.scalar(node, x, out, pad)
