@@ -16,7 +16,7 @@ def command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the generated objects.")] = 7,
     repeat: Annotated[int, typer.Option("--repeat", help="Runs of each timed step (the median is reported).")] = 3,
-    latency_samples: Annotated[int, typer.Option("--latency-samples", help="Event -> Envoy samples at 1,000 routes (0: skip).")] = 100,
+    latency_samples: Annotated[int, typer.Option("--latency-samples", help="Event -> Envoy samples at each route count, with the cold start (0: skip).")] = 100,
     profile: Annotated[bool, typer.Option("--profile", help="Also print a cProfile of one translation at the largest count.")] = False,
 ) -> None:
     """Measure decoding, translation, change-to-snapshot time, burst coalescing and memory on generated objects."""
