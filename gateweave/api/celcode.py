@@ -127,10 +127,8 @@ def _cel_matches(program: Any, passed: set[str], value: str) -> bool:
     """``value.matches(pattern)`` for a string ``value`` and the :func:`cel.search_program`
     of a literal ``pattern``, remembering the strings that match (a bounded set)."""
     found = cel.found(program, value)
-    if found and len(value) <= 256:
-        if len(passed) >= 65_536:
-            passed.clear()
-        passed.add(value)
+    if found:
+        patterns.remember(passed, value)
     return found
 
 

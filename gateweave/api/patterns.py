@@ -11,6 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+# Strings found to pass a check (a pattern, a format) are remembered, per check, in a set
+# of at most this many strings (cleared when full) of at most this many characters.
+PASSED_MAX = 65_536
+PASSED_LEN = 256
+
+
+def remember(passed: set[str], text: str) -> None:
+    """Note in ``passed`` (bounded, see :data:`PASSED_MAX`) that ``text`` passed its check."""
+    if len(text) <= PASSED_LEN:
+        if len(passed) >= PASSED_MAX:
+            passed.clear()
+        passed.add(text)
+
+
 _LOWER_DIGITS = "abcdefghijklmnopqrstuvwxyz0123456789"
 _LABEL_CHARS = frozenset(_LOWER_DIGITS + "-")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")

@@ -222,7 +222,6 @@ def _is_cidr(text: str) -> bool:
 
 
 _MATCHED: dict[str, set[str]] = {}  # per pattern, short strings known to match it (bounded)
-_MATCHED_MAX = 65_536
 
 
 def _matches(pattern: str, text: str) -> bool:
@@ -233,14 +232,11 @@ def _matches(pattern: str, text: str) -> bool:
         return True
     if not cel.re2_search(pattern, text):
         return False
-    if len(text) <= 256:
-        if passed is None:
-            if len(_MATCHED) >= 1024:
-                _MATCHED.clear()
-            passed = _MATCHED.setdefault(pattern, set())
-        elif len(passed) >= _MATCHED_MAX:
-            passed.clear()
-        passed.add(text)
+    if passed is None:
+        if len(_MATCHED) >= 1024:
+            _MATCHED.clear()
+        passed = _MATCHED.setdefault(pattern, set())
+    patterns.remember(passed, text)
     return True
 
 

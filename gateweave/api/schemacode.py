@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from gateweave.api import cel, celcode
+from gateweave.api import cel, celcode, patterns
 from gateweave.api import schema as exact
 
 Schema = dict[str, Any]
@@ -56,10 +56,6 @@ _SCALARS = {"string": "str", "integer": "int", "boolean": "bool"}
 # The Python type of a value the generated code has checked against a node of each type.
 _KINDS: dict[str, type] = {"object": dict, "array": list, "string": str, "integer": int, "boolean": bool}
 
-# Strings known to match a format, per format (bounded: cleared when full).
-_PASSED_MAX = 65_536
-_PASSED_LEN = 256
-
 
 def _pattern(pattern: str, value: str) -> None:
     if not exact._matches(pattern, value):  # (which remembers the strings that match)
@@ -69,10 +65,7 @@ def _pattern(pattern: str, value: str) -> None:
 def _format(passed: set[str], check: Callable[[str], bool], value: str) -> None:
     if not check(value):
         raise Unsure
-    if len(value) <= _PASSED_LEN:
-        if len(passed) >= _PASSED_MAX:
-            passed.clear()
-        passed.add(value)
+    patterns.remember(passed, value)
 
 
 def _enum(value: Any, allowed: tuple[Any, ...]) -> None:
