@@ -17,17 +17,28 @@
   ``GET /api/object?kind=&namespace=&name=`` (one object of ``/api/objects``).
 
 See docs/observability.md.
+
+Every response passes :func:`guard`: a request whose ``Host`` is not a loopback name or
+address (``localhost``, 127.0.0.0/8, ``::1``), the address the API is bound to, or the
+address the connection was made to (a kubelet probing ``0.0.0.0:19000`` at the pod's IP) is
+refused with 421: a web page whose DNS name was re-pointed at this machine (DNS rebinding)
+sends its own name as ``Host`` and cannot read the API; and PEM private keys are blanked
+from every body (gateweave/redact.py), so the IR, errors and explanations never carry a TLS
+key out (streamed responses - traffic events, followed logs - are not rewritten: they hold
+no keys).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+import ipaddress
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
@@ -35,6 +46,7 @@ from gateweave.dashboard.handlers import Dashboard
 from gateweave.metrics import CONTENT_TYPE_LATEST
 from gateweave.output import render_objects
 from gateweave.providers import ErrorBook
+from gateweave.redact import redact
 from gateweave.runtime import Runtime
 from gateweave.telemetry import Envoys, accesslog, prometheus
 from gateweave.telemetry.stats import fetch
@@ -53,6 +65,49 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def host_name(host: str) -> str:
+    """The name or address of a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    if host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host.rstrip(".")
+
+
+def loopback_host(host: str, bound: str, local: str = "") -> bool:
+    """Whether ``host`` (a ``Host`` header) names this machine's loopback, ``bound`` (the
+    address the admin API listens on) or ``local`` (the address the connection was made to)."""
+    name = host_name(host)
+    if name == "localhost" or name in {host_name(bound), host_name(local)} - {""}:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def guard(bound: str) -> Middleware:
+    """The middleware every admin response passes: the ``Host`` check, then redaction."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        local = sockname[0] if isinstance(sockname, tuple) else ""
+        if not loopback_host(request.host, bound, local):
+            return web.Response(status=421, text="misdirected request: Host must name this machine's loopback "
+                                "or the admin address\n")
+        response = await handler(request)
+        if isinstance(response, web.Response) and isinstance(response.body, bytes):
+            response.body = redact(response.body)
+        return response
+
+    return middleware
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(
         body=msgspec.json.encode(data), status=status, content_type="application/json"
@@ -68,7 +123,7 @@ class AdminServer:
         # The running Envoys (the host data plane's), set while there are any.
         self.envoys: Envoys | None = None
         self.traffic = TrafficMonitor(lambda: self.envoys, self._xds)
-        self.app = web.Application()
+        self.app = web.Application(middlewares=[guard(self.host)])
         self.app.add_routes([
             web.get("/api/objects", self.objects),
             web.get("/api/errors", self.errors_view),

@@ -2,14 +2,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import msgspec
 import pytest
 
 from gateweave import app
-from gateweave.admin import AdminServer, parse_address
+from gateweave.admin import AdminServer, loopback_host, parse_address
 from gateweave.api.decode import decode
 from gateweave.api.load import load_text
 from gateweave.metrics import Metrics
@@ -19,6 +23,8 @@ from gateweave.runtime import Runtime
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from gateweave.translate.options import TranslateOptions
+from gateweave_bench import harness as h
+from tests.support.certs import self_signed
 from tests.support.fake_translate import SEED, fake_translate
 
 OURS = "gateweave.io/gateway-controller"
@@ -171,3 +177,98 @@ async def test_serve_end_to_end(tmp_path: Path) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+# ---------------------------------------------------------------- secrets and Host
+
+
+@contextlib.asynccontextmanager
+async def serving_dir(config_dir: Path, admin_address: str = "127.0.0.1:0") -> AsyncIterator[AdminServer]:
+    """``app.run`` on ``config_dir`` (real translation, no data plane), once translated."""
+    stop = asyncio.Event()
+    started: list[AdminServer] = []
+    settings = app.Settings(provider=app.FileSettings(str(config_dir), debounce_ms=20), dataplane=None,
+                            admin=app.AdminSettings(admin_address))
+    task = asyncio.create_task(app.run(settings, app.Hooks(stop=stop, on_started=lambda a: started.append(a.admin))))
+    try:
+        for _ in range(1000):
+            if (started and started[0].runtime.ready) or task.done():
+                break
+            await asyncio.sleep(0.01)
+        assert started and started[0].runtime.ready, task
+        yield started[0]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+
+
+def tls_gateway_manifests() -> tuple[list[dict[str, Any]], bytes]:
+    """A Gateway terminating HTTPS with a Secret's key and presenting a client certificate
+    to backends (both keys reach the IR); returns the manifests and the listener's key."""
+    cert, key = self_signed("secure.test")
+    client_cert, client_key = self_signed("client.test")
+    gw = h.gateway("gw", "127.0.0.1", [h.listener("https", "HTTPS", 8443, hostname="secure.test",
+                                                  tls={"mode": "Terminate", "certificateRefs": [{"name": "tls-cert"}]})])
+    gw["spec"]["tls"] = {"backend": {"clientCertificateRef": {"kind": "Secret", "name": "client-cert"}}}
+    route = h.http_route("secure", "gw", ["secure.test"], [h.rule("/", [h.backend_ref("svc", 80)])])
+    docs = [h.gateway_class(), gw, *h.service("svc", 80, 8080), route,
+            h.tls_secret("tls-cert", cert, key), h.tls_secret("client-cert", client_cert, client_key)]
+    return docs, key
+
+
+async def test_no_endpoint_returns_a_private_key(tmp_path: Path) -> None:
+    docs, key = tls_gateway_manifests()
+    h.write_manifests(tmp_path / "gw.yaml", docs)
+    key_line = key.decode().splitlines()[1]  # the start of the key material itself
+    async with serving_dir(tmp_path) as admin:
+        # an error message that quoted a key, cut short as long messages are
+        admin.errors.set("file:z", [ConfigError("z.yaml:1", "bad value " + key.decode()[:120])])
+        async with aiohttp.ClientSession(admin.url) as session:
+            bodies: dict[str, bytes] = {}
+            for route in admin.app.router.routes():
+                info = route.resource.get_info() if route.resource is not None else {}
+                path = info.get("path") or info["formatter"].format(kind="Gateway", namespace="default", name="gw")
+                async with session.get(path) as resp:
+                    assert resp.status == 200, path
+                    bodies[path] = await resp.read()
+            assert "/api/explain/Gateway/default/gw" in bodies and "/api/ir" in bodies
+            ir = msgspec.json.decode(bodies["/api/ir"])
+            tls = json.dumps(ir["xds"]["default/gw"])
+            assert "default/tls-cert" in tls and "BEGIN CERTIFICATE" in tls  # the TLS config is there ...
+            assert "[redacted private key]" in tls  # ... with its keys blanked
+            assert b"[redacted private key]" in bodies["/api/errors"]
+            for path, body in bodies.items():
+                assert b"PRIVATE KEY-----" not in body and key_line.encode() not in body, path
+
+
+@contextlib.asynccontextmanager
+async def serving_dir_of_nothing() -> AsyncIterator[AdminServer]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with serving_dir(Path(tmp)) as admin:
+            yield admin
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:19000", "10.0.0.1", "[2001:db8::1]:80",
+                                  "localhost.evil.example", "127.0.0.1.evil.example"])
+async def test_a_non_loopback_host_header_is_refused(host: str) -> None:
+    async with serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url) as session:
+        for path in ("/api/ir", "/api/objects", "/healthz"):
+            async with session.get(path, headers={"Host": host}) as resp:
+                assert resp.status == 421, (host, path)
+                assert "redacted" not in await resp.text()
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:19000", "127.0.0.1", "127.3.4.5:80", "[::1]:19000", "::1"])
+async def test_loopback_host_headers_are_served(host: str) -> None:
+    async with (serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url) as session,
+                session.get("/api/ir", headers={"Host": host}) as resp):
+        assert resp.status == 200, host
+
+
+def test_the_bind_address_is_a_valid_host() -> None:
+    assert loopback_host("192.0.2.7:19000", "192.0.2.7")
+    assert loopback_host("[2001:db8::7]:19000", "2001:db8::7")
+    assert not loopback_host("192.0.2.8:19000", "192.0.2.7")
+    # bound to every address: the one the connection came in on (a kubelet's probe at the pod IP)
+    assert loopback_host("10.1.2.3:19000", "0.0.0.0", "10.1.2.3")
+    assert not loopback_host("evil.example:19000", "0.0.0.0", "10.1.2.3")
