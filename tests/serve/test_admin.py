@@ -24,8 +24,8 @@ from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from gateweave.translate.options import TranslateOptions
 from gateweave_bench import harness as h
-from tests.support.certs import self_signed
 from tests.support.fake_translate import SEED, fake_translate
+from tests.support.specletter_objects import certificate
 
 OURS = "gateweave.io/gateway-controller"
 T0 = "2024-01-01T00:00:00Z"
@@ -205,8 +205,8 @@ async def serving_dir(config_dir: Path, admin_address: str = "127.0.0.1:0") -> A
 def tls_gateway_manifests() -> tuple[list[dict[str, Any]], bytes]:
     """A Gateway terminating HTTPS with a Secret's key and presenting a client certificate
     to backends (both keys reach the IR); returns the manifests and the listener's key."""
-    cert, key = self_signed("secure.test")
-    client_cert, client_key = self_signed("client.test")
+    cert, key = (pem.encode() for pem in certificate(("secure.test",)))
+    client_cert, client_key = (pem.encode() for pem in certificate(("client.test",)))
     gw = h.gateway("gw", "127.0.0.1", [h.listener("https", "HTTPS", 8443, hostname="secure.test",
                                                   tls={"mode": "Terminate", "certificateRefs": [{"name": "tls-cert"}]})])
     gw["spec"]["tls"] = {"backend": {"clientCertificateRef": {"kind": "Secret", "name": "client-cert"}}}
