@@ -159,6 +159,7 @@ def serve_cmd(
     dataplane_kind: Annotated[str, typer.Option("--dataplane", help="With --provider kubernetes: none (default), kubernetes (an Envoy Deployment+Service per Gateway) or host (Envoy processes here).")] = "none",
     xds_host: Annotated[str, typer.Option("--xds-host", help="With --dataplane kubernetes: the host Envoy pods reach this controller's xDS server at.")] = "gateweave.gateweave-system.svc",
     xds_port: Annotated[int, typer.Option("--xds-port", help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).")] = 18000,
+    xds_plaintext: Annotated[bool, typer.Option("--xds-plaintext", help="With --dataplane kubernetes: plain-text xDS, any client served (development only; default: mutual TLS with gateweave's CA).")] = False,
     check_incremental: CheckIncrementalOpt = False,
     access_log: Annotated[str, typer.Option("--access-log", help="Every Gateway's access log (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
     tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it. Default: no tracing.")] = None,
@@ -179,7 +180,7 @@ def serve_cmd(
         if dataplane_kind == "none":
             dataplane = None
         elif dataplane_kind == "kubernetes":
-            dataplane = gw_app.KubeDataplane(xds_host=xds_host, xds_port=xds_port)
+            dataplane = gw_app.KubeDataplane(xds_host=xds_host, xds_port=xds_port, xds_plaintext=xds_plaintext)
     elif provider == "file":
         if config_dir is None:
             _err("error: --config-dir is required with the file provider")

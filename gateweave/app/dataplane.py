@@ -7,6 +7,7 @@ an Envoy rejects through ``runtime.quarantine``, which translate leaves out.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import tempfile
 from collections.abc import AsyncIterator
@@ -55,19 +56,33 @@ async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[Envo
 
 @contextlib.asynccontextmanager
 async def _kubernetes(settings: KubeDataplane, runtime: Runtime, kube: KubeSource) -> AsyncIterator[None]:
-    """An ADS server and an Envoy Deployment + Service per Gateway (managed by the leader only)."""
+    """An ADS server and an Envoy Deployment + Service per Gateway (managed by the leader only).
+    xDS is mutual TLS with gateweave's CA (unless ``xds_plaintext``), its certificates renewed
+    while it runs."""
+    from gateweave.app.kube import controller_namespace
+    from gateweave.kube.xdsca import XdsCertificates
     from gateweave.sinks.kubeinfra import DEFAULT_IMAGE, KubernetesInfra
 
-    server = AdsServer(registry=runtime.metrics.registry)
+    certs: XdsCertificates | None = None
+    if not settings.xds_plaintext:
+        certs = XdsCertificates(kube.client, controller_namespace(kube.settings), [settings.xds_host],
+                                settings.certificates)
+    server = AdsServer(registry=runtime.metrics.registry, tls=await certs.start() if certs is not None else None)
     await server.start(settings.xds_bind, settings.xds_port)
     infra = KubernetesInfra(kube.client, xds_host=settings.xds_host, xds_port=settings.xds_port,
-                            image=settings.envoy_image or DEFAULT_IMAGE, service_type=settings.service_type)
+                            image=settings.envoy_image or DEFAULT_IMAGE, service_type=settings.service_type,
+                            certs=certs)
     infra.enabled = kube.leading
     kube.infra = infra
     publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
+    renewal = asyncio.create_task(certs.run(infra.renew), name="gateweave-xds-certificates") if certs else None
     try:
         runtime.attach(xds_sink=publisher, infra_sink=infra)
         yield
     finally:
+        if renewal is not None:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
         await publisher.close()
         await server.stop()

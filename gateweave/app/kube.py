@@ -30,12 +30,18 @@ SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def _own_namespace() -> str:
-    """The pod's namespace when running in a cluster (the Lease lives there)."""
+    """The pod's namespace when running in a cluster."""
     try:
         with open(SA_NAMESPACE_FILE) as f:
             return f.read().strip()
     except OSError:
         return ""
+
+
+def controller_namespace(kube: KubeSettings) -> str:
+    """Where gateweave keeps its own objects (the Lease, the xDS CA Secret): ``lease_namespace``
+    if set, else the pod's namespace in a cluster, else the watched namespace, else default."""
+    return kube.lease_namespace or _own_namespace() or kube.namespace or "default"
 
 
 class KubeSource:
@@ -56,7 +62,7 @@ class KubeSource:
             self.status_writer.enabled = False
             self.elector = LeaderElector(
                 client,
-                namespace=kube.lease_namespace or _own_namespace() or kube.namespace or "default",
+                namespace=controller_namespace(kube),
                 name=kube.lease_name,
                 identity=kube.identity or None,
                 lease_duration=kube.lease_duration,

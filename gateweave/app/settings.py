@@ -14,6 +14,7 @@ import msgspec
 
 from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
+from gateweave.kube.xdsca import CertLifetimes
 from gateweave.translate.options import TranslateOptions
 
 DEFAULT_ADDRESS_POOL = "127.10.0.0/16"
@@ -66,6 +67,10 @@ class KubeDataplane:
     xds_host: str = "gateweave.gateweave-system.svc"
     envoy_image: str = ""  # "": gateweave.sinks.kubeinfra.DEFAULT_IMAGE
     service_type: str = "LoadBalancer"
+    # xDS is mutual TLS with certificates from gateweave's CA (a Secret in the controller's
+    # namespace, gateweave/kube/xdsca.py); plain text only when asked for (development).
+    xds_plaintext: bool = False
+    certificates: CertLifetimes = field(default_factory=CertLifetimes)
 
 
 @dataclass(frozen=True)

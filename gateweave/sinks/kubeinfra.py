@@ -1,5 +1,6 @@
-"""Kubernetes infrastructure: per Gateway an Envoy Deployment, Service, ServiceAccount and
-bootstrap ConfigMap, owned by the Gateway.
+"""Kubernetes infrastructure: per Gateway an Envoy Deployment, Service, ServiceAccount,
+bootstrap ConfigMap and (with xDS mutual TLS) the Secret of its xDS client certificate,
+owned by the Gateway.
 
 It is the runtime's infra sink (``update(changed, removed)``) in Kubernetes mode. Each
 object is written with server-side apply (field manager ``gateweave``, forced: these
@@ -14,10 +15,17 @@ The Service carries :func:`gateweave.ir.envoy_labels` (also its selector): trans
 it by them and writes the Gateway's ``status.addresses`` from it (translate/addresses.py).
 The Gateway's requested ``spec.addresses`` (``InfraGateway.requested_addresses``) go into
 the Service: ``loadBalancerIP`` (the first) for a LoadBalancer Service, else ``externalIPs``.
+
+With ``certs`` (gateweave/kube/xdsca.py) the Envoy talks to the xDS server over mutual TLS:
+the Secret (``tls.crt``, ``tls.key`` naming the Gateway, ``ca.crt``) is mounted at
+:data:`XDS_CERT_DIR` and the bootstrap's SDS files (in the ConfigMap) point there;
+:meth:`KubernetesInfra.renew` rewrites the Secrets whose certificate is due, and Envoy picks
+the new files up without a restart.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -25,21 +33,24 @@ from typing import Any
 
 import structlog
 
-from gateweave.infra.bootstrap import BootstrapParams, render
+from gateweave.infra.bootstrap import BootstrapParams, XdsClientTls, is_ip, render, sds_files
 from gateweave.ir import InfraGateway, envoy_labels
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
+from gateweave.kube.xdsca import SECRETS, XdsCertificates
 
 log = structlog.get_logger("gateweave.sinks.kubeinfra")
 
 FIELD_MANAGER = "gateweave"
 DEFAULT_IMAGE = "envoyproxy/envoy:v1.40.0"
 ENVOY_ADMIN_PORT = 19001
+BOOTSTRAP_DIR = "/etc/envoy"  # the ConfigMap: bootstrap.json and the xDS TLS SDS files
+XDS_CERT_DIR = "/etc/gateweave-xds"  # the Secret: the xDS client certificate
 
 DEPLOYMENTS = ResourcePath("apps", "v1", "deployments", True)
 SERVICES = ResourcePath("", "v1", "services", True)
 SERVICE_ACCOUNTS = ResourcePath("", "v1", "serviceaccounts", True)
 CONFIG_MAPS = ResourcePath("", "v1", "configmaps", True)
-OWNED = (DEPLOYMENTS, SERVICES, CONFIG_MAPS, SERVICE_ACCOUNTS)
+OWNED = (DEPLOYMENTS, SERVICES, CONFIG_MAPS, SERVICE_ACCOUNTS, SECRETS)
 
 
 def object_name(gateway_name: str) -> str:
@@ -51,21 +62,16 @@ def object_name(gateway_name: str) -> str:
     return f"{name[:54].rstrip('-')}-{digest}"
 
 
-def _is_ip(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+def pod_tls(xds_host: str, cert_dir: str = XDS_CERT_DIR, sds_dir: str = BOOTSTRAP_DIR) -> XdsClientTls:
+    """A pod's xDS TLS: the server must be ``xds_host``; the files where the pod mounts them."""
+    return XdsClientTls(server_name=xds_host, cert_dir=cert_dir, sds_dir=sds_dir)
 
 
-def bootstrap(gw: InfraGateway, xds_host: str, xds_port: int) -> dict[str, Any]:
+def bootstrap(gw: InfraGateway, xds_host: str, xds_port: int, tls: XdsClientTls | None = None) -> dict[str, Any]:
     """The Envoy bootstrap for a Gateway's pod: ADS to the control plane's Service."""
     doc = render(BootstrapParams(node_id=gw.name, xds_host=xds_host, xds_port=xds_port,
-                                 admin_port=ENVOY_ADMIN_PORT, admin_host="127.0.0.1"))
-    if not _is_ip(xds_host):  # a Service DNS name: resolve it
+                                 admin_port=ENVOY_ADMIN_PORT, admin_host="127.0.0.1", tls=tls))
+    if not is_ip(xds_host):  # a Service DNS name: resolve it
         for cluster in doc["static_resources"]["clusters"]:
             cluster["type"] = "STRICT_DNS"
     return doc
@@ -80,8 +86,12 @@ class KubernetesInfra:
         xds_port: int,
         image: str = DEFAULT_IMAGE,
         service_type: str = "LoadBalancer",
+        certs: XdsCertificates | None = None,
     ) -> None:
         self.client = client
+        self.certs = certs  # None: plain-text xDS
+        self.tls = pod_tls(xds_host) if certs is not None else None
+        self.client_files: dict[str, dict[str, str]] = {}  # Gateway -> its client Secret's files
         self.xds_host, self.xds_port = xds_host, xds_port
         self.image = image
         self.service_type = service_type
@@ -101,13 +111,34 @@ class KubernetesInfra:
     async def reconcile(self) -> None:
         """Make the cluster match :attr:`desired` (after a change, or on becoming leader)."""
         for name in sorted(self.applied.keys() - self.desired.keys()):
+            self.client_files.pop(name, None)
             await self._delete(self.applied.pop(name))
         for name, gw in sorted(self.desired.items()):
             if self.applied.get(name) != gw:
                 await self._apply(gw)
                 self.applied[name] = gw
 
+    async def renew(self) -> None:
+        """Rewrite the client Secrets whose certificate is due (or whose CA changed)."""
+        if not self.enabled or self.certs is None:
+            return
+        for name, gw in sorted(self.applied.items()):
+            current = self.client_files.get(name)
+            if self._files(gw) != current:
+                await self._write(SECRETS, self._secret(gw), gw)
+                log.info("xDS client certificate renewed", gateway=name)
+
     # ------------------------------------------------------------ objects
+
+    def _files(self, gw: InfraGateway) -> dict[str, str]:
+        assert self.certs is not None
+        files = self.client_files[gw.name] = self.certs.client_files(gw.name, self.client_files.get(gw.name))
+        return files
+
+    def _secret(self, gw: InfraGateway) -> dict[str, Any]:
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in sorted(self._files(gw).items())}
+        return {"apiVersion": "v1", "kind": "Secret", "metadata": self._meta(gw), "type": "kubernetes.io/tls",
+                "data": data}
 
     @staticmethod
     def _owner(gw: InfraGateway) -> list[dict[str, Any]]:
@@ -133,10 +164,16 @@ class KubernetesInfra:
 
     def manifests(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
         name = object_name(gw.gateway_name)
-        boot = json.dumps(bootstrap(gw, self.xds_host, self.xds_port), indent=2, sort_keys=True)
+        boot = json.dumps(bootstrap(gw, self.xds_host, self.xds_port, self.tls), indent=2, sort_keys=True)
         boot_hash = hashlib.sha256(boot.encode()).hexdigest()[:16]
         sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": self._meta(gw)}
-        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self._meta(gw), "data": {"bootstrap.json": boot}}
+        files = {"bootstrap.json": boot, **(sds_files(self.tls) if self.tls is not None else {})}
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self._meta(gw), "data": files}
+        mounts = [{"name": "bootstrap", "mountPath": BOOTSTRAP_DIR, "readOnly": True}]
+        volumes: list[dict[str, Any]] = [{"name": "bootstrap", "configMap": {"name": name}}]
+        if self.tls is not None:
+            mounts.append({"name": "xds-tls", "mountPath": XDS_CERT_DIR, "readOnly": True})
+            volumes.append({"name": "xds-tls", "secret": {"secretName": name}})
         ports = [{"name": f"{p.protocol.lower()}-{p.port}", "containerPort": p.port, "protocol": p.protocol}
                  for p in gw.ports]
         pod_annotations = {**gw.annotations, "gateweave.io/bootstrap-hash": boot_hash}
@@ -153,13 +190,13 @@ class KubernetesInfra:
                         "automountServiceAccountToken": False,
                         "containers": [{
                             "name": "envoy", "image": self.image,
-                            "args": ["--config-path", "/etc/envoy/bootstrap.json", "--log-level", "warn",
+                            "args": ["--config-path", f"{BOOTSTRAP_DIR}/bootstrap.json", "--log-level", "warn",
                                      "--disable-hot-restart"],
                             "ports": ports,
                             "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
-                            "volumeMounts": [{"name": "bootstrap", "mountPath": "/etc/envoy", "readOnly": True}],
+                            "volumeMounts": mounts,
                         }],
-                        "volumes": [{"name": "bootstrap", "configMap": {"name": name}}],
+                        "volumes": volumes,
                     },
                 },
             },
@@ -175,12 +212,16 @@ class KubernetesInfra:
         elif gw.requested_addresses:
             service_spec["externalIPs"] = list(gw.requested_addresses)
         service = {"apiVersion": "v1", "kind": "Service", "metadata": self._meta(gw), "spec": service_spec}
-        return [(SERVICE_ACCOUNTS, sa), (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service)]
+        secret = [(SECRETS, self._secret(gw))] if self.tls is not None else []
+        return [(SERVICE_ACCOUNTS, sa), *secret, (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service)]
+
+    async def _write(self, path: ResourcePath, obj: dict[str, Any], gw: InfraGateway) -> None:
+        await self.client.patch(path.item(gw.namespace, obj["metadata"]["name"]), obj, APPLY_PATCH,
+                                field_manager=FIELD_MANAGER, force=True)
 
     async def _apply(self, gw: InfraGateway) -> None:
         for path, obj in self.manifests(gw):
-            await self.client.patch(path.item(gw.namespace, obj["metadata"]["name"]), obj, APPLY_PATCH,
-                                    field_manager=FIELD_MANAGER, force=True)
+            await self._write(path, obj, gw)
         log.info("infrastructure applied", gateway=gw.name)
 
     async def _delete(self, gw: InfraGateway) -> None:

@@ -17,6 +17,10 @@ logged (capped), counted, and visible in :class:`NodeStatus`; the rejected resou
 sent again after a backoff (1 s, doubling up to 60 s, until an ACK or a newer response):
 a rejection may come from outside the configuration (a port another process held). In
 Delta the server's view of the client is rolled back on NACK.
+
+With mutual TLS (``tls``, gateweave/xds/auth.py) a stream is bound to the node its client
+certificate names: a client asking as another node is refused (PERMISSION_DENIED) before
+anything is sent to it or anything it says is taken as an ACK or NACK.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.protobuf.message import Message
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
+from gateweave.xds.auth import ServerTls, peer_node
 from gateweave.xds.snapshot_cache import (
     CLUSTER,
     CORE_ORDER,
@@ -155,8 +160,10 @@ class _TypeState:
 class _Session:
     protocol: ClassVar[str]
 
-    def __init__(self, server: AdsServer) -> None:
+    def __init__(self, server: AdsServer, allowed: str | None = None) -> None:
         self.server = server
+        self.allowed = allowed  # with mutual TLS: the node the client's certificate names
+        self.refused: str | None = None  # the node it asked for instead
         self.node_id: str | None = None
         self.types: dict[str, _TypeState] = {}
         self.desired: dict[str, Mapping[str, Resource]] | None = None
@@ -209,11 +216,21 @@ class _Session:
         self.server._metrics.pushes.labels(type_url).inc()
         self._queue.put_nowait(response)
 
-    def learn_node(self, node_id: str) -> None:
+    def learn_node(self, node_id: str) -> bool:
+        """Take the node of a request; ``False`` if the client may not ask as that node."""
+        if self.refused is not None:
+            return False
+        if self.node_id is None and self.allowed is not None and node_id != self.allowed:
+            self.refused = node_id
+            log.warning("xDS: client refused: its certificate names another node",
+                        node=node_id, certificate_node=self.allowed, protocol=self.protocol)
+            self.close()
+            return False
         if self.node_id is None and node_id:
             self.node_id = node_id
             self.server._register(self)
             self._wakeup.set()
+        return True
 
     def acked(self, st: _TypeState, version: str) -> None:
         st.acked_version = version
@@ -294,6 +311,8 @@ class _Session:
     async def _read(self, requests: AsyncIterator[Any]) -> None:
         try:
             async for request in requests:
+                if self.refused is not None:
+                    break
                 try:
                     self.on_request(request)
                 except Exception:
@@ -419,7 +438,8 @@ class _SotwSession(_Session):
     protocol = "sotw"
 
     def on_request(self, request: discovery_pb2.DiscoveryRequest) -> None:
-        self.learn_node(request.node.id)
+        if not self.learn_node(request.node.id):
+            return
         st = self.state(request.type_url)
         names = set(request.resource_names)
         if not names and request.type_url not in WILDCARD_TYPES:
@@ -483,7 +503,8 @@ class _DeltaSession(_Session):
     protocol = "delta"
 
     def on_request(self, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
-        self.learn_node(request.node.id)
+        if not self.learn_node(request.node.id):
+            return
         st = self.state(request.type_url)
         if request.response_nonce:
             entry = st.pending.pop(request.response_nonce, None)
@@ -585,14 +606,30 @@ class _Service(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
     async def StreamAggregatedResources(
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Message]:
-        async for response in self._server._serve(_SotwSession, request_iterator):
+        async for response in self._stream(_SotwSession, request_iterator, context):
             yield response
 
     async def DeltaAggregatedResources(
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Message]:
-        async for response in self._server._serve(_DeltaSession, request_iterator):
+        async for response in self._stream(_DeltaSession, request_iterator, context):
             yield response
+
+    async def _stream(
+        self, kind: type[_Session], requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Message]:
+        allowed = None
+        if self._server.tls is not None:
+            allowed = peer_node(context.auth_context())
+            if allowed is None:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                    "the client certificate names no Gateway (spiffe://gateweave/ns/NS/gateway/NAME)")
+        session = kind(self._server, allowed)
+        async for response in self._server._serve(session, requests):
+            yield response
+        if session.refused is not None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"this client certificate is for node {allowed!r}, not {session.refused!r}")
 
 
 # ---------------------------------------------------------------- the server
@@ -600,6 +637,9 @@ class _Service(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
 
 class AdsServer:
     """Aggregated Discovery Service (SotW and Delta) over per-node snapshots.
+
+    ``tls``: mutual TLS (each client served as the node its certificate names); ``None``:
+    plain text, every client served as the node it says it is.
 
     ``ack_timeout`` bounds each wait of a make-before-break push for Envoy's ACK.
     Metrics go to ``registry`` (default: :data:`DEFAULT_REGISTRY`). Every method
@@ -613,7 +653,9 @@ class AdsServer:
         ack_timeout: float = 5.0,
         nack_retry: float = 1.0,
         nack_retry_max: float = 60.0,
+        tls: ServerTls | None = None,
     ) -> None:
+        self.tls = tls
         self.ack_timeout = ack_timeout
         # A rejected configuration is sent again after nack_retry seconds, doubling per
         # NACK up to nack_retry_max, until the client ACKs (or something newer is sent).
@@ -642,13 +684,15 @@ class AdsServer:
             ]
         )
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(_Service(self), server)
-        bound = server.add_insecure_port(f"{host}:{port}")
+        address = f"{host}:{port}"
+        bound = (server.add_insecure_port(address) if self.tls is None
+                 else server.add_secure_port(address, self.tls.credentials()))
         if bound == 0:
             raise OSError(f"cannot listen on {host}:{port}")
         await server.start()
         self._grpc, self._stopping = server, False
         self.host, self.port = host, bound
-        log.info("xDS server listening", address=f"{host}:{bound}")
+        log.info("xDS server listening", address=f"{host}:{bound}", mtls=self.tls is not None)
         return bound
 
     async def stop(self, grace: float = 0.5) -> None:
@@ -731,12 +775,9 @@ class AdsServer:
 
     # -- streams
 
-    async def _serve(
-        self, kind: type[_Session], requests: AsyncIterator[Any]
-    ) -> AsyncIterator[Message]:
+    async def _serve(self, session: _Session, requests: AsyncIterator[Any]) -> AsyncIterator[Message]:
         if self._stopping:
             return
-        session = kind(self)
         self._open.add(session)
         try:
             async for response in session.serve(requests):

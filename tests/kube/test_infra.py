@@ -7,24 +7,20 @@ translate computes it (Kubernetes addressing mode)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import grpc
 import yaml
-from envoy.config.core.v3 import base_pb2
-from envoy.config.listener.v3 import listener_pb2
-from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 from gateweave.app import KubeDataplane
 from gateweave.sinks.kubeinfra import object_name
-from gateweave.xds.snapshot_cache import CLUSTER, LISTENER
+from gateweave.xds import pki
 from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
+from tests.support.xdsclient import envoy_pod, secret_files
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -37,40 +33,6 @@ async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
             return
         await asyncio.sleep(0.01)
     raise TimeoutError("condition not met")
-
-
-@contextlib.asynccontextmanager
-async def envoy_pod(port: int, node_id: str) -> AsyncIterator[list[listener_pb2.Listener]]:
-    """An ADS client standing in for a Gateway's Envoy pod: subscribes to Clusters and
-    Listeners (wildcard), ACKs every response; yields the Listeners last received."""
-    listeners: list[listener_pb2.Listener] = []
-    requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
-    node = base_pb2.Node(id=node_id, cluster="gateweave")
-    for type_url in (CLUSTER, LISTENER):
-        requests.put_nowait(discovery_pb2.DiscoveryRequest(node=node, type_url=type_url))
-
-    async def outgoing() -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
-        while True:
-            yield await requests.get()
-
-    async def incoming(call: Any) -> None:
-        async for response in call:
-            if response.type_url == LISTENER:
-                listeners[:] = [listener_pb2.Listener.FromString(r.value) for r in response.resources]
-            requests.put_nowait(discovery_pb2.DiscoveryRequest(
-                node=node, type_url=response.type_url, version_info=response.version_info,
-                response_nonce=response.nonce))
-
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(outgoing())
-        task = asyncio.create_task(incoming(call))
-        try:
-            yield listeners
-        finally:
-            call.cancel()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
-                await task
 
 
 def free_port() -> int:
@@ -100,7 +62,7 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             gw = api.get("Gateway", "default", "quickstart")
             assert gw is not None
             objs: dict[str, Any] = {k: api.get(k, "default", name)
-                                    for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap")}
+                                    for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Secret")}
             for kind, obj in objs.items():
                 assert obj is not None, kind
                 assert obj["metadata"]["ownerReferences"][0]["uid"] == gw["metadata"]["uid"]
@@ -115,6 +77,13 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             xds = boot["static_resources"]["clusters"][0]
             assert xds["type"] == "STRICT_DNS"
             assert boot["node"]["id"] == "default/quickstart"
+            # xDS is mutual TLS: the pod mounts its Gateway's client certificate (the Secret)
+            assert xds["transport_socket"]["typed_config"]["sni"] == "gateweave.gateweave-system.svc"
+            assert {"name": "xds-tls", "secret": {"secretName": name}} in pod["spec"]["volumes"]
+            assert set(objs["ConfigMap"]["data"]) == {"bootstrap.json", "xds-client-sds.json", "xds-ca-sds.json"}
+            files = secret_files(objs["Secret"])
+            assert pki.identities(files["tls.crt"]) == ["spiffe://gateweave/ns/default/gateway/quickstart"]
+            assert "PRIVATE KEY" in files["tls.key"] and "BEGIN CERTIFICATE" in files["ca.crt"]
             applies = [r for r in api.requests(verb="patch") if r.resource in ("deployments", "services")]
             assert applies and all(r.code == 200 for r in applies)
 
@@ -126,7 +95,7 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             assert xds.address == "0.0.0.0"
 
             # the Envoy pod connects and acknowledges: listeners bind 0.0.0.0
-            async with envoy_pod(xds_port, "default/quickstart") as listeners:
+            async with envoy_pod(xds_port, "default/quickstart", files) as listeners:
                 await until(lambda: bool(listeners))
                 assert {lst.address.socket_address.address for lst in listeners} == {"0.0.0.0"}
                 await settle(api, runtime, source)
@@ -152,7 +121,7 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             await settle(api, runtime, source)
             await asyncio.sleep(0.05)
             assert all(api.get(k, "default", name) is None
-                       for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap"))
+                       for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Secret"))
     finally:
         await api.stop()
 
@@ -181,7 +150,9 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
             assert status["addresses"] == [{"type": "IPAddress", "value": "192.0.2.10"},
                                            {"type": "IPAddress", "value": svc["spec"]["clusterIP"]}]
             assert conditions(status)["Programmed"] == ("False", "Pending")  # no Envoy has acknowledged
-            async with envoy_pod(xds_port, "default/quickstart"):
+            secret = api.get("Secret", "default", name)
+            assert secret is not None
+            async with envoy_pod(xds_port, "default/quickstart", secret_files(secret)):
                 await until(lambda: runtime.last_result is not None and conditions(
                     runtime.last_result.statuses[("Gateway", "default", "quickstart")])["Programmed"][0] == "True")
                 await settle(api, runtime, source)

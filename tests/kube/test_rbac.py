@@ -85,6 +85,7 @@ async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
             api.remove("Gateway", "default", "quickstart")  # its infrastructure is deleted
             await settle(api, runtime, source)
             await source.elector.try_acquire_or_renew()  # a renewal (update)
+            await source.infra.certs.rotate()  # the xDS CA's rotation (update)
     finally:
         await api.stop()
 
