@@ -231,3 +231,25 @@ async def until_reply(probe: Callable[[], Awaitable[h.Reply | None]], timeout: f
     raise TimeoutError("no 200 from the Envoy")
 
 
+
+
+async def test_plain_text_xds_only_when_asked_for(tmp_path: Path) -> None:
+    api = KubeAPI(bookmark_interval=0.02)
+    await api.start()
+    quickstart(api)
+    kc = write_kubeconfig(api, str(tmp_path / "kc"))
+    xds_port = free_port()
+    name = object_name("quickstart")
+    try:
+        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, xds_plaintext=True),
+                           lease_namespace=NS) as (runtime, source):
+            await settle(api, runtime, source)
+            config_map = api.get("ConfigMap", "default", name)
+            assert config_map is not None and set(config_map["data"]) == {"bootstrap.json"}
+            assert "transport_socket" not in json.loads(config_map["data"]["bootstrap.json"])[
+                "static_resources"]["clusters"][0]
+            assert api.get("Secret", "default", name) is None and api.get("Secret", NS, CA_SECRET) is None
+            async with envoy_pod(xds_port, NODE) as listeners:  # no credentials at all
+                await until(lambda: bool(listeners))
+    finally:
+        await api.stop()
