@@ -123,20 +123,21 @@ class KubernetesInfra:
         if not self.enabled or self.certs is None:
             return
         for name, gw in sorted(self.applied.items()):
-            current = self.client_files.get(name)
-            if self._files(gw) != current:
-                await self._write(SECRETS, self._secret(gw), gw)
+            files = self._files(gw)
+            if files != self.client_files.get(name):
+                await self._write(SECRETS, self._secret(gw, files), gw)
+                self.client_files[name] = files  # once written: a failed write is tried again
                 log.info("xDS client certificate renewed", gateway=name)
 
     # ------------------------------------------------------------ objects
 
     def _files(self, gw: InfraGateway) -> dict[str, str]:
+        """The Gateway's client Secret files: the last ones if still good, else new ones."""
         assert self.certs is not None
-        files = self.client_files[gw.name] = self.certs.client_files(gw.name, self.client_files.get(gw.name))
-        return files
+        return self.certs.client_files(gw.name, self.client_files.get(gw.name))
 
-    def _secret(self, gw: InfraGateway) -> dict[str, Any]:
-        data = {k: base64.b64encode(v.encode()).decode() for k, v in sorted(self._files(gw).items())}
+    def _secret(self, gw: InfraGateway, files: Mapping[str, str]) -> dict[str, Any]:
+        data = {k: base64.b64encode(v.encode()).decode() for k, v in sorted(files.items())}
         return {"apiVersion": "v1", "kind": "Secret", "metadata": self._meta(gw), "type": "kubernetes.io/tls",
                 "data": data}
 
@@ -212,7 +213,10 @@ class KubernetesInfra:
         elif gw.requested_addresses:
             service_spec["externalIPs"] = list(gw.requested_addresses)
         service = {"apiVersion": "v1", "kind": "Service", "metadata": self._meta(gw), "spec": service_spec}
-        secret = [(SECRETS, self._secret(gw))] if self.tls is not None else []
+        secret = []
+        if self.tls is not None:
+            files = self.client_files[gw.name] = self._files(gw)
+            secret = [(SECRETS, self._secret(gw, files))]
         return [(SERVICE_ACCOUNTS, sa), *secret, (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service)]
 
     async def _write(self, path: ResourcePath, obj: dict[str, Any], gw: InfraGateway) -> None:
