@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from gateweave.infra.bootstrap import CA_FILE, CERT_FILE, KEY_FILE
 from gateweave.kube.client import KubeClient, KubeError, ResourcePath
 from gateweave.xds import pki
 from gateweave.xds.auth import ServerTls
@@ -36,8 +37,6 @@ log = structlog.get_logger("gateweave.kube.xdsca")
 
 SECRETS = ResourcePath("", "v1", "secrets", True)
 CA_SECRET = "gateweave-xds-ca"
-# Keys of a Gateway's client Secret (the files its Envoy pod mounts).
-CLIENT_CERT, CLIENT_KEY, TRUSTED_CA = "tls.crt", "tls.key", "ca.crt"
 
 Clock = Callable[[], datetime.datetime]
 
@@ -207,8 +206,8 @@ class XdsCertificates:
         now = self.clock()
         issuer = self._issuer(self.authority, now)
         bundle = self.authority.bundle(now)
-        if current and current.get(TRUSTED_CA) == bundle and current.get(CLIENT_CERT) and not pki.due(
-                current[CLIENT_CERT], now) and pki.issued_by(current[CLIENT_CERT], issuer):
+        if current and current.get(CA_FILE) == bundle and current.get(CERT_FILE) and not pki.due(
+                current[CERT_FILE], now) and pki.issued_by(current[CERT_FILE], issuer):
             return dict(current)
         pair = pki.issue_client(issuer, node_id, now, self._leaf_lifetime)
-        return {CLIENT_CERT: pair.cert_pem, CLIENT_KEY: pair.key_pem, TRUSTED_CA: bundle}
+        return {CERT_FILE: pair.cert_pem, KEY_FILE: pair.key_pem, CA_FILE: bundle}
