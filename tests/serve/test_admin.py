@@ -19,6 +19,7 @@ from gateweave.api.load import load_text
 from gateweave.metrics import Metrics
 from gateweave.output import objects_with_status
 from gateweave.providers import ConfigError, ErrorBook
+from gateweave.redact import redact
 from gateweave.runtime import Runtime
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
@@ -272,3 +273,17 @@ def test_the_bind_address_is_a_valid_host() -> None:
     # bound to every address: the one the connection came in on (a kubelet's probe at the pod IP)
     assert loopback_host("10.1.2.3:19000", "0.0.0.0", "10.1.2.3")
     assert not loopback_host("evil.example:19000", "0.0.0.0", "10.1.2.3")
+
+
+def test_redact_blanks_every_key_and_keeps_json_valid() -> None:
+    _, key = certificate(("a.test",))
+    _, rsa_key = certificate(("b.test",), algorithm="rsa")
+    cut = key[:100]  # a key cut short in a message
+    body = json.dumps({"a": key, "b": "kept", "c": cut, "d": [rsa_key, "-----BEGIN CERTIFICATE-----"]}).encode()
+    out = json.loads(redact(body))
+    assert out == {"a": "[redacted private key]\n", "b": "kept", "c": "[redacted private key]",
+                   "d": ["[redacted private key]\n", "-----BEGIN CERTIFICATE-----"]}
+    text = f"key:\n{key}tail\n".encode()  # raw text (not JSON)
+    assert redact(text) == b"key:\n[redacted private key]\ntail\n"
+    traditional = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----"
+    assert redact(traditional.encode()) == b"[redacted private key]"
