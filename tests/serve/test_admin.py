@@ -30,6 +30,7 @@ from tests.support.specletter_objects import certificate
 
 OURS = "gateweave.io/gateway-controller"
 T0 = "2024-01-01T00:00:00Z"
+ASSET = "dashboard.js"  # a dashboard asset to fetch
 SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n"
 
 
@@ -228,7 +229,10 @@ async def test_no_endpoint_returns_a_private_key(tmp_path: Path) -> None:
             bodies: dict[str, bytes] = {}
             for route in admin.app.router.routes():
                 info = route.resource.get_info() if route.resource is not None else {}
-                path = info.get("path") or info["formatter"].format(kind="Gateway", namespace="default", name="gw")
+                path = info.get("path") or info["formatter"].format(
+                    kind="Gateway", namespace="default", name="gw", asset=ASSET)
+                if path == "/api/object":
+                    path += "?kind=Gateway&namespace=default&name=gw"
                 async with session.get(path) as resp:
                     # no data plane here: no access log to show (404)
                     assert resp.status == (404 if path.startswith("/api/logs/") else 200), path
