@@ -428,6 +428,16 @@ class Http:
         return req
 
 
+# In an http step's request.path: a new random UUID on every try (upstream's retry tests send a
+# fresh uuid query parameter per probe, so the echo's retry simulation starts afresh each time).
+FRESH_UUID = "{UUID}"
+
+
+def fresh_path(path: str) -> str:
+    """``path`` with each :data:`FRESH_UUID` replaced by a new random UUID (version 4)."""
+    return path.replace(FRESH_UUID, str(uuid.uuid4())) if FRESH_UUID in path else path
+
+
 async def http_step(env: Env, spec: dict[str, Any]) -> str | None:
     timeout = _timeout_of(spec)
     maker = Http(env, spec)
@@ -440,7 +450,7 @@ async def http_step(env: Env, spec: dict[str, Any]) -> str | None:
     if spec.get("expect_failure"):
 
         async def failing() -> None:
-            req = await maker.build(path)
+            req = await maker.build(fresh_path(path))
             try:
                 answer = await send_http(req)
             except (OSError, httpx.HTTPError, ssl.SSLError) as exc:
@@ -453,7 +463,7 @@ async def http_step(env: Env, spec: dict[str, Any]) -> str | None:
         return await eventually(failing, timeout, CONSECUTIVE)
 
     async def once() -> None:
-        req = await maker.build(path)
+        req = await maker.build(fresh_path(path))
         answer = await send_http(req)
         problem = compare_http(spec, req, answer)
         if problem is None and req.client is not None and not answer.asked_client_cert:

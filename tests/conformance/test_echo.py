@@ -28,6 +28,7 @@ from cryptography.x509.oid import NameOID
 
 from gateweave_conformance import grpcecho_pb2 as pb
 from gateweave_conformance import grpcecho_pb2_grpc as pb_grpc
+from gateweave_conformance import traffic
 from gateweave_conformance.echo import EchoSpec, RunningEcho, pod_name, start_echo
 from gateweave_conformance.echo.godur import GoError, atoi, parse_duration
 from gateweave_conformance.echo.probe import dns_query
@@ -426,6 +427,46 @@ async def test_retry_simulation(http_echo: RunningEcho) -> None:
     with pytest.raises(ConnectionResetError):
         await raw_http(port, get(path, "Host: h"))
     assert (await raw_http(port, get(path, "Host: h")))[0] == "HTTP/1.1 200 OK"
+
+
+class _EchoEnv:
+    """traffic.Env with every Gateway at the echo itself (the http step talks to it directly)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def target(self, gateway: str, listener: str | None, default_port: int) -> traffic.Target:
+        return traffic.Target(HOST, self.port)
+
+    def trusted_pem(self, ref: str) -> str:
+        raise AssertionError(ref)
+
+    def client_cert(self, ref: str) -> tuple[str, str]:
+        raise AssertionError(ref)
+
+    def mirror_logs(self, namespace: str, name: str) -> list[list[str]]:
+        raise AssertionError(namespace, name)
+
+
+async def test_http_step_sends_a_fresh_uuid_on_every_try(http_echo: RunningEcho) -> None:
+    """FORMAT.md's {UUID}: each of the 3 consecutive tries starts the retry simulation afresh, so
+    each fails once as asked; with one uuid for all tries the second would be echoed (200)."""
+    env = _EchoEnv(http_echo.ports["http"])
+    step = {
+        "gateway": "ns/gw",
+        "request": {"path": "/retry/x?responseCode=503&succeedAfter=1&uuid={UUID}"},
+        "response": {"status": 503},
+        "timeout_s": 2,
+    }
+    assert await traffic.http_step(env, step) is None
+    # The backend sees the path as sent (a fresh UUID), which an answer of 200 must echo.
+    step = {**step, "request": {"path": "/retry/x?succeedAfter=0&uuid={UUID}"}, "response": {"status": 200}}
+    assert await traffic.http_step(env, step) is None
+    fixed = {**step, "request": {"path": "/retry/x?responseCode=503&succeedAfter=1&uuid=one"}, "response": {"status": 503}}
+    assert "expected status 503, got 200" in str(await traffic.http_step(env, fixed))
+    paths = {traffic.fresh_path("/a?uuid={UUID}") for _ in range(3)}
+    assert len(paths) == 3 and all(len(p) == len("/a?uuid=") + 36 for p in paths)
+    assert traffic.fresh_path("/a?uuid=x") == "/a?uuid=x"
 
 
 async def test_websocket_echo(http_echo: RunningEcho) -> None:
