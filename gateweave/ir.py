@@ -206,6 +206,16 @@ def route_owner(route_name: str) -> tuple[str, str, str] | None:
     return (kind, parts[1], parts[2]) if kind is not None else None
 
 
+class Session(_IR, kw_only=True, frozen=True):
+    """A rule's sessionPersistence: the client carries the endpoint that served it, in a cookie
+    or a header named ``name``, and its requests go back there while it is there."""
+
+    type: str  # Cookie | Header
+    name: str
+    path: str = "/"  # the cookie's Path
+    ttl_s: float | None = None  # cookie: its Max-Age, and the session's end (absoluteTimeout)
+
+
 class Route(_IR, kw_only=True, frozen=True):
     """One Envoy route: a single match of a route rule, with everything it does.
 
@@ -229,6 +239,7 @@ class Route(_IR, kw_only=True, frozen=True):
     timeout_s: float | None = None  # HTTPRoute timeouts.request (0: disabled)
     backend_timeout_s: float | None = None  # timeouts.backendRequest
     retry: Retry | None = None
+    session: Session | None = None
 
 
 class VirtualHost(_IR, kw_only=True, frozen=True):

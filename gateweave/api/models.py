@@ -350,11 +350,21 @@ class HTTPRouteRetry(_Base, kw_only=True, frozen=True):
     backoff: str | None = None
 
 
+class CookieConfig(_Base, kw_only=True, frozen=True):
+    name: str | None = None
+    path: str = "/"
+    lifetime_type: str = "Session"  # Session | Permanent
+
+
+class HeaderConfig(_Base, kw_only=True, frozen=True):
+    name: str
+
+
 class SessionPersistence(_Base, kw_only=True, frozen=True):
     type: str = "Cookie"
     absolute_timeout: str | None = None
-    cookie: dict[str, Any] | None = None
-    header: dict[str, Any] | None = None
+    cookie: CookieConfig | None = None
+    header: HeaderConfig | None = None
 
 
 class HTTPRouteRule(_Base, kw_only=True, frozen=True):

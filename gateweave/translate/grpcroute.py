@@ -14,6 +14,7 @@ from gateweave.translate.filters import (
 )
 from gateweave.translate.regex import re2_error, re2_escape
 from gateweave.translate.rulememo import RuleMemo
+from gateweave.translate.sessions import session
 
 _ANY_SEGMENT = "[^/]+"
 _ANY_MATCH = (m.GRPCRouteMatch(),)
@@ -45,6 +46,7 @@ def _rule(
     matches = rule.matches or _ANY_MATCH
     ir_matches = [_match(mt, memo) for mt in matches]
     filters = rule_filters(tr, resolver, rule.filters)
+    sticky = session(rule.session_persistence, prefix + (rule.name or f"#{i}"))
     per_backend = backend_header_mods(rule.backend_refs)
     backends = weighted_backends(tr, resolver, rule.backend_refs, per_backend)
     direct_status: int | None = None
@@ -63,6 +65,7 @@ def _rule(
             request_headers=filters.request_headers,
             response_headers=filters.response_headers,
             mirrors=mirrored,
+            session=sticky,
         )
         key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j, r)
         out.append(key)

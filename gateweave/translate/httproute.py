@@ -16,6 +16,7 @@ from gateweave.translate.filters import (
 )
 from gateweave.translate.regex import re2_error
 from gateweave.translate.rulememo import RuleMemo
+from gateweave.translate.sessions import session
 
 _PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
 _ANY_MATCH = (m.HTTPRouteMatch(),)
@@ -60,6 +61,7 @@ def _rule(
 
     timeout_s, backend_timeout_s = _timeouts(rule.timeouts) if rule.timeouts is not None else (None, None)
     retry = _retry(rule.retry) if rule.retry is not None else None
+    sticky = session(rule.session_persistence, prefix + (rule.name or f"#{i}"))
 
     # A backendRef's own filters may also redirect or rewrite the requests sent its way.
     refs = rule.backend_refs
@@ -100,6 +102,7 @@ def _rule(
             timeout_s=timeout_s,
             backend_timeout_s=backend_timeout_s,
             retry=retry,
+            session=sticky,
         )
         # Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
         # RegularExpression (implementation-specific: after Exact, before prefixes, longer

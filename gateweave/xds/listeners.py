@@ -8,6 +8,7 @@ from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.fault.v3 import fault_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
+from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -24,7 +25,7 @@ from gateweave import ir
 from gateweave.xds import telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import stat_name
-from gateweave.xds.routes import FAULT_FILTER
+from gateweave.xds.routes import FAULT_FILTER, SESSION_FILTER
 
 HCM_FILTER = "envoy.filters.network.http_connection_manager"
 TCP_PROXY_FILTER = "envoy.filters.network.tcp_proxy"
@@ -83,6 +84,9 @@ def http_connection_manager(
         http_filters=[
             hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_pb2.Cors())),
             hcm_pb2.HttpFilter(name=FAULT_FILTER, typed_config=pack(fault_pb2.HTTPFault())),
+            hcm_pb2.HttpFilter(
+                name=SESSION_FILTER, typed_config=pack(stateful_session_pb2.StatefulSession()), disabled=True
+            ),
             hcm_pb2.HttpFilter(name=ROUTER_FILTER, typed_config=pack(router_pb2.Router())),
         ],
         use_remote_address=wrappers_pb2.BoolValue(value=True),

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Iterable
 
 import msgspec
-from envoy.config.core.v3 import base_pb2
+from envoy.config.core.v3 import base_pb2, extension_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.fault.v3 import fault_pb2
+from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2 as ss_pb2
+from envoy.extensions.http.stateful_session.cookie.v3 import cookie_pb2 as ss_cookie_pb2
+from envoy.extensions.http.stateful_session.header.v3 import header_pb2 as ss_header_pb2
+from envoy.type.http.v3 import cookie_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.v3 import percent_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
@@ -25,6 +30,10 @@ from gateweave.xds.resources import stat_name
 FAULT_FILTER = "envoy.filters.http.fault"
 
 CORS_FILTER = "envoy.filters.http.cors"
+
+# The stateful session filter is in every HCM chain, disabled unless a route enables it with
+# its own session (sessionPersistence): its per-route config says where the session lives.
+SESSION_FILTER = "envoy.filters.http.stateful_session"
 
 _REDIRECT_CODES = {
     301: rc.RedirectAction.MOVED_PERMANENTLY,
@@ -400,6 +409,31 @@ def cors_policy(cors: ir.CORS) -> cors_pb2.CorsPolicy:
     return out
 
 
+def session_config(session: ir.Session) -> ss_pb2.StatefulSessionPerRoute:
+    """A rule's session for the stateful session filter: Envoy keeps the address of the endpoint
+    that answered in the cookie (or header), and sends the next requests that carry it there
+    while that endpoint is in the cluster (not strict: otherwise it picks another, and says so
+    in a new cookie or header). A cookie with a TTL carries it as Max-Age and in its value,
+    where Envoy checks it."""
+    state: ss_cookie_pb2.CookieBasedSessionState | ss_header_pb2.HeaderBasedSessionState
+    if session.type == "Header":
+        state = ss_header_pb2.HeaderBasedSessionState(name=session.name)
+        extension = "envoy.http.stateful_session.header"
+    else:
+        cookie = cookie_pb2.Cookie(name=session.name, path=session.path)
+        if session.ttl_s:
+            cookie.ttl.CopyFrom(duration(session.ttl_s))
+        state = ss_cookie_pb2.CookieBasedSessionState(cookie=cookie)
+        extension = "envoy.http.stateful_session.cookie"
+    packed = any_pb2.Any()
+    packed.Pack(state)
+    return ss_pb2.StatefulSessionPerRoute(
+        stateful_session=ss_pb2.StatefulSession(
+            session_state=extension_pb2.TypedExtensionConfig(name=extension, typed_config=packed)
+        )
+    )
+
+
 def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None) -> rc.Route:
     """One Envoy route; ``exact_host`` is the virtual host's hostname when it serves exactly one."""
     out = rc.Route(name=r.name, match=route_match(r.match))
@@ -422,6 +456,10 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         packed = any_pb2.Any()
         packed.Pack(cors_policy(r.cors))
         out.typed_per_filter_config[CORS_FILTER].CopyFrom(packed)
+    if r.session is not None and out.HasField("route"):
+        packed = any_pb2.Any()
+        packed.Pack(session_config(r.session))
+        out.typed_per_filter_config[SESSION_FILTER].CopyFrom(packed)
     return out
 
 
@@ -469,8 +507,53 @@ def backend_variants(r: ir.Route) -> list[tuple[ir.Route, int]] | None:
     return out
 
 
+def pin_cookie(session: ir.Session) -> str:
+    """The cookie that pins a cookie session to one of its rule's backendRefs."""
+    return session.name + "-backend"
+
+
+def _pin_value(cluster: str) -> str:
+    return hashlib.sha256(cluster.encode()).hexdigest()[:12]
+
+
+def pinned_variants(r: ir.Route) -> list[ir.Route] | None:
+    """A cookie session over several backendRefs: the routes that keep each client on its backendRef.
+
+    Envoy's stateful session finds the endpoint only in the cluster the weights picked, so a
+    second cookie names the backendRef: the route that picks by weight sets it (beside the
+    session cookie), and, before it, one route per backendRef sends the requests that carry it
+    to that backendRef alone, whatever the weights. A backendRef that goes takes its route
+    with it: its clients are picked again by weight. ``None`` when nothing needs pinning.
+    """
+    session = r.session
+    if session is None or session.type != "Cookie" or r.redirect is not None or r.direct_status is not None:
+        return None
+    backends = [b for b in r.backends if b.weight > 0 and b.cluster != ir.INVALID_BACKEND_CLUSTER]
+    if len({b.cluster for b in backends}) < 2:
+        return None
+    cookie = pin_cookie(session)
+    attributes = f"; Path={session.path}" + (f"; Max-Age={int(session.ttl_s)}" if session.ttl_s else "") + "; HttpOnly"
+    pinned: list[ir.Route] = []
+    picking: list[ir.WeightedCluster] = []
+    for b in r.backends:
+        if b not in backends:
+            picking.append(b)
+            continue
+        value = _pin_value(b.cluster)
+        pattern = f"(.*[;,] ?)?{_re2_escape(cookie)}={value}([;,].*)?"
+        match = msgspec.structs.replace(
+            r.match, headers=(*r.match.headers, ir.StringMatch(name="cookie", type="RegularExpression", value=pattern))
+        )
+        pinned.append(msgspec.structs.replace(r, name=f"{r.name}/pin/{value}", match=match, backends=(b,)))
+        mods = b.response_headers or ir.HeaderMods()
+        set_cookie = ("set-cookie", f"{cookie}={value}{attributes}")
+        picking.append(msgspec.structs.replace(b, response_headers=msgspec.structs.replace(mods, add=(*mods.add, set_cookie))))
+    return [*pinned, msgspec.structs.replace(r, backends=tuple(picking))]
+
+
 def routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None) -> list[rc.Route]:
-    """The Envoy routes of one IR route: one, or one per group of :func:`backend_variants`.
+    """The Envoy routes of one IR route: one, or one per group of :func:`backend_variants`
+    (or, for a cookie session over several backendRefs, those of :func:`pinned_variants`).
 
     Groups share the match; all but the last also match on a ``runtime_fraction`` with the
     cumulative share of the weights so far. Envoy draws one random value per request and
@@ -479,6 +562,9 @@ def routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None 
     """
     variants = backend_variants(r)
     if variants is None:
+        pinned = pinned_variants(r)
+        if pinned is not None:
+            return [route(v, listener_port, https, exact_host) for v in pinned]
         return [route(r, listener_port, https, exact_host)]
     total = sum(weight for _, weight in variants)
     out: list[rc.Route] = []

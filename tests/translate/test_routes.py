@@ -430,6 +430,56 @@ def test_grpc_route_request_header_modifier_maps_to_the_route() -> None:
         assert feature in supported
 
 
+def test_session_persistence_maps_to_the_routes_of_its_rule() -> None:
+    def sticky(path: str, sp: m.SessionPersistence, name: str | None = None) -> m.HTTPRouteRule:
+        return m.HTTPRouteRule(name=name, matches=(prefix(path), prefix(path + "-too")), backend_refs=(bref("svc"),), session_persistence=sp)
+
+    cookie = m.SessionPersistence(cookie=m.CookieConfig(name="shop", path="/a"))
+    unnamed = m.SessionPersistence(absolute_timeout="1h", cookie=m.CookieConfig())
+    permanent = m.SessionPersistence(absolute_timeout="90s", cookie=m.CookieConfig(lifetime_type="Permanent"))
+    header = m.SessionPersistence(type="Header", header=m.HeaderConfig(name="X-Session"))
+    header_timeout = m.SessionPersistence(type="Header", absolute_timeout="1h", header=m.HeaderConfig(name="X-Session"))
+    grpc = m.GRPCRoute(
+        metadata=meta("gr"),
+        spec=m.GRPCRouteSpec(
+            parent_refs=(pref(),),
+            hostnames=("grpc.test",),
+            rules=(m.GRPCRouteRule(backend_refs=(m.GRPCBackendRef(name="svc", port=8080),), session_persistence=header),),
+        ),
+    )
+    route = http_route(
+        "r",
+        sticky("/a", cookie),
+        sticky("/b", unnamed),
+        sticky("/c", unnamed, name="named"),
+        sticky("/d", permanent),
+        sticky("/e", header),
+        sticky("/f", header_timeout),
+        m.HTTPRouteRule(matches=(prefix("/plain"),), backend_refs=(bref("svc"),)),
+        hostnames=("http.test",),
+    )
+    res = run(base(gateway(), route, grpc))
+    entry = parents_of(res, "HTTPRoute", "r")[0]
+    # Envoy's header sessions have no expiry: that rule is refused, not half implemented.
+    assert cond(entry, "PartiallyInvalid") == ("True", "UnsupportedValue")
+    assert "absoluteTimeout is not supported for type Header" in str(entry["conditions"])
+    sessions = {r.match.path: r.session for r in vhosts(res)["http.test"].routes}
+    assert "/f" not in sessions and sessions["/plain"] is None
+    assert sessions["/a"] == sessions["/a-too"] == ir.Session(type="Cookie", name="shop", path="/a")
+    # A cookie the rule does not name gets one of its own, by route and rule (its name, else its index).
+    b, c = sessions["/b"], sessions["/c"]
+    assert b is not None and c is not None and b.name.startswith("session-") and c.name.startswith("session-")
+    assert b.name != c.name and len(b.name) == len("session-") + 16
+    assert b == ir.Session(type="Cookie", name=b.name, path="/", ttl_s=3600)
+    assert sessions["/d"] == ir.Session(type="Cookie", name=sessions["/d"].name, ttl_s=90)  # type: ignore[union-attr]
+    assert sessions["/e"] == ir.Session(type="Header", name="x-session")
+    ((grpc_route,),) = [vh.routes for vh in [vhosts(res)["grpc.test"]]]
+    assert grpc_route.session == ir.Session(type="Header", name="x-session")
+    # The same rule of the same route makes the same cookie name in every translation.
+    again = run(base(gateway(), route, grpc))
+    assert {r.match.path: r.session for r in vhosts(again)["http.test"].routes} == sessions
+
+
 # ---------------------------------------------------------------- precedence and hostnames
 
 

@@ -7,6 +7,7 @@ import datetime
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -26,12 +27,15 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2 as ss_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
+from envoy.extensions.http.stateful_session.cookie.v3 import cookie_pb2 as ss_cookie_pb2
+from envoy.extensions.http.stateful_session.header.v3 import header_pb2 as ss_header_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.v3 import percent_pb2
@@ -314,6 +318,18 @@ def _http_routes() -> tuple[ir.Route, ...]:
             ),
             response_headers=ir.HeaderMods(set=((":status", "201"),), remove=(":status",)),
         ),
+        ir.Route(
+            name=f"{n}/27/match/0",
+            match=_prefix("/sticky"),
+            backends=(ir.WeightedCluster(cluster=ECHO, weight=3), ir.WeightedCluster(cluster=ECHO2, weight=1)),
+            session=ir.Session(type="Cookie", name="shop", path="/sticky", ttl_s=3600),
+        ),
+        ir.Route(
+            name=f"{n}/28/match/0",
+            match=_prefix("/sticky-header"),
+            backends=_to(ECHO),
+            session=ir.Session(type="Header", name="x-session"),
+        ),
         ir.Route(name=f"{n}/25/match/0", match=_prefix("/"), backends=_to(ECHO)),
     )
 
@@ -534,6 +550,7 @@ def test_http_listener(res: Resources) -> None:
     assert [f.name for f in hcm.http_filters] == [
         "envoy.filters.http.cors",
         "envoy.filters.http.fault",
+        "envoy.filters.http.stateful_session",
         "envoy.filters.http.router",
     ]
     assert hcm.use_remote_address.value
@@ -858,6 +875,54 @@ def test_cors(res: Resources) -> None:
     # a preflight from a disallowed origin is answered by Envoy, never forwarded
     assert policy.HasField("forward_not_matching_preflights") and not policy.forward_not_matching_preflights.value
     assert "envoy.filters.http.cors" not in _route(res, _r(0)).typed_per_filter_config
+
+
+def _session(route: rc.Route) -> ss_pb2.StatefulSessionPerRoute:
+    out = ss_pb2.StatefulSessionPerRoute()
+    assert route.typed_per_filter_config["envoy.filters.http.stateful_session"].Unpack(out)
+    return out
+
+
+def test_session_persistence(res: Resources) -> None:
+    # The filter is in every HCM chain, disabled: only routes with a session enable it.
+    hcm = _hcm(res.listeners["default/gw/80"])
+    session_filter = next(f for f in hcm.http_filters if f.name == "envoy.filters.http.stateful_session")
+    assert session_filter.disabled
+    assert "envoy.filters.http.stateful_session" not in _route(res, _r(0)).typed_per_filter_config
+
+    header = _session(_route(res, _r(28))).stateful_session.session_state
+    assert header.name == "envoy.http.stateful_session.header"
+    state = ss_header_pb2.HeaderBasedSessionState()
+    assert header.typed_config.Unpack(state) and state.name == "x-session"
+
+    # A cookie session over two backendRefs: one route per backendRef for the clients pinned to it
+    # (by the second cookie), before the route that picks by weight and sets that cookie.
+    names = [r.name for vh in res.routes["default/gw/80"].virtual_hosts for r in vh.routes]
+    at = names.index(_r(27))
+    pins = names[at - 2 : at]
+    assert all(name.startswith(_r(27) + "/pin/") for name in pins)
+    picking = _route(res, _r(27))
+    set_cookies = {
+        w.name: [h.header.value for h in w.response_headers_to_add if h.header.key == "set-cookie"]
+        for w in picking.route.weighted_clusters.clusters
+    }
+    for name in pins:
+        pinned = _route(res, name)
+        value = name.rsplit("/", 1)[1]
+        (cookie_match,) = [m for m in pinned.match.headers if m.name == "cookie"]
+        pattern = cookie_match.string_match.safe_regex.regex
+        assert re.fullmatch(pattern, f"a=1; shop-backend={value}; shop=x")
+        assert re.fullmatch(pattern, f"shop-backend={value}")
+        assert not re.fullmatch(pattern, f"shop-backend={value}0") and not re.fullmatch(pattern, "shop-backend=other")
+        assert pinned.match.path_separated_prefix == "/sticky"
+        assert set_cookies[pinned.route.cluster] == [f"shop-backend={value}; Path=/sticky; Max-Age=3600; HttpOnly"]
+        assert _session(pinned) == _session(picking)
+    assert {_route(res, name).route.cluster for name in pins} == {ECHO, ECHO2}
+    cookie_state = _session(picking).stateful_session.session_state
+    assert cookie_state.name == "envoy.http.stateful_session.cookie"
+    state_c = ss_cookie_pb2.CookieBasedSessionState()
+    assert cookie_state.typed_config.Unpack(state_c)
+    assert (state_c.cookie.name, state_c.cookie.path, state_c.cookie.ttl.seconds) == ("shop", "/sticky", 3600)
 
 
 # ---------------------------------------------------------------- clusters
