@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateweave.ir import InfraGateway
+
 XDS_CLUSTER = "xds_cluster"
 _HTTP_OPTIONS = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 _CONN_LIMIT = (
@@ -98,9 +100,24 @@ class BootstrapParams:
     admin_host: str = "127.0.0.1"
     delta: bool = False  # Delta xDS instead of State of the World
     node_cluster: str = "gateweave"
-    metadata: Mapping[str, str] = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # the node's (see node_metadata)
     max_connections: int = 50_000  # global downstream connection limit
     tls: XdsClientTls | None = None  # mutual TLS to the xDS server (else plain text)
+
+
+def node_metadata(gateway: InfraGateway) -> dict[str, Any]:
+    """The node metadata of a Gateway's Envoy: the Gateway it serves, and its
+    ``spec.infrastructure`` labels and annotations (as every object generated for it carries)."""
+    out: dict[str, Any] = {
+        "namespace": gateway.namespace,
+        "gateway": gateway.gateway_name,
+        "gateway_class": gateway.gateway_class,
+    }
+    if gateway.labels:
+        out["labels"] = dict(sorted(gateway.labels.items()))
+    if gateway.annotations:
+        out["annotations"] = dict(sorted(gateway.annotations.items()))
+    return out
 
 
 def _socket(host: str, port: int) -> dict[str, Any]:

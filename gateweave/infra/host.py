@@ -168,11 +168,7 @@ class _Supervisor:
                 admin_host=self.infra.admin_host,
                 admin_port=self.admin_port,
                 delta=self.infra.delta,
-                metadata={
-                    "namespace": self.gateway.namespace,
-                    "gateway": self.gateway.gateway_name,
-                    "gateway_class": self.gateway.gateway_class,
-                },
+                metadata=bootstrap.node_metadata(self.gateway),
             ),
         )
         cmd = [
@@ -279,9 +275,17 @@ class _Supervisor:
         log.info("Envoy stopped", gateway=self.gateway.name)
 
 
-def _spec_key(gateway: InfraGateway) -> tuple[str, ...]:
-    """What goes into the bootstrap: a change means a restart."""
-    return (gateway.name, gateway.namespace, gateway.gateway_name, gateway.gateway_class)
+def _spec_key(gateway: InfraGateway) -> tuple[object, ...]:
+    """What goes into the bootstrap: a change means a restart (Envoy reads its node metadata,
+    the Gateway's infrastructure labels and annotations included, only when it starts)."""
+    return (
+        gateway.name,
+        gateway.namespace,
+        gateway.gateway_name,
+        gateway.gateway_class,
+        tuple(sorted(gateway.labels.items())),
+        tuple(sorted(gateway.annotations.items())),
+    )
 
 
 class HostInfra:

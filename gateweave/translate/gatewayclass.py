@@ -19,6 +19,7 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
             "GatewayFrontendClientCertificateValidation",
             "GatewayFrontendClientCertificateValidationInsecureFallback",
             "GatewayBackendClientCertificate",
+            "GatewayInfrastructurePropagation",
             "ListenerSet",
             "ReferenceGrant",
             "HTTPRoute",

@@ -19,7 +19,7 @@ TRAFFIC_KINDS = frozenset({"http", "grpc", "tls", "tcp", "udp", "distribution"})
 MUTATION_KINDS = frozenset(
     {"apply", "patch", "delete", "remember_generation", "expect_generation_changed"}
 )
-STEP_KINDS = TRAFFIC_KINDS | MUTATION_KINDS | {"expect", "unsupported"}
+STEP_KINDS = TRAFFIC_KINDS | MUTATION_KINDS | {"expect", "generated_objects", "unsupported"}
 
 
 class CaseError(Exception):
@@ -128,6 +128,16 @@ class GeneratedSpec(_Strict, frozen=True):
         return TLSSpec(self.kind, self.namespace, self.name, tuple(self.hosts), self.signed_by)
 
 
+class GeneratedObjectsStep(_Strict, frozen=True):
+    """What the implementation generated for a Gateway carries its infrastructure metadata."""
+
+    gateway: str  # "namespace/name"
+    kinds: tuple[str, ...]
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    timeout_s: float | None = None
+
+
 class Step(msgspec.Struct, frozen=True, kw_only=True):
     """One step: ``kind`` is its key; exactly one of the typed bodies is set (traffic: ``raw``)."""
 
@@ -138,6 +148,7 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     apply: ApplyStep | None = None
     patch: PatchStep | None = None
     ref: ObjectRef | None = None  # delete / remember_generation / expect_generation_changed
+    generated: GeneratedObjectsStep | None = None
     text: str = ""  # unsupported
 
     def describe(self) -> str:
@@ -200,6 +211,8 @@ def parse_step(index: int, raw: Any, where: str = "") -> Step:
         return Step(index=index, kind=kind, raw=body, patch=_convert(body, PatchStep, at))
     if kind in ("delete", "remember_generation", "expect_generation_changed"):
         return Step(index=index, kind=kind, raw=body, ref=_convert(body, ObjectRef, at))
+    if kind == "generated_objects":
+        return Step(index=index, kind=kind, raw=body, generated=_convert(body, GeneratedObjectsStep, at))
     if kind == "unsupported":
         return Step(index=index, kind=kind, raw=body, text=str(body))
     if not isinstance(body, dict):

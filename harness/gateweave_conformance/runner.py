@@ -36,9 +36,9 @@ from gateweave import DEFAULT_CONTROLLER_NAME, __version__
 from gateweave.api.decode import decode
 from gateweave.api.kinds import KINDS, Key, lookup
 from gateweave_conformance import expect as ex
+from gateweave_conformance import generated, tlsgen, traffic
 from gateweave_conformance import manifests as mf
 from gateweave_conformance import report as rp
-from gateweave_conformance import tlsgen, traffic
 from gateweave_conformance.backends import Backends
 from gateweave_conformance.cases import (
     Case,
@@ -373,6 +373,18 @@ class LiveRunner:
     async def _fetch(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return (await self._objects()).get((kind, namespace, name))
 
+    async def envoy_server_info(self, gateway: str) -> dict[str, Any] | None:
+        """What the Gateway's Envoy reports on its admin ``/server_info`` (None: none runs yet)."""
+        infra = getattr(self.runtime.infra_sink, "infra", None)
+        process = infra.process(gateway) if infra is not None else None
+        if process is None or process.pid is None or self.http is None:
+            return None
+        try:
+            resp = await self.http.get(f"http://{process.admin_address}/server_info")
+        except httpx.HTTPError:
+            return None
+        return dict(resp.json()) if resp.status_code == 200 else None
+
     def _write_slices(self) -> None:
         desired = {key_of(s): s for s in self.backends.endpoint_slices(self.files.all())}
         for key in self._slices - desired.keys():
@@ -535,6 +547,8 @@ class _CaseRun:
             return await self.expect(step)
         if kind in traffic.STEPS:
             return await traffic.run_traffic(kind, self.r.env, self.step_data(step.raw))
+        if kind == "generated_objects":
+            return await self.generated_objects(step)
         if kind == "apply":
             assert step.apply is not None
             keys = []
@@ -590,6 +604,21 @@ class _CaseRun:
                 return None
             if time.monotonic() >= deadline:
                 return f"{problem} (after {timeout:g}s)"
+            await asyncio.sleep(POLL)
+
+    async def generated_objects(self, step: Step) -> str | None:
+        """On one machine, what gateweave generates for a Gateway is its Envoy process: once one
+        runs, its node metadata must carry the labels and annotations (checked once, as upstream)."""
+        parsed = parse_step(step.index, {"generated_objects": self.step_data(step.raw)}).generated
+        assert parsed is not None
+        timeout = parsed.timeout_s or EXPECT_TIMEOUT
+        deadline = time.monotonic() + timeout
+        while True:
+            info = await self.r.envoy_server_info(parsed.gateway)
+            if info is not None:
+                return generated.check(parsed, {"Envoy": [generated.envoy_object(info)]})
+            if time.monotonic() >= deadline:
+                return f"no Envoy runs for Gateway {parsed.gateway} (after {timeout:g}s)"
             await asyncio.sleep(POLL)
 
     async def cleanup(self) -> None:

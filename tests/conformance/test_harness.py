@@ -15,8 +15,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from gateweave_conformance import expect as ex
+from gateweave_conformance import generated, offline, tlsgen
 from gateweave_conformance import manifests as mf
-from gateweave_conformance import offline, tlsgen
 from gateweave_conformance.cases import CaseError, ExpectStep, parse_case, parse_step
 from tests.support.data import MANIFESTS
 
@@ -465,6 +465,32 @@ def test_case_parsing_is_strict() -> None:
                 "steps": [{"expect": {"kind": "Gateway", "name": "a/b", "has_adress": True}}],
             }
         )
+
+
+def test_generated_objects_step() -> None:
+    body = {"gateway": "ns/gw", "kinds": ["ServiceAccount", "Service"], "labels": {"a": "1"}, "annotations": {"n": "x"}}
+    parsed = parse_step(0, {"generated_objects": body}).generated
+    assert parsed is not None and parsed.kinds == ("ServiceAccount", "Service") and parsed.timeout_s is None
+    with pytest.raises(CaseError):
+        parse_step(0, {"generated_objects": {**body, "label": {}}})
+
+    def obj(name: str, namespace: str = "ns", gateway: str = "gw", **meta: Any) -> dict[str, Any]:
+        labels = {"gateway.networking.k8s.io/gateway-name": gateway, **meta.pop("labels", {})}
+        return {"metadata": {"name": name, "namespace": namespace, "labels": labels, **meta}}
+
+    good = obj("sa", labels={"a": "1", "more": "ok"}, annotations={"n": "x"})
+    listed = [obj("other", gateway="gw2"), obj("elsewhere", namespace="ns2"), good, obj("second")]
+    # upstream's selector: the Gateway's namespace and name label; the first of each kind is checked
+    assert generated.labelled(listed, "ns", "gw") == [good, listed[3]]
+    assert generated.check(parsed, {"ServiceAccount": [good, obj("second")], "Service": []}) is None
+    assert generated.check(parsed, {"Service": [obj("svc", labels={"a": "2"}, annotations={"n": "x"})]}) == (
+        "Service svc: labels {'gateway.networking.k8s.io/gateway-name': 'gw', 'a': '2'} lack {'a': '1'}"
+    )
+    assert "annotations {} lack {'n': 'x'}" in str(generated.check(parsed, {"Service": [obj("svc", labels={"a": "1"})]}))
+    # a gateweave Envoy on one machine: its node metadata, as /server_info reports it
+    envoy = generated.envoy_object({"node": {"id": "ns/gw", "metadata": {"labels": {"a": "1"}, "annotations": {"n": "x"}}}})
+    assert envoy["metadata"]["name"] == "ns/gw" and generated.check(parsed, {"Envoy": [envoy]}) is None
+    assert generated.check(parsed, {"Envoy": [generated.envoy_object({"node": {"id": "ns/gw"}})]}) is not None
 
 
 # ---------------------------------------------------------------- TLS material

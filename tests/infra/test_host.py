@@ -11,6 +11,8 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import httpx
+import msgspec
 import pytest
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.extensions.resource_monitors.downstream_connections.v3 import (  # noqa: F401
@@ -169,6 +171,46 @@ async def test_reconcile_restart_and_close(ads: AdsServer, tmp_path: Path) -> No
         for pid in pids:
             if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def _node(admin_address: str) -> dict[str, object]:
+    """The node a running Envoy reports on its admin /server_info."""
+    async with httpx.AsyncClient(trust_env=False) as client:
+        reply = await client.get(f"http://{admin_address}/server_info")
+    node: dict[str, object] = reply.json()["node"]
+    return node
+
+
+async def test_infrastructure_labels_and_annotations_are_the_node_metadata(ads: AdsServer, tmp_path: Path) -> None:
+    """GatewayInfrastructurePropagation on one host: the Envoy runs with them as its node
+    metadata; Envoy reads it only when it starts, so a change restarts it."""
+    gw = msgspec.structs.replace(
+        gateway("ns/meta", "127.30.7.1", 8080), labels={"team": "edge"}, annotations={"example.com/note": "hi"}
+    )
+    ads.set_snapshot(gw.name, {})
+    infra = HostInfra(xds_host="127.0.0.1", xds_port=ads.port, work_dir=tmp_path, stop_timeout=2.0, register_atexit=False)
+    try:
+        await infra.reconcile({gw.name: gw})
+        await eventually(lambda: infra.ready(gw.name), 3.0, "Envoy ready")
+        first = infra.process(gw.name)
+        assert first is not None
+        node = await _node(first.admin_address)
+        assert node["id"] == "ns/meta"
+        assert node["metadata"] == {
+            "namespace": "ns",
+            "gateway": "meta",
+            "gateway_class": "gateweave",
+            "labels": {"team": "edge"},
+            "annotations": {"example.com/note": "hi"},
+        }
+        changed = msgspec.structs.replace(gw, labels={"team": "core"})
+        await infra.reconcile({gw.name: changed})
+        await eventually(lambda: infra.ready(gw.name), 3.0, "restarted Envoy ready")
+        second = infra.process(gw.name)
+        assert second is not None and second.pid != first.pid and first.pid is not None and gone(first.pid)
+        assert (await _node(second.admin_address))["metadata"]["labels"] == {"team": "core"}  # type: ignore[index]
+    finally:
+        await infra.close()
 
 
 async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:

@@ -13,12 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from gateweave.app import KubeDataplane
 from gateweave.sinks.kubeinfra import object_name
 from gateweave.xds import pki
-from tests.support.data import QUICKSTART
+from gateweave_conformance import generated
+from gateweave_conformance import manifests as mf
+from gateweave_conformance.cases import load_case
+from tests.support.data import EXTRA_CASES, MANIFESTS, QUICKSTART
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
 from tests.support.xdsclient import envoy_pod, secret_files
 
@@ -158,6 +162,42 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
                 await settle(api, runtime, source)
                 status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
                 assert conditions(status)["Programmed"] == ("True", "Programmed")
+    finally:
+        await api.stop()
+
+
+async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created(tmp_path: Path) -> None:
+    """GatewayInfrastructurePropagation in Kubernetes mode: the transcribed upstream check (the
+    generated_objects step of tests/conformance_extra's GatewayInfrastructure) holds for the objects
+    the infra sink created in the stand-in. No Deployment controller runs there: a Pod is what the
+    Deployment's pod template makes."""
+    case = load_case(EXTRA_CASES / "GatewayInfrastructure.yaml")
+    (step,) = [s.generated for s in case.steps if s.generated is not None]
+    subs = mf.Substitutions()
+    api = KubeAPI(bookmark_interval=0.02)
+    await api.start()
+    api.put(mf.gateway_class(subs))
+    for rel in case.manifests:
+        for src in mf.load_file(MANIFESTS, rel, subs):
+            api.put(src.obj)
+    kc = write_kubeconfig(api, str(tmp_path / "kc"))
+    namespace, _, gateway = step.gateway.partition("/")
+    try:
+        async with serving(api, kc, kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port(),
+                           service_type="ClusterIP") as (runtime, source):
+            await settle(api, runtime, source)
+            pods = [
+                {"metadata": {**d["spec"]["template"]["metadata"], "namespace": d["metadata"]["namespace"],
+                              "name": d["metadata"]["name"] + "-pod"}}
+                for d in api.objects("Deployment")
+            ]
+            listed = {"ServiceAccount": api.objects("ServiceAccount"), "Pod": pods, "Service": api.objects("Service")}
+            assert set(listed) == set(step.kinds)
+            found = {kind: generated.labelled(objects, namespace, gateway) for kind, objects in listed.items()}
+            assert all(len(objects) == 1 for objects in found.values()), found
+            assert generated.check(step, found) is None
+            wrong = msgspec.structs.replace(step, annotations={"key1": "other"})
+            assert "lack {'key1': 'other'}" in str(generated.check(wrong, found))
     finally:
         await api.stop()
 
