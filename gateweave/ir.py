@@ -206,6 +206,21 @@ def route_owner(route_name: str) -> tuple[str, str, str] | None:
     return (kind, parts[1], parts[2]) if kind is not None else None
 
 
+class ExtAuth(_IR, kw_only=True, frozen=True):
+    """An ExternalAuth filter (GEP-1494): each request is first sent to the auth service at
+    ``cluster``; only what it allows goes on (with the headers it adds), what it denies gets its
+    answer."""
+
+    protocol: str  # GRPC (Envoy's ext_authz protocol) | HTTP
+    cluster: str
+    path: str = ""  # HTTP: put before the request's path
+    # The request headers the auth service gets. GRPC: none listed means all; HTTP: Host, Method,
+    # Path, Content-Length and Authorization always, and these.
+    allowed_headers: tuple[str, ...] = ()
+    allowed_response_headers: tuple[str, ...] = ()  # HTTP: its headers the request takes on (none listed: all)
+    max_body_bytes: int = 0  # forwardBody.maxSize: as much of the body is sent (0: none); more is refused
+
+
 class Session(_IR, kw_only=True, frozen=True):
     """A rule's sessionPersistence: the client carries the endpoint that served it, in a cookie
     or a header named ``name``, and its requests go back there while it is there."""
@@ -240,6 +255,7 @@ class Route(_IR, kw_only=True, frozen=True):
     backend_timeout_s: float | None = None  # timeouts.backendRequest
     retry: Retry | None = None
     session: Session | None = None
+    ext_auth: ExtAuth | None = None
 
 
 class VirtualHost(_IR, kw_only=True, frozen=True):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from envoy.config.core.v3 import address_pb2
 from envoy.config.listener.v3 import listener_components_pb2 as lc
 from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
@@ -22,7 +24,7 @@ from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
 
 from gateweave import ir
-from gateweave.xds import telemetry, tls
+from gateweave.xds import extauth, telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import stat_name
 from gateweave.xds.routes import FAULT_FILTER, SESSION_FILTER
@@ -64,7 +66,7 @@ def _listener(name: str, address: str, port: int, udp: bool = False) -> listener
 
 
 def http_connection_manager(
-    gw: ir.XdsGateway, listener: str, route_config_name: str
+    gw: ir.XdsGateway, listener: str, route_config_name: str, ext_auths: Sequence[ir.ExtAuth] = ()
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
 
@@ -75,7 +77,8 @@ def http_connection_manager(
     virtual host while the Host header reaches the backend unchanged.
     WebSocket upgrades are always allowed: routes to non-WebSocket backends just get
     a plain request. Requests are logged and traced as ``gw``'s telemetry says
-    (:mod:`gateweave.xds.telemetry`).
+    (:mod:`gateweave.xds.telemetry`). ``ext_auths``: the ExternalAuth filters its routes use, after
+    CORS (a preflight needs no authorisation), each off but where a route turns it on.
     """
     out = hcm_pb2.HttpConnectionManager(
         stat_prefix=stat_name(listener),
@@ -83,6 +86,7 @@ def http_connection_manager(
         rds=hcm_pb2.Rds(config_source=ads_source(), route_config_name=route_config_name),
         http_filters=[
             hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_pb2.Cors())),
+            *(extauth.http_filter(ext) for ext in ext_auths),
             hcm_pb2.HttpFilter(name=FAULT_FILTER, typed_config=pack(fault_pb2.HTTPFault())),
             hcm_pb2.HttpFilter(
                 name=SESSION_FILTER, typed_config=pack(stateful_session_pb2.StatefulSession()), disabled=True
@@ -103,9 +107,10 @@ def http_connection_manager(
     return out
 
 
-def _hcm_filter(gw: ir.XdsGateway, listener: str, route_config_name: str) -> lc.Filter:
+def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig) -> lc.Filter:
+    ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
     return lc.Filter(
-        name=HCM_FILTER, typed_config=pack(http_connection_manager(gw, listener, route_config_name))
+        name=HCM_FILTER, typed_config=pack(http_connection_manager(gw, listener, config.name, ext_auths))
     )
 
 
@@ -133,7 +138,7 @@ def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         raise ValueError(f"HTTP port {port.name} has no route config")
     out = _listener(port.name, gw.address, port.port)
     out.filter_chains.append(
-        lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http.name)])
+        lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http)])
     )
     return out
 
@@ -149,7 +154,7 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
         if chain.tls is None:
             raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
         out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
-        out.filters.append(_hcm_filter(gw, chain.name, chain.http.name))
+        out.filters.append(_hcm_filter(gw, chain.name, chain.http))
     elif chain.tcp is not None:
         if chain.tls is not None:
             out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))

@@ -22,7 +22,7 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
 from gateweave.translate.regex import origin_regex, re2_escape
-from gateweave.xds import telemetry
+from gateweave.xds import extauth, telemetry
 from gateweave.xds.resources import stat_name
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
@@ -456,6 +456,8 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         packed = any_pb2.Any()
         packed.Pack(cors_policy(r.cors))
         out.typed_per_filter_config[CORS_FILTER].CopyFrom(packed)
+    if r.ext_auth is not None:
+        out.typed_per_filter_config[extauth.filter_name(r.ext_auth)].CopyFrom(extauth.ENABLE)
     if r.session is not None and out.HasField("route"):
         packed = any_pb2.Any()
         packed.Pack(session_config(r.session))
@@ -540,7 +542,7 @@ def pinned_variants(r: ir.Route) -> list[ir.Route] | None:
             picking.append(b)
             continue
         value = _pin_value(b.cluster)
-        pattern = f"(.*[;,] ?)?{_re2_escape(cookie)}={value}([;,].*)?"
+        pattern = f"(.*[;,] ?)?{re2_escape(cookie)}={value}([;,].*)?"
         match = msgspec.structs.replace(
             r.match, headers=(*r.match.headers, ir.StringMatch(name="cookie", type="RegularExpression", value=pattern))
         )

@@ -45,6 +45,7 @@ from gateweave.xds import CLUSTER, ENDPOINT, LISTENER, ROUTE, Resources, build, 
 from gateweave.xds.routes import prefix_replacement, retry_on
 from gateweave.xds.tls import system_ca_file
 from gateweave.xds.validate import envoy_path, render_static_bootstrap, validate_with_envoy
+from tests.support.authservers import ALLOWED, USER, USER_HEADER, GrpcAuth, HttpAuth
 
 # ---------------------------------------------------------------- certificates
 
@@ -1073,6 +1074,10 @@ class _Echo(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.do_GET()
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -1177,11 +1182,11 @@ def _e2e_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
 
 
 def _request(
-    address: str, port: int, path: str, headers: dict[str, str], method: str = "GET"
+    address: str, port: int, path: str, headers: dict[str, str], method: str = "GET", body: bytes | None = None
 ) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection(address, port, timeout=5)
     try:
-        conn.request(method, path, headers=headers)
+        conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
     finally:
@@ -1289,6 +1294,95 @@ def test_end_to_end_with_envoy(backend: int) -> None:
         status, headers, _ = _request(address, port, "/cors", preflight, method="OPTIONS")
         assert "access-control-allow-origin" not in headers
         assert _request(address, port, "/", {"Host": "other.example"})[0] == 404
+
+
+# ---------------------------------------------------------------- end to end: ExternalAuth
+
+
+def _auth_gateway(address: str, port: int, backend: int, http_auth: int, grpc_auth: int) -> ir.XdsGateway:
+    http = ir.ExtAuth(protocol="HTTP", cluster="http-auth", path="/check", allowed_headers=("X-Extra",))
+    routes = (
+        ir.Route(name="http", match=_prefix("/http"), backends=_to("echo"), ext_auth=http),
+        ir.Route(
+            name="http-some",
+            match=_prefix("/some"),
+            backends=_to("echo"),
+            ext_auth=ir.ExtAuth(protocol="HTTP", cluster="http-auth", allowed_response_headers=("x-auth-user",)),
+        ),
+        ir.Route(name="grpc", match=_prefix("/grpc"), backends=_to("echo"), ext_auth=ir.ExtAuth(protocol="GRPC", cluster="grpc-auth")),
+        ir.Route(
+            name="grpc-few",
+            match=_prefix("/few"),
+            backends=_to("echo"),
+            ext_auth=ir.ExtAuth(protocol="GRPC", cluster="grpc-auth", allowed_headers=("authorization",)),
+        ),
+        ir.Route(
+            name="body",
+            match=_prefix("/body"),
+            backends=_to("echo"),
+            ext_auth=ir.ExtAuth(protocol="GRPC", cluster="grpc-auth", max_body_bytes=8),
+        ),
+        ir.Route(name="open", match=_prefix("/"), backends=_to("echo")),
+    )
+    config = ir.RouteConfig(name="auth", virtual_hosts=(ir.VirtualHost(name="vh", domains=("*",), routes=routes),))
+    return ir.XdsGateway(
+        name="default/auth",
+        address=address,
+        ports=(ir.Port(name="default/auth/http", port=port, protocol="HTTP", http=config),),
+        clusters=(
+            ir.Cluster(name="echo", endpoints=(ir.Endpoint(address="127.0.0.1", port=backend),)),
+            ir.Cluster(name="grpc-auth", protocol="H2C", endpoints=(ir.Endpoint(address="127.0.0.1", port=grpc_auth),)),
+            ir.Cluster(name="http-auth", endpoints=(ir.Endpoint(address="127.0.0.1", port=http_auth),)),
+        ),
+    )
+
+
+def test_external_auth_with_envoy(backend: int) -> None:
+    """Each route asks its own auth service (HTTP or gRPC): what it allows reaches the backend with
+    the headers it added, what it denies gets its answer; routes without ExternalAuth ask nobody."""
+    address = f"127.0.{os.getpid() % 200 + 20}.{os.getpid() % 250 + 2}"
+    port = _free_port(address)
+    http_auth, grpc_auth = HttpAuth("127.0.0.1"), GrpcAuth("127.0.0.1")
+    good = {"Host": "app.example", "Authorization": ALLOWED, "X-Extra": "e", "X-Other": "o"}
+    try:
+        res = build(_auth_gateway(address, port, backend, http_auth.port, grpc_auth.port))
+        # one ext_authz filter per distinct ExternalAuth, after CORS, each off unless a route turns it on
+        filters = _hcm(res.listeners["default/auth/http"]).http_filters
+        authz = [f for f in filters if f.name.startswith("envoy.filters.http.ext_authz/")]
+        assert len(authz) == 5 and all(f.disabled for f in authz) and filters[0].name == "envoy.filters.http.cors"
+        assert [f.name for f in filters[1:6]] == sorted(f.name for f in authz)
+        assert not res.routes["auth"].virtual_hosts[0].routes[-1].typed_per_filter_config  # "open"
+        with tempfile.TemporaryDirectory() as tmp, _Envoy(res, tmp):
+            status, _, body = _request(address, port, "/open", {"Host": "app.example"})
+            assert status == 200 and not http_auth.checks and not grpc_auth.checks
+
+            for path, name in (("/http/a?q=1", "http-auth"), ("/grpc/b?q=2", "grpc-auth")):
+                status, _, body = _request(address, port, path, good)
+                seen = json.loads(body)["headers"]
+                assert status == 200 and json.loads(body)["path"] == path and seen[USER_HEADER] == USER
+                # the HTTP service's own Date, Server, Content-Length do not go on with the request
+                assert not {"date", "server", "content-length"} & set(seen)
+                status, headers, body = _request(address, port, path, {**good, "Authorization": "Bearer bad"})
+                assert (status, body, headers["x-denied-by"]) == (403, f"denied by {name}".encode(), name)
+            # HTTP: the path goes behind the prefix; the service gets the headers always sent and those allowed
+            asked = http_auth.checks[0]
+            assert asked.path == "/check/http/a?q=1" and asked.headers["authorization"] == ALLOWED
+            assert asked.headers["x-extra"] == "e" and "x-other" not in asked.headers
+            # gRPC: every header unless some are listed
+            assert grpc_auth.checks[0].headers["x-other"] == "o"
+            assert _request(address, port, "/few", good)[0] == 200
+            assert "x-other" not in grpc_auth.checks[-1].headers and grpc_auth.checks[-1].headers["authorization"] == ALLOWED
+            assert _request(address, port, "/some", good)[0] == 200
+
+            # forwardBody: up to maxSize goes to the service; a longer body is refused
+            status, _, _ = _request(address, port, "/body", good, method="POST", body=b"1234")
+            assert status == 200 and grpc_auth.checks[-1].body == b"1234"
+            checks = len(grpc_auth.checks)
+            assert _request(address, port, "/body", good, method="POST", body=b"x" * 20)[0] == 413
+            assert len(grpc_auth.checks) == checks
+    finally:
+        http_auth.close()
+        grpc_auth.close()
 
 
 # ---------------------------------------------------------------- end to end: backendRef redirects and rewrites
