@@ -83,8 +83,7 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
     if ext.allowed_headers:
         out.allowed_headers.CopyFrom(_headers(ext.allowed_headers))
     if ext.max_body_bytes > 0:
-        out.with_request_body.max_request_bytes = ext.max_body_bytes
-        out.with_request_body.pack_as_bytes = True
+        out.with_request_body.CopyFrom(ext_authz_pb2.BufferSettings(max_request_bytes=ext.max_body_bytes, pack_as_bytes=True))
     return out
 
 
