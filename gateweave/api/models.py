@@ -290,6 +290,28 @@ class HTTPCORSFilter(_Base, kw_only=True, frozen=True):
     max_age: int = 5
 
 
+class GRPCAuthConfig(_Base, kw_only=True, frozen=True):
+    allowed_headers: tuple[str, ...] = ()
+
+
+class HTTPAuthConfig(_Base, kw_only=True, frozen=True):
+    path: str = ""
+    allowed_headers: tuple[str, ...] = ()
+    allowed_response_headers: tuple[str, ...] = ()
+
+
+class ForwardBodyConfig(_Base, kw_only=True, frozen=True):
+    max_size: int = 0
+
+
+class HTTPExternalAuthFilter(_Base, kw_only=True, frozen=True):
+    protocol: str  # HTTP | GRPC
+    backend_ref: BackendObjectReference
+    grpc: GRPCAuthConfig | None = None
+    http: HTTPAuthConfig | None = None
+    forward_body: ForwardBodyConfig | None = None
+
+
 class HTTPRouteFilter(_Base, kw_only=True, frozen=True):
     type: str
     request_header_modifier: HTTPHeaderFilter | None = None
@@ -299,7 +321,7 @@ class HTTPRouteFilter(_Base, kw_only=True, frozen=True):
     url_rewrite: HTTPURLRewriteFilter | None = None
     extension_ref: LocalObjectReference | None = None
     cors: HTTPCORSFilter | None = None
-    external_auth: dict[str, Any] | None = None
+    external_auth: HTTPExternalAuthFilter | None = None
 
 
 # ---------------------------------------------------------------- HTTPRoute
