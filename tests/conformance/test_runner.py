@@ -9,6 +9,7 @@ the defaults so a concurrently running suite does not collide.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gateweave.translate.gatewayclass import SUPPORTED_FEATURES
 from gateweave_conformance import report as rp
 from gateweave_conformance.runner import RunnerOptions, exit_code, run
 from gateweave_conformance.traffic import backend_of
-from tests.support.data import CASES, MANIFESTS
+from tests.support.data import CASES, MANIFESTS, ROOT
 from tests.support.incremental_check import CHECK_INCREMENTAL
 
 LIVE_CASES = (
@@ -155,6 +157,19 @@ def test_report_profiles_follow_upstream_rules() -> None:
     # A [Gateway]-only case counts under every profile; D only under TCP.
     assert tcp["core"]["statistics"] == {"Passed": 1, "Failed": 1, "Skipped": 0}
     assert profiles["GATEWAY-UDP"]["core"]["statistics"] == {"Passed": 0, "Failed": 1, "Skipped": 0}
+
+
+def test_readme_lists_the_claimed_features() -> None:
+    """The README's list of claimed features is the GatewayClass's, and each extended one is in the
+    ConformanceReport's supportedFeatures of some profile."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("\nClaimed (", 1)[1].split("\n\n", 2)[1]
+    listed = set(re.findall(r"\b[A-Z][A-Za-z0-9]+\b", block))
+    assert listed == set(SUPPORTED_FEATURES)
+    report = rp.build_report([], SUPPORTED_FEATURES, version="0")
+    extended = {f for p in report["profiles"] for f in p["extended"]["supportedFeatures"]}
+    core = {"Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "ReferenceGrant"}
+    assert set(SUPPORTED_FEATURES) == extended | core
 
 
 def test_backend_of_drops_hash_and_suffix() -> None:
