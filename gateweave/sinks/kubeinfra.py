@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from gateweave.infra.bootstrap import BootstrapParams, XdsClientTls, is_ip, render, sds_files
+from gateweave.infra.bootstrap import BootstrapParams, XdsClientTls, is_ip, node_metadata, render, sds_files
 from gateweave.ir import InfraGateway, envoy_labels
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
 from gateweave.kube.xdsca import SECRETS, XdsCertificates
@@ -70,7 +70,8 @@ def pod_tls(xds_host: str, cert_dir: str = XDS_CERT_DIR, sds_dir: str = BOOTSTRA
 def bootstrap(gw: InfraGateway, xds_host: str, xds_port: int, tls: XdsClientTls | None = None) -> dict[str, Any]:
     """The Envoy bootstrap for a Gateway's pod: ADS to the control plane's Service."""
     doc = render(BootstrapParams(node_id=gw.name, xds_host=xds_host, xds_port=xds_port,
-                                 admin_port=ENVOY_ADMIN_PORT, admin_host="127.0.0.1", tls=tls))
+                                 admin_port=ENVOY_ADMIN_PORT, admin_host="127.0.0.1", tls=tls,
+                                 metadata=node_metadata(gw)))
     if not is_ip(xds_host):  # a Service DNS name: resolve it
         for cluster in doc["static_resources"]["clusters"]:
             cluster["type"] = "STRICT_DNS"

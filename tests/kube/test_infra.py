@@ -183,8 +183,8 @@ async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created
     kc = write_kubeconfig(api, str(tmp_path / "kc"))
     namespace, _, gateway = step.gateway.partition("/")
     try:
-        async with serving(api, kc, kube_dataplane=True, xds_bind="127.0.0.1", xds_port=free_port(),
-                           service_type="ClusterIP") as (runtime, source):
+        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=free_port(),
+                                                  service_type="ClusterIP")) as (runtime, source):
             await settle(api, runtime, source)
             pods = [
                 {"metadata": {**d["spec"]["template"]["metadata"], "namespace": d["metadata"]["namespace"],
@@ -198,6 +198,11 @@ async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created
             assert generated.check(step, found) is None
             wrong = msgspec.structs.replace(step, annotations={"key1": "other"})
             assert "lack {'key1': 'other'}" in str(generated.check(wrong, found))
+            # the Envoy the pods run carries them as its node metadata, as on one machine
+            config = api.get("ConfigMap", namespace, object_name(gateway))
+            assert config is not None
+            node = json.loads(config["data"]["bootstrap.json"])["node"]
+            assert (node["metadata"]["labels"], node["metadata"]["annotations"]) == (step.labels, step.annotations)
     finally:
         await api.stop()
 
