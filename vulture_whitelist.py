@@ -30,7 +30,7 @@ _.node_width, _.node_height
 
 # Fields filled by decoding (the Gateway API and Kubernetes objects, conformance case files);
 # translation does not read them (yet), the models keep the objects whole.
-_.description, _.default_scope, _.external_auth
+_.description, _.default_scope
 _.use_default_gateways, _.external_name, _.load_balancer_ip
 _.terminating, _.target_ref, _.binary_data
 # An Envoy Gateway Backend's TLS settings gateweave does not implement: read (by field) only

@@ -69,13 +69,17 @@ class RouteTranslation:
             self._sorted_http = tuple([key[-1] for key in keys])
         return self._sorted_http
 
-    def use_clusters(self, backends: tuple[ir.WeightedCluster, ...], mirrors: tuple[ir.Mirror, ...]) -> None:
-        """Record the clusters a rule's IR routes send to (see ``http_clusters``)."""
+    def use_clusters(
+        self, backends: tuple[ir.WeightedCluster, ...], mirrors: tuple[ir.Mirror, ...], auth: ir.ExtAuth | None = None
+    ) -> None:
+        """Record the clusters a rule's IR routes send to (see ``http_clusters``), its auth service's too."""
         used = self.http_clusters
         for w in backends:
             used.append(w.cluster)
         for mi in mirrors:
             used.append(mi.cluster)
+        if auth is not None:
+            used.append(auth.cluster)
 
 
 @dataclass(slots=True)

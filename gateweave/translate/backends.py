@@ -97,11 +97,11 @@ class BackendResolver:
         # When a set: every Service (namespace, name) a backendRef names, found or not, is added
         # to it (the incremental translator's record of what a route depends on).
         self.touched = touched
-        # (route kind, route namespace, group, kind, namespace, name, port, terminated) -> Backend
-        self._cache: dict[tuple[str, str, str, str, str, str, int | None, bool], Backend] = {}
+        # (route kind, route namespace, group, kind, namespace, name, port, terminated, family) -> Backend
+        self._cache: dict[tuple[str, str, str, str, str, str, int | None, bool, str], Backend] = {}
         # What a Service port or a Backend resolves to whichever namespace refers to it (the
-        # ReferenceGrant check aside): (route kind, kind, namespace, name, port, terminated) -> Backend
-        self._targets: dict[tuple[str, str, str, str, int | None, bool], Backend] = {}
+        # ReferenceGrant check aside): (route kind, kind, namespace, name, port, terminated, family) -> Backend
+        self._targets: dict[tuple[str, str, str, str, int | None, bool, str], Backend] = {}
         # (route kind, route namespace, kind, namespace, name) -> ReferenceGrant verdict
         self._grants: dict[tuple[str, str, str, str, str], bool] = {}
         # Envoy Gateway Backends, judged once: (namespace, name) -> verdict
@@ -109,20 +109,25 @@ class BackendResolver:
         # Pure pieces of route rules, built once per translation (see rulememo).
         self.memo = RuleMemo()
 
-    def resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False) -> Backend:
+    def resolve(
+        self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False, family: str = ""
+    ) -> Backend:
         """``terminated``: a TLSRoute backend behind a listener that terminates TLS, which a
-        BackendTLSPolicy re-encrypts (behind a passthrough listener the client's TLS goes through)."""
+        BackendTLSPolicy re-encrypts (behind a passthrough listener the client's TLS goes through).
+        ``family``: what the backend must speak, when not what the route kind's backends speak
+        (an HTTPRoute's gRPC auth service)."""
         ns = ref.namespace or route_ns
         if self.touched is not None:
             self.touched.add((ns, ref.name))
-        key = (route_kind, route_ns, ref.group, ref.kind, ns, ref.name, ref.port, terminated)
+        family = family or FAMILY_BY_KIND[route_kind]
+        key = (route_kind, route_ns, ref.group, ref.kind, ns, ref.name, ref.port, terminated, family)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._resolve(route_kind, route_ns, ref, ns, terminated)
+            hit = self._resolve(route_kind, route_ns, ref, ns, terminated, family)
             self._cache[key] = hit
         return hit
 
-    def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool) -> Backend:
+    def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool, family: str) -> Backend:
         target = backend_kind(ref.group, ref.kind)
         if target is None:
             return Backend(problem=c.route_invalid_kind(f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind"))
@@ -132,13 +137,13 @@ class BackendResolver:
                 problem=c.route_ref_not_permitted(f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant")
             )
         port = ref.port if kind == "Service" else None  # a Backend's endpoints carry their ports
-        key = (route_kind, kind, ns, ref.name, port, terminated)
+        key = (route_kind, kind, ns, ref.name, port, terminated, family)
         hit = self._targets.get(key)
         if hit is None:
             if kind == "Service":
-                hit = self._service_port(route_kind, ns, ref.name, port, terminated)
+                hit = self._service_port(route_kind, family, ns, ref.name, port, terminated)
             else:
-                hit = self._eg_backend(route_kind, ns, ref.name, terminated)
+                hit = self._eg_backend(route_kind, family, ns, ref.name, terminated)
             self._targets[key] = hit
         return hit
 
@@ -158,7 +163,7 @@ class BackendResolver:
             hit = self._verdicts[key] = egbackend.judge(self.ctx, backend)
         return hit
 
-    def _eg_backend(self, route_kind: str, ns: str, name: str, terminated: bool) -> Backend:
+    def _eg_backend(self, route_kind: str, family: str, ns: str, name: str, terminated: bool) -> Backend:
         """A permitted reference to Envoy Gateway Backend ``ns/name``."""
         be: m.Backend | None = self.ctx.snapshot.backends.get((ns, name))
         if be is None:
@@ -168,7 +173,6 @@ class BackendResolver:
         if not verdict.accepted:
             return Backend(problem=c.route_backend_not_found(f"Backend {ns}/{name} is not accepted: {'; '.join(verdict.problems)}"),
                            backend=key)
-        family = FAMILY_BY_KIND[route_kind]
         protocol, problem = egbackend.upstream_protocol(family, be, verdict)
         if problem:
             return Backend(problem=c.route_unsupported_protocol(f"Backend {ns}/{name}: {problem}"), backend=key)
@@ -182,7 +186,7 @@ class BackendResolver:
         cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=verdict.endpoints, tls=tls)
         return Backend(cluster=cluster, backend=key)
 
-    def _service_port(self, route_kind: str, ns: str, name: str, port: int | None, terminated: bool) -> Backend:
+    def _service_port(self, route_kind: str, family: str, ns: str, name: str, port: int | None, terminated: bool) -> Backend:
         """A permitted reference to Service ``ns/name`` port ``port``."""
         svc: m.Service | None = self.ctx.snapshot.services.get((ns, name))
         if svc is None:
@@ -205,7 +209,6 @@ class BackendResolver:
             endpoints = (target,)
         else:
             endpoints = self._endpoints(ns, name, sport)
-        family = FAMILY_BY_KIND[route_kind]
         protocol, problem = _protocol(family, sport)
         if problem:
             return Backend(problem=c.route_unsupported_protocol(f"Service {ns}/{name} port {port}: {problem}"))

@@ -104,6 +104,7 @@ class RuleFilters:
         mirrors: tuple[ir.Mirror, ...] = (),
         cors: ir.CORS | None = None,
         unresolved: bool = False,
+        ext_auth: ir.ExtAuth | None = None,
     ) -> None:
         self.request_headers = request_headers
         self.response_headers = response_headers
@@ -111,7 +112,8 @@ class RuleFilters:
         self.url_rewrite = url_rewrite
         self.mirrors = mirrors
         self.cors = cors
-        # An ExtensionRef filter: no extension kind is supported, so the filter cannot be
+        self.ext_auth = ext_auth
+        # An ExtensionRef filter (or an ExternalAuth whose service cannot be resolved): no extension kind is supported, so the filter cannot be
         # resolved, and must not be skipped: the requests it would have processed get an error.
         self.unresolved = unresolved
 
@@ -128,9 +130,9 @@ def rule_filters(
     """A rule's filters, in order, for HTTPRoute and GRPCRoute alike.
 
     Header modifiers, mirrors and ExtensionRefs are understood for both; RequestRedirect,
-    URLRewrite and CORS only for HTTPRoute (``matches``: the rule's IR matches, which a path
-    modifier needs). Raises RuleError for any other filter type, and for a redirect combined
-    with a rewrite.
+    URLRewrite, CORS and ExternalAuth only for HTTPRoute (``matches``: the rule's IR matches,
+    which a path modifier needs). Raises RuleError for any other filter type, for a redirect
+    combined with a rewrite, and for a second ExternalAuth.
     """
     if not filters:
         return _NO_RULE_FILTERS
@@ -141,6 +143,7 @@ def rule_filters(
     rew: ir.URLRewrite | None = None
     mirrors: list[ir.Mirror] = []
     cors_policy: ir.CORS | None = None
+    auth: ir.ExtAuth | None = None
     unresolved = False
     for f in filters:
         kind = f.type
@@ -158,6 +161,12 @@ def rule_filters(
             rew = url_rewrite(f.url_rewrite, matches)
         elif kind == "CORS" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.cors is not None:
             cors_policy = cors(f.cors)
+        elif kind == "ExternalAuth" and isinstance(f, m.HTTPRouteFilter) and f.external_auth is not None:
+            if auth is not None:
+                raise RuleError("more than one ExternalAuth filter is not supported")
+            auth = external_auth(tr, resolver, f.external_auth)
+            if auth is None:
+                unresolved = True
         elif kind == "ExtensionRef":
             ext = f.extension_ref
             what = f"{ext.group}/{ext.kind} {ext.name}" if ext else "(missing extensionRef)"
@@ -167,7 +176,7 @@ def rule_filters(
             raise RuleError(f"filter type {kind} is not supported")
     if red is not None and rew is not None:
         raise RuleError("RequestRedirect and URLRewrite filters cannot be combined", incompatible_filters=True)
-    return RuleFilters(req_h, resp_h, red, rew, tuple(mirrors), cors_policy, unresolved)
+    return RuleFilters(req_h, resp_h, red, rew, tuple(mirrors), cors_policy, unresolved, auth)
 
 
 def _path_modifier(pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]) -> tuple[str | None, str | None]:
@@ -286,6 +295,38 @@ def mirror(
     if f.percent is not None:
         return ir.Mirror(cluster=backend.cluster.name, numerator=max(0, min(100, f.percent)), denominator=100)
     return ir.Mirror(cluster=backend.cluster.name)
+
+
+def external_auth(tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPExternalAuthFilter) -> ir.ExtAuth | None:
+    """An ExternalAuth filter. Its service must speak its protocol (gRPC: HTTP/2, whatever the
+    port's appProtocol); one that cannot be resolved is a ResolvedRefs problem and None: the
+    rule's requests then get an error, never a pass."""
+    grpc = f.protocol == "GRPC"
+    if not grpc and f.protocol != "HTTP":
+        raise RuleError(f"ExternalAuth protocol {f.protocol} is not supported")
+    backend = resolver.resolve(tr.kind, tr.route.metadata.namespace, f.backend_ref, family="GRPC" if grpc else "")
+    if backend.backend is not None:
+        tr.backends.add(backend.backend)
+    if backend.cluster is None:
+        if backend.problem is not None:
+            tr.note_refs(c.prefixed(backend.problem, "externalAuth: "))
+        return None
+    tr.clusters[backend.cluster.name] = backend.cluster
+    if backend.service:
+        tr.services.add(backend.service)
+    body = f.forward_body.max_size if f.forward_body is not None else 0
+    if grpc:
+        allowed = f.grpc.allowed_headers if f.grpc is not None else ()
+        return ir.ExtAuth(protocol="GRPC", cluster=backend.cluster.name, allowed_headers=tuple(allowed), max_body_bytes=body)
+    http = f.http or m.HTTPAuthConfig()
+    return ir.ExtAuth(
+        protocol="HTTP",
+        cluster=backend.cluster.name,
+        path=http.path,
+        allowed_headers=tuple(http.allowed_headers),
+        allowed_response_headers=tuple(http.allowed_response_headers),
+        max_body_bytes=body,
+    )
 
 
 _NO_FILTERS = BackendFilters()

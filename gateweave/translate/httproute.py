@@ -73,6 +73,10 @@ def _rule(
 
     backends: tuple[ir.WeightedCluster, ...] = ()
     direct_status: int | None = None
+    if filters.unresolved:
+        # A filter that cannot be resolved is not skipped: its requests get an error, a
+        # redirect's included (an ExternalAuth never lets a request through unchecked).
+        redirect = None
     if redirect is None:
         backends = weighted_backends(tr, resolver, refs, per_backend)
         if filters.unresolved or not backends:
@@ -83,7 +87,7 @@ def _rule(
     mirrored = () if direct_status is not None or redirect is not None else filters.mirrors
     url_rewrite = filters.url_rewrite if redirect is None else None
 
-    tr.use_clusters(backends, mirrored)
+    tr.use_clusters(backends, mirrored, filters.ext_auth)
     name = f"{prefix}{i}/match/"
     o0, o1, o2, o3 = order
     append = tr.http.append
@@ -103,6 +107,7 @@ def _rule(
             backend_timeout_s=backend_timeout_s,
             retry=retry,
             session=sticky,
+            ext_auth=filters.ext_auth,
         )
         # Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
         # RegularExpression (implementation-specific: after Exact, before prefixes, longer

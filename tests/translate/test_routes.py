@@ -480,6 +480,52 @@ def test_session_persistence_maps_to_the_routes_of_its_rule() -> None:
     assert {r.match.path: r.session for r in vhosts(again)["http.test"].routes} == sessions
 
 
+def test_external_auth_maps_to_the_routes_of_its_rule() -> None:
+    def authed(path: str, *auths: m.HTTPExternalAuthFilter, redirect: bool = False) -> m.HTTPRouteRule:
+        filters = [m.HTTPRouteFilter(type="ExternalAuth", external_auth=a) for a in auths]
+        if redirect:
+            filters.append(m.HTTPRouteFilter(type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(hostname="x.test")))
+        return m.HTTPRouteRule(matches=(prefix(path),), filters=tuple(filters), backend_refs=(bref("svc"),))
+
+    http = m.HTTPExternalAuthFilter(
+        protocol="HTTP",
+        backend_ref=m.BackendObjectReference(name="auth", port=8080),
+        http=m.HTTPAuthConfig(path="/check", allowed_headers=("X-Tenant",), allowed_response_headers=("X-User",)),
+        forward_body=m.ForwardBodyConfig(max_size=1024),
+    )
+    grpc = m.HTTPExternalAuthFilter(protocol="GRPC", backend_ref=m.BackendObjectReference(name="auth", port=8080), grpc=m.GRPCAuthConfig())
+    missing = m.HTTPExternalAuthFilter(protocol="HTTP", backend_ref=m.BackendObjectReference(name="nowhere", port=80), http=m.HTTPAuthConfig())
+    route = http_route(
+        "r",
+        authed("/http", http),
+        authed("/grpc", grpc),
+        authed("/missing", missing, redirect=True),
+        authed("/twice", http, grpc),
+        hostnames=("a.test",),
+    )
+    res = run(base(gateway(), service("auth"), slice_for("auth", "10.0.0.9"), route))
+    entry = parents_of(res, "HTTPRoute", "r")[0]
+    assert cond(entry, "ResolvedRefs") == ("False", "BackendNotFound")
+    assert cond(entry, "PartiallyInvalid") == ("True", "UnsupportedValue")  # two ExternalAuth filters
+    routes = {r.match.path: r for r in vhosts(res)["a.test"].routes}
+    assert "/twice" not in routes
+    assert routes["/http"].ext_auth == ir.ExtAuth(
+        protocol="HTTP",
+        cluster=f"{NS}/auth/8080/http1",
+        path="/check",
+        allowed_headers=("X-Tenant",),
+        allowed_response_headers=("X-User",),
+        max_body_bytes=1024,
+    )
+    # a gRPC auth service is spoken to over HTTP/2, a cluster of its own beside the HTTP/1 one
+    assert routes["/grpc"].ext_auth == ir.ExtAuth(protocol="GRPC", cluster=f"{NS}/auth/8080/h2c")
+    clusters = {c.name: c for c in res.xds[f"{NS}/gw"].clusters}
+    assert clusters[f"{NS}/auth/8080/h2c"].protocol == "H2C" and clusters[f"{NS}/auth/8080/http1"].protocol == "HTTP1"
+    # an auth service that cannot be resolved lets nothing through, not even to a redirect
+    broken = routes["/missing"]
+    assert (broken.direct_status, broken.redirect, broken.ext_auth) == (500, None, None)
+
+
 # ---------------------------------------------------------------- precedence and hostnames
 
 
