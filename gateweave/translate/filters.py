@@ -277,24 +277,34 @@ def mirror(
     tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPRequestMirrorFilter
 ) -> ir.Mirror | None:
     """A RequestMirror filter; an unresolvable target is a ResolvedRefs problem and mirrors nothing."""
-    ns = tr.route.metadata.namespace
-    backend = resolver.resolve(tr.kind, ns, f.backend_ref)
+    cluster = _filter_cluster(tr, resolver, f.backend_ref, "mirror")
+    if cluster is None:
+        return None
+    if f.fraction is not None:
+        if f.fraction.denominator <= 0 or not 0 <= f.fraction.numerator <= f.fraction.denominator:
+            raise RuleError("mirror fraction must satisfy 0 <= numerator <= denominator, denominator > 0")
+        return ir.Mirror(cluster=cluster, numerator=f.fraction.numerator, denominator=f.fraction.denominator)
+    if f.percent is not None:
+        return ir.Mirror(cluster=cluster, numerator=max(0, min(100, f.percent)), denominator=100)
+    return ir.Mirror(cluster=cluster)
+
+
+def _filter_cluster(
+    tr: RouteTranslation, resolver: BackendResolver, ref: m.BackendObjectReference, what: str, family: str = ""
+) -> str | None:
+    """The cluster of a filter's own backendRef (a mirror's, an auth service's), recorded with the
+    rule's; None when it cannot be resolved, a ResolvedRefs problem prefixed with ``what``."""
+    backend = resolver.resolve(tr.kind, tr.route.metadata.namespace, ref, family=family)
     if backend.backend is not None:
         tr.backends.add(backend.backend)
     if backend.cluster is None:
         if backend.problem is not None:
-            tr.note_refs(c.prefixed(backend.problem, "mirror: "))
+            tr.note_refs(c.prefixed(backend.problem, f"{what}: "))
         return None
     tr.clusters[backend.cluster.name] = backend.cluster
     if backend.service:
         tr.services.add(backend.service)
-    if f.fraction is not None:
-        if f.fraction.denominator <= 0 or not 0 <= f.fraction.numerator <= f.fraction.denominator:
-            raise RuleError("mirror fraction must satisfy 0 <= numerator <= denominator, denominator > 0")
-        return ir.Mirror(cluster=backend.cluster.name, numerator=f.fraction.numerator, denominator=f.fraction.denominator)
-    if f.percent is not None:
-        return ir.Mirror(cluster=backend.cluster.name, numerator=max(0, min(100, f.percent)), denominator=100)
-    return ir.Mirror(cluster=backend.cluster.name)
+    return backend.cluster.name
 
 
 def external_auth(tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPExternalAuthFilter) -> ir.ExtAuth | None:
@@ -304,24 +314,17 @@ def external_auth(tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPExte
     grpc = f.protocol == "GRPC"
     if not grpc and f.protocol != "HTTP":
         raise RuleError(f"ExternalAuth protocol {f.protocol} is not supported")
-    backend = resolver.resolve(tr.kind, tr.route.metadata.namespace, f.backend_ref, family="GRPC" if grpc else "")
-    if backend.backend is not None:
-        tr.backends.add(backend.backend)
-    if backend.cluster is None:
-        if backend.problem is not None:
-            tr.note_refs(c.prefixed(backend.problem, "externalAuth: "))
+    cluster = _filter_cluster(tr, resolver, f.backend_ref, "externalAuth", family="GRPC" if grpc else "")
+    if cluster is None:
         return None
-    tr.clusters[backend.cluster.name] = backend.cluster
-    if backend.service:
-        tr.services.add(backend.service)
     body = f.forward_body.max_size if f.forward_body is not None else 0
     if grpc:
         allowed = f.grpc.allowed_headers if f.grpc is not None else ()
-        return ir.ExtAuth(protocol="GRPC", cluster=backend.cluster.name, allowed_headers=tuple(allowed), max_body_bytes=body)
+        return ir.ExtAuth(protocol="GRPC", cluster=cluster, allowed_headers=tuple(allowed), max_body_bytes=body)
     http = f.http or m.HTTPAuthConfig()
     return ir.ExtAuth(
         protocol="HTTP",
-        cluster=backend.cluster.name,
+        cluster=cluster,
         path=http.path,
         allowed_headers=tuple(http.allowed_headers),
         allowed_response_headers=tuple(http.allowed_response_headers),
