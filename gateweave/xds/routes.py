@@ -510,8 +510,10 @@ def backend_variants(r: ir.Route) -> list[tuple[ir.Route, int]] | None:
 
 
 def pin_cookie(session: ir.Session) -> str:
-    """The cookie that pins a cookie session to one of its rule's backendRefs."""
-    return session.name + "-backend"
+    """The cookie that pins a cookie session to one of its rule's backendRefs: ``backend-`` and 12
+    hex digits of the session cookie's name. Of one length whatever that name (up to 256 bytes), so
+    the regex that finds it stays within Envoy's RE2 program size limit (gateweave.translate.regex)."""
+    return "backend-" + hashlib.sha256(session.name.encode()).hexdigest()[:12]
 
 
 def _pin_value(cluster: str) -> str:

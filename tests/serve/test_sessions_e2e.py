@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
+from gateweave import ir
 from gateweave.infra.host import free_port
+from gateweave.xds.routes import pin_cookie
 from gateweave_bench import harness as h
 
 pytestmark = pytest.mark.timeout(90)
@@ -26,6 +28,7 @@ GATEWAY = "127.44.1.1"
 ENDPOINTS = ("127.44.2.1", "127.44.2.2", "127.44.2.3")  # Service shop
 ANNEX = "127.44.2.4"  # Service annex
 HOST = "shop.test"
+PAIR_PIN = pin_cookie(ir.Session(type="Cookie", name="pair"))  # the /pair rule's second cookie
 
 
 @pytest.fixture
@@ -178,8 +181,8 @@ async def test_a_client_sticks_to_its_endpoint_and_moves_when_it_goes(tmp_path: 
         for _ in range(20):
             reply = await client.get("/pair")
             cookies = _cookies(reply)
-            assert set(cookies) == {"pair", "pair-backend"}, cookies
-            assert cookies["pair-backend"][1].get("path") == "/" and "max-age" not in cookies["pair-backend"][1]
+            assert set(cookies) == {"pair", PAIR_PIN}, cookies
+            assert cookies[PAIR_PIN][1].get("path") == "/" and "max-age" not in cookies[PAIR_PIN][1]
             sent = "; ".join(f"{name}={value}" for name, (value, _) in cookies.items())
             assert await _backends(client, "/pair", {"Cookie": sent}) == {reply.text}
             pinned_to.add("annex" if reply.text == endpoints[ANNEX].name else "shop")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import http.client
 import json
 import os
@@ -41,8 +42,9 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.v3 import percent_pb2
 
 from gateweave import ir
+from gateweave.translate.regex import re2_error
 from gateweave.xds import CLUSTER, ENDPOINT, LISTENER, ROUTE, Resources, build, resource_version
-from gateweave.xds.routes import prefix_replacement, retry_on
+from gateweave.xds.routes import pinned_variants, prefix_replacement, retry_on
 from gateweave.xds.tls import system_ca_file
 from gateweave.xds.validate import envoy_path, render_static_bootstrap, validate_with_envoy
 from tests.support.authservers import ALLOWED, USER, USER_HEADER, GrpcAuth, HttpAuth
@@ -884,6 +886,22 @@ def _session(route: rc.Route) -> ss_pb2.StatefulSessionPerRoute:
     return out
 
 
+def test_session_pin_regex_within_envoy_limit() -> None:
+    # The longest cookie name the CRD allows (256): the pin routes' cookie regex still compiles
+    # within Envoy's RE2 program size limit (with "<name>-backend" it did not past ~58 bytes).
+    route = ir.Route(
+        name="httproute/default/long/rule/0/match/0",
+        match=_prefix("/"),
+        backends=(ir.WeightedCluster(cluster=ECHO, weight=1), ir.WeightedCluster(cluster=ECHO2, weight=1)),
+        session=ir.Session(type="Cookie", name="c" * 256),
+    )
+    variants = pinned_variants(route)
+    assert variants is not None and len(variants) == 3
+    for pinned in variants[:2]:
+        (cookie_match,) = [m for m in pinned.match.headers if m.name == "cookie"]
+        assert re2_error(cookie_match.value) is None
+
+
 def test_session_persistence(res: Resources) -> None:
     # The filter is in every HCM chain, disabled: only routes with a session enable it.
     hcm = _hcm(res.listeners["default/gw/80"])
@@ -907,16 +925,18 @@ def test_session_persistence(res: Resources) -> None:
         w.name: [h.header.value for h in w.response_headers_to_add if h.header.key == "set-cookie"]
         for w in picking.route.weighted_clusters.clusters
     }
+    pin = "backend-" + hashlib.sha256(b"shop").hexdigest()[:12]  # the session cookie's is shop
     for name in pins:
         pinned = _route(res, name)
         value = name.rsplit("/", 1)[1]
         (cookie_match,) = [m for m in pinned.match.headers if m.name == "cookie"]
         pattern = cookie_match.string_match.safe_regex.regex
-        assert re.fullmatch(pattern, f"a=1; shop-backend={value}; shop=x")
-        assert re.fullmatch(pattern, f"shop-backend={value}")
-        assert not re.fullmatch(pattern, f"shop-backend={value}0") and not re.fullmatch(pattern, "shop-backend=other")
+        assert re.fullmatch(pattern, f"a=1; {pin}={value}; shop=x")
+        assert re.fullmatch(pattern, f"{pin}={value}")
+        assert not re.fullmatch(pattern, f"{pin}={value}0") and not re.fullmatch(pattern, f"{pin}=other")
+        assert re2_error(pattern) is None
         assert pinned.match.path_separated_prefix == "/sticky"
-        assert set_cookies[pinned.route.cluster] == [f"shop-backend={value}; Path=/sticky; Max-Age=3600; HttpOnly"]
+        assert set_cookies[pinned.route.cluster] == [f"{pin}={value}; Path=/sticky; Max-Age=3600; HttpOnly"]
         assert _session(pinned) == _session(picking)
     assert {_route(res, name).route.cluster for name in pins} == {ECHO, ECHO2}
     cookie_state = _session(picking).stateful_session.session_state
