@@ -33,7 +33,14 @@ from typing import Any
 
 import structlog
 
-from gateweave.infra.bootstrap import BootstrapParams, XdsClientTls, is_ip, node_metadata, render, sds_files
+from gateweave.infra.bootstrap import (
+    BootstrapParams,
+    XdsClientTls,
+    is_ip,
+    node_metadata,
+    render,
+    sds_files,
+)
 from gateweave.ir import InfraGateway, envoy_labels
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
 from gateweave.kube.xdsca import SECRETS, XdsCertificates
