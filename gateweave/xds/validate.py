@@ -33,6 +33,8 @@ from gateweave.xds.resources import Resources
 
 VALIDATE_TIMEOUT_S = 30.0
 _MAX_MESSAGE = 4000
+# Envoy prints the offending message whole before its reason; the reason is what a user needs.
+_CONSTRAINT = "Proto constraint validation failed"
 # Envoy's fatal line: "... error initializing configuration '<path>': <reason>"
 _ERROR = re.compile(r"error initializing configuration '[^']*': (.*)", re.DOTALL)
 # More than one worker, so checks that depend on concurrency (UDP reuse_port) apply.
@@ -149,8 +151,12 @@ def validate_bootstrap(
     found = _ERROR.search(message)
     if done.returncode != 0 and found is not None:
         message = found.group(1).strip()
-    if len(message) > _MAX_MESSAGE:
-        message = message[:_MAX_MESSAGE] + " ..."
+    reason = message.find(_CONSTRAINT)
+    if done.returncode != 0 and reason > 0:
+        message = message[reason:]
+    if len(message) > _MAX_MESSAGE:  # Envoy's reason ends its message: keep both ends
+        head = _MAX_MESSAGE // 4
+        message = message[:head] + " ... " + message[len(message) - (_MAX_MESSAGE - head) :]
     return done.returncode == 0, message
 
 
