@@ -74,7 +74,15 @@ async def _kubernetes(settings: KubeDataplane, runtime: Runtime, kube: KubeSourc
                             certs=certs)
     infra.enabled = kube.leading
     kube.infra = infra
-    publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
+    report = runtime.set_dataplane_state
+    if kube.elector is not None:  # several replicas: Envoy acknowledgements shared through the API
+        from gateweave.sinks.sharedacks import SharedAcks
+
+        kube.acks = SharedAcks(kube.client, namespace=kube.elector.namespace, identity=kube.elector.identity,
+                               publish=report, pods=lambda gw: server.status(gw).streams,
+                               lease_duration=kube.elector.lease_duration, period=kube.elector.retry_period)
+        report = kube.acks.report
+    publisher = XdsPublisher(server, report, runtime.quarantine)
     renewal = asyncio.create_task(certs.run(infra.renew), name="gateweave-xds-certificates") if certs else None
     try:
         runtime.attach(xds_sink=publisher, infra_sink=infra)

@@ -25,6 +25,7 @@ from gateweave.store import Store
 if TYPE_CHECKING:
     from gateweave.leader import LeaderElector
     from gateweave.sinks.kubeinfra import KubernetesInfra
+    from gateweave.sinks.sharedacks import SharedAcks
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -56,6 +57,7 @@ class KubeSource:
                                             rate=kube.status_rate, burst=kube.status_burst, metrics=metrics)
         self.elector: LeaderElector | None = None
         self.infra: KubernetesInfra | None = None
+        self.acks: SharedAcks | None = None  # with leader election and a data plane (gateweave.app.dataplane)
         if kube.leader_elect:
             from gateweave.leader import LeaderElector
 
@@ -99,6 +101,8 @@ class KubeSource:
         out = [self.provider.run(), self.status_writer.run()]
         if self.elector is not None:
             out.append(self.elector.run())
+        if self.acks is not None:
+            out.append(self.acks.run())
         return out
 
     async def close(self) -> None:

@@ -236,6 +236,7 @@ class KubeAPI:
         self.now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
         self.log: list[Request] = []
         self.hooks: list[Hook] = []
+        self.status_writes: list[tuple[Request, JSON]] = []  # each successful status write, with the status stored
         self._objects: dict[tuple[str, str], dict[tuple[str, str], _Obj]] = {}
         self._events: deque[tuple[int, ResourceType, str, JSON]] = deque()
         self._service_ips = 0
@@ -606,6 +607,8 @@ class KubeAPI:
             result = await self._serve(request, verb, t, version, ns, name, sub == "status")
             code = 201 if verb == "create" else 200
             self.log.append(Request(**info, code=code))
+            if sub == "status" and verb in ("update", "patch"):
+                self.status_writes.append((self.log[-1], result.get("status") or {}))
             return web.json_response(result, status=code)
         except ApiError as err:
             self.log.append(Request(**info, code=err.code))
