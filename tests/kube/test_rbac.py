@@ -31,10 +31,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def rules() -> list[tuple[str, dict[str, Any]]]:
-    """(namespace the rule applies in, "" = everywhere; the rule)."""
+def rules(docs: list[Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(namespace the rule applies in, "" = everywhere; the rule) of ``docs`` (deploy/rbac.yaml's)."""
     out = []
-    for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
+    for doc in docs if docs is not None else yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()):
         if doc and doc["kind"] in ("ClusterRole", "Role"):
             scope = doc["metadata"].get("namespace", "") if doc["kind"] == "Role" else ""
             out += [(scope, r) for r in doc["rules"]]
