@@ -69,6 +69,9 @@ class Snapshot:
     reference_grants: dict[NN, m.ReferenceGrant] = field(default_factory=dict)
     backend_tls_policies: dict[NN, m.BackendTLSPolicy] = field(default_factory=dict)
     backends: dict[NN, m.Backend] = field(default_factory=dict)
+    backend_traffic_policies: dict[NN, m.BackendTrafficPolicy] = field(default_factory=dict)
+    client_traffic_policies: dict[NN, m.ClientTrafficPolicy] = field(default_factory=dict)
+    security_policies: dict[NN, m.SecurityPolicy] = field(default_factory=dict)
     services: dict[NN, m.Service] = field(default_factory=dict)
     endpoint_slices: dict[NN, m.EndpointSlice] = field(default_factory=dict)
     namespaces: dict[NN, m.Namespace] = field(default_factory=dict)
@@ -112,6 +115,9 @@ _FIELD_BY_KIND = {
     "ReferenceGrant": "reference_grants",
     "BackendTLSPolicy": "backend_tls_policies",
     "Backend": "backends",
+    "BackendTrafficPolicy": "backend_traffic_policies",
+    "ClientTrafficPolicy": "client_traffic_policies",
+    "SecurityPolicy": "security_policies",
     "Service": "services",
     "EndpointSlice": "endpoint_slices",
     "Namespace": "namespaces",

@@ -45,6 +45,7 @@ class KindInfo:
 
 
 G = m.GATEWAY_GROUP
+E = m.ENVOY_GATEWAY_GROUP
 
 KINDS: dict[str, KindInfo] = {
     k.kind: k
@@ -60,6 +61,11 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("ReferenceGrant", G, ("v1beta1", "v1"), "referencegrants", True, m.ReferenceGrant, "referencegrants"),
         KindInfo("BackendTLSPolicy", G, ("v1", "v1alpha3"), "backendtlspolicies", True, m.BackendTLSPolicy, "backendtlspolicies"),
         KindInfo("Backend", m.ENVOY_GATEWAY_GROUP, ("v1alpha1",), "backends", True, m.Backend, "backends"),
+        KindInfo("BackendTrafficPolicy", E, ("v1alpha1",), "backendtrafficpolicies", True, m.BackendTrafficPolicy,
+                 "backendtrafficpolicies"),
+        KindInfo("ClientTrafficPolicy", E, ("v1alpha1",), "clienttrafficpolicies", True, m.ClientTrafficPolicy,
+                 "clienttrafficpolicies"),
+        KindInfo("SecurityPolicy", E, ("v1alpha1",), "securitypolicies", True, m.SecurityPolicy, "securitypolicies"),
         KindInfo("Service", "", ("v1",), "services", True, m.Service),
         KindInfo("EndpointSlice", "discovery.k8s.io", ("v1",), "endpointslices", True, m.EndpointSlice),
         KindInfo("Namespace", "", ("v1",), "namespaces", False, m.Namespace),
@@ -69,6 +75,8 @@ KINDS: dict[str, KindInfo] = {
 }
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
+# Envoy Gateway's policy kinds (translate/policies attaches them; status.ancestors like BackendTLSPolicy).
+POLICY_KINDS = ("BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy")
 
 
 def lookup(api_version: str, kind: str) -> KindInfo | None:

@@ -642,6 +642,65 @@ class Backend(_Base, kw_only=True, frozen=True):
     spec: BackendSpec = BackendSpec()
 
 
+# ---------------------------------------------------------------- Envoy Gateway: policies
+#
+# BackendTrafficPolicy, ClientTrafficPolicy and SecurityPolicy keep their ``spec`` as the
+# API server stores it (validated against the kind's CRD when read): the attachment stage
+# (translate/policies) reads the targeting fields through :class:`PolicyTargeting`, refuses
+# by name every set field no feature implements, and each feature reads its own part.
+
+
+class PolicyTargetReference(_Base, kw_only=True, frozen=True):
+    """A targetRef of an Envoy Gateway policy (local: the policy's namespace)."""
+
+    group: str
+    kind: str
+    name: str
+    section_name: str | None = None
+
+
+class TargetSelectorNamespaces(_Base, kw_only=True, frozen=True):
+    from_: str = msgspec.field(default="Same", name="from")
+    selector: LabelSelector | None = None
+
+
+class TargetSelector(_Base, kw_only=True, frozen=True):
+    group: str = GATEWAY_GROUP
+    kind: str
+    match_labels: dict[str, str] = {}
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+    namespaces: TargetSelectorNamespaces | None = None
+
+
+class PolicyTargeting(_Base, kw_only=True, frozen=True):
+    """The targeting fields every Envoy Gateway policy kind has (``targetRef`` is deprecated)."""
+
+    target_ref: PolicyTargetReference | None = None
+    target_refs: tuple[PolicyTargetReference, ...] = ()
+    target_selectors: tuple[TargetSelector, ...] = ()
+
+
+class BackendTrafficPolicy(_Base, kw_only=True, frozen=True):
+    api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+    kind: str = "BackendTrafficPolicy"
+    metadata: ObjectMeta
+    spec: dict[str, Any] = {}
+
+
+class ClientTrafficPolicy(_Base, kw_only=True, frozen=True):
+    api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+    kind: str = "ClientTrafficPolicy"
+    metadata: ObjectMeta
+    spec: dict[str, Any] = {}
+
+
+class SecurityPolicy(_Base, kw_only=True, frozen=True):
+    api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+    kind: str = "SecurityPolicy"
+    metadata: ObjectMeta
+    spec: dict[str, Any] = {}
+
+
 # ---------------------------------------------------------------- core kinds
 
 

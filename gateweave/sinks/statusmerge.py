@@ -3,7 +3,7 @@
 Translate computes each object's status without ``lastTransitionTime`` and with only
 this controller's entries. :func:`merge_status` turns that into the status to store:
 
-* route ``parents`` and BackendTLSPolicy ``ancestors`` entries of other controllers
+* route ``parents`` and policy (BackendTLSPolicy, Envoy Gateway's) ``ancestors`` entries of other controllers
   (by ``controllerName``) are kept; ours are replaced by the computed ones (an entry of
   ours that is no longer computed disappears);
 * a condition keeps its ``lastTransitionTime`` while its status is unchanged, and gets
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gateweave.api.kinds import ROUTE_KINDS, Key
+from gateweave.api.kinds import POLICY_KINDS, ROUTE_KINDS, Key
 from gateweave.api.models import GATEWAY_GROUP
 from gateweave.metrics import Metrics
 
@@ -38,7 +38,7 @@ def owned_list(kind: str) -> str | None:
     """The per-parent list of a kind's status that several controllers share."""
     if kind in ROUTE_KINDS:
         return "parents"
-    if kind == "BackendTLSPolicy":
+    if kind == "BackendTLSPolicy" or kind in POLICY_KINDS:
         return "ancestors"
     return None
 
