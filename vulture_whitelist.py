@@ -47,3 +47,6 @@ mtime_ns
 # named condition constructors) decides each of them.
 R_UNSUPPORTED_VERSION, R_NO_RESOURCES, R_INVALID_PARAMETERS_REF, R_PORT_UNAVAILABLE
 R_LISTENER_CONFLICT, R_UNSUPPORTED_VALUE_ROUTE, R_TARGET_NOT_FOUND
+
+# Snapshot fields read by kind name (Snapshot.by_kind, getattr): Envoy Gateway's policy kinds.
+_.backend_traffic_policies, _.client_traffic_policies, _.security_policies

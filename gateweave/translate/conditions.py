@@ -416,3 +416,34 @@ def policy_invalid_kind(message: str) -> Condition:
 
 def policy_invalid_ca_certificate_ref(message: str) -> Condition:
     return Condition(RESOLVED_REFS, False, R_INVALID_CA_CERTIFICATE_REF, message)
+
+
+# ---------------------------------------------------------------- Envoy Gateway policies (policies/),
+# per ancestor, with Envoy Gateway's reasons and messages
+
+OVERRIDDEN = "Overridden"
+R_TARGET_NOT_FOUND = "TargetNotFound"
+R_OVERRIDDEN = "Overridden"
+
+
+def eg_policy_accepted() -> Condition:
+    return Condition(ACCEPTED, True, R_ACCEPTED, "Policy has been accepted.")
+
+
+def eg_policy_conflicted(message: str) -> Condition:
+    """Another policy of the kind (older, or first by namespace/name) holds the same target."""
+    return Condition(ACCEPTED, False, R_CONFLICTED, message)
+
+
+def eg_policy_target_not_found(message: str) -> Condition:
+    """A sectionName that names no listener or rule of the target."""
+    return Condition(ACCEPTED, False, R_TARGET_NOT_FOUND, message)
+
+
+def eg_policy_invalid(message: str) -> Condition:
+    """The policy cannot be applied: a field gateweave does not implement, or a bad value."""
+    return Condition(ACCEPTED, False, R_INVALID, message)
+
+
+def eg_policy_overridden(message: str) -> Condition:
+    return Condition(OVERRIDDEN, True, R_OVERRIDDEN, message)

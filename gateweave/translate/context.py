@@ -38,6 +38,9 @@ class Ctx:
     slices_by_service: dict[NN, list[m.EndpointSlice]] = field(default_factory=dict)
     # The gateway side's ListenerSet results (for ListenerSet status), in precedence order.
     listener_set_results: list[Any] = field(default_factory=list)
+    # The policy attachment stage's PolicyIndex (translate/policies/attach.py): which Envoy
+    # Gateway policy governs what; None before that stage has run.
+    policies: Any = None
 
     @classmethod
     def build(cls, snapshot: Snapshot, options: TranslateOptions) -> Ctx:

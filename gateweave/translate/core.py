@@ -6,16 +6,19 @@
 3. :func:`route_side`: every route (:func:`~gateweave.translate.routes.in_order`) translated,
    judged against the listeners and attached (route statuses, attachedRoutes counts,
    per-listener route tables); BackendTLSPolicy statuses.
-4. :func:`gateway_statuses`: Gateway and ListenerSet statuses (listeners with attachedRoutes,
+4. :func:`policies`: Envoy Gateway's policies attached to Gateways, listeners, ListenerSets,
+   routes and rules (translate/policies/attach.py): which one governs each, their
+   status.ancestors; the xDS IR reads the result (``ctx.policies``).
+5. :func:`gateway_statuses`: Gateway and ListenerSet statuses (listeners with attachedRoutes,
    addresses, Programmed).
-5. :func:`xds_ir` and :func:`infra_ir`: the two IRs.
+6. :func:`xds_ir` and :func:`infra_ir`: the two IRs.
 
 :func:`run_pipeline` runs them in this order. The incremental translator (incremental.py)
 runs the same stages: on a full translation all of them, but the route side and the xDS IR
 as its own per-route and per-virtual-host versions (which remember what they built); on a
 change, the gateway side and the infrastructure IR only when what they read changed, the
 route side for the routes the change can affect, the xDS IR for what they touched, the
-Gateway statuses always.
+Gateway statuses always; while any policy exists it translates fully.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gateweave.snapshot import Snapshot
 from gateweave.translate import gateway, routes, xdsir
 from gateweave.translate.context import Ctx, GatewayCtx
 from gateweave.translate.options import TranslateOptions
+from gateweave.translate.policies.attach import attach_policies
 
 
 def context(snapshot: Snapshot, options: TranslateOptions) -> Ctx:
@@ -43,18 +47,23 @@ def route_side(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     routes.attach_routes(ctx, gateways)
 
 
+def policies(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
+    """Stage 4: Envoy Gateway's policies attached (their statuses; ``ctx.policies`` for the xDS IR)."""
+    ctx.policies = attach_policies(ctx, gateways)
+
+
 def gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
-    """Stage 4: Gateway and ListenerSet statuses, from the findings and the routes attached."""
+    """Stage 5: Gateway and ListenerSet statuses, from the findings and the routes attached."""
     gateway.write_gateway_statuses(ctx, gateways)
 
 
 def xds_ir(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
-    """Stage 5: each serving Gateway's xDS IR."""
+    """Stage 6: each serving Gateway's xDS IR."""
     return xdsir.build_xds(ctx, gateways)
 
 
 def infra_ir(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGateway]:
-    """Stage 5: each serving Gateway's infrastructure IR (reads the gateway side only)."""
+    """Stage 6: each serving Gateway's infrastructure IR (reads the gateway side only)."""
     return gateway.build_infra(ctx, gateways)
 
 
@@ -63,6 +72,7 @@ def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result,
     ctx = context(snapshot, options)
     gateways = gateway_side(ctx)
     route_side(ctx, gateways)
+    policies(ctx, gateways)
     gateway_statuses(ctx, gateways)
     xds = xds_ir(ctx, gateways)
     infra = infra_ir(ctx, gateways)

@@ -26,6 +26,10 @@ object does not change, so "unchanged" is an identity check per key):
 * **Envoy Gateway Backends**: their status is written while a route of ours refers to one
   (counted per route); a Backend change, or a change of a Secret a Backend's ``tls`` names,
   is a full translation.
+* **Envoy Gateway policies** (BackendTrafficPolicy, ClientTrafficPolicy, SecurityPolicy):
+  while one exists (before or after the change), every call is a full translation
+  (:func:`~gateweave.translate.core.translate_all`): a policy's effect and status read
+  Gateways, listeners and routes alike.
 * Anything else - a Namespace, ReferenceGrant, ConfigMap, BackendTLSPolicy or ListenerSet
   change, other options, a changed fingerprint - is a full translation, which also rebuilds
   every index.
@@ -48,7 +52,7 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.api.kinds import KINDS, ROUTE_KINDS
+from gateweave.api.kinds import KINDS, POLICY_KINDS, ROUTE_KINDS
 from gateweave.ir import Result
 from gateweave.snapshot import NN, Snapshot
 from gateweave.translate import core, egbackend, routes, xdsir
@@ -69,6 +73,10 @@ _SERVICE_LABEL = "kubernetes.io/service-name"
 _FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet", "Backend"})
 # Changes that re-run the gateway side (the route side is kept when its fingerprint holds).
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret"})
+
+
+def _has_policies(snapshot: Snapshot) -> bool:
+    return any(snapshot.by_kind(kind) for kind in POLICY_KINDS)
 
 
 def _other_options(options: TranslateOptions) -> TranslateOptions:
@@ -233,6 +241,11 @@ class IncrementalTranslator:
 
     def _translate(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         old, old_options = self._snapshot, self._options
+        if _has_policies(snapshot) or (old is not None and _has_policies(old)):
+            self._release()
+            self._snapshot = None  # the next call starts from a full translation of its own
+            self.full_translations += 1
+            return translate_all(snapshot, options)
         if old is None or old_options is None or _other_options(old_options) != _other_options(options):
             return self._full(snapshot, options)
         changed = _changes(old, snapshot)
