@@ -186,6 +186,14 @@ class Retry(_IR, kw_only=True, frozen=True):
     backoff_s: float | None = None
 
 
+class LocalRateLimit(_IR, kw_only=True, frozen=True):
+    """A BackendTrafficPolicy's local rate limit on a route: ``requests`` per ``unit_s``
+    seconds, one token bucket per route on each Envoy; requests over it get 429."""
+
+    requests: int
+    unit_s: int
+
+
 # IR routes are named after the route object they come from (see route_prefix): the data plane
 # finds from a route's name which object to hold responsible when Envoy rejects a route table.
 _ROUTE_KINDS_BY_PREFIX = {"httproute": "HTTPRoute", "grpcroute": "GRPCRoute"}
@@ -256,6 +264,8 @@ class Route(_IR, kw_only=True, frozen=True):
     retry: Retry | None = None
     session: Session | None = None
     ext_auth: ExtAuth | None = None
+    # Envoy Gateway policies' effects on the route (translate/policies); None: no policy applies.
+    rate_limit: LocalRateLimit | None = None
 
 
 class VirtualHost(_IR, kw_only=True, frozen=True):

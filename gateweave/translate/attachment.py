@@ -88,6 +88,9 @@ class Attachment:
 
     translation: RouteTranslation
     hostnames: tuple[str, ...] | None  # the hostnames it serves on this listener; None: any
+    # IR routes (by name) as the Envoy Gateway policies governing them on this listener
+    # change them (translate/policies/effects.py); None: no policy applies.
+    effects: dict[str, ir.Route] | None = None
 
     @property
     def kind(self) -> str:

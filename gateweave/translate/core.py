@@ -30,6 +30,7 @@ from gateweave.translate import gateway, routes, xdsir
 from gateweave.translate.context import Ctx, GatewayCtx
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.policies.attach import attach_policies
+from gateweave.translate.policies.effects import apply_route_effects
 
 
 def context(snapshot: Snapshot, options: TranslateOptions) -> Ctx:
@@ -50,6 +51,7 @@ def route_side(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
 def policies(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     """Stage 4: Envoy Gateway's policies attached (their statuses; ``ctx.policies`` for the xDS IR)."""
     ctx.policies = attach_policies(ctx, gateways)
+    apply_route_effects(ctx.policies, gateways)
 
 
 def gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:

@@ -140,6 +140,9 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
     (in the listener's route order): their routes in precedence order, each once."""
     if len(atts) == 1:
         routes: tuple[ir.Route, ...] = atts[0].translation.sorted_http
+        effects = atts[0].effects
+        if effects:
+            routes = tuple([effects.get(r.name, r) for r in routes])
     else:
         seen: set[str] = set()
         out = []
@@ -149,6 +152,9 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
                 seen.add(r.name)
                 out.append(r)
         routes = tuple(out)
+        if any(att.effects for att in atts):
+            changed = {name: r for att in atts for name, r in (att.effects or {}).items()}
+            routes = tuple([changed.get(r.name, r) for r in routes])
     return ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes)
 
 

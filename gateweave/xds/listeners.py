@@ -9,6 +9,7 @@ from envoy.config.listener.v3 import listener_components_pb2 as lc
 from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.fault.v3 import fault_pb2
+from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
@@ -27,7 +28,7 @@ from gateweave import ir
 from gateweave.xds import extauth, telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import stat_name
-from gateweave.xds.routes import FAULT_FILTER, SESSION_FILTER
+from gateweave.xds.routes import FAULT_FILTER, LOCAL_RATELIMIT_FILTER, LOCAL_RATELIMIT_STAT_PREFIX, SESSION_FILTER
 
 HCM_FILTER = "envoy.filters.network.http_connection_manager"
 TCP_PROXY_FILTER = "envoy.filters.network.tcp_proxy"
@@ -66,7 +67,8 @@ def _listener(name: str, address: str, port: int, udp: bool = False) -> listener
 
 
 def http_connection_manager(
-    gw: ir.XdsGateway, listener: str, route_config_name: str, ext_auths: Sequence[ir.ExtAuth] = ()
+    gw: ir.XdsGateway, listener: str, route_config_name: str, ext_auths: Sequence[ir.ExtAuth] = (),
+    local_rate_limit: bool = False,
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
 
@@ -79,6 +81,8 @@ def http_connection_manager(
     a plain request. Requests are logged and traced as ``gw``'s telemetry says
     (:mod:`gateweave.xds.telemetry`). ``ext_auths``: the ExternalAuth filters its routes use, after
     CORS (a preflight needs no authorisation), each off but where a route turns it on.
+    ``local_rate_limit``: some route has a rate limit (the filter, without a limit of its own,
+    then limits the routes that configure one).
     """
     out = hcm_pb2.HttpConnectionManager(
         stat_prefix=stat_name(listener),
@@ -104,14 +108,20 @@ def http_connection_manager(
     tracing = telemetry.tracing(gw)
     if tracing is not None:
         out.tracing.CopyFrom(tracing)
+    if local_rate_limit:
+        limiter = local_rate_limit_pb2.LocalRateLimit(stat_prefix=LOCAL_RATELIMIT_STAT_PREFIX)
+        out.http_filters.insert(len(out.http_filters) - 1, hcm_pb2.HttpFilter(name=LOCAL_RATELIMIT_FILTER, typed_config=pack(limiter)))
     return out
+
+
+def _rate_limited(config: ir.RouteConfig) -> bool:
+    return any(r.rate_limit is not None for vh in config.virtual_hosts for r in vh.routes)
 
 
 def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig) -> lc.Filter:
     ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
-    return lc.Filter(
-        name=HCM_FILTER, typed_config=pack(http_connection_manager(gw, listener, config.name, ext_auths))
-    )
+    hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config))
+    return lc.Filter(name=HCM_FILTER, typed_config=pack(hcm))
 
 
 def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy) -> list[lc.Filter]:

@@ -16,8 +16,9 @@ from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_p
 from envoy.extensions.http.stateful_session.cookie.v3 import cookie_pb2 as ss_cookie_pb2
 from envoy.extensions.http.stateful_session.header.v3 import header_pb2 as ss_header_pb2
 from envoy.type.http.v3 import cookie_pb2
+from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
-from envoy.type.v3 import percent_pb2
+from envoy.type.v3 import percent_pb2, token_bucket_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
@@ -28,6 +29,10 @@ from gateweave.xds.resources import stat_name
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
 # it answers 500 for the share of an invalid backendRef.
 FAULT_FILTER = "envoy.filters.http.fault"
+# In a listener's HCM only while one of its routes has a rate limit (listeners.py); each such
+# route configures it (its own token bucket).
+LOCAL_RATELIMIT_FILTER = "envoy.filters.http.local_ratelimit"
+LOCAL_RATELIMIT_STAT_PREFIX = "http_local_rate_limiter"
 
 CORS_FILTER = "envoy.filters.http.cors"
 
@@ -462,7 +467,29 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         packed = any_pb2.Any()
         packed.Pack(session_config(r.session))
         out.typed_per_filter_config[SESSION_FILTER].CopyFrom(packed)
+    if r.rate_limit is not None:
+        packed = any_pb2.Any()
+        packed.Pack(local_rate_limit(r.rate_limit))
+        out.typed_per_filter_config[LOCAL_RATELIMIT_FILTER].CopyFrom(packed)
     return out
+
+
+def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRateLimit:
+    """A route's token bucket: ``requests`` tokens, all refilled every ``unit_s`` seconds;
+    enabled and enforced for every request (429 when empty)."""
+    always = base_pb2.RuntimeFractionalPercent(
+        default_value=percent_pb2.FractionalPercent(numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED),
+    )
+    return local_rate_limit_pb2.LocalRateLimit(
+        stat_prefix=LOCAL_RATELIMIT_STAT_PREFIX,
+        token_bucket=token_bucket_pb2.TokenBucket(
+            max_tokens=limit.requests,
+            tokens_per_fill=wrappers_pb2.UInt32Value(value=limit.requests),
+            fill_interval=duration(limit.unit_s),
+        ),
+        filter_enabled=always,
+        filter_enforced=always,
+    )
 
 
 # ---------------------------------------------------------------- backendRef redirects and rewrites

@@ -92,6 +92,7 @@ class PolicyReport:
     kind: str
     policy: Any
     refused: tuple[str, ...] = ()  # unimplemented fields it sets
+    problems: tuple[str, ...] = ()  # what in its implemented fields cannot be applied
     held: list[Scope] = field(default_factory=list)  # scopes it holds
     lost: list[tuple[Scope, str]] = field(default_factory=list)  # scopes it could not take, and why
     missing: list[str] = field(default_factory=list)  # targets not found, or not ours
@@ -101,7 +102,13 @@ class PolicyReport:
 
     @property
     def applied(self) -> bool:
-        return not self.refused
+        return not self.refused and not self.problems
+
+    @property
+    def refusal(self) -> str:
+        """Why it is not applied ("" when it is)."""
+        parts = [fields.refusal(self.refused)] if self.refused else []
+        return "; ".join(parts + list(self.problems))
 
 
 class _Route(NamedTuple):
@@ -166,8 +173,8 @@ def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
         if not policies:
             continue
         held: dict[Scope, PolicyReport] = {}
-        reports = [PolicyReport(kind=pk.kind, policy=p, refused=tuple(fields.unimplemented(_spec(p), pk.implemented)))
-                   for p in policies]
+        reports = [PolicyReport(kind=pk.kind, policy=p, refused=tuple(fields.unimplemented(spec_of(p), pk.implemented)),
+                                problems=tuple(pk.problems(spec_of(p)))) for p in policies]
         _Attacher(world, pk, held).run(reports)
         index.holders[pk.kind] = held
         index.reports.extend(reports)
@@ -177,7 +184,7 @@ def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
     return index
 
 
-def _spec(policy: Any) -> dict[str, Any]:
+def spec_of(policy: Any) -> dict[str, Any]:
     return policy.spec if isinstance(policy.spec, dict) else {}
 
 
@@ -244,7 +251,7 @@ def targets_of(world: _World, pk: PolicyKind, policy: Any) -> tuple[list[Scope],
     """The scopes a policy names (targetRef(s) and targetSelectors, without repeats), and the
     targets it names that are missing or not ours."""
     try:
-        targeting = msgspec.convert(_spec(policy), m.PolicyTargeting, strict=False)
+        targeting = msgspec.convert(spec_of(policy), m.PolicyTargeting, strict=False)
     except msgspec.ValidationError:
         return [], []
     ns = policy.metadata.namespace
@@ -334,7 +341,7 @@ class _Attacher:
         self.held[scope] = rep
         rep.held.append(scope)
         self._record_parents(scope)
-        accepted = c.eg_policy_invalid(fields.refusal(rep.refused)) if rep.refused else c.eg_policy_accepted()
+        accepted = c.eg_policy_accepted() if rep.applied else c.eg_policy_invalid(rep.refusal)
         for anc in ancestors:
             rep.ancestors.setdefault(anc, {}).setdefault(c.ACCEPTED, accepted)
 

@@ -8,7 +8,9 @@ where the IR takes it, nothing in the attachment stage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gateweave.translate.policies import btp, ctp, security
 
@@ -19,15 +21,16 @@ class PolicyKind:
     plural: str  # as Envoy Gateway's Overridden messages name them ("backendTrafficPolicies")
     targets: frozenset[str]  # target kinds of gateway.networking.k8s.io it may attach to
     implemented: frozenset[str]  # spec field paths gateweave implements (fields.py)
+    problems: Callable[[dict[str, Any]], list[str]]  # what in those fields cannot be applied
     client_side: bool = False  # ClientTrafficPolicy: Gateways, listeners and ListenerSets only, its own words
 
 
 _ROUTES = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"})
 
 POLICY_KINDS: tuple[PolicyKind, ...] = (
-    PolicyKind("BackendTrafficPolicy", "backendTrafficPolicies", _ROUTES | {"Gateway", "ListenerSet"}, btp.IMPLEMENTED),
-    PolicyKind("ClientTrafficPolicy", "clientTrafficPolicies", frozenset({"Gateway", "ListenerSet"}), ctp.IMPLEMENTED,
+    PolicyKind("BackendTrafficPolicy", "backendTrafficPolicies", _ROUTES | {"Gateway", "ListenerSet"}, btp.IMPLEMENTED, btp.problems),
+    PolicyKind("ClientTrafficPolicy", "clientTrafficPolicies", frozenset({"Gateway", "ListenerSet"}), ctp.IMPLEMENTED, ctp.problems,
                client_side=True),
     PolicyKind("SecurityPolicy", "securityPolicies", frozenset({"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TCPRoute"}),
-               security.IMPLEMENTED),
+               security.IMPLEMENTED, security.problems),
 )
