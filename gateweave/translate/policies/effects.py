@@ -3,7 +3,7 @@
 A route attached to a listener is governed, rule by rule, by the most specific policy
 holding a scope above it (:meth:`~gateweave.translate.policies.attach.PolicyIndex.for_route`).
 :func:`apply_route_effects` gives each attachment the IR routes those policies change
-(``Attachment.effects``, by IR route name); the xDS IR assembly
+(``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR assembly
 (:func:`~gateweave.translate.xdsir.virtual_host`) serves those instead of the route's own.
 Nothing changes where no policy applies. A feature with an effect on routes adds it in its
 kind's ``route_effect`` (btp.py).
@@ -12,6 +12,7 @@ kind's ``route_effect`` (btp.py).
 from __future__ import annotations
 
 from gateweave import ir
+from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import GatewayCtx
 from gateweave.translate.policies import btp
 from gateweave.translate.policies.attach import PolicyIndex, spec_of
@@ -24,7 +25,7 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
         return
     for gw in gateways:
         for lc in gw.all_listeners():
-            for att in lc.routes:
+            for k, att in enumerate(lc.routes):
                 if att.kind not in _HTTP_KINDS:
                     continue
                 route = att.route
@@ -40,4 +41,6 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                         changed = btp.route_effect(spec_of(hit[1].policy), r)
                         if changed is not r:
                             effects[r.name] = changed
-                att.effects = effects or None
+                if effects:
+                    # A new attachment: the route side shares one between listeners.
+                    lc.routes[k] = Attachment(att.translation, att.hostnames, effects)
