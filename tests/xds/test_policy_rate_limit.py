@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
-from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
 
 from gateweave.xds import build
 from gateweave.xds.routes import LOCAL_RATELIMIT_FILTER
