@@ -31,11 +31,12 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=T
 
 
 class CondSpec(_Strict, frozen=True):
-    """An expected condition: ``status`` / ``reason`` None means any."""
+    """An expected condition: ``status`` / ``reason`` / ``message`` None means any."""
 
     type: str
     status: str | None = None
     reason: str | None = None
+    message: str | None = None  # compared exactly when given (Envoy Gateway's policy messages)
 
     def __str__(self) -> str:
         parts = [self.type]
@@ -43,6 +44,8 @@ class CondSpec(_Strict, frozen=True):
             parts.append(f"status={self.status}")
         if self.reason is not None:
             parts.append(f"reason={self.reason}")
+        if self.message is not None:
+            parts.append(f"message={self.message!r}")
         return "{" + " ".join(parts) + "}"
 
 

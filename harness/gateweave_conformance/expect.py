@@ -15,12 +15,14 @@ from typing import Any
 
 import msgspec
 
+from gateweave.api import kinds
 from gateweave.api.models import GATEWAY_GROUP
 from gateweave_conformance.cases import CondSpec, ExpectStep, ListenerSpec, ParentSpec
 
 GATEWAY_CLASS_TOKEN = "GATEWAY_CLASS"
 ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"})
-POLICY_KINDS = frozenset({"BackendTLSPolicy"})
+# Kinds whose status is per ancestor: BackendTLSPolicy and Envoy Gateway's policy kinds.
+POLICY_KINDS = frozenset({"BackendTLSPolicy", *kinds.POLICY_KINDS})
 CLUSTER_KINDS = frozenset({"GatewayClass"})
 
 
@@ -67,6 +69,7 @@ def condition_matches(spec: CondSpec, actual: dict[str, Any]) -> bool:
         actual.get("type") == spec.type
         and (spec.status is None or actual.get("status") == spec.status)
         and (spec.reason is None or actual.get("reason") == spec.reason)
+        and (spec.message is None or actual.get("message") == spec.message)
     )
 
 

@@ -228,6 +228,27 @@ def test_policy_ancestors() -> None:
     assert msg is not None and "ancestors" in msg
 
 
+@pytest.mark.parametrize("kind", ["BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy"])
+def test_envoy_gateway_policy_ancestors_and_messages(kind: str) -> None:
+    message = "This policy is being overridden by other backendTrafficPolicies for these routes: [ns/r]"
+    over = {**cond("Overridden"), "message": message}
+    pol = {
+        "kind": kind,
+        "metadata": {"name": "p", "namespace": "ns", "generation": 1},
+        "status": {"ancestors": [{
+            "ancestorRef": {"group": G, "kind": "Gateway", "name": "gw", "namespace": "ns", "sectionName": "http"},
+            "controllerName": CTRL,
+            "conditions": [cond("Accepted"), over],
+        }]},
+    }
+    base = {"kind": kind, "name": "ns/p", "parent": "ns/gw", "parent_section": "http"}
+    assert check({**base, "conditions": [{"type": "Overridden", "message": message}]}, pol) is None
+    assert check({**base, "conditions": [{"type": "Overridden", "reason": "Overridden"}]}, pol) is None
+    msg = check({**base, "conditions": [{"type": "Overridden", "message": "another message"}]}, pol)
+    assert msg is not None and "another message" in msg
+    assert check({**base, "parent_section": "other", "conditions": [{"type": "Accepted"}]}, pol) is not None
+
+
 def test_listener_conditions_and_attached_routes() -> None:
     gw = gateway(
         listeners=[
