@@ -306,14 +306,15 @@ def logs_cmd(
 
 @app.command("explain")
 def explain_cmd(
-    kind: Annotated[str, typer.Argument(help="Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute or Backend.")],
+    kind: Annotated[str, typer.Argument(help="Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, Backend, or an Envoy Gateway policy kind.")],
     name: Annotated[str, typer.Argument(help="NAMESPACE/NAME (NAME alone: namespace default).")],
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Explain from these files instead of a server.")] = None,
     admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
 ) -> None:
     """Why a route is (not) attached to each listener, why a Gateway's listeners are (not) programmed,
-    or what an Envoy Gateway Backend resolves to and which routes use it."""
+    what an Envoy Gateway Backend resolves to and which routes use it, which Envoy Gateway policies
+    govern a route or Gateway, or what became of a policy."""
     from gateweave.api.kinds import KINDS
 
     canonical = {k.lower(): k for k in KINDS}

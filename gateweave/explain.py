@@ -1,5 +1,6 @@
 """``gateweave explain``: why a route is or is not attached, why a Gateway's listeners are or are not
-programmed, what an Envoy Gateway Backend resolves to and which routes use it.
+programmed, what an Envoy Gateway Backend resolves to and which routes use it, and which Envoy
+Gateway policies govern a route or Gateway (which scope, by which precedence rule) and which lost.
 
 The explanation re-runs the translation on the same snapshot and reads the same decisions
 (listener findings, parentRef verdicts) that produced the status, so it cannot disagree with it.
@@ -11,15 +12,16 @@ from typing import Any
 
 from gateweave import ir
 from gateweave.api import models as m
-from gateweave.api.kinds import ROUTE_KINDS
+from gateweave.api.kinds import POLICY_KINDS, ROUTE_KINDS
 from gateweave.snapshot import Snapshot
 from gateweave.translate import egbackend
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
 from gateweave.translate.core import run_pipeline
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.parentrefs import OK, ParentIndex
+from gateweave.translate.policies.attach import PolicyIndex, PolicyReport, Scope
 
-EXPLAINABLE = ("Gateway", "ListenerSet", *ROUTE_KINDS, "Backend")
+EXPLAINABLE = ("Gateway", "ListenerSet", *ROUTE_KINDS, "Backend", *POLICY_KINDS)
 
 
 def explain(snapshot: Snapshot, options: TranslateOptions, kind: str, namespace: str, name: str) -> list[str]:
@@ -32,7 +34,9 @@ def explain(snapshot: Snapshot, options: TranslateOptions, kind: str, namespace:
     result, ctx, gateways = run_pipeline(snapshot, options)
     status = result.statuses.get((kind, namespace, name))
     if kind in ROUTE_KINDS:
-        return _explain_route(ctx, gateways, kind, obj, status)
+        return _explain_route(ctx, gateways, kind, obj, status) + _route_policies(ctx.policies, gateways, kind, obj)
+    if kind in POLICY_KINDS:
+        return _explain_policy(ctx.policies, kind, obj, status)
     if kind == "Backend":
         return _explain_backend(ctx, obj, status)
     if kind == "Gateway":
@@ -40,7 +44,7 @@ def explain(snapshot: Snapshot, options: TranslateOptions, kind: str, namespace:
         if gw is None:
             return [f"Gateway {namespace}/{name}: its GatewayClass {obj.spec.gateway_class_name!r} is not one of ours "
                     f"(controllerName {options.controller_name}), so gateweave ignores it"]
-        return _explain_gateway(gw, status or {})
+        return _explain_gateway(gw, status or {}) + _gateway_policies(ctx.policies, gw)
     return _explain_listener_set(ctx, gateways, obj, status)
 
 
@@ -190,3 +194,75 @@ def _backend_users(snapshot: Snapshot, ns: str, name: str) -> list[tuple[str, An
                    and (r.namespace or route.metadata.namespace) == ns for r in refs):
                 out.append((kind, route))
     return out
+
+
+# ---------------------------------------------------------------- Envoy Gateway policies
+
+
+def _who(rep: PolicyReport) -> str:
+    meta = rep.policy.metadata
+    return f"{rep.kind} {meta.namespace}/{meta.name}"
+
+
+def _governs(hit: tuple[Scope, PolicyReport] | None) -> str:
+    if hit is None:
+        return "none"
+    scope, rep = hit
+    how = f"{_who(rep)}, holding the {scope.describe()} (the most specific scope held)"
+    return how if rep.applied else f"{how}, NOT applied: {rep.refusal}"
+
+
+def _lost_at(index: PolicyIndex, want: Any) -> list[str]:
+    """Policies that targeted a scope ``want`` accepts and did not take it, and why."""
+    return [f"    {_who(rep)} lost the {scope.describe()}: {why}" for rep in index.reports for scope, why in rep.lost if want(scope)]
+
+
+def _route_policies(index: PolicyIndex | None, gateways: list[GatewayCtx], kind: str, route: Any) -> list[str]:
+    if index is None or not index.reports:
+        return []
+    lines = ["  policies:"]
+    rules = list(dict.fromkeys(getattr(rule, "name", None) for rule in getattr(route.spec, "rules", ()))) or [None]
+    for gw in gateways:
+        for lc in gw.all_listeners():
+            if not any(att.route is route for att in lc.routes):
+                continue
+            for pk in index.holders:
+                for rule in rules:
+                    where = f"listener {_listener_name(lc)}" + (f", rule {rule}" if rule else "")
+                    lines.append(f"    {pk} on {where}: {_governs(index.held_for_route(pk, kind, route, rule, lc))}")
+    meta = route.metadata
+    lines += _lost_at(index, lambda s: (s.kind, s.namespace, s.name) == (kind, meta.namespace, meta.name))
+    return lines if len(lines) > 1 else []
+
+
+def _gateway_policies(index: PolicyIndex | None, gw: GatewayCtx) -> list[str]:
+    if index is None or not index.reports:
+        return []
+    lines = ["  policies:"]
+    for lc in gw.all_listeners():
+        for pk in index.holders:
+            lines.append(f"    {pk} on listener {_listener_name(lc)}: {_governs(index.held_for_listener(pk, lc))}")
+    lines += _lost_at(index, lambda s: s.kind == "Gateway" and (s.namespace, s.name) == gw.key)
+    return lines if len(lines) > 1 else []
+
+
+def _explain_policy(index: PolicyIndex | None, kind: str, policy: Any, status: dict[str, Any] | None) -> list[str]:
+    meta = policy.metadata
+    lines = [f"{kind} {meta.namespace}/{meta.name} (generation {meta.generation})"]
+    rep = next((r for r in (index.reports if index is not None else []) if r.policy is policy), None)
+    if rep is None:
+        return lines
+    if not rep.applied:
+        lines.append(f"  NOT applied: {rep.refusal}")
+    lines += [f"  holds the {scope.describe()}" for scope in rep.held]
+    lines += [f"  lost the {scope.describe()}: {why}" for scope, why in rep.lost]
+    lines += [f"  target {what}: not applied there" for what in rep.missing]
+    if not (rep.held or rep.lost or rep.missing):
+        lines.append("  its targetSelectors select nothing of ours")
+    lines += [f"  overridden for the {scope.describe()} (held by another {kind})" for scope in rep.overridden_by]
+    for entry in (status or {}).get("ancestors", []):
+        ref = entry["ancestorRef"]
+        section = f" sectionName={ref['sectionName']}" if ref.get("sectionName") else ""
+        lines.append(f"  ancestor {ref['kind']} {ref['namespace']}/{ref['name']}{section}:")
+        lines.extend(_conditions(entry["conditions"], "    "))
+    return lines

@@ -130,25 +130,35 @@ class PolicyIndex:
     def for_listener(self, kind: str, lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
         """The policy of ``kind`` that governs listener ``lc`` (its own, its ListenerSet's or its
         Gateway's), with the scope it holds; None when none does."""
-        return self._first(kind, _listener_chain(lc))
+        hit = self.held_for_listener(kind, lc)
+        return hit if hit is not None and hit[1].applied else None
 
     def for_route(self, kind: str, route_kind: str, route: Any, rule: str | None, lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
         """The policy of ``kind`` that governs rule ``rule`` of ``route`` served on ``lc``:
         the rule's, the route's, then the listener's chain."""
+        hit = self.held_for_route(kind, route_kind, route, rule, lc)
+        return hit if hit is not None and hit[1].applied else None
+
+    def held_for_route(self, kind: str, route_kind: str, route: Any, rule: str | None,
+                       lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
+        """The most specific scope held above a route's rule on ``lc``, whether or not its
+        holder is applied (explain shows a refused holder too)."""
         meta = route.metadata
         chain = [Scope(ROUTE, route_kind, meta.namespace, meta.name)]
         if rule:
             chain.insert(0, Scope(RULE, route_kind, meta.namespace, meta.name, rule))
-        return self._first(kind, chain + _listener_chain(lc))
+        return self._held(kind, chain + _listener_chain(lc))
 
-    def _first(self, kind: str, chain: list[Scope]) -> tuple[Scope, PolicyReport] | None:
+    def held_for_listener(self, kind: str, lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
+        return self._held(kind, _listener_chain(lc))
+
+    def _held(self, kind: str, chain: list[Scope]) -> tuple[Scope, PolicyReport] | None:
         held = self.holders.get(kind)
-        if not held:
-            return None
-        for scope in chain:
-            rep = held.get(scope)
-            if rep is not None:
-                return (scope, rep) if rep.applied else None
+        if held:
+            for scope in chain:
+                rep = held.get(scope)
+                if rep is not None:
+                    return scope, rep
         return None
 
 
