@@ -680,25 +680,22 @@ class PolicyTargeting(_Base, kw_only=True, frozen=True):
     target_selectors: tuple[TargetSelector, ...] = ()
 
 
-class BackendTrafficPolicy(_Base, kw_only=True, frozen=True):
+class _EnvoyGatewayPolicy(_Base, kw_only=True, frozen=True):
     api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+    metadata: ObjectMeta
+    spec: dict[str, Any] = {}
+
+
+class BackendTrafficPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
     kind: str = "BackendTrafficPolicy"
-    metadata: ObjectMeta
-    spec: dict[str, Any] = {}
 
 
-class ClientTrafficPolicy(_Base, kw_only=True, frozen=True):
-    api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+class ClientTrafficPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
     kind: str = "ClientTrafficPolicy"
-    metadata: ObjectMeta
-    spec: dict[str, Any] = {}
 
 
-class SecurityPolicy(_Base, kw_only=True, frozen=True):
-    api_version: str = f"{ENVOY_GATEWAY_GROUP}/v1alpha1"
+class SecurityPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
     kind: str = "SecurityPolicy"
-    metadata: ObjectMeta
-    spec: dict[str, Any] = {}
 
 
 # ---------------------------------------------------------------- core kinds
