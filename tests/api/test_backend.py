@@ -46,11 +46,14 @@ def test_every_cel_rule_of_the_vendored_crds_compiles(plural: str) -> None:
                 cel.compile_rule(rule[key])
 
 
-def test_only_backend_is_a_registered_kind_of_the_group() -> None:
-    assert [k for k, info in KINDS.items() if info.group == EG] == ["Backend"]
-    info = lookup(f"{EG}/v1alpha1", "Backend")
-    assert info is not None and info.custom and info.model is m.Backend
-    assert lookup(f"{EG}/v1alpha1", "BackendTrafficPolicy") is None
+def test_the_registered_kinds_of_the_group() -> None:
+    assert [k for k, info in KINDS.items() if info.group == EG] == [
+        "Backend", "BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy"]
+    for kind, model in (("Backend", m.Backend), ("BackendTrafficPolicy", m.BackendTrafficPolicy),
+                        ("ClientTrafficPolicy", m.ClientTrafficPolicy), ("SecurityPolicy", m.SecurityPolicy)):
+        info = lookup(f"{EG}/v1alpha1", kind)
+        assert info is not None and info.custom and info.model is model
+    assert lookup(f"{EG}/v1alpha1", "EnvoyExtensionPolicy") is None
 
 
 def backend(spec: dict[str, Any], name: str = "b") -> dict[str, Any]:
