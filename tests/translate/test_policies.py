@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from gateweave.api import models as m
 from gateweave.api.decode import decode
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
@@ -260,3 +261,18 @@ def test_the_governing_policy_per_route_and_listener() -> None:
     hit = index.for_listener("ClientTrafficPolicy", lcs["http"])
     assert hit is not None and hit[1].policy.metadata.name == "c1"
     assert index.for_listener("SecurityPolicy", lcs["http"]) is None
+
+
+def test_rate_limit_values_envoy_cannot_take_are_refused() -> None:
+    """The CRD bounds them, but a stored object is not validated again: translate refuses them itself."""
+    spec = {"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+            "rateLimit": {"type": "Local", "local": {"rules": [{"limit": {"requests": 0, "unit": "Minute"}},
+                                                               {"limit": {"requests": 1, "unit": "Fortnight"}}]}}}
+    bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
+    result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+    acc = only(result, "p")["Accepted"]
+    assert acc["reason"] == "Invalid"
+    assert "spec.rateLimit.local.rules: gateweave supports one rule" in acc["message"]
+    assert "rules[0].limit.requests 0 is out of range" in acc["message"]
+    assert "rules[1].limit.unit Fortnight is not a unit" in acc["message"]
+    assert result.xds == run(base()).xds

@@ -70,6 +70,8 @@ def problems(spec: dict[str, Any]) -> list[str]:
     for i, rule in enumerate(rl.local.rules):
         if rule.limit.unit not in _UNIT_S:
             out.append(f"spec.rateLimit.local.rules[{i}].limit.unit {rule.limit.unit} is not a unit")
+        if not 0 < rule.limit.requests < 1 << 32:
+            out.append(f"spec.rateLimit.local.rules[{i}].limit.requests {rule.limit.requests} is out of range")
     return out
 
 
