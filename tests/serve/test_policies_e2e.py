@@ -8,7 +8,6 @@ before its target starts limiting once the target appears.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +16,12 @@ import pytest
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import name_servers, until, write_base
+from tests.support.live import until, write_base
 
 pytestmark = pytest.mark.timeout(60)
 
 IP = "127.40.15.1"
 EG = "gateway.envoyproxy.io"
-
-
-@pytest.fixture(scope="module")
-def backends() -> Iterator[dict[str, h.NameServer]]:
-    with name_servers("A", "B") as servers:
-        yield servers
 
 
 def rate_limit(name: str, target_kind: str, target: str, requests: int) -> dict[str, Any]:
@@ -57,7 +50,7 @@ async def limited_after(port: int, host: str, body: str, n: int) -> None:
     assert reply is not None and reply.status == 429, (host, reply)
 
 
-async def test_rate_limit_route_overrides_gateway_and_a_late_target(tmp_path: Path, backends: dict[str, h.NameServer]) -> None:
+async def test_rate_limit_route_overrides_gateway_and_a_late_target(tmp_path: Path, backends: dict[str, Any]) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
     h.write_manifests(tmp_path / "policies.yaml", [
