@@ -28,7 +28,12 @@ from gateweave import ir
 from gateweave.xds import extauth, telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import stat_name
-from gateweave.xds.routes import FAULT_FILTER, LOCAL_RATELIMIT_FILTER, LOCAL_RATELIMIT_STAT_PREFIX, SESSION_FILTER
+from gateweave.xds.routes import (
+    FAULT_FILTER,
+    LOCAL_RATELIMIT_FILTER,
+    LOCAL_RATELIMIT_STAT_PREFIX,
+    SESSION_FILTER,
+)
 
 HCM_FILTER = "envoy.filters.network.http_connection_manager"
 TCP_PROXY_FILTER = "envoy.filters.network.tcp_proxy"

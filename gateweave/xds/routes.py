@@ -12,11 +12,11 @@ from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.fault.v3 import fault_pb2
+from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
 from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2 as ss_pb2
 from envoy.extensions.http.stateful_session.cookie.v3 import cookie_pb2 as ss_cookie_pb2
 from envoy.extensions.http.stateful_session.header.v3 import header_pb2 as ss_header_pb2
 from envoy.type.http.v3 import cookie_pb2
-from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.v3 import percent_pb2, token_bucket_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
