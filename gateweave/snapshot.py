@@ -72,6 +72,7 @@ class Snapshot:
     backend_traffic_policies: dict[NN, m.BackendTrafficPolicy] = field(default_factory=dict)
     client_traffic_policies: dict[NN, m.ClientTrafficPolicy] = field(default_factory=dict)
     security_policies: dict[NN, m.SecurityPolicy] = field(default_factory=dict)
+    gateway_parameters: dict[NN, m.GatewayParameters] = field(default_factory=dict)
     services: dict[NN, m.Service] = field(default_factory=dict)
     endpoint_slices: dict[NN, m.EndpointSlice] = field(default_factory=dict)
     namespaces: dict[NN, m.Namespace] = field(default_factory=dict)
@@ -118,6 +119,7 @@ _FIELD_BY_KIND = {
     "BackendTrafficPolicy": "backend_traffic_policies",
     "ClientTrafficPolicy": "client_traffic_policies",
     "SecurityPolicy": "security_policies",
+    "GatewayParameters": "gateway_parameters",
     "Service": "services",
     "EndpointSlice": "endpoint_slices",
     "Namespace": "namespaces",

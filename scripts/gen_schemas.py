@@ -7,7 +7,8 @@ CRD files and the API group read from it (CRDs of other groups there are skipped
 ``LICENSE`` file nearest above the directory is copied next to that group's schemas.
 
 Usage: python scripts/gen_schemas.py [OUT_DIR [CRD_DIR GROUP]...]
-(no CRD_DIR: the Gateway API and Envoy Gateway CRDs vendored in third_party/)
+(no CRD_DIR: the Gateway API and Envoy Gateway CRDs vendored in third_party/ and gateweave's
+own in deploy/crds/)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ DEFAULT_OUT = ROOT / "gateweave" / "api" / "schemas"
 DEFAULT_SOURCES: tuple[tuple[Path, str], ...] = (
     (ROOT / "third_party" / "gateway-api" / "crds" / "experimental", "gateway.networking.k8s.io"),
     (ROOT / "third_party" / "envoy-gateway" / "crds", "gateway.envoyproxy.io"),
+    (ROOT / "deploy" / "crds", "gateweave.io"),  # gateweave's own kinds
 )
 
 # Keywords whose value is a schema, a list of schemas or a map of schemas.

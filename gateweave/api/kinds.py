@@ -66,6 +66,8 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("ClientTrafficPolicy", E, ("v1alpha1",), "clienttrafficpolicies", True, m.ClientTrafficPolicy,
                  "clienttrafficpolicies"),
         KindInfo("SecurityPolicy", E, ("v1alpha1",), "securitypolicies", True, m.SecurityPolicy, "securitypolicies"),
+        KindInfo("GatewayParameters", m.GATEWEAVE_GROUP, ("v1alpha1",), "gatewayparameters", True,
+                 m.GatewayParameters, "gatewayparameters"),
         KindInfo("Service", "", ("v1",), "services", True, m.Service),
         KindInfo("EndpointSlice", "discovery.k8s.io", ("v1",), "endpointslices", True, m.EndpointSlice),
         KindInfo("Namespace", "", ("v1",), "namespaces", False, m.Namespace),

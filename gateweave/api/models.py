@@ -18,6 +18,7 @@ import msgspec
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 ENVOY_GATEWAY_GROUP = "gateway.envoyproxy.io"
+GATEWEAVE_GROUP = "gateweave.io"
 
 
 class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False):
@@ -696,6 +697,46 @@ class ClientTrafficPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
 
 class SecurityPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
     kind: str = "SecurityPolicy"
+
+# ---------------------------------------------------------------- gateweave's parameters kind
+# Every field None when unset: a Gateway's parameters replace its class's field by field
+# (translate/parameters.py), and what neither sets takes gateweave's default.
+
+
+class EnvoyParameters(_Base, kw_only=True, frozen=True):
+    concurrency: int | None = None
+    log_level: str | None = None
+    drain_timeout: str | None = None
+    extra_args: tuple[str, ...] | None = None
+
+
+class ServiceParameters(_Base, kw_only=True, frozen=True):
+    type: str | None = None
+
+
+class ResourceRequirements(_Base, kw_only=True, frozen=True):
+    requests: dict[str, int | str] | None = None
+    limits: dict[str, int | str] | None = None
+
+
+class KubernetesParameters(_Base, kw_only=True, frozen=True):
+    replicas: int | None = None
+    service: ServiceParameters = ServiceParameters()
+    resources: ResourceRequirements = ResourceRequirements()
+
+
+class GatewayParametersSpec(_Base, kw_only=True, frozen=True):
+    envoy: EnvoyParameters = EnvoyParameters()
+    kubernetes: KubernetesParameters = KubernetesParameters()
+
+
+class GatewayParameters(_Base, kw_only=True, frozen=True):
+    """gateweave's ``GatewayParameters`` (gateweave.io/v1alpha1): how a Gateway's Envoy runs."""
+
+    api_version: str = f"{GATEWEAVE_GROUP}/v1alpha1"
+    kind: str = "GatewayParameters"
+    metadata: ObjectMeta
+    spec: GatewayParametersSpec = GatewayParametersSpec()
 
 
 # ---------------------------------------------------------------- core kinds

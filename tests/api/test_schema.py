@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gateweave.api import cel, schema
 from gateweave.api.decode import decode, kind_info
 from gateweave.api.kinds import KINDS
-from tests.support.data import CRDS, EG_CRDS, MANIFESTS, ROOT, yaml_files
+from tests.support.data import CRDS, EG_CRDS, MANIFESTS, OWN_CRDS, ROOT, yaml_files
 
 G = "gateway.networking.k8s.io/v1"
 
@@ -78,7 +78,9 @@ def test_generated_schemas_are_up_to_date_and_without_descriptions(tmp_path: Pat
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     written = []
-    for crd_dir, group in ((CRDS, "gateway.networking.k8s.io"), (EG_CRDS, "gateway.envoyproxy.io")):
+    for crd_dir, group in (
+        (CRDS, "gateway.networking.k8s.io"), (EG_CRDS, "gateway.envoyproxy.io"), (OWN_CRDS, "gateweave.io")
+    ):
         written += gen.generate(crd_dir, group, tmp_path)
     shipped = ROOT / "gateweave" / "api" / "schemas"
     rel = sorted(str(p.relative_to(tmp_path)) for p in written)

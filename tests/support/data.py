@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GATEWAY_API = ROOT / "third_party" / "gateway-api"
 CRDS = GATEWAY_API / "crds" / "experimental"  # what gateweave/api/schemas is generated from
 EG_CRDS = ROOT / "third_party" / "envoy-gateway" / "crds"  # Envoy Gateway's, generated from too
+OWN_CRDS = ROOT / "deploy" / "crds"  # gateweave's own (GatewayParameters), generated from too
 CASES = GATEWAY_API / "conformance" / "cases"  # the upstream conformance tests, as case files
 MANIFESTS = GATEWAY_API / "conformance" / "manifests"  # the upstream conformance manifests
 EXTRA_CASES = ROOT / "tests" / "conformance_extra" / "cases"  # transcribed here (upstream tests CASES lacks)
@@ -18,7 +19,7 @@ QUICKSTART = ROOT / "examples" / "quickstart" / "quickstart.yaml"
 BACKENDS_SYSTEM = ROOT / "tests" / "data" / "backends" / "system.yaml"  # backends by name, of every kind
 EG_QUICKSTART = ROOT / "third_party" / "envoy-gateway" / "examples" / "standalone-quickstart.yaml"
 DATA_DIRS = (
-    CRDS, GATEWAY_API / "crds" / "standard", EG_CRDS, EG_QUICKSTART.parent, CASES, MANIFESTS, EXTRA_CASES,
+    CRDS, GATEWAY_API / "crds" / "standard", EG_CRDS, OWN_CRDS, EG_QUICKSTART.parent, CASES, MANIFESTS, EXTRA_CASES,
     BACKENDS_SYSTEM.parent,
 )
 

@@ -83,7 +83,7 @@ def default_types() -> list[ResourceType]:
     out = []
     for info in KINDS.values():
         if info.custom:
-            has_status = info.kind != "ReferenceGrant"
+            has_status = info.kind not in ("ReferenceGrant", "GatewayParameters")
             out.append(ResourceType(info.group, info.versions, info.kind, info.plural, info.namespaced,
                                     has_status, True, custom=True))
     out += [

@@ -1,0 +1,91 @@
+"""gateweave's own ``GatewayParameters`` kind (deploy/crds): registered, decoded with its
+schema's defaults, and refused with located errors where its schema or CEL rules say so."""
+
+from __future__ import annotations
+
+from gateweave.api import models as m
+from gateweave.api.decode import decode, decode_sourced
+from gateweave.api.kinds import KINDS, lookup
+from gateweave.api.load import load_text
+
+TEXT = """\
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata:
+  name: fine
+  namespace: infra
+spec:
+  envoy:
+    concurrency: 3
+    logLevel: info
+    drainTimeout: 1m30s
+    extraArgs: ["--component-log-level", "upstream:debug"]
+  kubernetes:
+    replicas: 2
+    service: {type: NodePort}
+    resources:
+      requests: {cpu: 100m, memory: 128Mi}
+      limits: {cpu: 2}
+---
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata:
+  name: bad
+spec:
+  envoy:
+    concurrency: 0
+    extraArgs: ["--log-level=debug"]
+    drainTimeout: soon
+  kubernetes:
+    service: {type: ExternalName}
+    resources:
+      requests: {cpu: lots}
+    replica: 3
+"""
+
+
+def test_registered_with_its_group_and_version() -> None:
+    info = lookup("gateweave.io/v1alpha1", "GatewayParameters")
+    assert info is not None and info is KINDS["GatewayParameters"]
+    assert info.custom and info.namespaced and info.model is m.GatewayParameters
+    assert lookup("gateweave.io/v1", "GatewayParameters") is None
+
+
+def test_decodes_with_every_field_and_an_empty_spec_sets_nothing() -> None:
+    loaded = load_text(TEXT, "params.yaml")
+    dec, errors = decode(loaded.objects[0].raw, loaded.objects[0].source)
+    assert errors == [] and dec is not None
+    spec = dec.model.spec
+    assert spec.envoy == m.EnvoyParameters(
+        concurrency=3, log_level="info", drain_timeout="1m30s", extra_args=("--component-log-level", "upstream:debug")
+    )
+    assert spec.kubernetes.replicas == 2 and spec.kubernetes.service.type == "NodePort"
+    assert spec.kubernetes.resources.requests == {"cpu": "100m", "memory": "128Mi"}
+    assert spec.kubernetes.resources.limits == {"cpu": 2}
+    empty, errors = decode({"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters",
+                            "metadata": {"name": "e"}})
+    assert errors == [] and empty is not None
+    assert empty.raw["spec"] == {}  # the CRD's default
+    assert empty.model.spec == m.GatewayParametersSpec()
+
+
+def test_schema_and_cel_rejections_are_located() -> None:
+    item = load_text(TEXT, "params.yaml").objects[1]
+    dec, errors = decode_sourced(item)
+    assert dec is None
+    where = "params.yaml:{}: GatewayParameters default/bad: "
+    quantity = r"'^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$'"
+    assert sorted(str(e) for e in errors) == sorted([
+        where.format(32) + 'unknown field "spec.kubernetes.replica" (did you mean "replicas"?)',
+        where.format(25) + "spec.envoy.concurrency: Invalid value: 0: spec.envoy.concurrency in body should be "
+        "greater than or equal to 1",
+        where.format(26) + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, --config-path, '
+        "--config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --disable-hot-restart, "
+        "--base-id or --mode (gateweave sets them; use the fields for concurrency, logLevel and drainTimeout)",
+        where.format(27) + 'spec.envoy.drainTimeout: Invalid value: "soon": spec.envoy.drainTimeout in body should '
+        "match '^([0-9]{1,5}(h|m|s|ms)){1,4}$'",
+        where.format(29) + 'spec.kubernetes.service.type: Unsupported value: "ExternalName": supported values: '
+        '"ClusterIP", "NodePort", "LoadBalancer"',
+        where.format(31) + 'spec.kubernetes.resources.requests[cpu]: Invalid value: "lots": '
+        f"spec.kubernetes.resources.requests[cpu] in body should match {quantity}",
+    ])
