@@ -16,7 +16,13 @@ import yaml
 
 from gateweave import DEFAULT_CONTROLLER_NAME, __version__, ir
 from gateweave.api.kinds import Key
-from gateweave.cliargs import CheckIncrementalOpt, ControllerOpt, PoolOpt
+from gateweave.cliargs import (
+    CheckIncrementalOpt,
+    ControllerOpt,
+    DefaultAddressOpt,
+    PoolOpt,
+    check_default_address,
+)
 from gateweave.cliargs import check_pool as _check_pool
 from gateweave.cliargs import err as _err
 from gateweave.translate import TranslateOptions
@@ -152,6 +158,7 @@ def serve_cmd(
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
     no_dataplane: Annotated[bool, typer.Option("--no-dataplane", help="Translate and publish status only: no Envoy.")] = False,
     address_pool: PoolOpt = "127.10.0.0/16",
+    default_address: DefaultAddressOpt = "pool",
     provider: Annotated[str, typer.Option("--provider", help="Where objects come from: file (--config-dir) or kubernetes (the API server).")] = "file",
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="kubeconfig file (kubernetes provider; default: in-cluster, then $KUBECONFIG or ~/.kube/config).")] = None,
     namespace: Annotated[str | None, typer.Option("--namespace", help="Watch namespaced kinds in this namespace only (kubernetes provider).")] = None,
@@ -169,6 +176,7 @@ def serve_cmd(
     from gateweave import app as gw_app
 
     _check_pool(address_pool)
+    check_default_address(default_address)
     telemetry = _telemetry(access_log, tracing_endpoint, tracing_sampling)
     dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane()
     source: gw_app.FileSettings | gw_app.KubeSettings
@@ -197,6 +205,7 @@ def serve_cmd(
         dataplane=None if no_dataplane else dataplane,
         controller_name=controller_name,
         address_pool=address_pool,
+        default_address=default_address,
         admin=gw_app.AdminSettings(admin_address),
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
         telemetry=telemetry,

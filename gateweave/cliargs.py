@@ -10,6 +10,10 @@ import typer
 
 ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayClass controllerName this controller owns.")]
 PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
+DefaultAddressOpt = Annotated[str, typer.Option(
+    "--default-address",
+    help="What a Gateway without spec.addresses binds: pool (its own address from --address-pool) or an IP address (0.0.0.0: every interface).",
+)]
 # Tests and CI (GATEWEAVE_CHECK_INCREMENTAL=1): every incremental translation is also made in
 # full and compared; a difference fails that translation.
 CheckIncrementalOpt = Annotated[bool, typer.Option(
@@ -27,4 +31,14 @@ def check_pool(pool: str) -> None:
         ipaddress.ip_network(pool, strict=False)
     except ValueError as exc:
         err(f"error: --address-pool {pool!r}: {exc}")
+        raise typer.Exit(2) from None
+
+
+def check_default_address(value: str) -> None:
+    if value == "pool":
+        return
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        err(f"error: --default-address {value!r}: neither 'pool' nor an IP address")
         raise typer.Exit(2) from None

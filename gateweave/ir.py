@@ -32,6 +32,24 @@ class InfraPort(_IR, kw_only=True, frozen=True):
     protocol: str  # "TCP" or "UDP"
 
 
+class EnvoySettings(_IR, kw_only=True, frozen=True):
+    """How a Gateway's Envoy runs (its GatewayParameters' ``spec.envoy``, merged and defaulted)."""
+
+    concurrency: int = 0  # --concurrency; 0: Envoy's own default (the CPUs where it runs)
+    log_level: str = ""  # --log-level; "": the data plane's own default
+    drain_time_s: int | None = None  # --drain-time-s; None: the data plane's own default
+    extra_args: tuple[str, ...] = ()  # appended to Envoy's command line
+
+
+class KubernetesSettings(_IR, kw_only=True, frozen=True):
+    """A Gateway's Kubernetes objects (its GatewayParameters' ``spec.kubernetes``)."""
+
+    replicas: int = 1
+    service_type: str = ""  # "": the infra manager's default (serve --service-type)
+    requests: dict[str, str] = {}  # the Envoy container's resources, by resource name
+    limits: dict[str, str] = {}
+
+
 class InfraGateway(_IR, kw_only=True, frozen=True):
     name: str  # "namespace/name"
     namespace: str
@@ -44,6 +62,8 @@ class InfraGateway(_IR, kw_only=True, frozen=True):
     annotations: dict[str, str] = {}
     # Kubernetes addressing mode: the spec.addresses IPs to ask the Gateway's Service for.
     requested_addresses: tuple[str, ...] = ()
+    envoy: EnvoySettings = EnvoySettings()
+    kubernetes: KubernetesSettings = KubernetesSettings()
 
 
 # Kubernetes data plane: the labels on a Gateway's Envoy Deployment pods and Service (the

@@ -20,7 +20,7 @@ import inspect
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -228,6 +228,14 @@ class Runtime:
                     for key, q in sorted(self._quarantine.items())
                 ],
             )
+
+    def set_local_addresses(self, addresses: Iterable[str]) -> None:
+        """This host's interface addresses (a translation input, see TranslateOptions);
+        schedules a translation when the set changed. Call it on the runtime's loop."""
+        value = tuple(sorted(set(addresses)))
+        if value != self.options.local_addresses:
+            self.options = msgspec.structs.replace(self.options, local_addresses=value)
+            self._kick()
 
     # ------------------------------------------------------------ the loop
 

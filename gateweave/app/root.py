@@ -22,7 +22,8 @@ from gateweave import native
 from gateweave.admin import AdminServer
 from gateweave.app.dataplane import dataplane
 from gateweave.app.kube import KubeSource
-from gateweave.app.settings import FileSettings, Settings
+from gateweave.app.settings import FileSettings, KubeDataplane, Settings
+from gateweave.infra import netenv
 from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
@@ -96,6 +97,7 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
         gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
     )
     admin = AdminServer(runtime, errors, settings.admin.address)
+    addresses = _watch_addresses(settings, runtime)
 
     loop = asyncio.get_running_loop()
     signals: list[signal.Signals] = []
@@ -132,11 +134,29 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
     finally:
         await _cancel(tasks)
         await admin.stop()
+        if addresses is not None:
+            addresses.close()
         runtime.close()
         if kube is not None:
             await kube.close()
         for sig in signals:
             loop.remove_signal_handler(sig)
+
+
+def _watch_addresses(settings: Settings, runtime: Runtime) -> netenv.AddressWatch | None:
+    """Standalone addressing: this host's interface addresses, as a translation input kept
+    current (a change schedules a translation)."""
+    if isinstance(settings.dataplane, KubeDataplane):
+        return None
+    try:
+        current = netenv.local_addresses()
+        watch = netenv.AddressWatch(runtime.set_local_addresses, current)
+        watch.start()
+    except OSError as exc:  # no netlink (a sandbox): loopback and 0.0.0.0 / :: only
+        log.warning("cannot read or watch the host's addresses", error=str(exc))
+        return None
+    runtime.set_local_addresses(current)
+    return watch
 
 
 async def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -8,12 +8,14 @@ one, is read from here by the translation's options and by the status sink alike
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import msgspec
 
 from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
+from gateweave.infra.netenv import privileged_ports_below
 from gateweave.kube.xdsca import CertLifetimes
 from gateweave.translate.options import TranslateOptions
 
@@ -95,7 +97,8 @@ class Settings:
     # None: translate and write statuses only (a valid Gateway counts as Programmed).
     dataplane: HostDataplane | KubeDataplane | None = field(default_factory=HostDataplane)
     controller_name: str = DEFAULT_CONTROLLER_NAME
-    address_pool: str = DEFAULT_ADDRESS_POOL  # standalone addresses of Gateways without spec.addresses
+    address_pool: str = DEFAULT_ADDRESS_POOL  # standalone addresses of Gateways without spec.addresses...
+    default_address: str = "pool"  # ... or this address (e.g. 0.0.0.0: every interface); "pool": the pool
     admin: AdminSettings = field(default_factory=AdminSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     # Every Gateway's access log (file, stdout, off) and OpenTelemetry tracing (serve
@@ -117,6 +120,17 @@ class Settings:
         return TranslateOptions(
             controller_name=self.controller_name,
             address_pool=self.address_pool,
+            default_address=self.default_address,
+            privileged_ports_below=privileged_ports_below() if isinstance(self.dataplane, HostDataplane) else 0,
             address_mode="kubernetes" if kubernetes else "standalone",
+            default_concurrency=0 if kubernetes else machine_cpus(),
             telemetry=telemetry,
         )
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity), the default of each Envoy's --concurrency."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -3,8 +3,10 @@
 :class:`HostInfra` makes the running Envoys match the infrastructure IR. Each Envoy
 gets a bootstrap (node id = the Gateway name, ADS to the control plane), its own
 admin port on loopback, its own directory under the work dir as working directory (its
-access log, ``access.log``, is written there), ``--concurrency 1``, ``--disable-hot-restart`` (several Envoys
-on one host) and a log file in its own directory under the work dir. A process that
+access log, ``access.log``, is written there), ``--disable-hot-restart`` (several Envoys
+on one host), a log file in that directory, and the Gateway's Envoy settings
+(``InfraGateway.envoy``: ``--concurrency``, ``--log-level``, ``--drain-time-s``, extra
+arguments; a change restarts it). A process that
 dies is restarted with exponential backoff (reset after a stable uptime); stopping is
 SIGTERM, then SIGKILL after a timeout.
 
@@ -171,22 +173,24 @@ class _Supervisor:
                 metadata=bootstrap.node_metadata(self.gateway),
             ),
         )
+        envoy = self.gateway.envoy  # the Gateway's GatewayParameters; unset ones take the infra's
+        drain = self.infra.drain_time_s if envoy.drain_time_s is None else envoy.drain_time_s
         cmd = [
             self.infra.envoy_path,
             "-c",
             str(config),
-            "--concurrency",
-            "1",
+            *(("--concurrency", str(envoy.concurrency)) if envoy.concurrency else ()),
             "--disable-hot-restart",
             "--log-level",
-            self.infra.log_level,
+            envoy.log_level or self.infra.log_level,
             "--log-path",
             str(self.log_path),
             "--drain-time-s",
-            str(self.infra.drain_time_s),
+            str(drain),
             # Access log lines reach the file within this time (Envoy's default: 10 s).
             "--file-flush-interval-msec",
             "250",
+            *envoy.extra_args,
         ]
         with self.log_path.open("ab") as out:  # early errors, before --log-path is open
             return await asyncio.create_subprocess_exec(
@@ -276,8 +280,9 @@ class _Supervisor:
 
 
 def _spec_key(gateway: InfraGateway) -> tuple[object, ...]:
-    """What goes into the bootstrap: a change means a restart (Envoy reads its node metadata,
-    the Gateway's infrastructure labels and annotations included, only when it starts)."""
+    """What goes into the bootstrap or the command line: a change means a restart (Envoy reads
+    its node metadata, the Gateway's infrastructure labels and annotations included, only when
+    it starts)."""
     return (
         gateway.name,
         gateway.namespace,
@@ -285,6 +290,7 @@ def _spec_key(gateway: InfraGateway) -> tuple[object, ...]:
         gateway.gateway_class,
         tuple(sorted(gateway.labels.items())),
         tuple(sorted(gateway.annotations.items())),
+        gateway.envoy,
     )
 
 

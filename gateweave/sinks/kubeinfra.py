@@ -21,6 +21,10 @@ the Secret (``tls.crt``, ``tls.key`` naming the Gateway, ``ca.crt``) is mounted 
 :data:`XDS_CERT_DIR` and the bootstrap's SDS files (in the ConfigMap) point there;
 :meth:`KubernetesInfra.renew` rewrites the Secrets whose certificate is due, and Envoy picks
 the new files up without a restart.
+
+The Gateway's parameters (``InfraGateway.envoy`` and ``.kubernetes``, from its
+GatewayParameters) give the Deployment's replicas, the Envoy container's arguments and
+resources, and the Service type (else ``service_type``).
 """
 
 from __future__ import annotations
@@ -186,10 +190,29 @@ class KubernetesInfra:
         ports = [{"name": f"{p.protocol.lower()}-{p.port}", "containerPort": p.port, "protocol": p.protocol}
                  for p in gw.ports]
         pod_annotations = {**gw.annotations, "gateweave.io/bootstrap-hash": boot_hash}
+        envoy, kube = gw.envoy, gw.kubernetes
+        args = ["--config-path", f"{BOOTSTRAP_DIR}/bootstrap.json", "--log-level", envoy.log_level or "warn",
+                "--disable-hot-restart"]
+        if envoy.concurrency:
+            args += ["--concurrency", str(envoy.concurrency)]
+        if envoy.drain_time_s is not None:
+            args += ["--drain-time-s", str(envoy.drain_time_s)]
+        args += envoy.extra_args
+        container: dict[str, Any] = {
+            "name": "envoy", "image": self.image,
+            "args": args,
+            "ports": ports,
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
+            "volumeMounts": mounts,
+        }
+        resources = {k: v for k, v in (("requests", kube.requests), ("limits", kube.limits)) if v}
+        if resources:
+            container["resources"] = resources
+        service_type = kube.service_type or self.service_type
         deployment = {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": self._meta(gw),
             "spec": {
-                "replicas": 1,
+                "replicas": kube.replicas,
                 "selector": {"matchLabels": self.selector(gw)},
                 "template": {
                     "metadata": {"labels": dict(sorted({**gw.labels, **self.selector(gw)}.items())),
@@ -197,26 +220,19 @@ class KubernetesInfra:
                     "spec": {
                         "serviceAccountName": name,
                         "automountServiceAccountToken": False,
-                        "containers": [{
-                            "name": "envoy", "image": self.image,
-                            "args": ["--config-path", f"{BOOTSTRAP_DIR}/bootstrap.json", "--log-level", "warn",
-                                     "--disable-hot-restart"],
-                            "ports": ports,
-                            "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
-                            "volumeMounts": mounts,
-                        }],
+                        "containers": [container],
                         "volumes": volumes,
                     },
                 },
             },
         }
         service_spec: dict[str, Any] = {
-            "type": self.service_type,
+            "type": service_type,
             "selector": self.selector(gw),
             "ports": [{"name": f"{p.protocol.lower()}-{p.port}", "port": p.port, "targetPort": p.port,
                        "protocol": p.protocol} for p in gw.ports],
         }
-        if gw.requested_addresses and self.service_type == "LoadBalancer":
+        if gw.requested_addresses and service_type == "LoadBalancer":
             service_spec["loadBalancerIP"] = gw.requested_addresses[0]
         elif gw.requested_addresses:
             service_spec["externalIPs"] = list(gw.requested_addresses)

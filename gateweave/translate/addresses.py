@@ -1,10 +1,16 @@
 """Gateway addresses, in one of two modes (``TranslateOptions.address_mode``).
 
-**standalone**: spec.addresses checked, the rest assigned from a pool. Every Gateway gets its
-own loopback address so many Gateways can listen on the same port. The assignment is a pure
-function of the set of Gateways: each Gateway's preferred slot is a hash of its
-namespace/name, so adding or removing other Gateways almost never moves it; on a collision
-the Gateway that sorts first (creationTimestamp, then namespace/name) keeps the slot.
+**standalone**: a spec.addresses IPAddress is bound as given when it is usable: assigned to
+an interface of this host (``TranslateOptions.local_addresses``, which serve reads and keeps
+current), a loopback address, or the unspecified address (0.0.0.0, ::, every interface);
+otherwise Programmed=False AddressNotUsable. A Gateway without one binds
+``TranslateOptions.default_address`` if set (serve --default-address), else gets its own
+loopback address from a pool, so many Gateways can listen on the same port. The pool
+assignment is a pure function of the set of Gateways: each Gateway's preferred slot is a
+hash of its namespace/name, so adding or removing other Gateways almost never moves it; on
+a collision the Gateway that sorts first (creationTimestamp, then namespace/name) keeps the
+slot. Gateways may share an address (or one binds 0.0.0.0 and another an address under it):
+which of them gets a port is decided per listener, in translate/binds.py.
 
 **kubernetes** (``serve --dataplane kubernetes``): each Gateway has its own Envoy pods behind
 its own Service, so listeners bind ``0.0.0.0``. spec.addresses IPAddress entries are
@@ -29,9 +35,10 @@ from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.context import sort_key
+from gateweave.translate.options import TranslateOptions
 
 SUPPORTED_TYPES = ("IPAddress",)
-LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 @dataclass
@@ -47,13 +54,13 @@ class AddressResult:
     found: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _usable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return ip in LOOPBACK or ip == ipaddress.ip_address("::1")
+def _usable(ip: IP, local: frozenset[str]) -> bool:
+    return ip.is_loopback or ip.is_unspecified or str(ip) in local
 
 
 def requested_ips(
     gw: m.Gateway, res: AddressResult
-) -> list[tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address]] | None:
+) -> list[tuple[str, IP]] | None:
     """The IP addresses ``spec.addresses`` asks for, as (value as given, address) (empty values
     ask for one to be picked), or None, with ``res.not_accepted`` set, when an entry is not a
     supported IP address."""
@@ -74,9 +81,11 @@ def requested_ips(
     return out
 
 
-def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], AddressResult]:
+def assign(gateways: list[m.Gateway], options: TranslateOptions) -> dict[tuple[str, str], AddressResult]:
+    local = frozenset(_normal_ip(a) for a in options.local_addresses)
+    default = None if options.default_address == "pool" else options.default_address
     results: dict[tuple[str, str], AddressResult] = {}
-    taken: dict[str, tuple[str, str]] = {}
+    taken: dict[str, tuple[str, str]] = {}  # pool addresses in use
     want_pool: list[m.Gateway] = []
     for gw in sorted(gateways, key=sort_key):
         key = (gw.metadata.namespace, gw.metadata.name)
@@ -85,11 +94,19 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
         ips = requested_ips(gw, res)
         if ips is None:
             continue
+        source = "address"
+        if not ips and default is not None:
+            try:
+                ips = [(default, ipaddress.ip_address(default))]
+            except ValueError:
+                res.not_programmed = c.gateway_address_not_usable(f"the default address {default!r} is not an IP address")
+                continue
+            source = "default address (serve --default-address)"
         requested: list[str] = []
         for value, ip in ips:
-            if not _usable(ip):
+            if not _usable(ip, local):
                 res.not_programmed = c.gateway_address_not_usable(
-                    f"address {value} is not a loopback address this host can bind"
+                    f"{source} {value} is not assigned to an interface of this host (nor is it 0.0.0.0 or ::)"
                 )
                 continue
             requested.append(str(ip))
@@ -101,17 +118,12 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
         if res.not_programmed is not None:
             continue
         if requested:
-            owner = taken.get(requested[0])
-            if owner is not None:
-                res.not_programmed = c.gateway_address_not_usable(
-                    f"address {requested[0]} is already used by Gateway {owner[0]}/{owner[1]}"
-                )
-                continue
-            taken[requested[0]] = key
+            # Gateways may share an address: their listeners' ports decide (translate/binds.py).
+            taken.setdefault(requested[0], key)
             res.address = requested[0]
         else:
             want_pool.append(gw)
-    net = ipaddress.ip_network(pool, strict=False)
+    net = ipaddress.ip_network(options.address_pool, strict=False)
     size = net.num_addresses
     for gw in want_pool:
         key = (gw.metadata.namespace, gw.metadata.name)
@@ -127,7 +139,9 @@ def assign(gateways: list[m.Gateway], pool: str) -> dict[tuple[str, str], Addres
                 results[key].address = text
                 break
         else:
-            results[key].not_programmed = c.gateway_address_not_assigned(f"the address pool {pool} is exhausted")
+            results[key].not_programmed = c.gateway_address_not_assigned(
+                f"the address pool {options.address_pool} is exhausted"
+            )
     return results
 
 

@@ -44,6 +44,7 @@ R_NOT_ALLOWED = "NotAllowed"
 R_PARENT_NOT_ACCEPTED = "ParentNotAccepted"
 R_CONFIGURATION_CHANGED = "ConfigurationChanged"
 R_UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
+R_PORT_UNAVAILABLE = "PortUnavailable"
 R_PROTOCOL_CONFLICT = "ProtocolConflict"
 R_HOSTNAME_CONFLICT = "HostnameConflict"
 R_NO_CONFLICTS = "NoConflicts"
@@ -209,6 +210,11 @@ def listener_accepted() -> Condition:
 
 def listener_unsupported_protocol(message: str) -> Condition:
     return Condition(ACCEPTED, False, R_UNSUPPORTED_PROTOCOL, message)
+
+
+def listener_port_unavailable(message: str) -> Condition:
+    """The listener's port cannot be bound: another Gateway holds it, or it is privileged."""
+    return Condition(ACCEPTED, False, R_PORT_UNAVAILABLE, message)
 
 
 def listener_no_valid_ca_certificate(message: str) -> Condition:

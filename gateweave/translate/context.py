@@ -177,6 +177,9 @@ class GatewayCtx:
     programmed: bool = False  # serving, and the data plane acknowledged the configuration
     # Gateway spec.tls.backend.clientCertificateRef, resolved (client certificate for upstream TLS).
     backend_client_cert: ir.Certificate | None = None
+    # Its GatewayParameters (over its class's), resolved: how its Envoy runs.
+    envoy: ir.EnvoySettings = field(default_factory=ir.EnvoySettings)
+    kubernetes: ir.KubernetesSettings = field(default_factory=ir.KubernetesSettings)
     findings: Any = None  # the gateway side's reasons behind this Gateway's conditions
 
     @property

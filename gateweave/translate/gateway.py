@@ -7,7 +7,15 @@ from typing import Any
 
 from gateweave import ir
 from gateweave.api import models as m
-from gateweave.translate import addresses, certs, gatewayclass, listeners, tlsoverlap
+from gateweave.translate import (
+    addresses,
+    binds,
+    certs,
+    gatewayclass,
+    listeners,
+    parameters,
+    tlsoverlap,
+)
 from gateweave.translate import conditions as c
 from gateweave.translate.context import (
     Ctx,
@@ -49,7 +57,7 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
     if kube:
         assigned = addresses.assign_kubernetes(ours, ctx.snapshot.services)
     else:
-        assigned = addresses.assign(ours, ctx.options.address_pool)
+        assigned = addresses.assign(ours, ctx.options)
     result: list[GatewayCtx] = []
     for gw in ours:
         gc = ctx.snapshot.gateway_classes[("", gw.spec.gateway_class_name)]
@@ -59,13 +67,12 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         gctx.address = addr.address
         gctx.requested_addresses = addr.requested
         gctx.service_addresses = addr.found
-        if not classes[gw.spec.gateway_class_name]:
+        cls = classes[gw.spec.gateway_class_name]
+        params = _parameters(ctx, gctx, cls.parameters)
+        if not cls.accepted:
             f.not_accepted = c.gateway_class_pending(gc.metadata.name)
-        elif gw.spec.infrastructure is not None and gw.spec.infrastructure.parameters_ref is not None:
-            ref = gw.spec.infrastructure.parameters_ref
-            f.not_accepted = c.gateway_invalid_parameters(
-                f"infrastructure.parametersRef {ref.group}/{ref.kind} {ref.name}: gateweave takes no Gateway parameters"
-            )
+        elif params is not None:
+            f.not_accepted = params
         elif addr.not_accepted is not None:
             f.not_accepted = addr.not_accepted
         if kube:
@@ -82,12 +89,18 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
 
     by_key = {g.key: g for g in result}
     ls_findings = _resolve_listener_sets(ctx, by_key)
+    ports = None if kube else binds.PortBook(ctx.options)
     for gctx in result:
         sets = [lf for lf in ls_findings if lf.gateway is gctx and lf.allowed]
         listeners.resolve_conflicts(gctx.listeners, [lf.listeners for lf in sets])
         f = gctx.findings
+        if ports is not None and f.not_accepted is None and f.not_programmed is None and gctx.address:
+            ports.claim(gctx, [*gctx.listeners, *(lc for lf in sets for lc in lf.listeners)])
         if f.not_accepted is None and gctx.listeners and not any(_valid(lc) for lc in gctx.listeners):
             f.not_accepted = c.gateway_no_valid_listener()
+            port_problem = binds.first_port_problem(gctx.listeners)
+            if port_problem is not None:
+                f.not_accepted = c.extended(f.not_accepted, port_problem.message)
         gctx.accepted = f.not_accepted is None
         # Serving: its configuration is generated. Programmed: and the data plane took it.
         gctx.serving = gctx.accepted and bool(gctx.address) and f.not_programmed is None
@@ -106,6 +119,23 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         tlsoverlap.mark_overlapping([*gctx.listeners, *(lc for lf in sets for lc in lf.listeners)])
     ctx.listener_set_results = ls_findings
     return result
+
+
+def _parameters(ctx: Ctx, gctx: GatewayCtx, defaults: m.GatewayParametersSpec | None) -> c.Condition | None:
+    """Resolves the Gateway's Envoy and Kubernetes settings (its parameters over its class's);
+    the InvalidParameters condition when its own reference cannot be used."""
+    infra = gctx.gateway.spec.infrastructure
+    ref = infra.parameters_ref if infra is not None else None
+    own = None
+    if ref is not None:
+        found = parameters.lookup(ctx, ref.group, ref.kind, gctx.gateway.metadata.namespace, ref.name)
+        if isinstance(found, str):
+            return c.gateway_invalid_parameters(f"infrastructure.{found}")
+        own = found
+    spec = parameters.merge(defaults, own)
+    gctx.envoy = parameters.envoy_settings(spec, ctx.options.default_concurrency)
+    gctx.kubernetes = parameters.kubernetes_settings(spec)
+    return None
 
 
 def _valid(lc: ListenerCtx) -> bool:
@@ -300,5 +330,7 @@ def build_infra(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGatew
             labels=dict(infra.labels) if infra is not None else {},
             annotations=dict(infra.annotations) if infra is not None else {},
             requested_addresses=gctx.requested_addresses,
+            envoy=gctx.envoy,
+            kubernetes=gctx.kubernetes,
         )
     return out

@@ -15,7 +15,8 @@ object does not change, so "unchanged" is an identity check per key):
   when the route changes, or a Service it referred to (found or not) or an EndpointSlice of
   such a Service changes.
 * **Gateway side** (GatewayClasses, Gateways, listeners, TLS): recomputed whenever a
-  GatewayClass, Gateway, Secret (or, in Kubernetes address mode, a Service) changes or the
+  GatewayClass, Gateway, GatewayParameters, Secret (or, in Kubernetes address mode, a Service)
+  changes or the
   data plane reports something new; cheap, it is per Gateway. When what routes and the xDS
   assembly read from it (a fingerprint of every Gateway's acceptance, address and listeners)
   is unchanged, the route side is kept; Gateway, ListenerSet and GatewayClass statuses and
@@ -72,7 +73,7 @@ _SERVICE_LABEL = "kubernetes.io/service-name"
 # Changes the route side cannot take incrementally: a full translation.
 _FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet", "Backend"})
 # Changes that re-run the gateway side (the route side is kept when its fingerprint holds).
-_GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret"})
+_GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret", "GatewayParameters"})
 
 
 def _has_policies(snapshot: Snapshot) -> bool:

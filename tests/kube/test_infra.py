@@ -218,3 +218,38 @@ def test_load_balancer_service_requests_its_ip() -> None:
     spec = next(obj for _path, obj in infra.manifests(gw) if obj["kind"] == "Service")["spec"]
     assert spec["type"] == "LoadBalancer" and spec["loadBalancerIP"] == "192.0.2.10" and "externalIPs" not in spec
     assert spec["ports"] == [{"name": "udp-53", "port": 53, "targetPort": 53, "protocol": "UDP"}]
+
+
+def test_gateway_parameters_shape_the_deployment_and_service() -> None:
+    from gateweave.ir import EnvoySettings, InfraGateway, InfraPort, KubernetesSettings
+    from gateweave.sinks.kubeinfra import KubernetesInfra
+
+    base = InfraGateway(name="default/gw", namespace="default", gateway_name="gw", gateway_class="gc",
+                        address="0.0.0.0", ports=(InfraPort(name="http", port=80, protocol="TCP"),),
+                        requested_addresses=("192.0.2.10",))
+    infra = KubernetesInfra(None, xds_host="10.0.0.1", xds_port=18000)  # type: ignore[arg-type]
+
+    def rendered(gw: InfraGateway) -> tuple[dict[str, Any], dict[str, Any]]:
+        objs = {obj["kind"]: obj for _path, obj in infra.manifests(gw)}
+        return objs["Deployment"]["spec"], objs["Service"]["spec"]
+
+    deployment, service = rendered(base)  # no parameters: one replica, Envoy's own concurrency
+    container = deployment["template"]["spec"]["containers"][0]
+    assert deployment["replicas"] == 1 and "resources" not in container and service["type"] == "LoadBalancer"
+    assert "--concurrency" not in container["args"] and "--drain-time-s" not in container["args"]
+    assert container["args"][container["args"].index("--log-level") + 1] == "warn"
+
+    tuned = msgspec.structs.replace(
+        base,
+        envoy=EnvoySettings(concurrency=4, log_level="debug", drain_time_s=30, extra_args=("--component-log-level", "upstream:debug")),
+        kubernetes=KubernetesSettings(replicas=3, service_type="NodePort", requests={"cpu": "100m"}, limits={"memory": "1Gi"}),
+    )
+    deployment, service = rendered(tuned)
+    container = deployment["template"]["spec"]["containers"][0]
+    assert deployment["replicas"] == 3
+    assert container["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}
+    assert container["args"] == ["--config-path", "/etc/envoy/bootstrap.json", "--log-level", "debug",
+                                 "--disable-hot-restart", "--concurrency", "4", "--drain-time-s", "30",
+                                 "--component-log-level", "upstream:debug"]
+    # a NodePort Service gets the requested address as an external IP, not loadBalancerIP
+    assert service["type"] == "NodePort" and service["externalIPs"] == ["192.0.2.10"] and "loadBalancerIP" not in service

@@ -13,7 +13,7 @@ from typing import Any
 from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
 from gateweave.store import key_of
-from tests.support.conformance_objects import case_set
+from tests.support.conformance_objects import case_set, decoded
 
 CASE_SETS: dict[str, tuple[str, ...]] = {
     "backendtls": ("BackendTLSPolicy.yaml",),
@@ -28,6 +28,35 @@ CASE_SETS: dict[str, tuple[str, ...]] = {
         "TCPRouteReferenceGrant.yaml",
         "HTTPRouteReferenceGrant.yaml",
         "BackendTLSPolicyConflictResolution.yaml",
+    ),
+    "parameters": ("GatewayWithAttachedRoutes.yaml",),  # with EXTRA_OBJECTS["parameters"]
+}
+
+_NS = "gateway-conformance-infra"
+_PARAMS = "gateweave.io/v1alpha1"
+# Objects a case set adds to its conformance cases. "parameters": gateweave's parameters kind
+# as a GatewayClass's defaults and one Gateway's override, and a Gateway binding every
+# interface (0.0.0.0) whose port 80 overlaps the other Gateways'.
+EXTRA_OBJECTS: dict[str, tuple[dict[str, Any], ...]] = {
+    "parameters": (
+        {"apiVersion": _PARAMS, "kind": "GatewayParameters", "metadata": {"name": "class-params", "namespace": _NS},
+         "spec": {"envoy": {"concurrency": 2, "logLevel": "info"}, "kubernetes": {"replicas": 2}}},
+        {"apiVersion": _PARAMS, "kind": "GatewayParameters", "metadata": {"name": "gw-params", "namespace": _NS},
+         "spec": {"envoy": {"concurrency": 4, "extraArgs": ["--component-log-level", "upstream:debug"]}}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "params-class"},
+         "spec": {"controllerName": "gateweave.io/gateway-controller",
+                  "parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters", "name": "class-params",
+                                    "namespace": _NS}}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "params-gw", "namespace": _NS},
+         "spec": {"gatewayClassName": "params-class",
+                  "infrastructure": {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
+                                                       "name": "gw-params"}},
+                  "listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "a-every-interface", "namespace": _NS},
+         "spec": {"gatewayClassName": "params-class", "addresses": [{"type": "IPAddress", "value": "0.0.0.0"}],
+                  "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}},
     ),
 }
 
@@ -91,6 +120,9 @@ def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
         spec["ports"][0]["port"] += 1
     elif kind == "GatewayClass":
         spec["controllerName"] = "example.com/not-gateweave"
+    elif kind == "GatewayParameters":
+        spec.setdefault("envoy", {})["concurrency"] = 7
+        spec["kubernetes"] = {"service": {"type": "NodePort"}}
     elif kind == "BackendTLSPolicy":
         spec["validation"]["hostname"] = "variant.example.net"
     elif kind == "ReferenceGrant":
@@ -128,7 +160,7 @@ def _variant(make: Any, base: Decoded) -> Decoded:
 def universe(name: str) -> Universe:
     items = tuple(
         Item(key_of(dec), (dec, _variant(spec_variant, dec), _variant(metadata_variant, dec)))
-        for dec in case_set(CASE_SETS[name])
+        for dec in [*case_set(CASE_SETS[name]), *(decoded(raw) for raw in EXTRA_OBJECTS.get(name, ()))]
     )
     important = tuple(i for i, it in enumerate(items) if it.key.kind in ("GatewayClass", "Gateway"))
     return Universe(items, important)
