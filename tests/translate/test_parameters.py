@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from gateweave import ir
-from gateweave.api.decode import decode
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
 from gateweave.translate.options import TranslateOptions
+from tests.support.conformance_objects import decoded
 
 GWAPI = "gateway.networking.k8s.io/v1"
 OPTIONS = TranslateOptions(default_concurrency=6)
@@ -44,12 +44,7 @@ def ref(name: str, namespace: str | None = None, kind: str = "GatewayParameters"
 
 
 def snapshot(*raws: dict[str, Any]) -> Snapshot:
-    snap = Snapshot()
-    for raw in raws:
-        dec, errors = decode(raw)
-        assert dec is not None, errors
-        snap.add(dec.model)
-    return snap
+    return Snapshot.from_objects(decoded(raw).model for raw in raws)
 
 
 def condition(status: dict[str, Any], type_: str) -> tuple[str, str, str]:

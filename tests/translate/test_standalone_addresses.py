@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateweave.api.decode import decode
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
 from gateweave.translate.options import TranslateOptions
+from tests.support.conformance_objects import decoded
 
 GWAPI = "gateway.networking.k8s.io/v1"
 LOCAL = TranslateOptions(local_addresses=("10.0.0.5", "fd00::5"))
@@ -27,14 +27,9 @@ def gateway(name: str, address: str | None, *listeners: tuple[str, str, int], cr
 
 
 def result(*gateways: dict[str, Any], options: TranslateOptions = LOCAL) -> Any:
-    snap = Snapshot()
     raws = [{"apiVersion": GWAPI, "kind": "GatewayClass", "metadata": {"name": "gc"},
              "spec": {"controllerName": "gateweave.io/gateway-controller"}}, *gateways]
-    for raw in raws:
-        dec, errors = decode(raw)
-        assert dec is not None, errors
-        snap.add(dec.model)
-    return translate(snap, options)
+    return translate(Snapshot.from_objects(decoded(raw).model for raw in raws), options)
 
 
 def cond(status: dict[str, Any], type_: str) -> tuple[str, str, str]:
