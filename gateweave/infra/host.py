@@ -13,7 +13,8 @@ SIGTERM, then SIGKILL after a timeout.
 Listeners bind the Gateway's address (delivered over LDS). Ports below
 ``net.ipv4.ip_unprivileged_port_start`` (usually 1024, e.g. 80) only bind as root or
 with CAP_NET_BIND_SERVICE; otherwise Envoy NACKs those listeners, and the process
-status carries a note saying so.
+status carries a note saying so (translation refuses such listeners first, PortUnavailable,
+from the same limit: gateweave.infra.netenv, translate/binds.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 import structlog
 
 from gateweave.infra import bootstrap
+from gateweave.infra.netenv import unprivileged_port_start
 from gateweave.ir import InfraGateway
 from gateweave.xds.telemetry import ACCESS_LOG_FILE
 
@@ -68,13 +70,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def unprivileged_port_start() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
-    except (OSError, ValueError):
-        return 1024
 
 
 def privileged_note(gateway: InfraGateway) -> str | None:
