@@ -32,11 +32,11 @@ def test_kustomize_renders_every_object_with_the_tested_rbac() -> None:
     docs = rendered()
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     listed = [d for f in kustomization["resources"] for d in yaml.safe_load_all((DEPLOY / f).read_text()) if d]
-    assert sorted(kustomization["resources"]) == sorted(p.name for p in DEPLOY.glob("*.yaml")
+    assert sorted(kustomization["resources"]) == sorted(p.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("*.yaml")
                                                         if p.name != "kustomization.yaml")  # none left out
     namespace = kustomization["namespace"]
     assert namespace == LEASE_NS
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
     assert sorted(map(ident, docs)) == sorted(
         (d["kind"], "" if d["kind"] in cluster_scoped else namespace, d["metadata"]["name"]) for d in listed)
 
