@@ -41,10 +41,28 @@ class EnvoySettings(_IR, kw_only=True, frozen=True):
     extra_args: tuple[str, ...] = ()  # appended to Envoy's command line
 
 
+class DisruptionBudget(_IR, kw_only=True, frozen=True):
+    """The Envoy pods' PodDisruptionBudget: one of the two set (a count or "N%")."""
+
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class Autoscaling(_IR, kw_only=True, frozen=True):
+    """The Envoy Deployment's HorizontalPodAutoscaler (utilisation targets in percent)."""
+
+    min_replicas: int = 1
+    max_replicas: int = 1
+    cpu_utilization: int | None = None
+    memory_utilization: int | None = None
+
+
 class KubernetesSettings(_IR, kw_only=True, frozen=True):
     """A Gateway's Kubernetes objects (its GatewayParameters' ``spec.kubernetes``)."""
 
-    replicas: int = 1
+    replicas: int = 1  # the Deployment's, unless autoscaling decides them
+    disruption_budget: DisruptionBudget | None = None  # None: no PodDisruptionBudget
+    autoscaling: Autoscaling | None = None  # None: no HorizontalPodAutoscaler
     service_type: str = ""  # "": the infra manager's default (serve --service-type)
     requests: dict[str, str] = {}  # the Envoy container's resources, by resource name
     limits: dict[str, str] = {}

@@ -12,7 +12,7 @@ that went through the API server.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -719,8 +719,24 @@ class ResourceRequirements(_Base, kw_only=True, frozen=True):
     limits: dict[str, int | str] | None = None
 
 
+class PodDisruptionBudgetParameters(_Base, kw_only=True, frozen=True):
+    MERGED_WHOLE: ClassVar[bool] = True  # one of two fields: a Gateway's replaces its class's whole
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+class AutoscalingParameters(_Base, kw_only=True, frozen=True):
+    MERGED_WHOLE: ClassVar[bool] = True
+    min_replicas: int | None = None
+    max_replicas: int = 1
+    cpu_utilization: int | None = None
+    memory_utilization: int | None = None
+
+
 class KubernetesParameters(_Base, kw_only=True, frozen=True):
     replicas: int | None = None
+    pod_disruption_budget: PodDisruptionBudgetParameters | None = None
+    autoscaling: AutoscalingParameters | None = None
     service: ServiceParameters = ServiceParameters()
     resources: ResourceRequirements = ResourceRequirements()
 

@@ -24,7 +24,14 @@ the new files up without a restart.
 
 The Gateway's parameters (``InfraGateway.envoy`` and ``.kubernetes``, from its
 GatewayParameters) give the Deployment's replicas, the Envoy container's arguments and
-resources, and the Service type (else ``service_type``).
+resources, the Service type (else ``service_type``), and when asked for a
+PodDisruptionBudget and a HorizontalPodAutoscaler (then the Deployment leaves its replicas
+to it); either is deleted when no longer asked for.
+
+Each Envoy pod is its own xDS node, ``ns/name/<pod>`` (:func:`node_id`, the pod's name from
+the downward API), so Programmed can say which pods run the current configuration. A pod
+drains before it stops: its preStop hook starts Envoy's graceful listener drain and waits
+the drain time; the grace period covers it.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -61,7 +68,30 @@ DEPLOYMENTS = ResourcePath("apps", "v1", "deployments", True)
 SERVICES = ResourcePath("", "v1", "services", True)
 SERVICE_ACCOUNTS = ResourcePath("", "v1", "serviceaccounts", True)
 CONFIG_MAPS = ResourcePath("", "v1", "configmaps", True)
-OWNED = (DEPLOYMENTS, SERVICES, CONFIG_MAPS, SERVICE_ACCOUNTS, SECRETS)
+DISRUPTION_BUDGETS = ResourcePath("policy", "v1", "poddisruptionbudgets", True)
+AUTOSCALERS = ResourcePath("autoscaling", "v2", "horizontalpodautoscalers", True)
+OPTIONAL = (DISRUPTION_BUDGETS, AUTOSCALERS)  # generated only when the parameters ask for them
+OWNED = (DEPLOYMENTS, SERVICES, CONFIG_MAPS, SERVICE_ACCOUNTS, SECRETS, *OPTIONAL)
+DEFAULT_DRAIN_S = 5  # Envoy's drain time when the parameters set none (as the host data plane's)
+STOP_MARGIN_S = 10  # terminationGracePeriodSeconds beyond the drain: the hook's start, Envoy's exit
+POD_NAME_ENV = "POD_NAME"  # the downward API's pod name, part of the Envoy's xDS node id
+
+
+def node_id(gateway: str, pod: str) -> str:
+    """The xDS node id of one Envoy pod of ``gateway`` ("ns/name"): ``ns/name/pod``
+    (gateweave.xds.server serves it the Gateway's snapshot and reports it by pod)."""
+    return f"{gateway}/{pod}"
+
+
+def drain_hook(drain_s: int) -> dict[str, Any]:
+    """The Envoy container's preStop: start Envoy's graceful drain of its listeners through
+    the admin (127.0.0.1 in the pod, so an exec, and bash's /dev/tcp since the image has no
+    HTTP client), then wait the drain time; only then does Kubernetes send SIGTERM."""
+    request = ("POST /drain_listeners?graceful&inboundonly HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+               "Content-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
+    script = (f"exec 3<>/dev/tcp/127.0.0.1/{ENVOY_ADMIN_PORT} && printf '{request}' >&3 && timeout 5 cat <&3 >/dev/null; "
+              f"sleep {drain_s}")
+    return {"preStop": {"exec": {"command": ["/bin/bash", "-c", script]}}}
 
 
 def object_name(gateway_name: str) -> str:
@@ -195,14 +225,16 @@ class KubernetesInfra:
                 "--disable-hot-restart"]
         if envoy.concurrency:
             args += ["--concurrency", str(envoy.concurrency)]
-        if envoy.drain_time_s is not None:
-            args += ["--drain-time-s", str(envoy.drain_time_s)]
+        drain_s = DEFAULT_DRAIN_S if envoy.drain_time_s is None else envoy.drain_time_s
+        args += ["--drain-time-s", str(drain_s), "--service-node", node_id(gw.name, f"$({POD_NAME_ENV})")]
         args += envoy.extra_args
         container: dict[str, Any] = {
             "name": "envoy", "image": self.image,
             "args": args,
+            "env": [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
             "ports": ports,
             "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
+            "lifecycle": drain_hook(drain_s),
             "volumeMounts": mounts,
         }
         resources = {k: v for k, v in (("requests", kube.requests), ("limits", kube.limits)) if v}
@@ -212,7 +244,7 @@ class KubernetesInfra:
         deployment = {
             "apiVersion": "apps/v1", "kind": "Deployment", "metadata": self._meta(gw),
             "spec": {
-                "replicas": kube.replicas,
+                **({} if kube.autoscaling is not None else {"replicas": kube.replicas}),  # else the HPA's
                 "selector": {"matchLabels": self.selector(gw)},
                 "template": {
                     "metadata": {"labels": dict(sorted({**gw.labels, **self.selector(gw)}.items())),
@@ -220,6 +252,7 @@ class KubernetesInfra:
                     "spec": {
                         "serviceAccountName": name,
                         "automountServiceAccountToken": False,
+                        "terminationGracePeriodSeconds": drain_s + STOP_MARGIN_S,
                         "containers": [container],
                         "volumes": volumes,
                     },
@@ -241,23 +274,58 @@ class KubernetesInfra:
         if self.tls is not None:
             files = self.client_files[gw.name] = self._files(gw)
             secret = [(SECRETS, self._secret(gw, files))]
-        return [(SERVICE_ACCOUNTS, sa), *secret, (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service)]
+        return [(SERVICE_ACCOUNTS, sa), *secret, (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service),
+                *self._fleet(gw)]
+
+    def _fleet(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
+        """The PodDisruptionBudget and HorizontalPodAutoscaler the parameters ask for."""
+        out: list[tuple[ResourcePath, dict[str, Any]]] = []
+        budget, scaling = gw.kubernetes.disruption_budget, gw.kubernetes.autoscaling
+        if budget is not None:
+            pdb_spec: dict[str, Any] = {"selector": {"matchLabels": self.selector(gw)}}
+            if budget.min_available is not None:
+                pdb_spec["minAvailable"] = budget.min_available
+            if budget.max_unavailable is not None:
+                pdb_spec["maxUnavailable"] = budget.max_unavailable
+            out.append((DISRUPTION_BUDGETS, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                                             "metadata": self._meta(gw), "spec": pdb_spec}))
+        if scaling is not None:
+            metrics = [{"type": "Resource", "resource": {"name": resource, "target": {
+                "type": "Utilization", "averageUtilization": target}}}
+                for resource, target in (("cpu", scaling.cpu_utilization), ("memory", scaling.memory_utilization))
+                if target is not None]
+            out.append((AUTOSCALERS, {
+                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": self._meta(gw),
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                            "name": object_name(gw.gateway_name)},
+                         "minReplicas": scaling.min_replicas, "maxReplicas": scaling.max_replicas,
+                         "metrics": metrics}}))
+        return out
 
     async def _write(self, path: ResourcePath, obj: dict[str, Any], gw: InfraGateway) -> None:
         await self.client.patch(path.item(gw.namespace, obj["metadata"]["name"]), obj, APPLY_PATCH,
                                 field_manager=FIELD_MANAGER, force=True)
 
     async def _apply(self, gw: InfraGateway) -> None:
-        for path, obj in self.manifests(gw):
+        manifests = self.manifests(gw)
+        for path, obj in manifests:
             await self._write(path, obj, gw)
+        # An optional object no longer asked for goes: known from what was applied before, or
+        # (nothing applied yet by this process: a restart, a new leader) whatever may be left.
+        before = self.applied.get(gw.name)
+        had = set(OPTIONAL) if before is None else {path for path, _obj in self._fleet(before)}
+        await self._delete_objects(gw, had - {path for path, _obj in manifests})
         log.info("infrastructure applied", gateway=gw.name)
 
     async def _delete(self, gw: InfraGateway) -> None:
-        for path in OWNED:
+        await self._delete_objects(gw, OWNED)
+        log.info("infrastructure deleted", gateway=gw.name)
+
+    async def _delete_objects(self, gw: InfraGateway, paths: Iterable[ResourcePath]) -> None:
+        for path in sorted(paths, key=OWNED.index):
             try:
                 await self.client.delete(path.item(gw.namespace, object_name(gw.gateway_name)))
             except KubeError as exc:
                 if exc.code != 404:
                     raise
-        log.info("infrastructure deleted", gateway=gw.name)
 

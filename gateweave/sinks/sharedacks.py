@@ -46,6 +46,9 @@ class PodsReport(msgspec.Struct, frozen=True):
     pods: int = 0
     acked: bool = False
     error: str = ""
+    running: tuple[str, ...] = ()  # by name, when the pods' node ids name them
+    waiting: tuple[str, ...] = ()
+    rejected_by: str = ""
 
 
 Reports = dict[str, PodsReport]  # Gateway ("ns/name") -> report
@@ -65,9 +68,16 @@ def merge(own: DataplaneState, reports: list[PodsReport], was_acked: bool = Fals
     connected = [r for r in reports if r.pods > 0]
     if not connected:
         return own
-    error = own.error or next((r.error for r in connected if r.error), "")
+    rejecting = next((r for r in connected if r.error), None)
+    error = own.error or (rejecting.error if rejecting is not None else "")
+    rejected_by = own.rejected_by if own.error else (rejecting.rejected_by if rejecting is not None else "")
     settled = all(r.acked for r in connected) or (was_acked and any(r.acked for r in connected))
-    return DataplaneState(acked=not error and settled, error=error)
+    # A named pod runs the configuration if a report says so (one moving between replicas
+    # is waiting on the new one while the old one's report still stands).
+    running = sorted({p for r in connected for p in r.running})
+    waiting = sorted({p for r in connected for p in r.waiting} - set(running))
+    return DataplaneState(acked=not error and settled, error=error, running=tuple(running),
+                          waiting=tuple(waiting), rejected_by=rejected_by)
 
 
 class SharedAcks:
@@ -113,7 +123,9 @@ class SharedAcks:
             self._mine.pop(gateway, None)
         else:
             self._own[gateway] = state
-            self._mine[gateway] = PodsReport(pods=self.pods(gateway), acked=state.acked, error=state.error)
+            self._mine[gateway] = PodsReport(pods=self.pods(gateway), acked=state.acked, error=state.error,
+                                             running=state.running, waiting=state.waiting,
+                                             rejected_by=state.rejected_by)
         self._recompute({gateway})
         self._wake.set()
 

@@ -5,7 +5,9 @@ It reports back what each Gateway's Envoy did (``report``, the runtime's
 acknowledged once its Envoy has ACKed a complete snapshot, and stays so while later
 snapshots are in flight (so a route change does not flap Programmed); it stops being so
 when Envoy disconnects or rejects the current snapshot (NACK). The same sink serves both
-data planes: Envoy processes on this host and Envoy pods in Kubernetes.
+data planes: Envoy processes on this host and Envoy pods in Kubernetes, where each pod is
+tracked the same way (``DataplaneState.running`` / ``waiting``: a pod runs the current
+configuration once it ACKed a complete snapshot, until it disconnects or rejects one).
 
 When Envoy rejects a Gateway's route tables, the sink finds the route objects responsible
 (:mod:`gateweave.xds.culprits`: trials against the live Envoy, each one xDS round trip
@@ -58,6 +60,7 @@ class XdsPublisher:
         # Each Gateway's last build, so a change costs what changed (gateweave.xds.incremental).
         self.snapshots = IncrementalSnapshots()
         self._acked_once: set[str] = set()
+        self._pods_acked: dict[str, set[str]] = {}  # Gateway -> its pods that ACKed since connecting
         self._build_errors: dict[str, str] = {}
         # Per Gateway: the IR published (and its snapshot version), the IR its Envoy last ACKed.
         self._current: dict[str, tuple[XdsGateway, str]] = {}
@@ -76,6 +79,7 @@ class XdsPublisher:
             self.server.remove_snapshot(name)
             self.snapshots.forget(name)
             self._acked_once.discard(name)
+            self._pods_acked.pop(name, None)
             self._build_errors.pop(name, None)
             self._current.pop(name, None)
             self._acked.pop(name, None)
@@ -120,7 +124,21 @@ class XdsPublisher:
         error = status.error or ""
         if error and self._rejected_routes(node_id, status):
             return  # reported once the search ends
-        self.report(node_id, DataplaneState(acked=node_id in self._acked_once and not error, error=error))
+        self.report(node_id, self._state(node_id, status, error))
+
+    def _state(self, node_id: str, status: NodeStatus, error: str) -> DataplaneState:
+        """The Gateway's state; with pods, which of them run the current configuration."""
+        if not status.pods:
+            self._pods_acked.pop(node_id, None)
+            return DataplaneState(acked=node_id in self._acked_once and not error, error=error)
+        acked = self._pods_acked.setdefault(node_id, set())
+        acked &= {p.name for p in status.pods}  # a pod that disconnected starts over
+        acked |= {p.name for p in status.pods if p.acked}
+        running = tuple(p.name for p in status.pods if p.name in acked and p.error is None)
+        waiting = tuple(p.name for p in status.pods if p.name not in running)
+        rejecting = next((p for p in status.pods if p.error is not None), None)
+        return DataplaneState(acked=not waiting and not error, error=error, running=running, waiting=waiting,
+                              rejected_by=rejecting.name if rejecting is not None and error else "")
 
     # ------------------------------------------------------------ culprits
 

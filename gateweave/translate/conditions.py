@@ -176,8 +176,18 @@ def gateway_waiting_for_envoy() -> Condition:
     return Condition(PROGRAMMED, False, R_PENDING, "waiting for Envoy to acknowledge the configuration")
 
 
-def gateway_envoy_rejected(error: str) -> Condition:
-    return Condition(PROGRAMMED, False, R_INVALID, f"Envoy rejected the configuration: {error}")
+def gateway_envoy_rejected(error: str, pod: str = "") -> Condition:
+    who = f"Envoy pod {pod}" if pod else "Envoy"
+    return Condition(PROGRAMMED, False, R_INVALID, f"{who} rejected the configuration: {error}")
+
+
+def gateway_pods_waiting(running: int, expected: int, waiting: tuple[str, ...]) -> Condition:
+    """Not every Envoy pod of the Gateway runs the current configuration (``expected``: the
+    pods it should have, at least those connected); names the connected ones that do not."""
+    missing = expected - running - len(waiting)
+    names = [*waiting, *([f"{missing} more not connected"] if missing > 0 else [])] or ["their acknowledgements"]
+    return Condition(PROGRAMMED, False, R_PENDING,
+                     f"{running} of {expected} Envoy pods run the current configuration; waiting for {', '.join(names)}")
 
 
 def gateway_refs_resolved() -> Condition:

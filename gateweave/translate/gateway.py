@@ -146,11 +146,19 @@ def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
     if ctx.options.dataplane is None:
         return True
     state = ctx.options.dataplane.get(gctx.name)
-    if state is None or (not state.acked and not state.error):
-        f.not_programmed = c.gateway_waiting_for_envoy()
+    if state is not None and state.error:
+        f.not_programmed = c.gateway_envoy_rejected(state.error, state.rejected_by)
         return False
-    if state.error:
-        f.not_programmed = c.gateway_envoy_rejected(state.error)
+    if state is not None and (state.running or state.waiting):  # Envoy pods: every one of them
+        scaling = gctx.kubernetes.autoscaling
+        expected = max(scaling.min_replicas if scaling is not None else gctx.kubernetes.replicas,
+                       len(state.running) + len(state.waiting))
+        if state.acked and not state.waiting and len(state.running) >= expected:
+            return True
+        f.not_programmed = c.gateway_pods_waiting(len(state.running), expected, state.waiting)
+        return False
+    if state is None or not state.acked:
+        f.not_programmed = c.gateway_waiting_for_envoy()
         return False
     return True
 

@@ -20,6 +20,12 @@ class DataplaneState(msgspec.Struct, frozen=True, kw_only=True):
 
     acked: bool = False
     error: str = ""
+    # Envoy pods (Kubernetes: each pod is its own xDS client; empty for one Envoy): those
+    # running the current configuration, those connected that do not (yet), and the pod
+    # whose rejection ``error`` is.
+    running: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    rejected_by: str = ""
 
 
 class TranslateOptions(msgspec.Struct, frozen=True, kw_only=True):

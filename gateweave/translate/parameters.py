@@ -4,7 +4,8 @@ to it resolved, and each Gateway's settings merged.
 A GatewayClass's ``spec.parametersRef`` gives the defaults of its Gateways; a Gateway's
 ``spec.infrastructure.parametersRef`` (same namespace) its own settings. Merging is field by
 field: every field the Gateway's parameters set replaces the class's (a list or map, such as
-``extraArgs`` or ``resources.requests``, as a whole); a field neither sets takes gateweave's
+``extraArgs`` or ``resources.requests``, as a whole, and so are the sections whose fields
+only make sense together, ``podDisruptionBudget`` and ``autoscaling``); a field neither sets takes gateweave's
 default (concurrency: the machine's CPUs, ``TranslateOptions.default_concurrency``).
 
 A reference that names another kind, or a GatewayParameters that does not exist (or was
@@ -55,7 +56,7 @@ def _merge(base: Any, over: Any) -> Any:
     changes: dict[str, Any] = {}
     for name in base.__struct_fields__:
         b, o = getattr(base, name), getattr(over, name)
-        if isinstance(o, msgspec.Struct):
+        if isinstance(o, msgspec.Struct) and isinstance(b, msgspec.Struct) and not getattr(o, "MERGED_WHOLE", False):
             changes[name] = _merge(b, o)
         elif o is not None:
             changes[name] = o
@@ -74,8 +75,14 @@ def envoy_settings(spec: Spec, default_concurrency: int) -> ir.EnvoySettings:
 
 def kubernetes_settings(spec: Spec) -> ir.KubernetesSettings:
     kube = spec.kubernetes
+    pdb, hpa = kube.pod_disruption_budget, kube.autoscaling
     return ir.KubernetesSettings(
         replicas=1 if kube.replicas is None else kube.replicas,
+        disruption_budget=None if pdb is None else ir.DisruptionBudget(
+            min_available=_int_or_percent(pdb.min_available), max_unavailable=_int_or_percent(pdb.max_unavailable)),
+        autoscaling=None if hpa is None else ir.Autoscaling(
+            min_replicas=hpa.min_replicas or 1, max_replicas=max(hpa.max_replicas, hpa.min_replicas or 1),
+            cpu_utilization=hpa.cpu_utilization, memory_utilization=hpa.memory_utilization),
         service_type=kube.service.type or "",
         requests={k: str(v) for k, v in sorted((kube.resources.requests or {}).items())},
         limits={k: str(v) for k, v in sorted((kube.resources.limits or {}).items())},
@@ -89,3 +96,10 @@ def _seconds(duration: str | None) -> int | None:
         return math.ceil(parse_duration(duration))
     except RuleError:  # the schema's pattern refuses it first; never raise on input
         return None
+
+
+def _int_or_percent(value: int | str | None) -> int | str | None:
+    """A PodDisruptionBudget count: an integer, or a percentage kept as its string."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value

@@ -1,6 +1,9 @@
 """The ADS server: serves per-node snapshots to Envoy over gRPC, SotW and Delta.
 
-One snapshot per xDS node id (one Gateway = one Envoy). Each gRPC stream is a
+One snapshot per xDS node (one Gateway). A node id ``ns/name/<pod>`` is pod ``<pod>`` of
+node ``ns/name`` (:func:`split_node`; the Envoy pods of a Gateway in Kubernetes): its
+streams are served and reported as that node's, and :class:`NodeStatus` says what each pod
+did. Each gRPC stream is a
 session with two tasks: a *reader* that answers requests (subscriptions, ACKs, NACKs)
 and a *driver* that moves the client to the current snapshot, make-before-break:
 
@@ -67,6 +70,24 @@ class Nack:
     version: str  # the rejected version (SotW version_info / Delta system_version_info)
 
 
+def split_node(node_id: str) -> tuple[str, str]:
+    """(node, pod) of the id an Envoy gives: ``ns/name/pod`` -> ("ns/name", "pod"); an id
+    with fewer segments is a node of its own, pod ""."""
+    parts = node_id.split("/", 2)
+    if len(parts) == 3 and all(parts):
+        return f"{parts[0]}/{parts[1]}", parts[2]
+    return node_id, ""
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    """One pod of a node (its streams): ``acked`` the current snapshot; ``error``: its NACK."""
+
+    name: str
+    acked: bool = False
+    error: str | None = None
+
+
 @dataclass(frozen=True)
 class NodeStatus:
     """What the data plane of one node did with its snapshot.
@@ -74,7 +95,8 @@ class NodeStatus:
     ``acked``: connected, and every type of the current snapshot was delivered and
     ACKed. ``error``: the message of the last NACK while the current snapshot is not
     accepted (``None`` once it is). ``acked_versions``: the last ACKed version per
-    type URL (of the most recent stream).
+    type URL (of the most recent stream). ``pods``: per pod (streams whose node id named
+    one, by name), what it did; empty when no stream named a pod.
     """
 
     node_id: str
@@ -85,6 +107,7 @@ class NodeStatus:
     error: str | None = None
     last_nack: Nack | None = None
     acked_versions: Mapping[str, str] = field(default_factory=dict)
+    pods: tuple[PodStatus, ...] = ()
 
 
 StatusCallback = Callable[[str, NodeStatus], None]
@@ -164,7 +187,8 @@ class _Session:
         self.server = server
         self.allowed = allowed  # with mutual TLS: the node the client's certificate names
         self.refused: str | None = None  # the node it asked for instead
-        self.node_id: str | None = None
+        self.node_id: str | None = None  # the node it is served as (a Gateway)
+        self.pod = ""  # the pod its node id named, if any
         self.types: dict[str, _TypeState] = {}
         self.desired: dict[str, Mapping[str, Resource]] | None = None
         self.converged: str | None = None  # the snapshot version ``desired`` fully equals
@@ -220,14 +244,15 @@ class _Session:
         """Take the node of a request; ``False`` if the client may not ask as that node."""
         if self.refused is not None:
             return False
-        if self.node_id is None and self.allowed is not None and node_id != self.allowed:
+        node, pod = split_node(node_id)
+        if self.node_id is None and self.allowed is not None and node != self.allowed:
             self.refused = node_id
             log.warning("xDS: client refused: its certificate names another node",
                         node=node_id, certificate_node=self.allowed, protocol=self.protocol)
             self.close()
             return False
         if self.node_id is None and node_id:
-            self.node_id = node_id
+            self.node_id, self.pod = node, pod
             self.server._register(self)
             self._wakeup.set()
         return True
@@ -632,6 +657,22 @@ class _Service(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
                                 f"this client certificate is for node {allowed!r}, not {session.refused!r}")
 
 
+def _pods(sessions: set[_Session], target: NodeSnapshot | None) -> tuple[PodStatus, ...]:
+    """Each named pod's status, from its streams (more than one while it reconnects)."""
+    by_pod: dict[str, list[_Session]] = {}
+    for session in sessions:
+        if session.pod:
+            by_pod.setdefault(session.pod, []).append(session)
+    out = []
+    for pod, streams in sorted(by_pod.items()):
+        acked = target is not None and all(s.synced(target) for s in streams)
+        error = None if acked else next(
+            (st.nack.message for s in sorted(streams, key=id) for t, st in s.types.items()
+             if st.nack is not None and not s.in_sync(t)), None)
+        out.append(PodStatus(name=pod, acked=acked, error=error))
+    return tuple(out)
+
+
 # ---------------------------------------------------------------- the server
 
 
@@ -760,6 +801,7 @@ class AdsServer:
             error=error,
             last_nack=self._last_nack.get(node_id),
             acked_versions=acked_versions,
+            pods=_pods(sessions, target),
         )
 
     def _emit(self, node_id: str) -> None:
@@ -788,7 +830,7 @@ class AdsServer:
     def _register(self, session: _Session) -> None:
         assert session.node_id is not None
         self._sessions.setdefault(session.node_id, set()).add(session)
-        log.info("xDS client connected", node=session.node_id, protocol=session.protocol)
+        log.info("xDS client connected", node=session.node_id, pod=session.pod or None, protocol=session.protocol)
         self._emit(session.node_id)
 
     def _unregister(self, session: _Session) -> None:
@@ -800,5 +842,5 @@ class AdsServer:
             sessions.discard(session)
             if not sessions:
                 del self._sessions[node_id]
-        log.info("xDS client disconnected", node=node_id, protocol=session.protocol)
+        log.info("xDS client disconnected", node=node_id, pod=session.pod or None, protocol=session.protocol)
         self._emit(node_id)

@@ -236,7 +236,9 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
     deployment, service = rendered(base)  # no parameters: one replica, Envoy's own concurrency
     container = deployment["template"]["spec"]["containers"][0]
     assert deployment["replicas"] == 1 and "resources" not in container and service["type"] == "LoadBalancer"
-    assert "--concurrency" not in container["args"] and "--drain-time-s" not in container["args"]
+    assert "--concurrency" not in container["args"]
+    # the drain time is always given: the preStop hook waits it (the host data plane's default)
+    assert container["args"][container["args"].index("--drain-time-s") + 1] == "5"
     assert container["args"][container["args"].index("--log-level") + 1] == "warn"
 
     tuned = msgspec.structs.replace(
@@ -250,6 +252,7 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
     assert container["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}
     assert container["args"] == ["--config-path", "/etc/envoy/bootstrap.json", "--log-level", "debug",
                                  "--disable-hot-restart", "--concurrency", "4", "--drain-time-s", "30",
+                                 "--service-node", "default/gw/$(POD_NAME)",
                                  "--component-log-level", "upstream:debug"]
     # a NodePort Service gets the requested address as an external IP, not loadBalancerIP
     assert service["type"] == "NodePort" and service["externalIPs"] == ["192.0.2.10"] and "loadBalancerIP" not in service

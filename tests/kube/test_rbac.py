@@ -1,6 +1,7 @@
 """The RBAC rules in deploy/rbac.yaml against what gateweave actually asks the API server
 (the stand-in's request log) in a run that uses every feature: the provider, the status
-writer (with a conflict), leader election and the Kubernetes data plane."""
+writer (with a conflict), leader election and the Kubernetes data plane (with a
+PodDisruptionBudget and an autoscaler)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,21 @@ BACKEND = [
      "spec": {"parentRefs": [{"name": "quickstart"}], "hostnames": ["backend.example.com"],
               "rules": [{"backendRefs": [{"group": "gateway.envoyproxy.io", "kind": "Backend", "name": "demo"}]}]}},
 ]
+
+
+# Parameters asking for an Envoy fleet: a PodDisruptionBudget and an autoscaler are applied too.
+FLEET = {"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters",
+         "metadata": {"name": "fleet", "namespace": "default"},
+         "spec": {"kubernetes": {"podDisruptionBudget": {"minAvailable": 1},
+                                 "autoscaling": {"minReplicas": 2, "maxReplicas": 4, "cpuUtilization": 70}}}}
+
+
+def with_fleet(doc: dict[str, Any]) -> dict[str, Any]:
+    """The quickstart Gateway with the fleet's parameters; other objects as they are."""
+    if doc["kind"] != "Gateway":
+        return doc
+    ref = {"group": "gateweave.io", "kind": "GatewayParameters", "name": "fleet"}
+    return {**doc, "spec": {**doc["spec"], "infrastructure": {"parametersRef": ref}}}
 
 
 def free_port() -> int:
@@ -53,9 +69,9 @@ def allowed(req: Request, granted: list[tuple[str, dict[str, Any]]]) -> bool:
 async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
     api = KubeAPI(bookmark_interval=0.02)
     await api.start()
-    for doc in [*yaml.safe_load_all(QUICKSTART.read_text()), *BACKEND]:
+    for doc in [*yaml.safe_load_all(QUICKSTART.read_text()), *BACKEND, FLEET]:
         if doc:
-            api.put(doc)
+            api.put(with_fleet(doc))
     conflict = {"httproutes": False, "backends": False}
 
     def other_writer(req: Request) -> None:
@@ -82,6 +98,7 @@ async def test_rbac_rules_match_the_requests_made(tmp_path: Path) -> None:
             assert source.status_writer.conflicts == 2
             backend = api.get("Backend", "default", "demo")
             assert backend is not None and backend["status"]["conditions"][0]["reason"] == "Accepted"
+            assert api.get("HorizontalPodAutoscaler", "default", "gateweave-quickstart") is not None
             api.remove("Gateway", "default", "quickstart")  # its infrastructure is deleted
             await settle(api, runtime, source)
             await source.elector.try_acquire_or_renew()  # a renewal (update)

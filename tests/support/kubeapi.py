@@ -94,6 +94,8 @@ def default_types() -> list[ResourceType]:
         ResourceType("", ("v1",), "ServiceAccount", "serviceaccounts", True, False, False),
         ResourceType("discovery.k8s.io", ("v1",), "EndpointSlice", "endpointslices", True, False, False),
         ResourceType("apps", ("v1",), "Deployment", "deployments", True, True, True),
+        ResourceType("policy", ("v1",), "PodDisruptionBudget", "poddisruptionbudgets", True, True, True),
+        ResourceType("autoscaling", ("v2",), "HorizontalPodAutoscaler", "horizontalpodautoscalers", True, True, False),
         ResourceType("coordination.k8s.io", ("v1",), "Lease", "leases", True, False, False),
     ]
     return out
