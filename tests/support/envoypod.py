@@ -1,8 +1,10 @@
 """An in-test ADS client standing in for one Envoy pod of a Gateway (node id = the Gateway's
 "ns/name", as the pod's bootstrap says), with the pod's credentials (its Gateway's xDS Secret's
 files, tests/support/xdsclient.py) or none: subscribes to Clusters and Listeners (wildcard) and
-ACKs every response, or NACKs them all (``reject``); reconnects, to the next of ``ports`` in
-turn, when its stream ends (as Envoy does through the controller's Service)."""
+ACKs every response, or NACKs them all (``reject``), or holds its answers until ``answer()``
+(``hold``: a pod still loading its configuration); reconnects, to the next of ``ports`` in
+turn, when its stream ends (as Envoy does through the controller's Service). A node id
+``ns/name/pod`` is one named pod of the Gateway, as the pods gateweave generates say."""
 
 from __future__ import annotations
 
@@ -36,6 +38,11 @@ class Pod:
     listeners: list[listener_pb2.Listener] = field(default_factory=list)
     port: int = 0  # the replica it is connected to (last)
     streams: int = 0  # streams opened so far
+    answering: asyncio.Event = field(default_factory=asyncio.Event)  # cleared: answers held
+
+    def answer(self) -> None:
+        """Stop holding: answer what came and what comes."""
+        self.answering.set()
 
 
 async def _stream(pod: Pod, port: int, node: base_pb2.Node, reject: bool, files: dict[str, str] | None) -> None:
@@ -55,6 +62,7 @@ async def _stream(pod: Pod, port: int, node: base_pb2.Node, reject: bool, files:
         pod.port, pod.streams = port, pod.streams + 1
         try:
             async for response in call:
+                await pod.answering.wait()
                 if response.type_url == LISTENER and not reject:
                     pod.listeners[:] = [listener_pb2.Listener.FromString(r.value) for r in response.resources]
                 detail = status_pb2.Status(code=3, message="rejected by the test") if reject else None
@@ -67,9 +75,11 @@ async def _stream(pod: Pod, port: int, node: base_pb2.Node, reject: bool, files:
 
 @contextlib.asynccontextmanager
 async def envoy_pod(ports: int | list[int], node_id: str, files: dict[str, str] | None = None, *,
-                    reject: bool = False) -> AsyncIterator[Pod]:
+                    reject: bool = False, hold: bool = False) -> AsyncIterator[Pod]:
     order = [ports] if isinstance(ports, int) else list(ports)
     pod = Pod()
+    if not hold:
+        pod.answer()
     node = base_pb2.Node(id=node_id, cluster="gateweave")
 
     async def run() -> None:
