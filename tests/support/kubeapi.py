@@ -4,7 +4,8 @@ No kube-apiserver can run here, so the Kubernetes provider's tests talk HTTP to 
 It implements the semantics a controller depends on, as the API server does them:
 
 * discovery: ``/api``, ``/api/v1``, ``/apis``, ``/apis/<group>/<version>`` (resource lists
-  with ``<plural>/status`` subresources, namespaced flag, verbs);
+  with ``<plural>/status`` subresources, namespaced flag, verbs), and the part of OpenAPI v3
+  ``kubectl`` reads to leave validation to the server (``/openapi/v3``);
 * list (``resourceVersion`` of the list; ``limit``/``continue`` paging over the current
   state, not a snapshot), watch (``watch=1``: ADDED/MODIFIED/DELETED/BOOKMARK JSON lines,
   from a resourceVersion within the history window, else an ERROR event with code 410;
@@ -97,6 +98,18 @@ def default_types() -> list[ResourceType]:
         ResourceType("policy", ("v1",), "PodDisruptionBudget", "poddisruptionbudgets", True, True, True),
         ResourceType("autoscaling", ("v2",), "HorizontalPodAutoscaler", "horizontalpodautoscalers", True, True, False),
         ResourceType("coordination.k8s.io", ("v1",), "Lease", "leases", True, False, False),
+        # what installing gateweave creates (kubectl apply -k deploy/, tests/kube/test_install_docs.py)
+        ResourceType("apiextensions.k8s.io", ("v1",), "CustomResourceDefinition", "customresourcedefinitions",
+                     False, True, True),
+        ResourceType("rbac.authorization.k8s.io", ("v1",), "ClusterRole", "clusterroles", False, False, False),
+        ResourceType("rbac.authorization.k8s.io", ("v1",), "ClusterRoleBinding", "clusterrolebindings",
+                     False, False, False),
+        ResourceType("rbac.authorization.k8s.io", ("v1",), "Role", "roles", True, False, False),
+        ResourceType("rbac.authorization.k8s.io", ("v1",), "RoleBinding", "rolebindings", True, False, False),
+        ResourceType("admissionregistration.k8s.io", ("v1",), "ValidatingAdmissionPolicy",
+                     "validatingadmissionpolicies", False, True, True),
+        ResourceType("admissionregistration.k8s.io", ("v1",), "ValidatingAdmissionPolicyBinding",
+                     "validatingadmissionpolicybindings", False, False, True),
     ]
     return out
 
@@ -558,6 +571,27 @@ class KubeAPI:
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
+    def _openapi(self, parts: list[str]) -> JSON | None:
+        """OpenAPI v3, as much as kubectl reads: the root's group-version list, and per group
+        version each kind's PATCH operation with its ``fieldValidation`` query parameter (so
+        kubectl leaves validation to the server, which here validates nothing)."""
+        gvs = sorted({("api/v1" if not t.group else f"apis/{t.group}/{v}") for t in self.types for v in t.versions})
+        if parts == ["openapi", "v3"]:
+            return {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}"} for gv in gvs}}
+        gv = "/".join(parts[2:])
+        if parts[:2] != ["openapi", "v3"] or gv not in gvs:
+            return None
+        paths = {}
+        for t in self.types:
+            for v in t.versions:
+                if ("api/v1" if not t.group else f"apis/{t.group}/{v}") != gv:
+                    continue
+                scope = "namespaces/{namespace}/" if t.namespaced else ""
+                paths[f"/{gv}/{scope}{t.plural}/{{name}}"] = {"patch": {
+                    "x-kubernetes-group-version-kind": {"group": t.group, "version": v, "kind": t.kind},
+                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}]}}
+        return {"openapi": "3.0.0", "info": {"title": "stand-in", "version": "v1"}, "paths": paths}
+
     def _route(self, parts: list[str]) -> tuple[ResourceType, str, str, str, str]:
         """(type, version, namespace, name, subresource) of a resource path."""
         if parts[:2] == ["api", "v1"]:
@@ -585,7 +619,7 @@ class KubeAPI:
             err = ApiError(401, "Unauthorized", "Unauthorized")
             return web.json_response(err.body(), status=401)
         if request.method == "GET":
-            found = self._discovery(parts)
+            found = self._discovery(parts) or self._openapi(parts)
             if found is not None:
                 return web.json_response(found)
         info: dict[str, str] = dict.fromkeys(("verb", "group", "resource", "subresource", "namespace", "name"), "")
