@@ -83,13 +83,15 @@ def node_id(gateway: str, pod: str) -> str:
     return f"{gateway}/{pod}"
 
 
-def drain_hook(drain_s: int) -> dict[str, Any]:
+def drain_hook(drain_s: int, admin_port: int = ENVOY_ADMIN_PORT) -> dict[str, Any]:
     """The Envoy container's preStop: start Envoy's graceful drain of its listeners through
     the admin (127.0.0.1 in the pod, so an exec, and bash's /dev/tcp since the image has no
-    HTTP client), then wait the drain time; only then does Kubernetes send SIGTERM."""
-    request = ("POST /drain_listeners?graceful&inboundonly HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+    HTTP client), then wait the drain time; only then does Kubernetes send SIGTERM. Every
+    listener drains (not ``inboundonly``: that skips listeners without a traffic direction,
+    which gateweave's are)."""
+    request = ("POST /drain_listeners?graceful HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
                "Content-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
-    script = (f"exec 3<>/dev/tcp/127.0.0.1/{ENVOY_ADMIN_PORT} && printf '{request}' >&3 && timeout 5 cat <&3 >/dev/null; "
+    script = (f"exec 3<>/dev/tcp/127.0.0.1/{admin_port} && printf '{request}' >&3 && timeout 5 cat <&3 >/dev/null; "
               f"sleep {drain_s}")
     return {"preStop": {"exec": {"command": ["/bin/bash", "-c", script]}}}
 

@@ -7,14 +7,27 @@ run the current configuration."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import http.client
+import json
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gateweave.app import KubeDataplane
-from gateweave.sinks.kubeinfra import DEFAULT_DRAIN_S, STOP_MARGIN_S, node_id, object_name
+from gateweave.infra.host import default_envoy_path
+from gateweave.sinks.kubeinfra import (
+    DEFAULT_DRAIN_S,
+    STOP_MARGIN_S,
+    drain_hook,
+    node_id,
+    object_name,
+)
 from tests.support.data import QUICKSTART
 from tests.support.envoypod import envoy_pod, free_port
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
@@ -94,7 +107,7 @@ async def test_disruption_budget_and_autoscaler_when_asked_for(tmp_path: Path) -
             container = pod["containers"][0]
             assert container["args"][container["args"].index("--drain-time-s") + 1] == "20"
             hook = " ".join(container["lifecycle"]["preStop"]["exec"]["command"])
-            assert "/drain_listeners?graceful&inboundonly" in hook and hook.endswith("sleep 20")
+            assert "/drain_listeners?graceful" in hook and hook.endswith("sleep 20")
             assert pod["terminationGracePeriodSeconds"] == 20 + STOP_MARGIN_S
             # each pod is its own xDS node, named by the downward API
             assert container["args"][container["args"].index("--service-node") + 1] == node_id(
@@ -162,3 +175,66 @@ async def test_programmed_once_every_envoy_pod_acknowledged(tmp_path: Path) -> N
                 await until(lambda: programmed(api)[1].startswith("2 of 3"))
     finally:
         await api.stop()
+
+
+def test_the_drain_hook_drains_a_real_envoy(tmp_path: Path) -> None:
+    """The pods' preStop command, run against a real Envoy (admin on loopback, as in the pod):
+    while the hook waits, the listener still answers but closes each connection; once the
+    drain time has passed (the hook returns) the listener is gone, before any SIGTERM."""
+    admin, port = free_port(), free_port()
+    router = {"name": "envoy.filters.http.router",
+              "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+    hcm = {"@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
+                    "HttpConnectionManager",
+           "stat_prefix": "gw", "http_filters": [router],
+           "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [
+               {"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"inline_string": "ok"}}}]}]}}
+    boot = {"admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin}}},
+            "static_resources": {"listeners": [{
+                "name": "gw", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                                "typed_config": hcm}]}]}]}}
+    (tmp_path / "boot.json").write_text(json.dumps(boot))
+    drain_s = 2
+    with (tmp_path / "envoy.log").open("wb") as log:
+        envoy = subprocess.Popen([default_envoy_path(), "--config-path", str(tmp_path / "boot.json"),
+                                  "--concurrency", "1", "--disable-hot-restart", "--log-level", "warn",
+                                  "--drain-time-s", str(drain_s), "--drain-strategy", "immediate"],
+                                 stdout=log, stderr=log)
+    try:
+        for _ in range(500):
+            with contextlib.suppress(OSError):
+                assert get(port) == ("ok", None)  # serving, keep-alive
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("Envoy did not start")
+        hook = subprocess.Popen(drain_hook(drain_s, admin)["preStop"]["exec"]["command"])
+        try:
+            for _ in range(250):  # the drain has begun: answered, with the connection closed
+                if get(port) == ("ok", "close"):
+                    break
+                time.sleep(0.02)
+            else:
+                raise AssertionError("Envoy did not start draining")
+            assert hook.wait(drain_s + 10) == 0
+        finally:
+            if hook.poll() is None:
+                hook.kill()
+        with pytest.raises(OSError):  # drained: no listener left
+            get(port)
+        assert envoy.poll() is None  # and Envoy itself still runs, for Kubernetes to stop
+    finally:
+        envoy.terminate()
+        envoy.wait(10)
+
+
+def get(port: int) -> tuple[str, str | None]:
+    """GET / on the listener: (body, its Connection header)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        return resp.read().decode(), resp.getheader("connection")
+    finally:
+        conn.close()
