@@ -81,11 +81,71 @@ def test_schema_and_cel_rejections_are_located() -> None:
         "greater than or equal to 1",
         where.format(26) + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, --config-path, '
         "--config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --disable-hot-restart, "
-        "--base-id or --mode (gateweave sets them; use the fields for concurrency, logLevel and drainTimeout)",
+        "--base-id, --mode or --service-node (gateweave sets them; use the fields for concurrency, logLevel and drainTimeout)",
         where.format(27) + 'spec.envoy.drainTimeout: Invalid value: "soon": spec.envoy.drainTimeout in body should '
         "match '^([0-9]{1,5}(h|m|s|ms)){1,4}$'",
         where.format(29) + 'spec.kubernetes.service.type: Unsupported value: "ExternalName": supported values: '
         '"ClusterIP", "NodePort", "LoadBalancer"',
         where.format(31) + 'spec.kubernetes.resources.requests[cpu]: Invalid value: "lots": '
         f"spec.kubernetes.resources.requests[cpu] in body should match {quantity}",
+    ])
+
+
+FLEET = """\
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata: {name: both}
+spec:
+  envoy:
+    extraArgs: ["--service-node=x"]
+  kubernetes:
+    podDisruptionBudget: {minAvailable: 1, maxUnavailable: "10%"}
+    autoscaling: {minReplicas: 5, maxReplicas: 2}
+---
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata: {name: malformed}
+spec:
+  kubernetes:
+    podDisruptionBudget: {maxUnavailable: half}
+    autoscaling: {maxReplicas: 2, cpuUtilization: 0}
+---
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata: {name: fine}
+spec:
+  kubernetes:
+    podDisruptionBudget: {maxUnavailable: "10%"}
+    autoscaling: {maxReplicas: 4, memoryUtilization: 60}
+"""
+
+
+def test_fleet_sections_decode_and_their_rules_are_located() -> None:
+    both, malformed, fine = load_text(FLEET, "fleet.yaml").objects
+    dec, errors = decode_sourced(fine)
+    assert errors == [] and dec is not None
+    assert dec.model.spec.kubernetes.pod_disruption_budget == m.PodDisruptionBudgetParameters(max_unavailable="10%")
+    assert dec.model.spec.kubernetes.autoscaling == m.AutoscalingParameters(max_replicas=4, memory_utilization=60)
+    dec, errors = decode_sourced(both)
+    assert dec is None
+    where = "fleet.yaml:{}: GatewayParameters default/{}: "
+    assert sorted(str(e) for e in errors) == sorted([
+        where.format(6, "both") + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, '
+        "--config-path, --config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, "
+        "--disable-hot-restart, --base-id, --mode or --service-node (gateweave sets them; use the fields for "
+        "concurrency, logLevel and drainTimeout)",
+        where.format(8, "both") + 'spec.kubernetes.podDisruptionBudget: Invalid value: "object": set exactly one '
+        "of minAvailable and maxUnavailable",
+        where.format(9, "both") + 'spec.kubernetes.autoscaling: Invalid value: "object": minReplicas may not '
+        "exceed maxReplicas",
+        where.format(9, "both") + 'spec.kubernetes.autoscaling: Invalid value: "object": set cpuUtilization or '
+        "memoryUtilization (or both)",
+    ])
+    dec, errors = decode_sourced(malformed)
+    assert dec is None
+    assert sorted(str(e) for e in errors) == sorted([
+        where.format(16, "malformed") + 'spec.kubernetes.podDisruptionBudget.maxUnavailable: Invalid value: "half": '
+        "spec.kubernetes.podDisruptionBudget.maxUnavailable in body should match '^[0-9]{1,3}%$'",
+        where.format(17, "malformed") + "spec.kubernetes.autoscaling.cpuUtilization: Invalid value: 0: "
+        "spec.kubernetes.autoscaling.cpuUtilization in body should be greater than or equal to 1",
     ])

@@ -26,3 +26,15 @@ def test_reports_decode_and_names() -> None:
     assert _decode({"gateways": '{"default/gw": {"pods": 1, "acked": true}}'}) == {"default/gw": PodsReport(1, True)}
     assert _decode({"gateways": '{"default/gw": {"pods": "x"}}'}) == {}  # malformed: ignored
     assert report_name("Pod_7.example") == "gateweave-acks-pod-7.example"
+
+
+def test_named_pods_are_the_union_of_the_reports() -> None:
+    # pod-b moved from one replica (whose report still stands, acked) to another (not yet)
+    old = PodsReport(pods=2, acked=True, running=("pod-a", "pod-b"))
+    new = PodsReport(pods=2, acked=False, running=("pod-c",), waiting=("pod-b", "pod-d"))
+    merged = merge(PENDING, [old, new], was_acked=True)
+    assert merged == DataplaneState(acked=True, running=("pod-a", "pod-b", "pod-c"), waiting=("pod-d",))
+    # a rejection names its pod, whichever replica reported it
+    rejecting = PodsReport(pods=1, error="bad listener", waiting=("pod-e",), rejected_by="pod-e")
+    merged = merge(PENDING, [old, rejecting])
+    assert (merged.acked, merged.error, merged.rejected_by) == (False, "bad listener", "pod-e")

@@ -9,7 +9,7 @@ from typing import Any
 from gateweave import ir
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
-from gateweave.translate.options import TranslateOptions
+from gateweave.translate.options import DataplaneState, TranslateOptions
 from tests.support.conformance_objects import decoded
 
 GWAPI = "gateway.networking.k8s.io/v1"
@@ -118,3 +118,41 @@ def test_a_gateway_reference_that_cannot_be_used_is_invalid_parameters_on_that_g
         assert condition(status, "Programmed")[:2] == ("False", "Invalid"), what
         assert "apps/bad" not in result.infra and "apps/good" in result.infra, what
         assert condition(result.statuses[("GatewayClass", "", "gc")], "Accepted")[:2] == ("True", "Accepted")
+
+
+def test_fleet_sections_are_merged_whole() -> None:
+    fleet = params("defaults", {"kubernetes": {
+        "podDisruptionBudget": {"minAvailable": "50%"},
+        "autoscaling": {"minReplicas": 2, "maxReplicas": 8, "cpuUtilization": 70, "memoryUtilization": 90}}},
+        namespace="infra")
+    mine = params("mine", {"kubernetes": {"podDisruptionBudget": {"maxUnavailable": 1},
+                                          "autoscaling": {"maxReplicas": 3, "cpuUtilization": 50}}})
+    snap = snapshot(gateway_class(ref("defaults", "infra")), fleet, mine, gateway("plain"), gateway("own", ref("mine")))
+    result = translate(snap, OPTIONS)
+    plain, own = result.infra["apps/plain"].kubernetes, result.infra["apps/own"].kubernetes
+    assert plain.disruption_budget == ir.DisruptionBudget(min_available="50%")
+    assert plain.autoscaling == ir.Autoscaling(min_replicas=2, max_replicas=8, cpu_utilization=70, memory_utilization=90)
+    # the Gateway's sections replace the class's whole: no budget with both fields, no class target left over
+    assert own.disruption_budget == ir.DisruptionBudget(max_unavailable=1)
+    assert own.autoscaling == ir.Autoscaling(min_replicas=1, max_replicas=3, cpu_utilization=50)
+
+
+def test_programmed_says_which_envoy_pods_run_the_configuration() -> None:
+    snap = snapshot(gateway_class(), params("three", {"kubernetes": {"replicas": 3}}), gateway("gw", ref("three")))
+
+    def programmed(state: DataplaneState) -> tuple[str, str, str]:
+        result = translate(snap, TranslateOptions(dataplane={"apps/gw": state}))
+        return condition(result.statuses[("Gateway", "apps", "gw")], "Programmed")
+
+    assert programmed(DataplaneState(acked=True, running=("a", "b"))) == (
+        "False", "Pending", "2 of 3 Envoy pods run the current configuration; waiting for 1 more not connected")
+    assert programmed(DataplaneState(running=("a", "b"), waiting=("c",))) == (
+        "False", "Pending", "2 of 3 Envoy pods run the current configuration; waiting for c")
+    assert programmed(DataplaneState(acked=True, running=("a", "b", "c")))[:2] == ("True", "Programmed")
+    assert programmed(DataplaneState(running=("a", "b"), waiting=("c", "d"))) == (  # more than asked for: all count
+        "False", "Pending", "2 of 4 Envoy pods run the current configuration; waiting for c, d")
+    assert programmed(DataplaneState(error="bad listener", running=("a", "b"), waiting=("c",), rejected_by="c")) == (
+        "False", "Invalid", "Envoy pod c rejected the configuration: bad listener")
+    # one Envoy (no pods named): as before
+    assert programmed(DataplaneState(acked=True))[:2] == ("True", "Programmed")
+    assert programmed(DataplaneState(error="bad")) == ("False", "Invalid", "Envoy rejected the configuration: bad")
