@@ -92,6 +92,8 @@ async def test_a_client_needs_a_certificate_from_the_ca_and_is_served_its_node()
         client_a = pki.issue_client(ca.current, A, NOW)
         async with grpc.aio.secure_channel(target, channel_credentials(ca, client_a)) as good:
             assert await ask(good, A) == ["default-gw-a"]
+            # a pod of the Gateway (node id ns/name/pod, the Deployment's pods): its Gateway's
+            assert await ask(good, f"{A}/envoy-7c9d-x2k4p") == ["default-gw-a"]
 
 
 async def test_a_gateways_certificate_gets_nothing_of_another_and_cannot_report_for_it() -> None:
@@ -103,6 +105,7 @@ async def test_a_gateways_certificate_gets_nothing_of_another_and_cannot_report_
         async with grpc.aio.secure_channel(f"localhost:{server.port}", channel_credentials(ca, client_a)) as chan:
             assert await ask(chan, B) == ["error: PERMISSION_DENIED"]
             assert await ask(chan, B, nack=True) == ["error: PERMISSION_DENIED"]
+            assert await ask(chan, f"{B}/pod") == ["error: PERMISSION_DENIED"]  # a pod of another Gateway
         status_b = server.status(B)
         assert not status_b.connected and status_b.last_nack is None and status_b.error is None
         assert [node for node, _ in seen] == []  # nothing about B (or A) was reported

@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry
 
 from gateweave.infra.host import HostInfra, free_port
 from gateweave.ir import InfraGateway
-from gateweave.xds.server import AdsServer, NodeStatus
+from gateweave.xds.server import AdsServer, NodeStatus, split_node
 from gateweave.xds.snapshot_cache import CLUSTER, ENDPOINT, LISTENER, ROUTE, make_snapshot
 
 T = TypeVar("T")
@@ -565,3 +565,13 @@ async def test_burst_of_snapshots_converges_to_the_last(plane: Plane) -> None:
         await plane.acked()
         dump = await plane.admin("/config_dump?resource=dynamic_active_clusters")
         assert '"c21"' in dump and '"c19"' not in dump
+
+
+@pytest.mark.parametrize(("node_id", "split"), [
+    ("default/gw/gateweave-gw-7c9d-x2k4p", ("default/gw", "gateweave-gw-7c9d-x2k4p")),  # a pod of a Gateway
+    ("default/gw", ("default/gw", "")),  # one Envoy (host data plane)
+    ("gw", ("gw", "")),
+    ("default//pod", ("default//pod", "")),  # an empty segment names no pod
+])
+def test_a_node_id_names_its_node_and_pod(node_id: str, split: tuple[str, str]) -> None:
+    assert split_node(node_id) == split
