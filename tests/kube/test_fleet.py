@@ -6,7 +6,6 @@ run the current configuration."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import http.client
@@ -28,6 +27,7 @@ from gateweave.sinks.kubeinfra import (
     node_id,
     object_name,
 )
+from tests.kube.test_replicas import until
 from tests.support.data import QUICKSTART
 from tests.support.envoypod import envoy_pod, free_port
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
@@ -36,14 +36,6 @@ from tests.support.xdsclient import secret_files
 LEADER: dict[str, Any] = {"leader_elect": True, "lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.1,
                           "lease_namespace": "gateweave-system"}
 NAME = object_name("quickstart")
-
-
-async def until(cond: Any, timeout: float = 10.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise TimeoutError("condition not met")
 
 
 def programmed(api: KubeAPI) -> tuple[str, str]:
