@@ -144,6 +144,7 @@ def build(root: Path = ROOT) -> float:
 
     started = time.monotonic()
     files = module_files(root / "gateweave")
+    built_from = digest(files, root)  # before compiling: a source edited meanwhile leaves the build stale
     out = root / "build" / "native"
     tmp = root / "build" / "native-tmp"
     for d in (out, tmp):
@@ -159,10 +160,10 @@ def build(root: Path = ROOT) -> float:
     if done.returncode != 0:
         # Remembered for these sources, so that dev.py does not try again until they change.
         (out / "failed.log").write_text(f"{done.stdout}{done.stderr}")
-        (out / "failed").write_text(digest(files, root) + "\n")
+        (out / "failed").write_text(built_from + "\n")
         raise BuildError(f"mypyc exited with {done.returncode}; its output is in {out / 'failed.log'}")
     shutil.rmtree(tmp, ignore_errors=True)
-    (out / "digest").write_text(digest(files, root) + "\n")
+    (out / "digest").write_text(built_from + "\n")
     return time.monotonic() - started
 
 
