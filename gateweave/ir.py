@@ -232,6 +232,30 @@ class LocalRateLimit(_IR, kw_only=True, frozen=True):
     unit_s: int
 
 
+class BasicAuth(_IR, kw_only=True, frozen=True):
+    """A SecurityPolicy's basicAuth on a route: the htpasswd lines (``user:{SHA}hash``, one per
+    user) a request's ``Authorization: Basic`` credentials must match, else 401."""
+
+    users: str
+
+
+class AuthzRule(_IR, kw_only=True, frozen=True):
+    """One authorization rule: a request from one of ``cidrs`` (none listed: any client) having
+    every header of ``headers`` with one of its values (none listed: any request) gets ``allow``."""
+
+    allow: bool
+    cidrs: tuple[str, ...] = ()  # network/prefix, normalised
+    headers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, accepted values)
+
+
+class Authorization(_IR, kw_only=True, frozen=True):
+    """A SecurityPolicy's authorization on a route: the first rule a request matches decides,
+    none matching: ``default_allow``; a denied request gets 403."""
+
+    rules: tuple[AuthzRule, ...] = ()
+    default_allow: bool = False
+
+
 # IR routes are named after the route object they come from (see route_prefix): the data plane
 # finds from a route's name which object to hold responsible when Envoy rejects a route table.
 _ROUTE_KINDS_BY_PREFIX = {"httproute": "HTTPRoute", "grpcroute": "GRPCRoute"}
@@ -304,6 +328,8 @@ class Route(_IR, kw_only=True, frozen=True):
     ext_auth: ExtAuth | None = None
     # Envoy Gateway policies' effects on the route (translate/policies); None: no policy applies.
     rate_limit: LocalRateLimit | None = None
+    basic_auth: BasicAuth | None = None
+    authorization: Authorization | None = None
 
 
 class VirtualHost(_IR, kw_only=True, frozen=True):

@@ -19,15 +19,14 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
-from google.protobuf import any_pb2, wrappers_pb2
-from google.protobuf.message import Message
+from google.protobuf import wrappers_pb2
 from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
 
 from gateweave import ir
-from gateweave.xds import extauth, telemetry, tls
+from gateweave.xds import extauth, security, telemetry, tls
 from gateweave.xds.clusters import ads_source
-from gateweave.xds.resources import stat_name
+from gateweave.xds.resources import pack, stat_name
 from gateweave.xds.routes import (
     FAULT_FILTER,
     LOCAL_RATELIMIT_FILTER,
@@ -41,12 +40,6 @@ ROUTER_FILTER = "envoy.filters.http.router"
 CORS_FILTER = "envoy.filters.http.cors"
 TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
 UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
-
-
-def pack(msg: Message) -> any_pb2.Any:
-    out = any_pb2.Any()
-    out.Pack(msg)
-    return out
 
 
 def _address(address: str, port: int, udp: bool = False) -> address_pb2.Address:
@@ -73,7 +66,7 @@ def _listener(name: str, address: str, port: int, udp: bool = False) -> listener
 
 def http_connection_manager(
     gw: ir.XdsGateway, listener: str, route_config_name: str, ext_auths: Sequence[ir.ExtAuth] = (),
-    local_rate_limit: bool = False,
+    local_rate_limit: bool = False, security_filters: Sequence[hcm_pb2.HttpFilter] = (),
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
 
@@ -87,7 +80,8 @@ def http_connection_manager(
     (:mod:`gateweave.xds.telemetry`). ``ext_auths``: the ExternalAuth filters its routes use, after
     CORS (a preflight needs no authorisation), each off but where a route turns it on.
     ``local_rate_limit``: some route has a rate limit (the filter, without a limit of its own,
-    then limits the routes that configure one).
+    then limits the routes that configure one). ``security_filters``: SecurityPolicy's filters its
+    routes turn on (:mod:`gateweave.xds.security`), after the ExternalAuth ones.
     """
     out = hcm_pb2.HttpConnectionManager(
         stat_prefix=stat_name(listener),
@@ -96,6 +90,7 @@ def http_connection_manager(
         http_filters=[
             hcm_pb2.HttpFilter(name=CORS_FILTER, typed_config=pack(cors_pb2.Cors())),
             *(extauth.http_filter(ext) for ext in ext_auths),
+            *security_filters,
             hcm_pb2.HttpFilter(name=FAULT_FILTER, typed_config=pack(fault_pb2.HTTPFault())),
             hcm_pb2.HttpFilter(
                 name=SESSION_FILTER, typed_config=pack(stateful_session_pb2.StatefulSession()), disabled=True
@@ -125,7 +120,8 @@ def _rate_limited(config: ir.RouteConfig) -> bool:
 
 def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig) -> lc.Filter:
     ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
-    hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config))
+    security_filters = security.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
+    hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config), security_filters)
     return lc.Filter(name=HCM_FILTER, typed_config=pack(hcm))
 
 

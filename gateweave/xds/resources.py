@@ -11,6 +11,7 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
+from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
@@ -21,6 +22,13 @@ SECRET = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 
 # The order in which an ADS server should push a full state (make before break).
 TYPE_URLS: tuple[str, ...] = (CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE)
+
+
+def pack(msg: Message) -> any_pb2.Any:
+    """``msg`` as a protobuf Any (a typed_config)."""
+    out = any_pb2.Any()
+    out.Pack(msg)
+    return out
 
 
 def _assert_type(url: str, message: type[Message]) -> None:

@@ -296,3 +296,9 @@ def test_redact_blanks_every_key_and_keeps_json_valid() -> None:
     assert redact(text) == b"key:\n[redacted private key]\ntail\n"
     traditional = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----"
     assert redact(traditional.encode()) == b"[redacted private key]"
+
+
+def test_redact_blanks_htpasswd_hashes() -> None:
+    users = "alice:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=\nbob:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="
+    out = json.loads(redact(json.dumps({"users": users}).encode()))
+    assert out == {"users": "alice:{SHA}[redacted]\nbob:{SHA}[redacted]"}

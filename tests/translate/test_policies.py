@@ -276,3 +276,32 @@ def test_rate_limit_values_envoy_cannot_take_are_refused() -> None:
     assert "rules[0].limit.requests 0 is out of range" in acc["message"]
     assert "rules[1].limit.unit Fortnight is not a unit" in acc["message"]
     assert result.xds == run(base()).xds
+
+
+def _secret(name: str, namespace: str, text: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+            "stringData": {".htpasswd": text}}
+
+
+def test_security_policy_secrets_and_values_are_checked_with_their_place() -> None:
+    """What Envoy could not take, or Envoy Gateway would not read, makes the policy Invalid, located."""
+    good = "alice:{SHA}" + "A" * 27 + "=\n"
+
+    def message(spec: dict[str, Any], *extra: dict[str, Any]) -> str:
+        acc = only(run([*base(), *extra, policy("s", "SecurityPolicy", spec=spec)]), "s", "SecurityPolicy")["Accepted"]
+        return str(acc["message"]) if acc["status"] == "False" else ""
+
+    basic = {"basicAuth": {"users": {"name": "u"}}}
+    assert message(basic, _secret("u", "ns", good)) == ""
+    assert message(basic) == "spec.basicAuth.users: Secret ns/u does not exist"
+    assert message(basic, _secret("u", "ns", "alice:$apr1$x$y\n")) == (
+        "spec.basicAuth.users: Secret ns/u key .htpasswd: line 1 (user alice): only {SHA} hashes are supported")
+    assert message(basic, _secret("u", "ns", good + "\n" + good)).endswith("line 3: user alice appears twice")
+    other = {"basicAuth": {"users": {"name": "u", "namespace": "sec"}}}
+    assert message(other, _secret("u", "sec", good)) == (
+        "spec.basicAuth.users: Secret sec/u is in another namespace and no ReferenceGrant allows it")
+    grant = {"apiVersion": f"{GW}/v1beta1", "kind": "ReferenceGrant", "metadata": {"name": "g", "namespace": "sec"},
+             "spec": {"from": [{"group": EG, "kind": "SecurityPolicy", "namespace": "ns"}], "to": [{"group": "", "kind": "Secret"}]}}
+    assert message(other, _secret("u", "sec", good), grant) == ""
+    authz = {"authorization": {"rules": [{"action": "Deny", "principal": {"clientCIDRs": ["10.0.0.0/33"]}}]}}
+    assert message(authz) == "spec.authorization.rules[0].principal.clientCIDRs[0] 10.0.0.0/33 is not a CIDR"

@@ -93,6 +93,7 @@ class PolicyReport:
     policy: Any
     refused: tuple[str, ...] = ()  # unimplemented fields it sets
     problems: tuple[str, ...] = ()  # what in its implemented fields cannot be applied
+    effect: Any = None  # what its kind's ``resolve`` made of it (None: the kind has none)
     held: list[Scope] = field(default_factory=list)  # scopes it holds
     lost: list[tuple[Scope, str]] = field(default_factory=list)  # scopes it could not take, and why
     missing: list[str] = field(default_factory=list)  # targets not found, or not ours
@@ -183,8 +184,7 @@ def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
         if not policies:
             continue
         held: dict[Scope, PolicyReport] = {}
-        reports = [PolicyReport(kind=pk.kind, policy=p, refused=tuple(fields.unimplemented(spec_of(p), pk.implemented)),
-                                problems=tuple(pk.problems(spec_of(p)))) for p in policies]
+        reports = [_report(ctx, pk, p) for p in policies]
         _Attacher(world, pk, held).run(reports)
         index.holders[pk.kind] = held
         index.reports.extend(reports)
@@ -192,6 +192,17 @@ def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
             meta = rep.policy.metadata
             ctx.statuses[(pk.kind, meta.namespace, meta.name)] = _status(ctx, rep)
     return index
+
+
+def _report(ctx: Ctx, pk: PolicyKind, policy: Any) -> PolicyReport:
+    spec = spec_of(policy)
+    problems = pk.problems(spec)
+    effect = None
+    if pk.resolve is not None:
+        effect, more = pk.resolve(ctx, policy)
+        problems = problems + more
+    return PolicyReport(kind=pk.kind, policy=policy, refused=tuple(fields.unimplemented(spec, pk.implemented)),
+                        problems=tuple(problems), effect=effect)
 
 
 def spec_of(policy: Any) -> dict[str, Any]:

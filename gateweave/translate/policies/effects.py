@@ -6,22 +6,40 @@ holding a scope above it (:meth:`~gateweave.translate.policies.attach.PolicyInde
 (``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR assembly
 (:func:`~gateweave.translate.xdsir.virtual_host`) serves those instead of the route's own.
 Nothing changes where no policy applies. A feature with an effect on routes adds it in its
-kind's ``route_effect`` (btp.py).
+kind's ``route_effect`` (btp.py, security.py) and a line in ``_ROUTE_EFFECTS``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateweave import ir
 from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import GatewayCtx
-from gateweave.translate.policies import btp
-from gateweave.translate.policies.attach import PolicyIndex, spec_of
+from gateweave.translate.policies import btp, security
+from gateweave.translate.policies.attach import PolicyIndex, PolicyReport, spec_of
 
 _HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 
 
+def _btp_effect(rep: PolicyReport, route: ir.Route) -> ir.Route:
+    return btp.route_effect(spec_of(rep.policy), route)
+
+
+def _security_effect(rep: PolicyReport, route: ir.Route) -> ir.Route:
+    return security.route_effect(rep.effect, route)
+
+
+# Per policy kind with effects on routes: how its governing policy changes an IR route.
+_ROUTE_EFFECTS: tuple[tuple[str, Callable[[PolicyReport, ir.Route], ir.Route]], ...] = (
+    ("BackendTrafficPolicy", _btp_effect),
+    ("SecurityPolicy", _security_effect),
+)
+
+
 def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
-    if "BackendTrafficPolicy" not in index.holders:
+    kinds = [(kind, effect) for kind, effect in _ROUTE_EFFECTS if kind in index.holders]
+    if not kinds:
         return
     for gw in gateways:
         for lc in gw.all_listeners():
@@ -36,11 +54,13 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                     index_text = r.name[len(prefix):].split("/", 1)[0]
                     i = int(index_text) if index_text.isdigit() else -1
                     rule = rules[i].name if 0 <= i < len(rules) else None
-                    hit = index.for_route("BackendTrafficPolicy", att.kind, route, rule, lc)
-                    if hit is not None:
-                        changed = btp.route_effect(spec_of(hit[1].policy), r)
-                        if changed is not r:
-                            effects[r.name] = changed
+                    changed = r
+                    for kind, effect in kinds:
+                        hit = index.for_route(kind, att.kind, route, rule, lc)
+                        if hit is not None:
+                            changed = effect(hit[1], changed)
+                    if changed is not r:
+                        effects[r.name] = changed
                 if effects:
                     # A new attachment: the route side shares one between listeners.
                     lc.routes[k] = Attachment(att.translation, att.hostnames, effects)

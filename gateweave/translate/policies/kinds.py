@@ -23,6 +23,9 @@ class PolicyKind:
     implemented: frozenset[str]  # spec field paths gateweave implements (fields.py)
     problems: Callable[[dict[str, Any]], list[str]]  # what in those fields cannot be applied
     client_side: bool = False  # ClientTrafficPolicy: Gateways, listeners and ListenerSets only, its own words
+    # (translation context, policy) -> (its effect, what cannot be applied): a kind whose features
+    # read referenced objects (Secrets); the effect is kept on its PolicyReport.
+    resolve: Callable[[Any, Any], tuple[Any, list[str]]] | None = None
 
 
 _ROUTES = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"})
@@ -32,5 +35,5 @@ POLICY_KINDS: tuple[PolicyKind, ...] = (
     PolicyKind("ClientTrafficPolicy", "clientTrafficPolicies", frozenset({"Gateway", "ListenerSet"}), ctp.IMPLEMENTED, ctp.problems,
                client_side=True),
     PolicyKind("SecurityPolicy", "securityPolicies", frozenset({"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TCPRoute"}),
-               security.IMPLEMENTED, security.problems),
+               security.IMPLEMENTED, security.problems, resolve=security.resolve),
 )

@@ -2,18 +2,217 @@
 
 ``IMPLEMENTED`` lists the spec field paths gateweave implements (fields.py says how they are
 written); every other set field is refused by name in the policy's status. A feature adds
-its paths here, its value checks to :func:`problems`, and reads the winning policy's spec
-where its effect lands in the IR
-(:meth:`~gateweave.translate.policies.attach.PolicyIndex.for_route` for routes).
+its paths here and its checks to :func:`resolve`, which reads what the policy references
+(Secrets) and gives the policy's effect, applied to each route it governs by
+:func:`route_effect` (effects.py calls it through
+:meth:`~gateweave.translate.policies.attach.PolicyIndex.for_route`).
+
+Implemented:
+
+* ``basicAuth``: the htpasswd file in the Secret ``users`` names (key ``.htpasswd``; another
+  namespace's with a ReferenceGrant to the SecurityPolicy), SHA hashes only, as Envoy's
+  basic_auth filter takes them: a request without matching credentials gets 401.
+* ``authorization``: ``rules`` (``action`` Allow or Deny for a ``principal`` of
+  ``clientCIDRs`` and ``headers``), the first matching rule deciding, else ``defaultAction``
+  (Deny when unset, as Envoy Gateway); a denied request gets 403.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import binascii
+import ipaddress
+from typing import Any, TypeVar
 
-IMPLEMENTED: frozenset[str] = frozenset()
+import msgspec
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate.certs import secret_value
+
+IMPLEMENTED: frozenset[str] = frozenset({
+    "basicAuth", "basicAuth.users", "basicAuth.users.group", "basicAuth.users.kind", "basicAuth.users.name",
+    "basicAuth.users.namespace",
+    "authorization", "authorization.defaultAction", "authorization.rules", "authorization.rules.name",
+    "authorization.rules.action", "authorization.rules.principal", "authorization.rules.principal.clientCIDRs",
+    "authorization.rules.principal.headers", "authorization.rules.principal.headers.name",
+    "authorization.rules.principal.headers.values",
+})
+
+T = TypeVar("T")
+
+HTPASSWD_KEY = ".htpasswd"  # Envoy Gateway's key of the users Secret
+_SHA = "{SHA}"
+_SHA1_BYTES = 20
+
+
+class Effect(msgspec.Struct, frozen=True):
+    """What a SecurityPolicy does to each route it governs (None: that feature is not set)."""
+
+    basic_auth: ir.BasicAuth | None = None
+    authorization: ir.Authorization | None = None
+
+
+class _SecretRef(msgspec.Struct, frozen=True):
+    name: str
+    group: str = ""
+    kind: str = "Secret"
+    namespace: str | None = None
+
+
+class _BasicAuth(msgspec.Struct, frozen=True):
+    users: _SecretRef
+
+
+class _Header(msgspec.Struct, frozen=True):
+    name: str
+    values: tuple[str, ...] = ()
+
+
+class _Principal(msgspec.Struct, frozen=True, rename="camel"):
+    client_cid_rs: tuple[str, ...] = msgspec.field(default=(), name="clientCIDRs")
+    headers: tuple[_Header, ...] = ()
+
+
+class _Rule(msgspec.Struct, frozen=True):
+    action: str
+    principal: _Principal = _Principal()
+    name: str = ""
+
+
+class _Authorization(msgspec.Struct, frozen=True, rename="camel"):
+    rules: tuple[_Rule, ...] = ()
+    default_action: str = "Deny"
 
 
 def problems(spec: dict[str, Any]) -> list[str]:
-    """What in the implemented fields cannot be applied (nothing is implemented yet)."""
+    """Checked by :func:`resolve`, which also reads the Secrets: nothing to add here."""
     return []
+
+
+def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
+    """The policy's effect on the routes it governs, and what in it cannot be applied (a bad
+    value, a missing or unusable Secret), each with its place in the spec."""
+    spec = policy.spec if isinstance(policy.spec, dict) else {}
+    out: list[str] = []
+    basic = _basic_auth(ctx, policy.metadata.namespace, spec.get("basicAuth"), out)
+    authz = _authorization(spec.get("authorization"), out)
+    return Effect(basic_auth=basic, authorization=authz), out
+
+
+def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
+    """``route`` as a SecurityPolicy with ``effect`` (accepted, without problems) makes it."""
+    if effect.basic_auth is None and effect.authorization is None:
+        return route
+    return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization)
+
+
+def _read(raw: Any, shape: type[T], where: str, out: list[str]) -> T | None:
+    """A feature's object read into ``shape``; None when it is not set, or (with the problem in
+    ``out``) when it cannot be read (a stored object the CRD did not check)."""
+    if raw is None:
+        return None
+    try:
+        return msgspec.convert(raw, shape, strict=False)
+    except msgspec.ValidationError as exc:
+        out.append(f"{where}: {exc}")
+        return None
+
+
+# ---------------------------------------------------------------- basicAuth
+
+
+def _basic_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicAuth | None:
+    conf = _read(raw, _BasicAuth, "spec.basicAuth", out)
+    if conf is None:
+        return None
+    ref = conf.users
+    where = "spec.basicAuth.users"
+    text = _secret_text(ctx, namespace, ref, where, HTPASSWD_KEY, out)
+    if text is None:
+        return None
+    users = htpasswd_users(text)
+    if isinstance(users, str):
+        out.append(f"{where}: Secret {ref.namespace or namespace}/{ref.name} key {HTPASSWD_KEY}: {users}")
+        return None
+    return ir.BasicAuth(users="\n".join(users))
+
+
+def _secret_text(ctx: Any, namespace: str, ref: _SecretRef, where: str, key: str, out: list[str]) -> str | None:
+    """The text under ``key`` of the Secret ``ref`` names, read as Envoy Gateway allows (another
+    namespace's only with a ReferenceGrant to SecurityPolicies of ``namespace``); None, with the
+    problem in ``out``, when it cannot be read."""
+    if ref.group not in ("", "core") or ref.kind != "Secret":
+        out.append(f"{where}: {ref.group or 'core'}/{ref.kind} is not a Secret")
+        return None
+    ns = ref.namespace or namespace
+    if not ctx.reference_allowed(m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, "", "Secret", ns, ref.name):
+        out.append(f"{where}: Secret {ns}/{ref.name} is in another namespace and no ReferenceGrant allows it")
+        return None
+    secret = ctx.snapshot.secrets.get((ns, ref.name))
+    if secret is None:
+        out.append(f"{where}: Secret {ns}/{ref.name} does not exist")
+        return None
+    text = secret_value(secret, key)
+    if text is None:
+        out.append(f"{where}: Secret {ns}/{ref.name} has no key {key} (UTF-8 text)")
+    return text
+
+
+def htpasswd_users(text: str) -> list[str] | str:
+    """The htpasswd file's user lines (blank lines dropped), or what Envoy's basic_auth filter
+    would refuse in it: only ``user:{SHA}base64(sha1)`` lines, each user once."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        user, sep, hashed = line.partition(":")
+        if not sep or not user or not hashed:
+            return f"line {number} is not user:hash"
+        if not hashed.startswith(_SHA):
+            return f"line {number} (user {user}): only {_SHA} hashes are supported"
+        try:
+            digest = base64.b64decode(hashed[len(_SHA):], validate=True)
+        except binascii.Error:
+            digest = b""
+        if len(digest) != _SHA1_BYTES:
+            return f"line {number} (user {user}): not a base64 SHA-1 hash"
+        if user in seen:
+            return f"line {number}: user {user} appears twice"
+        seen.add(user)
+        lines.append(line)
+    if not lines:
+        return "no users"
+    return lines
+
+
+# ---------------------------------------------------------------- authorization
+
+
+def _authorization(raw: Any, out: list[str]) -> ir.Authorization | None:
+    conf = _read(raw, _Authorization, "spec.authorization", out)
+    if conf is None:
+        return None
+    if conf.default_action not in ("Allow", "Deny"):
+        out.append(f"spec.authorization.defaultAction {conf.default_action} is not Allow or Deny")
+    rules = []
+    for i, rule in enumerate(conf.rules):
+        where = f"spec.authorization.rules[{i}]"
+        if rule.action not in ("Allow", "Deny"):
+            out.append(f"{where}.action {rule.action} is not Allow or Deny")
+        cidrs = []
+        for j, cidr in enumerate(rule.principal.client_cid_rs):
+            try:
+                cidrs.append(str(ipaddress.ip_network(cidr, strict=False)))
+            except ValueError:
+                out.append(f"{where}.principal.clientCIDRs[{j}] {cidr} is not a CIDR")
+        headers = tuple((h.name, h.values) for h in rule.principal.headers)
+        for j, (name, values) in enumerate(headers):
+            if not name or not values:
+                out.append(f"{where}.principal.headers[{j}]: a name and at least one value are needed")
+        if not cidrs and not headers and not rule.principal.client_cid_rs:
+            out.append(f"{where}.principal: at least one of clientCIDRs, headers is needed")
+        rules.append(ir.AuthzRule(allow=rule.action == "Allow", cidrs=tuple(cidrs), headers=headers))
+    return ir.Authorization(rules=tuple(rules), default_allow=conf.default_action == "Allow")

@@ -1,0 +1,141 @@
+"""SecurityPolicy effects in Envoy: basic auth (the basic_auth filter) and authorization (the
+rbac filter, its first-match matcher tree).
+
+Each filter is in a listener's HTTP connection manager only while one of its routes uses it,
+disabled there; a route governed by a policy turns it on, so every other route passes
+untouched. Envoy's basic_auth filter needs its users in the chain, so every distinct user
+list of a route configuration is a filter of its own, named after its value (as the
+ExternalAuth filters, extauth.py), which its routes enable (with the same users: Envoy takes
+no empty per-route config for it); rbac is one filter, each route
+giving its own rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Iterable
+
+from envoy.config.core.v3 import address_pb2, base_pb2
+from envoy.config.rbac.v3 import rbac_pb2 as rbac_config_pb2
+from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
+from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
+from envoy.extensions.matching.common_inputs.network.v3 import network_inputs_pb2
+from envoy.extensions.matching.input_matchers.ip.v3 import ip_pb2
+from envoy.type.matcher.v3 import http_inputs_pb2
+from google.protobuf import any_pb2, wrappers_pb2
+from google.protobuf.message import Message
+from xds.core.v3 import extension_pb2
+from xds.type.matcher.v3 import matcher_pb2
+from xds.type.matcher.v3 import string_pb2 as xds_string_pb2
+
+from gateweave import ir
+from gateweave.xds.resources import pack
+
+BASIC_AUTH_FILTER = "envoy.filters.http.basic_auth"
+RBAC_FILTER = "envoy.filters.http.rbac"
+_RBAC_STAT_PREFIX = "securitypolicy_"
+
+
+def basic_auth_filter(auth: ir.BasicAuth) -> str:
+    """The chain's basic_auth filter for ``auth`` (the same users, the same name, in every chain)."""
+    return f"{BASIC_AUTH_FILTER}/{hashlib.sha256(auth.users.encode()).hexdigest()[:16]}"
+
+
+def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
+    """The disabled security filters some of ``routes`` turn on, in Envoy Gateway's order
+    (authentication before authorization)."""
+    listed = list(routes)
+    out = []
+    for auth in sorted({r.basic_auth for r in listed if r.basic_auth is not None}, key=basic_auth_filter):
+        config = pack(basic_auth_pb2.BasicAuth(users=_users(auth)))
+        out.append(hcm_pb2.HttpFilter(name=basic_auth_filter(auth), typed_config=config, disabled=True))
+    if any(r.authorization is not None for r in listed):
+        rbac = rbac_pb2.RBAC(shadow_rules_stat_prefix=_RBAC_STAT_PREFIX)
+        out.append(hcm_pb2.HttpFilter(name=RBAC_FILTER, typed_config=pack(rbac), disabled=True))
+    return out
+
+
+def _users(auth: ir.BasicAuth) -> base_pb2.DataSource:
+    return base_pb2.DataSource(inline_string=auth.users + "\n")
+
+
+def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
+    """The per-route configs (by filter name) that turn ``r``'s security filters on."""
+    out = {}
+    if r.basic_auth is not None:
+        # Envoy takes no empty per-route config for it: the same users again.
+        out[basic_auth_filter(r.basic_auth)] = pack(basic_auth_pb2.BasicAuthPerRoute(users=_users(r.basic_auth)))
+    if r.authorization is not None:
+        out[RBAC_FILTER] = pack(rbac_pb2.RBACPerRoute(rbac=rbac_pb2.RBAC(matcher=authorization_matcher(r.authorization))))
+    return out
+
+
+# ---------------------------------------------------------------- authorization
+
+
+def _extension(name: str, msg: Message) -> extension_pb2.TypedExtensionConfig:
+    return extension_pb2.TypedExtensionConfig(name=name, typed_config=pack(msg))
+
+
+def _action(allow: bool, name: str) -> matcher_pb2.Matcher.OnMatch:
+    action = rbac_config_pb2.Action(name=name, action=rbac_config_pb2.RBAC.ALLOW if allow else rbac_config_pb2.RBAC.DENY)
+    return matcher_pb2.Matcher.OnMatch(action=_extension("action", action))
+
+
+def _any_of(predicates: list[matcher_pb2.Matcher.MatcherList.Predicate]) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    if len(predicates) == 1:
+        return predicates[0]
+    return matcher_pb2.Matcher.MatcherList.Predicate(
+        or_matcher=matcher_pb2.Matcher.MatcherList.Predicate.PredicateList(predicate=predicates))
+
+
+def _all_of(predicates: list[matcher_pb2.Matcher.MatcherList.Predicate]) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    if len(predicates) == 1:
+        return predicates[0]
+    return matcher_pb2.Matcher.MatcherList.Predicate(
+        and_matcher=matcher_pb2.Matcher.MatcherList.Predicate.PredicateList(predicate=predicates))
+
+
+def _source_in(cidrs: tuple[str, ...]) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    ranges = []
+    for cidr in cidrs:
+        net = ipaddress.ip_network(cidr, strict=False)
+        ranges.append(address_pb2.CidrRange(address_prefix=str(net.network_address), prefix_len=wrappers_pb2.UInt32Value(value=net.prefixlen)))
+    single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
+        input=_extension("source_ip", network_inputs_pb2.SourceIPInput()),
+        custom_match=_extension("ip", ip_pb2.Ip(cidr_ranges=ranges, stat_prefix="securitypolicy_client_cidrs")),
+    )
+    return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
+
+
+def _header_is(name: str, value: str) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
+        input=_extension("request_header", http_inputs_pb2.HttpRequestHeaderMatchInput(header_name=name.lower())),
+        value_match=xds_string_pb2.StringMatcher(exact=value),
+    )
+    return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
+
+
+def _rule_predicate(rule: ir.AuthzRule) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    parts = []
+    if rule.cidrs:
+        parts.append(_source_in(rule.cidrs))
+    for name, values in rule.headers:
+        parts.append(_any_of([_header_is(name, v) for v in values]))
+    return _all_of(parts)
+
+
+def authorization_matcher(authz: ir.Authorization) -> matcher_pb2.Matcher:
+    """The rules in order, the first matching one deciding; none: the default action."""
+    matchers = [
+        matcher_pb2.Matcher.MatcherList.FieldMatcher(predicate=_rule_predicate(rule), on_match=_action(rule.allow, f"rule-{i}"))
+        for i, rule in enumerate(authz.rules)
+    ]
+    out = matcher_pb2.Matcher(on_no_match=_action(authz.default_allow, "default"))
+    if matchers:
+        out.matcher_list.CopyFrom(matcher_pb2.Matcher.MatcherList(matchers=matchers))
+    return out
