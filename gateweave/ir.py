@@ -215,7 +215,7 @@ class CORS(_IR, kw_only=True, frozen=True):
     allow_headers: tuple[str, ...] = ()
     expose_headers: tuple[str, ...] = ()
     allow_credentials: bool = False
-    max_age_s: int = 5
+    max_age_s: int | None = 5  # None: no Access-Control-Max-Age (a SecurityPolicy without maxAge)
 
 
 class Retry(_IR, kw_only=True, frozen=True):

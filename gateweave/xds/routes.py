@@ -406,7 +406,7 @@ def cors_policy(cors: ir.CORS) -> cors_pb2.CorsPolicy:
         allow_methods=", ".join(cors.allow_methods),
         allow_headers=", ".join(cors.allow_headers),
         expose_headers=", ".join(cors.expose_headers),
-        max_age=str(cors.max_age_s),
+        max_age="" if cors.max_age_s is None else str(cors.max_age_s),
         forward_not_matching_preflights=wrappers_pb2.BoolValue(value=False),
     )
     if cors.allow_credentials:

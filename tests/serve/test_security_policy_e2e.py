@@ -4,7 +4,8 @@ Basic auth: no credentials or wrong ones get 401, a user of the htpasswd Secret 
 a policy whose Secret is missing says so in its status and starts to apply once the Secret is
 written. Authorization: a client address in a denied CIDR gets 403 (two loopback source
 addresses, 127.0.0.1 and 127.0.0.2, are the two clients), the others reach the backend; a header
-rule allows past a default Deny.
+rule allows past a default Deny. CORS: a preflight from an allowed origin (a wildcard one) is
+answered by Envoy with that origin reflected, one from another origin gets no CORS headers.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
     h.write_manifests(tmp_path / "routes.yaml", [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b"),
-                                                  route("c", "c.example", "svc-a"), route("d", "d.example", "svc-b")])
+                                                  route("c", "c.example", "svc-a"), route("d", "d.example", "svc-b"),
+                                                  route("e", "e.example", "svc-a")])
     h.write_manifests(tmp_path / "policies.yaml", [
         security_policy("basic", "a", {"basicAuth": {"users": {"name": "users"}}}),
         security_policy("late-secret", "d", {"basicAuth": {"users": {"name": "later"}}}),
@@ -66,6 +68,9 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
             {"action": "Deny", "principal": {"clientCIDRs": ["127.0.0.2/32"]}}]}}),
         security_policy("header", "c", {"authorization": {"rules": [
             {"name": "team", "action": "Allow", "principal": {"headers": [{"name": "x-team", "values": ["blue", "green"]}]}}]}}),
+        security_policy("cors", "e", {"cors": {"allowOrigins": ["https://*.app.example"], "allowMethods": ["GET", "PUT"],
+                                                "allowHeaders": ["x-token"], "exposeHeaders": ["x-trace"], "maxAge": "10m",
+                                                "allowCredentials": True}}),
         htpasswd_secret("users", {"alice": "wonderland", "bob": "builder"}),
     ])
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
@@ -93,6 +98,26 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
         assert (await get(port, "c.example")).status_code == 403
         assert (await get(port, "c.example", headers={"x-team": "red"})).status_code == 403
         assert (await get(port, "c.example", headers={"x-team": "green"})).text == "A"
+
+        # CORS: the preflight answered by Envoy, the allowed origin reflected
+        async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+            def preflight(origin: str) -> Any:
+                return client.options(f"http://{IP}:{port}/", headers={
+                    "Host": "e.example", "Origin": origin, "Access-Control-Request-Method": "PUT",
+                    "Access-Control-Request-Headers": "x-token"})
+
+            answer = await preflight("https://web.app.example")
+            assert answer.status_code == 200 and answer.text == ""  # Envoy's, not the backend's "A"
+            assert answer.headers["access-control-allow-origin"] == "https://web.app.example"
+            assert "PUT" in answer.headers["access-control-allow-methods"]
+            assert answer.headers["access-control-allow-headers"] == "x-token"
+            assert answer.headers["access-control-max-age"] == "600"
+            assert answer.headers["access-control-allow-credentials"] == "true"
+            other = await preflight("https://evil.example")
+            assert "access-control-allow-origin" not in other.headers
+            simple = await client.get(f"http://{IP}:{port}/", headers={"Host": "e.example", "Origin": "https://web.app.example"})
+            assert simple.text == "A" and simple.headers["access-control-expose-headers"] == "x-trace"
+            assert simple.headers["access-control-allow-origin"] == "https://web.app.example"
 
         # a missing Secret: refused, located, nothing applied; then written: applied
         def accepted(status: str) -> Any:

@@ -192,9 +192,9 @@ def test_unimplemented_fields_refused_by_name() -> None:
     acc = only(run([*base(), policy("p", spec=spec)]), "p")["Accepted"]
     assert (acc["status"], acc["reason"]) == ("False", "Invalid")
     assert acc["message"] == "spec.retry, spec.timeout are not supported by gateweave"
-    sec = only(run([*base(), policy("s", "SecurityPolicy", spec={"cors": {"allowOrigins": ["https://a.example"]}})]),
+    sec = only(run([*base(), policy("s", "SecurityPolicy", spec={"oidc": {"clientID": "c", "clientSecret": {"name": "s"}, "provider": {"issuer": "https://id.example"}}})]),
                "s", "SecurityPolicy")["Accepted"]
-    assert sec["message"] == "spec.cors is not supported by gateweave"
+    assert sec["message"] == "spec.oidc is not supported by gateweave"
 
 
 def test_refused_policy_still_holds_its_scope() -> None:
@@ -305,3 +305,4 @@ def test_security_policy_secrets_and_values_are_checked_with_their_place() -> No
     assert message(other, _secret("u", "sec", good), grant) == ""
     authz = {"authorization": {"rules": [{"action": "Deny", "principal": {"clientCIDRs": ["10.0.0.0/33"]}}]}}
     assert message(authz) == "spec.authorization.rules[0].principal.clientCIDRs[0] 10.0.0.0/33 is not a CIDR"
+    assert message({"cors": {"allowOrigins": ["https://*.a.example"], "maxAge": "1h"}}) == ""

@@ -1,6 +1,6 @@
 """SecurityPolicy in Envoy's configuration: basic auth and authorization filters in a
 listener's HCM (disabled) only while one of its routes uses them, each governed route turning
-them on with its own config; Envoy itself accepts the result."""
+them on with its own config; CORS on the governed routes; Envoy itself accepts the result."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import hashlib
 from typing import Any
 
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
+from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -16,6 +17,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 
 from gateweave import ir
 from gateweave.xds import build
+from gateweave.xds.routes import CORS_FILTER
 from gateweave.xds.security import RBAC_FILTER, basic_auth_filter
 from gateweave.xds.validate import validate_with_envoy
 from tests.translate.test_policies import base, policy, run
@@ -88,3 +90,22 @@ def test_refused_or_unresolvable_policy_changes_nothing() -> None:
     assert missing.xds == plain
     bad = run([*base(), users_secret("users", "alice:$apr1$xyz$abc\n"), policy("p", "SecurityPolicy", spec=BASIC)])
     assert bad.xds == plain
+
+
+def test_cors_on_the_governed_routes() -> None:
+    cors = {"cors": {"allowOrigins": ["https://*.a.example", "https://b.example"], "allowMethods": ["GET", "PUT"],
+                     "allowHeaders": ["x-a"], "exposeHeaders": ["x-b"], "maxAge": "1h", "allowCredentials": True}}
+    res = build(run([*base(), policy("p", "SecurityPolicy", target=("HTTPRoute", "r1"), spec=cors)]).xds["ns/gw"])
+    got = cors_pb2.CorsPolicy()
+    routes_of(res, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config[CORS_FILTER].Unpack(got)
+    assert [m.safe_regex.regex or m.exact for m in got.allow_origin_string_match] == [
+        r"^https://[^/]+\.a\.example$", "https://b.example"]
+    assert (got.allow_methods, got.allow_headers, got.expose_headers, got.max_age) == ("GET, PUT", "x-a", "x-b", "3600")
+    assert got.allow_credentials.value
+    assert CORS_FILTER not in routes_of(res, "ns/gw/8080")["httproute/ns/r2/rule/0/match/0"].typed_per_filter_config
+    unset = build(run([*base(), policy("p", "SecurityPolicy", spec={"cors": {"allowOrigins": ["*"]}})]).xds["ns/gw"])
+    unset_routes = routes_of(unset, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"]
+    unset_routes.typed_per_filter_config[CORS_FILTER].Unpack(got)
+    assert got.max_age == ""  # no maxAge: no Access-Control-Max-Age
+    ok, message = validate_with_envoy(res)
+    assert ok, message

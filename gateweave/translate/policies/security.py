@@ -15,6 +15,10 @@ Implemented:
 * ``authorization``: ``rules`` (``action`` Allow or Deny for a ``principal`` of
   ``clientCIDRs`` and ``headers``), the first matching rule deciding, else ``defaultAction``
   (Deny when unset, as Envoy Gateway); a denied request gets 403.
+* ``cors``: the governed routes answer CORS as Envoy's cors filter does with these
+  ``allowOrigins`` (``*`` labels as wildcards, as the HTTPRoute CORS filter), ``allowMethods``,
+  ``allowHeaders``, ``exposeHeaders``, ``maxAge`` and ``allowCredentials``; it replaces a
+  rule's own CORS filter.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import msgspec
 
 from gateweave import ir
 from gateweave.api import models as m
+from gateweave.translate import filters
 from gateweave.translate.certs import secret_value
+from gateweave.translate.filters import RuleError, parse_duration
 
 IMPLEMENTED: frozenset[str] = frozenset({
     "basicAuth", "basicAuth.users", "basicAuth.users.group", "basicAuth.users.kind", "basicAuth.users.name",
@@ -37,6 +43,8 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "authorization.rules.action", "authorization.rules.principal", "authorization.rules.principal.clientCIDRs",
     "authorization.rules.principal.headers", "authorization.rules.principal.headers.name",
     "authorization.rules.principal.headers.values",
+    "cors", "cors.allowOrigins", "cors.allowMethods", "cors.allowHeaders", "cors.exposeHeaders", "cors.maxAge",
+    "cors.allowCredentials",
 })
 
 T = TypeVar("T")
@@ -51,6 +59,10 @@ class Effect(msgspec.Struct, frozen=True):
 
     basic_auth: ir.BasicAuth | None = None
     authorization: ir.Authorization | None = None
+    cors: ir.CORS | None = None
+
+
+_NO_EFFECT = Effect()
 
 
 class _SecretRef(msgspec.Struct, frozen=True):
@@ -80,6 +92,15 @@ class _Rule(msgspec.Struct, frozen=True):
     name: str = ""
 
 
+class _CORS(msgspec.Struct, frozen=True, rename="camel"):
+    allow_origins: tuple[str, ...] = ()
+    allow_methods: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    expose_headers: tuple[str, ...] = ()
+    max_age: str | None = None
+    allow_credentials: bool = False
+
+
 class _Authorization(msgspec.Struct, frozen=True, rename="camel"):
     rules: tuple[_Rule, ...] = ()
     default_action: str = "Deny"
@@ -97,14 +118,16 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
     out: list[str] = []
     basic = _basic_auth(ctx, policy.metadata.namespace, spec.get("basicAuth"), out)
     authz = _authorization(spec.get("authorization"), out)
-    return Effect(basic_auth=basic, authorization=authz), out
+    cors = _cors(spec.get("cors"), out)
+    return Effect(basic_auth=basic, authorization=authz, cors=cors), out
 
 
 def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
     """``route`` as a SecurityPolicy with ``effect`` (accepted, without problems) makes it."""
-    if effect.basic_auth is None and effect.authorization is None:
+    if effect == _NO_EFFECT:
         return route
-    return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization)
+    return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization,
+                                   cors=effect.cors if effect.cors is not None else route.cors)
 
 
 def _read(raw: Any, shape: type[T], where: str, out: list[str]) -> T | None:
@@ -216,3 +239,28 @@ def _authorization(raw: Any, out: list[str]) -> ir.Authorization | None:
             out.append(f"{where}.principal: at least one of clientCIDRs, headers is needed")
         rules.append(ir.AuthzRule(allow=rule.action == "Allow", cidrs=tuple(cidrs), headers=headers))
     return ir.Authorization(rules=tuple(rules), default_allow=conf.default_action == "Allow")
+
+
+# ---------------------------------------------------------------- cors
+
+
+def _cors(raw: Any, out: list[str]) -> ir.CORS | None:
+    """Read as the HTTPRoute CORS filter is (its origin wildcards), but ``maxAge`` is a duration
+    and, unset, sends no Access-Control-Max-Age (as Envoy Gateway)."""
+    conf = _read(raw, _CORS, "spec.cors", out)
+    if conf is None:
+        return None
+    max_age: int | None = None
+    if conf.max_age is not None:
+        try:
+            max_age = int(parse_duration(conf.max_age))
+        except RuleError:
+            out.append(f"spec.cors.maxAge {conf.max_age} is not a duration")
+    try:
+        made = filters.cors(m.HTTPCORSFilter(
+            allow_origins=conf.allow_origins, allow_credentials=conf.allow_credentials, allow_methods=conf.allow_methods,
+            allow_headers=conf.allow_headers, expose_headers=conf.expose_headers))
+    except RuleError as exc:
+        out.append(f"spec.cors: {exc}")
+        return None
+    return msgspec.structs.replace(made, max_age_s=max_age)
