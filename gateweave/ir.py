@@ -239,6 +239,21 @@ class BasicAuth(_IR, kw_only=True, frozen=True):
     users: str
 
 
+class ApiKeyCredential(_IR, kw_only=True, frozen=True):
+    client: str  # the client ID (its key in the credential Secret)
+    api_key: str  # (the admin API blanks every ``api_key``: gateweave/redact.py)
+
+
+class ApiKeyAuth(_IR, kw_only=True, frozen=True):
+    """A SecurityPolicy's apiKeyAuth on a route: a request must carry one of ``credentials``'
+    keys in the first of ``sources`` it has (header, query or cookie, by name), else 401."""
+
+    credentials: tuple[ApiKeyCredential, ...]
+    sources: tuple[tuple[str, str], ...]  # (header | query | cookie, name), in order
+    forward_client_id_header: str = ""  # the header the client ID goes to the backend in
+    sanitize: bool = False  # the key is taken out of the request before it goes on
+
+
 class AuthzRule(_IR, kw_only=True, frozen=True):
     """One authorization rule: a request from one of ``cidrs`` (none listed: any client) having
     every header of ``headers`` with one of its values (none listed: any request) gets ``allow``."""
@@ -329,6 +344,7 @@ class Route(_IR, kw_only=True, frozen=True):
     # Envoy Gateway policies' effects on the route (translate/policies); None: no policy applies.
     rate_limit: LocalRateLimit | None = None
     basic_auth: BasicAuth | None = None
+    api_key_auth: ApiKeyAuth | None = None
     authorization: Authorization | None = None
 
 

@@ -1,5 +1,5 @@
-"""SecurityPolicy effects in Envoy: basic auth (the basic_auth filter) and authorization (the
-rbac filter, its first-match matcher tree).
+"""SecurityPolicy effects in Envoy: basic auth (the basic_auth filter), API key auth (the
+api_key_auth filter) and authorization (the rbac filter, its first-match matcher tree).
 
 Each filter is in a listener's HTTP connection manager only while one of its routes uses it,
 disabled there; a route governed by a policy turns it on, so every other route passes
@@ -7,7 +7,7 @@ untouched. Envoy's basic_auth filter needs its users in the chain, so every dist
 list of a route configuration is a filter of its own, named after its value (as the
 ExternalAuth filters, extauth.py), which its routes enable (with the same users: Envoy takes
 no empty per-route config for it); rbac is one filter, each route
-giving its own rules.
+giving its own rules, as api_key_auth with each route's keys.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from envoy.config.core.v3 import address_pb2, base_pb2
 from envoy.config.rbac.v3 import rbac_pb2 as rbac_config_pb2
+from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -37,6 +38,7 @@ from gateweave.xds.resources import pack
 
 BASIC_AUTH_FILTER = "envoy.filters.http.basic_auth"
 RBAC_FILTER = "envoy.filters.http.rbac"
+API_KEY_AUTH_FILTER = "envoy.filters.http.api_key_auth"
 _RBAC_STAT_PREFIX = "securitypolicy_"
 
 
@@ -53,6 +55,8 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
     for auth in sorted({r.basic_auth for r in listed if r.basic_auth is not None}, key=basic_auth_filter):
         config = pack(basic_auth_pb2.BasicAuth(users=_users(auth)))
         out.append(hcm_pb2.HttpFilter(name=basic_auth_filter(auth), typed_config=config, disabled=True))
+    if any(r.api_key_auth is not None for r in listed):
+        out.append(hcm_pb2.HttpFilter(name=API_KEY_AUTH_FILTER, typed_config=pack(api_key_auth_pb2.ApiKeyAuth()), disabled=True))
     if any(r.authorization is not None for r in listed):
         rbac = rbac_pb2.RBAC(shadow_rules_stat_prefix=_RBAC_STAT_PREFIX)
         out.append(hcm_pb2.HttpFilter(name=RBAC_FILTER, typed_config=pack(rbac), disabled=True))
@@ -69,8 +73,21 @@ def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
     if r.basic_auth is not None:
         # Envoy takes no empty per-route config for it: the same users again.
         out[basic_auth_filter(r.basic_auth)] = pack(basic_auth_pb2.BasicAuthPerRoute(users=_users(r.basic_auth)))
+    if r.api_key_auth is not None:
+        out[API_KEY_AUTH_FILTER] = pack(api_key_auth(r.api_key_auth))
     if r.authorization is not None:
         out[RBAC_FILTER] = pack(rbac_pb2.RBACPerRoute(rbac=rbac_pb2.RBAC(matcher=authorization_matcher(r.authorization))))
+    return out
+
+
+def api_key_auth(auth: ir.ApiKeyAuth) -> api_key_auth_pb2.ApiKeyAuthPerRoute:
+    """A route's keys, where to find them, and what goes on to the backend."""
+    out = api_key_auth_pb2.ApiKeyAuthPerRoute(
+        credentials=[api_key_auth_pb2.Credential(key=c.api_key, client=c.client) for c in auth.credentials],
+        key_sources=[api_key_auth_pb2.KeySource(**{kind: name}) for kind, name in auth.sources],
+    )
+    if auth.forward_client_id_header or auth.sanitize:
+        out.forwarding.CopyFrom(api_key_auth_pb2.Forwarding(header=auth.forward_client_id_header, hide_credentials=auth.sanitize))
     return out
 
 

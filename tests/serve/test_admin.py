@@ -298,7 +298,10 @@ def test_redact_blanks_every_key_and_keeps_json_valid() -> None:
     assert redact(traditional.encode()) == b"[redacted private key]"
 
 
-def test_redact_blanks_htpasswd_hashes() -> None:
+def test_redact_blanks_htpasswd_hashes_and_api_keys() -> None:
     users = "alice:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=\nbob:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="
     out = json.loads(redact(json.dumps({"users": users}).encode()))
     assert out == {"users": "alice:{SHA}[redacted]\nbob:{SHA}[redacted]"}
+    keys = json.dumps({"credentials": [{"client": "c1", "api_key": "s3\"cret"}, {"api_key": "two", "client": "c2"}]})
+    assert json.loads(redact(keys.encode())) == {"credentials": [{"client": "c1", "api_key": "[redacted]"},
+                                                                 {"api_key": "[redacted]", "client": "c2"}]}

@@ -6,6 +6,8 @@ written. Authorization: a client address in a denied CIDR gets 403 (two loopback
 addresses, 127.0.0.1 and 127.0.0.2, are the two clients), the others reach the backend; a header
 rule allows past a default Deny. CORS: a preflight from an allowed origin (a wildcard one) is
 answered by Envoy with that origin reflected, one from another origin gets no CORS headers.
+API key auth: no key or an unknown one gets 401, a key of the credential Secret (in a header or
+a query parameter) gets through.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
     write_base(tmp_path, IP, port, backends)
     h.write_manifests(tmp_path / "routes.yaml", [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b"),
                                                   route("c", "c.example", "svc-a"), route("d", "d.example", "svc-b"),
-                                                  route("e", "e.example", "svc-a")])
+                                                  route("e", "e.example", "svc-a"), route("f", "f.example", "svc-b")])
     h.write_manifests(tmp_path / "policies.yaml", [
         security_policy("basic", "a", {"basicAuth": {"users": {"name": "users"}}}),
         security_policy("late-secret", "d", {"basicAuth": {"users": {"name": "later"}}}),
@@ -71,6 +73,9 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
         security_policy("cors", "e", {"cors": {"allowOrigins": ["https://*.app.example"], "allowMethods": ["GET", "PUT"],
                                                 "allowHeaders": ["x-token"], "exposeHeaders": ["x-trace"], "maxAge": "10m",
                                                 "allowCredentials": True}}),
+        security_policy("keys", "f", {"apiKeyAuth": {"credentialRefs": [{"name": "api-keys"}],
+                                                     "extractFrom": [{"headers": ["x-api-key"]}, {"params": ["key"]}]}}),
+        {"apiVersion": "v1", "kind": "Secret", "metadata": h.meta("api-keys"), "stringData": {"client-1": "s3cret"}},
         htpasswd_secret("users", {"alice": "wonderland", "bob": "builder"}),
     ])
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
@@ -118,6 +123,14 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
             simple = await client.get(f"http://{IP}:{port}/", headers={"Host": "e.example", "Origin": "https://web.app.example"})
             assert simple.text == "A" and simple.headers["access-control-expose-headers"] == "x-trace"
             assert simple.headers["access-control-allow-origin"] == "https://web.app.example"
+
+        # API key auth
+        assert (await get(port, "f.example")).status_code == 401
+        assert (await get(port, "f.example", headers={"x-api-key": "guess"})).status_code == 401
+        assert (await get(port, "f.example", headers={"x-api-key": "s3cret"})).text == "B"
+        async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+            by_param = await client.get(f"http://{IP}:{port}/?key=s3cret", headers={"Host": "f.example"})
+            assert (by_param.status_code, by_param.text) == (200, "B")
 
         # a missing Secret: refused, located, nothing applied; then written: applied
         def accepted(status: str) -> Any:

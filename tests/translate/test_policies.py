@@ -306,3 +306,9 @@ def test_security_policy_secrets_and_values_are_checked_with_their_place() -> No
     authz = {"authorization": {"rules": [{"action": "Deny", "principal": {"clientCIDRs": ["10.0.0.0/33"]}}]}}
     assert message(authz) == "spec.authorization.rules[0].principal.clientCIDRs[0] 10.0.0.0/33 is not a CIDR"
     assert message({"cors": {"allowOrigins": ["https://*.a.example"], "maxAge": "1h"}}) == ""
+    keys = {"apiKeyAuth": {"credentialRefs": [{"name": "k"}, {"name": "k2"}], "extractFrom": [{"headers": ["x-key"]}]}}
+    key_secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k", "namespace": "ns"}, "stringData": {"c1": "one"}}
+    same_key = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k2", "namespace": "ns"}, "stringData": {"c2": "one"}}
+    assert message(keys, key_secret) == "spec.apiKeyAuth.credentialRefs[1]: Secret ns/k2 does not exist"
+    assert message(keys, key_secret, same_key) == (
+        "spec.apiKeyAuth.credentialRefs[1]: Secret ns/k2 key c2: the same API key as client c1")

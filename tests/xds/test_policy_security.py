@@ -8,6 +8,7 @@ import base64
 import hashlib
 from typing import Any
 
+from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
@@ -18,7 +19,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from gateweave import ir
 from gateweave.xds import build
 from gateweave.xds.routes import CORS_FILTER
-from gateweave.xds.security import RBAC_FILTER, basic_auth_filter
+from gateweave.xds.security import API_KEY_AUTH_FILTER, RBAC_FILTER, basic_auth_filter
 from gateweave.xds.validate import validate_with_envoy
 from tests.translate.test_policies import base, policy, run
 
@@ -107,5 +108,21 @@ def test_cors_on_the_governed_routes() -> None:
     unset_routes = routes_of(unset, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"]
     unset_routes.typed_per_filter_config[CORS_FILTER].Unpack(got)
     assert got.max_age == ""  # no maxAge: no Access-Control-Max-Age
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_api_key_auth_on_the_governed_routes() -> None:
+    keys = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "keys", "namespace": "ns"},
+            "stringData": {"client-a": "key-a", "client-b": "key-b"}}
+    spec = {"apiKeyAuth": {"credentialRefs": [{"name": "keys"}], "forwardClientIDHeader": "x-client", "sanitize": True,
+                           "extractFrom": [{"headers": ["x-api-key"]}, {"params": ["key"]}, {"cookies": ["k"]}]}}
+    res = build(run([*base(), keys, policy("p", "SecurityPolicy", section="http", spec=spec)]).xds["ns/gw"])
+    assert API_KEY_AUTH_FILTER in {f.name for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.disabled}
+    got = api_key_auth_pb2.ApiKeyAuthPerRoute()
+    routes_of(res, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config[API_KEY_AUTH_FILTER].Unpack(got)
+    assert [(c.client, c.key) for c in got.credentials] == [("client-a", "key-a"), ("client-b", "key-b")]
+    assert [(s.header, s.query, s.cookie) for s in got.key_sources] == [("x-api-key", "", ""), ("", "key", ""), ("", "", "k")]
+    assert (got.forwarding.header, got.forwarding.hide_credentials) == ("x-client", True)
     ok, message = validate_with_envoy(res)
     assert ok, message

@@ -15,6 +15,11 @@ Implemented:
 * ``authorization``: ``rules`` (``action`` Allow or Deny for a ``principal`` of
   ``clientCIDRs`` and ``headers``), the first matching rule deciding, else ``defaultAction``
   (Deny when unset, as Envoy Gateway); a denied request gets 403.
+* ``apiKeyAuth``: the keys of the ``credentialRefs`` Secrets (each key a client ID, its value
+  the API key; another namespace's with a ReferenceGrant), looked for in ``extractFrom``'s
+  headers, query parameters and cookies in order; a request without a known key gets 401. The
+  client ID goes to the backend in ``forwardClientIDHeader``; ``sanitize`` takes the key out
+  (Envoy's api_key_auth filter).
 * ``cors``: the governed routes answer CORS as Envoy's cors filter does with these
   ``allowOrigins`` (``*`` labels as wildcards, as the HTTPRoute CORS filter), ``allowMethods``,
   ``allowHeaders``, ``exposeHeaders``, ``maxAge`` and ``allowCredentials``; it replaces a
@@ -43,6 +48,10 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "authorization.rules.action", "authorization.rules.principal", "authorization.rules.principal.clientCIDRs",
     "authorization.rules.principal.headers", "authorization.rules.principal.headers.name",
     "authorization.rules.principal.headers.values",
+    "apiKeyAuth", "apiKeyAuth.credentialRefs", "apiKeyAuth.credentialRefs.group", "apiKeyAuth.credentialRefs.kind",
+    "apiKeyAuth.credentialRefs.name", "apiKeyAuth.credentialRefs.namespace", "apiKeyAuth.extractFrom",
+    "apiKeyAuth.extractFrom.headers", "apiKeyAuth.extractFrom.params", "apiKeyAuth.extractFrom.cookies",
+    "apiKeyAuth.forwardClientIDHeader", "apiKeyAuth.sanitize",
     "cors", "cors.allowOrigins", "cors.allowMethods", "cors.allowHeaders", "cors.exposeHeaders", "cors.maxAge",
     "cors.allowCredentials",
 })
@@ -60,6 +69,7 @@ class Effect(msgspec.Struct, frozen=True):
     basic_auth: ir.BasicAuth | None = None
     authorization: ir.Authorization | None = None
     cors: ir.CORS | None = None
+    api_key_auth: ir.ApiKeyAuth | None = None
 
 
 _NO_EFFECT = Effect()
@@ -74,6 +84,19 @@ class _SecretRef(msgspec.Struct, frozen=True):
 
 class _BasicAuth(msgspec.Struct, frozen=True):
     users: _SecretRef
+
+
+class _ExtractFrom(msgspec.Struct, frozen=True):
+    headers: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    cookies: tuple[str, ...] = ()
+
+
+class _ApiKeyAuth(msgspec.Struct, frozen=True, rename="camel"):
+    credential_refs: tuple[_SecretRef, ...] = ()
+    extract_from: tuple[_ExtractFrom, ...] = ()
+    forward_client_id_header: str = msgspec.field(default="", name="forwardClientIDHeader")
+    sanitize: bool = False
 
 
 class _Header(msgspec.Struct, frozen=True):
@@ -119,7 +142,8 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
     basic = _basic_auth(ctx, policy.metadata.namespace, spec.get("basicAuth"), out)
     authz = _authorization(spec.get("authorization"), out)
     cors = _cors(spec.get("cors"), out)
-    return Effect(basic_auth=basic, authorization=authz, cors=cors), out
+    api_key = _api_key_auth(ctx, policy.metadata.namespace, spec.get("apiKeyAuth"), out)
+    return Effect(basic_auth=basic, authorization=authz, cors=cors, api_key_auth=api_key), out
 
 
 def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
@@ -127,6 +151,7 @@ def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
     if effect == _NO_EFFECT:
         return route
     return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization,
+                                   api_key_auth=effect.api_key_auth,
                                    cors=effect.cors if effect.cors is not None else route.cors)
 
 
@@ -161,10 +186,10 @@ def _basic_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicA
     return ir.BasicAuth(users="\n".join(users))
 
 
-def _secret_text(ctx: Any, namespace: str, ref: _SecretRef, where: str, key: str, out: list[str]) -> str | None:
-    """The text under ``key`` of the Secret ``ref`` names, read as Envoy Gateway allows (another
-    namespace's only with a ReferenceGrant to SecurityPolicies of ``namespace``); None, with the
-    problem in ``out``, when it cannot be read."""
+def _secret(ctx: Any, namespace: str, ref: _SecretRef, where: str, out: list[str]) -> m.Secret | None:
+    """The Secret ``ref`` names, read as Envoy Gateway allows (another namespace's only with a
+    ReferenceGrant to SecurityPolicies of ``namespace``); None, with the problem in ``out``,
+    when it cannot be read."""
     if ref.group not in ("", "core") or ref.kind != "Secret":
         out.append(f"{where}: {ref.group or 'core'}/{ref.kind} is not a Secret")
         return None
@@ -172,13 +197,20 @@ def _secret_text(ctx: Any, namespace: str, ref: _SecretRef, where: str, key: str
     if not ctx.reference_allowed(m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, "", "Secret", ns, ref.name):
         out.append(f"{where}: Secret {ns}/{ref.name} is in another namespace and no ReferenceGrant allows it")
         return None
-    secret = ctx.snapshot.secrets.get((ns, ref.name))
+    secret: m.Secret | None = ctx.snapshot.secrets.get((ns, ref.name))
     if secret is None:
         out.append(f"{where}: Secret {ns}/{ref.name} does not exist")
+    return secret
+
+
+def _secret_text(ctx: Any, namespace: str, ref: _SecretRef, where: str, key: str, out: list[str]) -> str | None:
+    """The text under ``key`` of the Secret ``ref`` names (see :func:`_secret`)."""
+    secret = _secret(ctx, namespace, ref, where, out)
+    if secret is None:
         return None
     text = secret_value(secret, key)
     if text is None:
-        out.append(f"{where}: Secret {ns}/{ref.name} has no key {key} (UTF-8 text)")
+        out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name} has no key {key} (UTF-8 text)")
     return text
 
 
@@ -264,3 +296,41 @@ def _cors(raw: Any, out: list[str]) -> ir.CORS | None:
         out.append(f"spec.cors: {exc}")
         return None
     return msgspec.structs.replace(made, max_age_s=max_age)
+
+
+# ---------------------------------------------------------------- apiKeyAuth
+
+
+def _api_key_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.ApiKeyAuth | None:
+    conf = _read(raw, _ApiKeyAuth, "spec.apiKeyAuth", out)
+    if conf is None:
+        return None
+    credentials: dict[str, str] = {}  # key -> client
+    clients: set[str] = set()
+    for i, ref in enumerate(conf.credential_refs):
+        where = f"spec.apiKeyAuth.credentialRefs[{i}]"
+        secret = _secret(ctx, namespace, ref, where, out)
+        if secret is None:
+            continue
+        for client in sorted({*secret.data, *secret.string_data}):
+            key = secret_value(secret, client)
+            if not key:
+                out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: no API key (UTF-8 text)")
+            elif key in credentials:
+                out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: "
+                           f"the same API key as client {credentials[key]}")
+            elif client in clients:
+                out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name}: client {client} is listed twice")
+            else:
+                credentials[key] = client
+                clients.add(client)
+    sources = tuple((kind, name) for source in conf.extract_from
+                    for kind, names in (("header", source.headers), ("query", source.params), ("cookie", source.cookies))
+                    for name in names)
+    if not credentials and not out:
+        out.append("spec.apiKeyAuth.credentialRefs: no API keys")
+    if not sources:
+        out.append("spec.apiKeyAuth.extractFrom: no header, param or cookie to find the key in")
+    by_client = sorted(credentials.items(), key=lambda kc: kc[1])
+    return ir.ApiKeyAuth(credentials=tuple(ir.ApiKeyCredential(client=c, api_key=k) for k, c in by_client),
+                         sources=sources, forward_client_id_header=conf.forward_client_id_header, sanitize=conf.sanitize)
