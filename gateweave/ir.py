@@ -254,6 +254,29 @@ class ApiKeyAuth(_IR, kw_only=True, frozen=True):
     sanitize: bool = False  # the key is taken out of the request before it goes on
 
 
+class JwtProvider(_IR, kw_only=True, frozen=True):
+    """One JWT issuer a route accepts: tokens signed with a key of ``jwks`` (a JWKS document),
+    from ``issuer`` (empty: any) for one of ``audiences`` (none: any)."""
+
+    name: str
+    jwks: str
+    issuer: str = ""
+    audiences: tuple[str, ...] = ()
+    # where the token is: (header, value prefix), query parameters, cookies; none: Authorization: Bearer
+    headers: tuple[tuple[str, str], ...] = ()
+    params: tuple[str, ...] = ()
+    cookies: tuple[str, ...] = ()
+    claim_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, request header)
+
+
+class Jwt(_IR, kw_only=True, frozen=True):
+    """A SecurityPolicy's jwt on a route: a request needs a valid token of one of ``providers``
+    (401 otherwise); ``optional``: a request without any token passes too."""
+
+    providers: tuple[JwtProvider, ...]
+    optional: bool = False
+
+
 class AuthzRule(_IR, kw_only=True, frozen=True):
     """One authorization rule: a request from one of ``cidrs`` (none listed: any client) having
     every header of ``headers`` with one of its values (none listed: any request) gets ``allow``."""
@@ -345,6 +368,7 @@ class Route(_IR, kw_only=True, frozen=True):
     rate_limit: LocalRateLimit | None = None
     basic_auth: BasicAuth | None = None
     api_key_auth: ApiKeyAuth | None = None
+    jwt: Jwt | None = None
     authorization: Authorization | None = None
 
 

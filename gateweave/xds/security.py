@@ -1,13 +1,15 @@
 """SecurityPolicy effects in Envoy: basic auth (the basic_auth filter), API key auth (the
-api_key_auth filter) and authorization (the rbac filter, its first-match matcher tree).
+api_key_auth filter), JWT (the jwt_authn filter) and authorization (the rbac filter, its
+first-match matcher tree).
 
 Each filter is in a listener's HTTP connection manager only while one of its routes uses it,
 disabled there; a route governed by a policy turns it on, so every other route passes
 untouched. Envoy's basic_auth filter needs its users in the chain, so every distinct user
 list of a route configuration is a filter of its own, named after its value (as the
 ExternalAuth filters, extauth.py), which its routes enable (with the same users: Envoy takes
-no empty per-route config for it); rbac is one filter, each route
-giving its own rules, as api_key_auth with each route's keys.
+no empty per-route config for it); so is every distinct JWT configuration (its providers in
+the chain, a route naming its requirement). rbac is one filter, each route giving its own
+rules, as api_key_auth with each route's keys.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import hashlib
 import ipaddress
 from collections.abc import Iterable
 
+import msgspec
 from envoy.config.core.v3 import address_pb2, base_pb2
 from envoy.config.rbac.v3 import rbac_pb2 as rbac_config_pb2
 from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
+from envoy.extensions.filters.http.jwt_authn.v3 import config_pb2 as jwt_pb2
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -27,7 +31,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.matching.common_inputs.network.v3 import network_inputs_pb2
 from envoy.extensions.matching.input_matchers.ip.v3 import ip_pb2
 from envoy.type.matcher.v3 import http_inputs_pb2
-from google.protobuf import any_pb2, wrappers_pb2
+from google.protobuf import any_pb2, empty_pb2, wrappers_pb2
 from google.protobuf.message import Message
 from xds.core.v3 import extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
@@ -39,12 +43,23 @@ from gateweave.xds.resources import pack
 BASIC_AUTH_FILTER = "envoy.filters.http.basic_auth"
 RBAC_FILTER = "envoy.filters.http.rbac"
 API_KEY_AUTH_FILTER = "envoy.filters.http.api_key_auth"
+JWT_FILTER = "envoy.filters.http.jwt_authn"
+_JWT_REQUIREMENT = "securitypolicy"  # the one requirement of each jwt_authn filter
 _RBAC_STAT_PREFIX = "securitypolicy_"
 
 
 def basic_auth_filter(auth: ir.BasicAuth) -> str:
     """The chain's basic_auth filter for ``auth`` (the same users, the same name, in every chain)."""
-    return f"{BASIC_AUTH_FILTER}/{hashlib.sha256(auth.users.encode()).hexdigest()[:16]}"
+    return _named(BASIC_AUTH_FILTER, auth)
+
+
+def _named(kind: str, value: ir.BasicAuth | ir.Jwt) -> str:
+    return f"{kind}/{hashlib.sha256(msgspec.json.encode(value)).hexdigest()[:16]}"
+
+
+def jwt_filter(jwt: ir.Jwt) -> str:
+    """The chain's jwt_authn filter for ``jwt`` (the same configuration, the same name)."""
+    return _named(JWT_FILTER, jwt)
 
 
 def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
@@ -55,6 +70,8 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
     for auth in sorted({r.basic_auth for r in listed if r.basic_auth is not None}, key=basic_auth_filter):
         config = pack(basic_auth_pb2.BasicAuth(users=_users(auth)))
         out.append(hcm_pb2.HttpFilter(name=basic_auth_filter(auth), typed_config=config, disabled=True))
+    for jwt in sorted({r.jwt for r in listed if r.jwt is not None}, key=jwt_filter):
+        out.append(hcm_pb2.HttpFilter(name=jwt_filter(jwt), typed_config=pack(jwt_authentication(jwt)), disabled=True))
     if any(r.api_key_auth is not None for r in listed):
         out.append(hcm_pb2.HttpFilter(name=API_KEY_AUTH_FILTER, typed_config=pack(api_key_auth_pb2.ApiKeyAuth()), disabled=True))
     if any(r.authorization is not None for r in listed):
@@ -73,6 +90,8 @@ def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
     if r.basic_auth is not None:
         # Envoy takes no empty per-route config for it: the same users again.
         out[basic_auth_filter(r.basic_auth)] = pack(basic_auth_pb2.BasicAuthPerRoute(users=_users(r.basic_auth)))
+    if r.jwt is not None:
+        out[jwt_filter(r.jwt)] = pack(jwt_pb2.PerRouteConfig(requirement_name=_JWT_REQUIREMENT))
     if r.api_key_auth is not None:
         out[API_KEY_AUTH_FILTER] = pack(api_key_auth(r.api_key_auth))
     if r.authorization is not None:
@@ -88,6 +107,30 @@ def api_key_auth(auth: ir.ApiKeyAuth) -> api_key_auth_pb2.ApiKeyAuthPerRoute:
     )
     if auth.forward_client_id_header or auth.sanitize:
         out.forwarding.CopyFrom(api_key_auth_pb2.Forwarding(header=auth.forward_client_id_header, hide_credentials=auth.sanitize))
+    return out
+
+
+def jwt_authentication(jwt: ir.Jwt) -> jwt_pb2.JwtAuthentication:
+    """The providers, and the requirement a route names: a valid token of any of them (or, optional,
+    none at all)."""
+    out = jwt_pb2.JwtAuthentication()
+    for p in jwt.providers:
+        out.providers[p.name].CopyFrom(jwt_pb2.JwtProvider(
+            issuer=p.issuer,
+            audiences=p.audiences,
+            local_jwks=base_pb2.DataSource(inline_string=p.jwks),
+            from_headers=[jwt_pb2.JwtHeader(name=name, value_prefix=prefix) for name, prefix in p.headers],
+            from_params=p.params,
+            from_cookies=p.cookies,
+            claim_to_headers=[jwt_pb2.JwtClaimToHeader(claim_name=claim, header_name=header) for claim, header in p.claim_to_headers],
+            forward=True,
+        ))
+    alternatives = [jwt_pb2.JwtRequirement(provider_name=p.name) for p in jwt.providers]
+    if jwt.optional:
+        alternatives.append(jwt_pb2.JwtRequirement(allow_missing=empty_pb2.Empty()))
+    requirement = alternatives[0] if len(alternatives) == 1 else jwt_pb2.JwtRequirement(
+        requires_any=jwt_pb2.JwtRequirementOrList(requirements=alternatives))
+    out.requirement_map[_JWT_REQUIREMENT].CopyFrom(requirement)
     return out
 
 

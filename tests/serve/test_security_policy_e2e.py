@@ -7,13 +7,16 @@ addresses, 127.0.0.1 and 127.0.0.2, are the two clients), the others reach the b
 rule allows past a default Deny. CORS: a preflight from an allowed origin (a wildcard one) is
 answered by Envoy with that origin reflected, one from another origin gets no CORS headers.
 API key auth: no key or an unknown one gets 401, a key of the credential Secret (in a header or
-a query parameter) gets through.
+a query parameter) gets through. JWT: a token signed with a key the test made (RS256 inline,
+ES256 from a ConfigMap) gets through, a tampered one, an expired one, one of another issuer and
+none get 401.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ import pytest
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.jwts import ec_key, rsa_key, tampered
 from tests.support.live import until, write_base
 
 pytestmark = pytest.mark.timeout(60)
@@ -62,7 +66,9 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
     write_base(tmp_path, IP, port, backends)
     h.write_manifests(tmp_path / "routes.yaml", [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b"),
                                                   route("c", "c.example", "svc-a"), route("d", "d.example", "svc-b"),
-                                                  route("e", "e.example", "svc-a"), route("f", "f.example", "svc-b")])
+                                                  route("e", "e.example", "svc-a"), route("f", "f.example", "svc-b"),
+                                                  route("g", "g.example", "svc-a")])
+    rsa, ec = rsa_key(), ec_key()
     h.write_manifests(tmp_path / "policies.yaml", [
         security_policy("basic", "a", {"basicAuth": {"users": {"name": "users"}}}),
         security_policy("late-secret", "d", {"basicAuth": {"users": {"name": "later"}}}),
@@ -76,6 +82,12 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
         security_policy("keys", "f", {"apiKeyAuth": {"credentialRefs": [{"name": "api-keys"}],
                                                      "extractFrom": [{"headers": ["x-api-key"]}, {"params": ["key"]}]}}),
         {"apiVersion": "v1", "kind": "Secret", "metadata": h.meta("api-keys"), "stringData": {"client-1": "s3cret"}},
+        security_policy("jwt", "g", {"jwt": {"providers": [
+            {"name": "rsa", "issuer": "https://issuer.example", "audiences": ["gw"],
+             "localJWKS": {"type": "Inline", "inline": rsa.jwks()}},
+            {"name": "ec", "issuer": "https://other.example",
+             "localJWKS": {"type": "ValueRef", "valueRef": {"group": "", "kind": "ConfigMap", "name": "ec-jwks"}}}]}}),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": h.meta("ec-jwks"), "data": {"jwks": ec.jwks()}},
         htpasswd_secret("users", {"alice": "wonderland", "bob": "builder"}),
     ])
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
@@ -131,6 +143,21 @@ async def test_basic_auth_and_authorization(tmp_path: Path, backends: dict[str, 
         async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
             by_param = await client.get(f"http://{IP}:{port}/?key=s3cret", headers={"Host": "f.example"})
             assert (by_param.status_code, by_param.text) == (200, "B")
+
+        # JWT
+        claims = {"iss": "https://issuer.example", "aud": "gw", "sub": "u1", "exp": int(time.time()) + 3600}
+        good = rsa.sign(claims)
+
+        def bearer(token: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {token}"}
+
+        assert (await get(port, "g.example", headers=bearer(good))).text == "A"
+        assert (await get(port, "g.example", headers=bearer(ec.sign({**claims, "iss": "https://other.example"})))).text == "A"
+        assert (await get(port, "g.example")).status_code == 401
+        assert (await get(port, "g.example", headers=bearer(tampered(good, {**claims, "sub": "admin"})))).status_code == 401
+        assert (await get(port, "g.example", headers=bearer(rsa.sign({**claims, "exp": 1000})))).status_code == 401
+        assert (await get(port, "g.example", headers=bearer(rsa.sign({**claims, "iss": "https://evil.example"})))).status_code == 401
+        assert (await get(port, "g.example", headers=bearer(ec.sign(claims)))).status_code == 401  # not ec's issuer
 
         # a missing Secret: refused, located, nothing applied; then written: applied
         def accepted(status: str) -> Any:

@@ -312,3 +312,7 @@ def test_security_policy_secrets_and_values_are_checked_with_their_place() -> No
     assert message(keys, key_secret) == "spec.apiKeyAuth.credentialRefs[1]: Secret ns/k2 does not exist"
     assert message(keys, key_secret, same_key) == (
         "spec.apiKeyAuth.credentialRefs[1]: Secret ns/k2 key c2: the same API key as client c1")
+    by_ref = {"type": "ValueRef", "valueRef": {"group": "", "kind": "ConfigMap", "name": "j"}}
+    jwt = {"jwt": {"providers": [{"name": "a", "localJWKS": by_ref}, {"name": "b", "localJWKS": {"inline": "{}"}}]}}
+    assert message(jwt) == ("spec.jwt.providers[0].localJWKS.valueRef: ConfigMap ns/j does not exist; "
+                            "spec.jwt.providers[1].localJWKS: not a JSON Web Key Set (Object missing required field `keys`)")

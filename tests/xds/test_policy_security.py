@@ -11,6 +11,7 @@ from typing import Any
 from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.http.jwt_authn.v3 import config_pb2 as jwt_pb2
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -19,8 +20,9 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from gateweave import ir
 from gateweave.xds import build
 from gateweave.xds.routes import CORS_FILTER
-from gateweave.xds.security import API_KEY_AUTH_FILTER, RBAC_FILTER, basic_auth_filter
+from gateweave.xds.security import API_KEY_AUTH_FILTER, JWT_FILTER, RBAC_FILTER, basic_auth_filter
 from gateweave.xds.validate import validate_with_envoy
+from tests.support.jwts import ec_key, rsa_key
 from tests.translate.test_policies import base, policy, run
 
 
@@ -124,5 +126,37 @@ def test_api_key_auth_on_the_governed_routes() -> None:
     assert [(c.client, c.key) for c in got.credentials] == [("client-a", "key-a"), ("client-b", "key-b")]
     assert [(s.header, s.query, s.cookie) for s in got.key_sources] == [("x-api-key", "", ""), ("", "key", ""), ("", "", "k")]
     assert (got.forwarding.header, got.forwarding.hide_credentials) == ("x-client", True)
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_jwt_providers_on_the_governed_routes() -> None:
+    key = rsa_key()
+    jwks_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "jwks", "namespace": "ns"},
+                "data": {"jwks": ec_key().jwks()}}
+    spec = {"jwt": {"optional": True, "providers": [
+        {"name": "a", "issuer": "https://a.example", "audiences": ["api"], "localJWKS": {"type": "Inline", "inline": key.jwks()},
+         "claimToHeaders": [{"claim": "sub", "header": "x-sub"}],
+         "extractFrom": {"headers": [{"name": "x-token", "valuePrefix": "JWT "}], "params": ["t"], "cookies": ["c"]}},
+        {"name": "b", "localJWKS": {"type": "ValueRef", "valueRef": {"group": "", "kind": "ConfigMap", "name": "jwks"}}},
+    ]}}
+    result = run([*base(), jwks_map, policy("p", "SecurityPolicy", target=("HTTPRoute", "r1"), spec=spec)])
+    res = build(result.xds["ns/gw"])
+    route = routes_of(res, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"]
+    [name] = [n for n in route.typed_per_filter_config if n.startswith(JWT_FILTER)]
+    [chain_filter] = [f for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name == name]
+    assert chain_filter.disabled
+    config = jwt_pb2.JwtAuthentication()
+    chain_filter.typed_config.Unpack(config)
+    a = config.providers["a"]
+    assert (a.issuer, list(a.audiences), a.local_jwks.inline_string) == ("https://a.example", ["api"], key.jwks())
+    assert [(h.name, h.value_prefix) for h in a.from_headers] == [("x-token", "JWT ")]
+    assert (list(a.from_params), list(a.from_cookies)) == (["t"], ["c"])
+    assert [(c.claim_name, c.header_name) for c in a.claim_to_headers] == [("sub", "x-sub")]
+    assert "EC" in config.providers["b"].local_jwks.inline_string
+    [requirement] = config.requirement_map.values()
+    kinds = [r.WhichOneof("requires_type") for r in requirement.requires_any.requirements]
+    assert kinds == ["provider_name", "provider_name", "allow_missing"]  # optional: no token passes too
+    assert "httproute/ns/r2/rule/0/match/0" not in {r for r, v in routes_of(res, "ns/gw/8080").items() if v.typed_per_filter_config}
     ok, message = validate_with_envoy(res)
     assert ok, message

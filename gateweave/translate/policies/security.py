@@ -20,6 +20,11 @@ Implemented:
   headers, query parameters and cookies in order; a request without a known key gets 401. The
   client ID goes to the backend in ``forwardClientIDHeader``; ``sanitize`` takes the key out
   (Envoy's api_key_auth filter).
+* ``jwt``: ``providers`` with a ``localJWKS`` (``Inline``, or ``ValueRef`` to a ConfigMap of
+  the policy's namespace, its key ``jwks`` or else its first), ``issuer``, ``audiences``,
+  ``extractFrom`` (headers with their value prefix, params, cookies) and ``claimToHeaders``;
+  ``optional``. A request without a valid token of one of them gets 401 (Envoy's jwt_authn
+  filter).
 * ``cors``: the governed routes answer CORS as Envoy's cors filter does with these
   ``allowOrigins`` (``*`` labels as wildcards, as the HTTPRoute CORS filter), ``allowMethods``,
   ``allowHeaders``, ``exposeHeaders``, ``maxAge`` and ``allowCredentials``; it replaces a
@@ -52,6 +57,13 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "apiKeyAuth.credentialRefs.name", "apiKeyAuth.credentialRefs.namespace", "apiKeyAuth.extractFrom",
     "apiKeyAuth.extractFrom.headers", "apiKeyAuth.extractFrom.params", "apiKeyAuth.extractFrom.cookies",
     "apiKeyAuth.forwardClientIDHeader", "apiKeyAuth.sanitize",
+    "jwt", "jwt.optional", "jwt.providers", "jwt.providers.name", "jwt.providers.issuer", "jwt.providers.audiences",
+    "jwt.providers.localJWKS", "jwt.providers.localJWKS.type", "jwt.providers.localJWKS.inline",
+    "jwt.providers.localJWKS.valueRef", "jwt.providers.localJWKS.valueRef.group", "jwt.providers.localJWKS.valueRef.kind",
+    "jwt.providers.localJWKS.valueRef.name", "jwt.providers.extractFrom", "jwt.providers.extractFrom.headers",
+    "jwt.providers.extractFrom.headers.name", "jwt.providers.extractFrom.headers.valuePrefix",
+    "jwt.providers.extractFrom.params", "jwt.providers.extractFrom.cookies", "jwt.providers.claimToHeaders",
+    "jwt.providers.claimToHeaders.claim", "jwt.providers.claimToHeaders.header",
     "cors", "cors.allowOrigins", "cors.allowMethods", "cors.allowHeaders", "cors.exposeHeaders", "cors.maxAge",
     "cors.allowCredentials",
 })
@@ -70,6 +82,7 @@ class Effect(msgspec.Struct, frozen=True):
     authorization: ir.Authorization | None = None
     cors: ir.CORS | None = None
     api_key_auth: ir.ApiKeyAuth | None = None
+    jwt: ir.Jwt | None = None
 
 
 _NO_EFFECT = Effect()
@@ -97,6 +110,52 @@ class _ApiKeyAuth(msgspec.Struct, frozen=True, rename="camel"):
     extract_from: tuple[_ExtractFrom, ...] = ()
     forward_client_id_header: str = msgspec.field(default="", name="forwardClientIDHeader")
     sanitize: bool = False
+
+
+class _LocalRef(msgspec.Struct, frozen=True):
+    name: str
+    group: str = ""
+    kind: str = "ConfigMap"
+
+
+class _LocalJWKS(msgspec.Struct, frozen=True, rename="camel"):
+    type: str = "Inline"
+    inline: str | None = None
+    value_ref: _LocalRef | None = None
+
+
+class _TokenHeader(msgspec.Struct, frozen=True, rename="camel"):
+    name: str
+    value_prefix: str = ""
+
+
+class _JwtExtractFrom(msgspec.Struct, frozen=True):
+    headers: tuple[_TokenHeader, ...] = ()
+    params: tuple[str, ...] = ()
+    cookies: tuple[str, ...] = ()
+
+
+class _ClaimToHeader(msgspec.Struct, frozen=True):
+    claim: str
+    header: str
+
+
+class _JwtProvider(msgspec.Struct, frozen=True, rename="camel"):
+    name: str
+    issuer: str = ""
+    audiences: tuple[str, ...] = ()
+    local_jwks: _LocalJWKS | None = msgspec.field(default=None, name="localJWKS")
+    extract_from: _JwtExtractFrom | None = None
+    claim_to_headers: tuple[_ClaimToHeader, ...] = ()
+
+
+class _Jwt(msgspec.Struct, frozen=True):
+    providers: tuple[_JwtProvider, ...] = ()
+    optional: bool = False
+
+
+class _JWKS(msgspec.Struct, frozen=True):
+    keys: tuple[dict[str, Any], ...]
 
 
 class _Header(msgspec.Struct, frozen=True):
@@ -143,7 +202,8 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
     authz = _authorization(spec.get("authorization"), out)
     cors = _cors(spec.get("cors"), out)
     api_key = _api_key_auth(ctx, policy.metadata.namespace, spec.get("apiKeyAuth"), out)
-    return Effect(basic_auth=basic, authorization=authz, cors=cors, api_key_auth=api_key), out
+    jwt = _jwt(ctx, policy.metadata.namespace, spec.get("jwt"), out)
+    return Effect(basic_auth=basic, authorization=authz, cors=cors, api_key_auth=api_key, jwt=jwt), out
 
 
 def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
@@ -151,7 +211,7 @@ def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
     if effect == _NO_EFFECT:
         return route
     return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization,
-                                   api_key_auth=effect.api_key_auth,
+                                   api_key_auth=effect.api_key_auth, jwt=effect.jwt,
                                    cors=effect.cors if effect.cors is not None else route.cors)
 
 
@@ -334,3 +394,64 @@ def _api_key_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.ApiK
     by_client = sorted(credentials.items(), key=lambda kc: kc[1])
     return ir.ApiKeyAuth(credentials=tuple(ir.ApiKeyCredential(client=c, api_key=k) for k, c in by_client),
                          sources=sources, forward_client_id_header=conf.forward_client_id_header, sanitize=conf.sanitize)
+
+
+# ---------------------------------------------------------------- jwt
+
+
+def _jwt(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.Jwt | None:
+    conf = _read(raw, _Jwt, "spec.jwt", out)
+    if conf is None:
+        return None
+    providers = []
+    names: set[str] = set()
+    for i, p in enumerate(conf.providers):
+        where = f"spec.jwt.providers[{i}]"
+        if p.name in names:
+            out.append(f"{where}.name {p.name} is not unique")
+        names.add(p.name)
+        jwks = _local_jwks(ctx, namespace, p.local_jwks, f"{where}.localJWKS", out) if p.local_jwks is not None else None
+        if p.local_jwks is None:
+            out.append(f"{where}: a localJWKS is needed")
+        ex = p.extract_from or _JwtExtractFrom()
+        providers.append(ir.JwtProvider(
+            name=p.name, jwks=jwks or "", issuer=p.issuer, audiences=p.audiences,
+            headers=tuple((h.name, h.value_prefix) for h in ex.headers), params=ex.params, cookies=ex.cookies,
+            claim_to_headers=tuple((c.claim, c.header) for c in p.claim_to_headers)))
+    if not providers:
+        out.append("spec.jwt.providers: at least one provider is needed")
+    return ir.Jwt(providers=tuple(providers), optional=conf.optional)
+
+
+def _local_jwks(ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: list[str]) -> str | None:
+    """The JWKS document of a localJWKS, checked as Envoy will read it."""
+    if local.type == "Inline":
+        text = local.inline
+        if text is None:
+            out.append(f"{where}.inline: needed with type Inline")
+            return None
+    elif local.type == "ValueRef" and local.value_ref is not None:
+        ref = local.value_ref
+        if ref.group not in ("", "core") or ref.kind != "ConfigMap":
+            out.append(f"{where}.valueRef: {ref.group or 'core'}/{ref.kind} is not a ConfigMap")
+            return None
+        cm = ctx.snapshot.config_maps.get((namespace, ref.name))
+        if cm is None:
+            out.append(f"{where}.valueRef: ConfigMap {namespace}/{ref.name} does not exist")
+            return None
+        text = cm.data.get("jwks", next(iter(cm.data.values()), None))
+        if text is None:
+            out.append(f"{where}.valueRef: ConfigMap {namespace}/{ref.name} has no data")
+            return None
+    else:
+        out.append(f"{where}: type {local.type} needs its {'valueRef' if local.type == 'ValueRef' else 'value'}")
+        return None
+    try:
+        doc = msgspec.json.decode(text, type=_JWKS)
+    except msgspec.DecodeError as exc:
+        out.append(f"{where}: not a JSON Web Key Set ({exc})")
+        return None
+    if not doc.keys or not all(isinstance(k.get("kty"), str) for k in doc.keys):
+        out.append(f"{where}: a JSON Web Key Set needs keys, each with its kty")
+        return None
+    return text

@@ -1,0 +1,65 @@
+"""JSON Web Tokens the tests make themselves: a fresh RSA (RS256) or EC P-256 (ES256) key, its
+public half as a JWKS, and tokens signed with it (RFC 7515 compact form)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _int(value: int, size: int) -> str:
+    return b64url(value.to_bytes(size, "big"))
+
+
+@dataclass
+class SigningKey:
+    kid: str
+    alg: str  # RS256 | ES256
+    private: Any
+
+    def jwk(self) -> dict[str, str]:
+        if self.alg == "RS256":
+            numbers = self.private.public_key().public_numbers()
+            return {"kty": "RSA", "kid": self.kid, "alg": "RS256", "use": "sig",
+                    "n": _int(numbers.n, (numbers.n.bit_length() + 7) // 8), "e": _int(numbers.e, 3)}
+        point = self.private.public_key().public_numbers()
+        return {"kty": "EC", "kid": self.kid, "alg": "ES256", "use": "sig", "crv": "P-256",
+                "x": _int(point.x, 32), "y": _int(point.y, 32)}
+
+    def jwks(self) -> str:
+        return json.dumps({"keys": [self.jwk()]})
+
+    def sign(self, claims: dict[str, Any]) -> str:
+        header = b64url(json.dumps({"alg": self.alg, "typ": "JWT", "kid": self.kid}).encode())
+        payload = b64url(json.dumps(claims).encode())
+        signing_input = f"{header}.{payload}".encode()
+        if self.alg == "RS256":
+            signature = self.private.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+        else:
+            r, s = decode_dss_signature(self.private.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+            signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+        return f"{header}.{payload}.{b64url(signature)}"
+
+
+def rsa_key(kid: str = "rsa-1") -> SigningKey:
+    return SigningKey(kid, "RS256", rsa.generate_private_key(public_exponent=65537, key_size=2048))
+
+
+def ec_key(kid: str = "ec-1") -> SigningKey:
+    return SigningKey(kid, "ES256", ec.generate_private_key(ec.SECP256R1()))
+
+
+def tampered(token: str, claims: dict[str, Any]) -> str:
+    """``token`` with its payload replaced by ``claims``, its signature kept (no longer valid)."""
+    header, _, signature = token.split(".")
+    return f"{header}.{b64url(json.dumps(claims).encode())}.{signature}"
