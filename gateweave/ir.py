@@ -327,6 +327,10 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
     allowed_headers: tuple[str, ...] = ()
     allowed_response_headers: tuple[str, ...] = ()  # HTTP: its headers the request takes on (none listed: all)
     max_body_bytes: int = 0  # forwardBody.maxSize: as much of the body is sent (0: none); more is refused
+    # A SecurityPolicy's extAuth: none of its headers when none are listed (headersToBackend);
+    # an unreachable or failing service lets the request through (failOpen).
+    only_listed_response_headers: bool = False
+    fail_open: bool = False
 
 
 class Session(_IR, kw_only=True, frozen=True):

@@ -91,6 +91,8 @@ class Attachment:
     # IR routes (by name) as the Envoy Gateway policies governing them on this listener
     # change them (translate/policies/effects.py); None: no policy applies.
     effects: dict[str, ir.Route] | None = None
+    # the clusters those changed routes send to beyond the route's own (a SecurityPolicy's auth service)
+    effect_clusters: dict[str, ir.Cluster] | None = None
 
     @property
     def kind(self) -> str:

@@ -80,6 +80,9 @@ def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
             if id(tr) not in seen:
                 seen.add(id(tr))
                 known.update(tr.clusters)
+            if att.effect_clusters:  # a policy's own upstreams (an auth service)
+                known.update(att.effect_clusters)
+                used.update(att.effect_clusters)
     return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known),
                          telemetry=telemetry)
 

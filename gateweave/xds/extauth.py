@@ -74,7 +74,7 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
         response = service.authorization_response
         if ext.allowed_response_headers:
             response.allowed_upstream_headers.CopyFrom(_headers(ext.allowed_response_headers))
-        else:
+        elif not ext.only_listed_response_headers:
             # none listed: all, but those about the answer itself
             every = string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=".*"))
             response.allowed_upstream_headers.patterns.append(every)
@@ -82,6 +82,7 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
         out.http_service.CopyFrom(service)
     if ext.allowed_headers:
         out.allowed_headers.CopyFrom(_headers(ext.allowed_headers))
+    out.failure_mode_allow = ext.fail_open
     if ext.max_body_bytes > 0:
         out.with_request_body.CopyFrom(ext_authz_pb2.BufferSettings(max_request_bytes=ext.max_body_bytes, pack_as_bytes=True))
     return out

@@ -314,5 +314,7 @@ def test_security_policy_secrets_and_values_are_checked_with_their_place() -> No
         "spec.apiKeyAuth.credentialRefs[1]: Secret ns/k2 key c2: the same API key as client c1")
     by_ref = {"type": "ValueRef", "valueRef": {"group": "", "kind": "ConfigMap", "name": "j"}}
     jwt = {"jwt": {"providers": [{"name": "a", "localJWKS": by_ref}, {"name": "b", "localJWKS": {"inline": "{}"}}]}}
+    ext = {"extAuth": {"http": {"backendRef": {"name": "nowhere", "port": 80}}}}
+    assert message(ext) == "spec.extAuth.http.backendRef: Service ns/nowhere not found"
     assert message(jwt) == ("spec.jwt.providers[0].localJWKS.valueRef: ConfigMap ns/j does not exist; "
                             "spec.jwt.providers[1].localJWKS: not a JSON Web Key Set (Object missing required field `keys`)")

@@ -11,6 +11,7 @@ from typing import Any
 from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
+from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2
 from envoy.extensions.filters.http.jwt_authn.v3 import config_pb2 as jwt_pb2
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -18,7 +19,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 
 from gateweave import ir
-from gateweave.xds import build
+from gateweave.xds import build, extauth
 from gateweave.xds.routes import CORS_FILTER
 from gateweave.xds.security import API_KEY_AUTH_FILTER, JWT_FILTER, RBAC_FILTER, basic_auth_filter
 from gateweave.xds.validate import validate_with_envoy
@@ -158,5 +159,29 @@ def test_jwt_providers_on_the_governed_routes() -> None:
     kinds = [r.WhichOneof("requires_type") for r in requirement.requires_any.requirements]
     assert kinds == ["provider_name", "provider_name", "allow_missing"]  # optional: no token passes too
     assert "httproute/ns/r2/rule/0/match/0" not in {r for r, v in routes_of(res, "ns/gw/8080").items() if v.typed_per_filter_config}
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_ext_auth_service_and_its_cluster() -> None:
+    auth_svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "auth", "namespace": "ns"},
+                "spec": {"ports": [{"port": 9001}]}}
+    spec = {"extAuth": {"grpc": {"backendRefs": [{"name": "auth", "port": 9001}]}, "failOpen": True,
+                        "headersToExtAuth": ["x-a"]}}
+    res = build(run([*base(), auth_svc, policy("p", "SecurityPolicy", target=("HTTPRoute", "r1"), spec=spec)]).xds["ns/gw"])
+    [name] = [f.name for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name.startswith(extauth.FILTER)]
+    assert name in routes_of(res, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config
+    [chain_filter] = [f for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name == name]
+    config = ext_authz_pb2.ExtAuthz()
+    chain_filter.typed_config.Unpack(config)
+    cluster = config.grpc_service.envoy_grpc.cluster_name
+    assert cluster in res.clusters  # the auth service's cluster comes with the policy
+    assert config.failure_mode_allow and [p.exact for p in config.allowed_headers.patterns] == ["x-a"]
+    http = {"extAuth": {"http": {"backendRef": {"name": "svc", "port": 80}, "path": "/auth"}}}
+    res = build(run([*base(), policy("p", "SecurityPolicy", spec=http)]).xds["ns/gw"])
+    [chain_filter] = [f for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name.startswith(extauth.FILTER)]
+    chain_filter.typed_config.Unpack(config)
+    assert config.http_service.path_prefix == "/auth" and not config.failure_mode_allow
+    assert not config.http_service.authorization_response.allowed_upstream_headers.patterns  # none listed: none
     ok, message = validate_with_envoy(res)
     assert ok, message

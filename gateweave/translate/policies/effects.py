@@ -5,7 +5,8 @@ holding a scope above it (:meth:`~gateweave.translate.policies.attach.PolicyInde
 :func:`apply_route_effects` gives each attachment the IR routes those policies change
 (``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR assembly
 (:func:`~gateweave.translate.xdsir.virtual_host`) serves those instead of the route's own.
-Nothing changes where no policy applies. A feature with an effect on routes adds it in its
+Nothing changes where no policy applies. The clusters a policy's effect adds (a SecurityPolicy's
+auth service) ride on the attachment too (``Attachment.effect_clusters``). A feature with an effect on routes adds it in its
 kind's ``route_effect`` (btp.py, security.py) and a line in ``_ROUTE_EFFECTS``.
 """
 
@@ -30,6 +31,11 @@ def _security_effect(rep: PolicyReport, route: ir.Route) -> ir.Route:
     return security.route_effect(rep.effect, route)
 
 
+def _own_clusters(rep: PolicyReport) -> dict[str, ir.Cluster]:
+    """The upstreams a policy's effect sends to beyond the route's own (a SecurityPolicy's auth service)."""
+    return {cl.name: cl for cl in rep.effect.clusters} if isinstance(rep.effect, security.Effect) else {}
+
+
 # Per policy kind with effects on routes: how its governing policy changes an IR route.
 _ROUTE_EFFECTS: tuple[tuple[str, Callable[[PolicyReport, ir.Route], ir.Route]], ...] = (
     ("BackendTrafficPolicy", _btp_effect),
@@ -50,6 +56,7 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                 rules = route.spec.rules
                 prefix = ir.route_prefix(att.kind, route.metadata.namespace, route.metadata.name)
                 effects: dict[str, ir.Route] = {}
+                clusters: dict[str, ir.Cluster] = {}
                 for r in att.translation.sorted_http:
                     index_text = r.name[len(prefix):].split("/", 1)[0]
                     i = int(index_text) if index_text.isdigit() else -1
@@ -59,8 +66,9 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                         hit = index.for_route(kind, att.kind, route, rule, lc)
                         if hit is not None:
                             changed = effect(hit[1], changed)
+                            clusters.update(_own_clusters(hit[1]))
                     if changed is not r:
                         effects[r.name] = changed
                 if effects:
                     # A new attachment: the route side shares one between listeners.
-                    lc.routes[k] = Attachment(att.translation, att.hostnames, effects)
+                    lc.routes[k] = Attachment(att.translation, att.hostnames, effects, clusters or None)

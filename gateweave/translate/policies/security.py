@@ -25,6 +25,10 @@ Implemented:
   ``extractFrom`` (headers with their value prefix, params, cookies) and ``claimToHeaders``;
   ``optional``. A request without a valid token of one of them gets 401 (Envoy's jwt_authn
   filter).
+* ``extAuth``: an HTTP (``http.path``, ``headersToBackend``) or gRPC auth service by its
+  ``backendRef`` (or one ``backendRefs`` entry; another namespace's with a ReferenceGrant to the
+  SecurityPolicy), ``headersToExtAuth`` and ``failOpen``, on Envoy's ext_authz filter as the
+  HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer.
 * ``cors``: the governed routes answer CORS as Envoy's cors filter does with these
   ``allowOrigins`` (``*`` labels as wildcards, as the HTTPRoute CORS filter), ``allowMethods``,
   ``allowHeaders``, ``exposeHeaders``, ``maxAge`` and ``allowCredentials``; it replaces a
@@ -43,6 +47,8 @@ import msgspec
 from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate import filters
+from gateweave.translate.backends import BackendResolver
+from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.certs import secret_value
 from gateweave.translate.filters import RuleError, parse_duration
 
@@ -64,6 +70,13 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "jwt.providers.extractFrom.headers.name", "jwt.providers.extractFrom.headers.valuePrefix",
     "jwt.providers.extractFrom.params", "jwt.providers.extractFrom.cookies", "jwt.providers.claimToHeaders",
     "jwt.providers.claimToHeaders.claim", "jwt.providers.claimToHeaders.header",
+    "extAuth", "extAuth.failOpen", "extAuth.headersToExtAuth", "extAuth.http", "extAuth.http.path",
+    "extAuth.http.headersToBackend", "extAuth.http.backendRef.*", "extAuth.http.backendRefs", "extAuth.http.backendRefs.group",
+    "extAuth.http.backendRefs.kind", "extAuth.http.backendRefs.name", "extAuth.http.backendRefs.namespace",
+    "extAuth.http.backendRefs.port", "extAuth.http.backendRefs.weight",
+    "extAuth.grpc", "extAuth.grpc.backendRef.*", "extAuth.grpc.backendRefs",
+    "extAuth.grpc.backendRefs.group", "extAuth.grpc.backendRefs.kind", "extAuth.grpc.backendRefs.name",
+    "extAuth.grpc.backendRefs.namespace", "extAuth.grpc.backendRefs.port", "extAuth.grpc.backendRefs.weight",
     "cors", "cors.allowOrigins", "cors.allowMethods", "cors.allowHeaders", "cors.exposeHeaders", "cors.maxAge",
     "cors.allowCredentials",
 })
@@ -83,6 +96,8 @@ class Effect(msgspec.Struct, frozen=True):
     cors: ir.CORS | None = None
     api_key_auth: ir.ApiKeyAuth | None = None
     jwt: ir.Jwt | None = None
+    ext_auth: ir.ExtAuth | None = None
+    clusters: tuple[ir.Cluster, ...] = ()  # upstreams the effect sends to (the auth service)
 
 
 _NO_EFFECT = Effect()
@@ -158,6 +173,28 @@ class _JWKS(msgspec.Struct, frozen=True):
     keys: tuple[dict[str, Any], ...]
 
 
+class _BackendRef(msgspec.Struct, frozen=True):
+    name: str
+    group: str = ""
+    kind: str = "Service"
+    namespace: str | None = None
+    port: int | None = None
+
+
+class _AuthService(msgspec.Struct, frozen=True, rename="camel"):
+    backend_ref: _BackendRef | None = None
+    backend_refs: tuple[_BackendRef, ...] = ()
+    path: str = ""
+    headers_to_backend: tuple[str, ...] = ()
+
+
+class _ExtAuth(msgspec.Struct, frozen=True, rename="camel"):
+    http: _AuthService | None = None
+    grpc: _AuthService | None = None
+    headers_to_ext_auth: tuple[str, ...] = ()
+    fail_open: bool = False
+
+
 class _Header(msgspec.Struct, frozen=True):
     name: str
     values: tuple[str, ...] = ()
@@ -203,7 +240,9 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
     cors = _cors(spec.get("cors"), out)
     api_key = _api_key_auth(ctx, policy.metadata.namespace, spec.get("apiKeyAuth"), out)
     jwt = _jwt(ctx, policy.metadata.namespace, spec.get("jwt"), out)
-    return Effect(basic_auth=basic, authorization=authz, cors=cors, api_key_auth=api_key, jwt=jwt), out
+    ext, clusters = _ext_auth(ctx, policy.metadata.namespace, spec.get("extAuth"), out)
+    return Effect(basic_auth=basic, authorization=authz, cors=cors, api_key_auth=api_key, jwt=jwt, ext_auth=ext,
+                  clusters=clusters), out
 
 
 def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
@@ -212,6 +251,7 @@ def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
         return route
     return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization,
                                    api_key_auth=effect.api_key_auth, jwt=effect.jwt,
+                                   ext_auth=effect.ext_auth if effect.ext_auth is not None else route.ext_auth,
                                    cors=effect.cors if effect.cors is not None else route.cors)
 
 
@@ -455,3 +495,38 @@ def _local_jwks(ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: li
         out.append(f"{where}: a JSON Web Key Set needs keys, each with its kty")
         return None
     return text
+
+
+# ---------------------------------------------------------------- extAuth
+
+
+def _ext_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> tuple[ir.ExtAuth | None, tuple[ir.Cluster, ...]]:
+    conf = _read(raw, _ExtAuth, "spec.extAuth", out)
+    if conf is None:
+        return None, ()
+    grpc = conf.grpc is not None
+    service = conf.grpc if conf.grpc is not None else conf.http
+    where = f"spec.extAuth.{'grpc' if grpc else 'http'}"
+    if service is None or (conf.grpc is not None and conf.http is not None):
+        out.append("spec.extAuth: exactly one of http, grpc is needed")
+        return None, ()
+    refs = ((service.backend_ref,) if service.backend_ref is not None else ()) + service.backend_refs
+    if len(refs) != 1:
+        out.append(f"{where}: gateweave supports exactly one backendRef")
+        return None, ()
+    ref = refs[0]
+    ns = ref.namespace or namespace
+    if not ctx.reference_allowed(m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, ref.group, ref.kind, ns, ref.name):
+        out.append(f"{where}.backendRef: {ref.kind} {ns}/{ref.name} is in another namespace and no ReferenceGrant allows it")
+        return None, ()
+    # Resolved as a route of that namespace would resolve it (the grant above being the policy's).
+    resolver = BackendResolver(ctx, BackendTLSIndex(ctx))
+    backend = resolver.resolve("HTTPRoute", ns, ref, family="GRPC" if grpc else "")
+    if backend.cluster is None:
+        problem = backend.problem.message if backend.problem is not None else "cannot be resolved"
+        out.append(f"{where}.backendRef: {problem}")
+        return None, ()
+    ext = ir.ExtAuth(protocol="GRPC" if grpc else "HTTP", cluster=backend.cluster.name, path=service.path,
+                     allowed_headers=conf.headers_to_ext_auth, allowed_response_headers=service.headers_to_backend,
+                     only_listed_response_headers=True, fail_open=conf.fail_open)
+    return ext, (backend.cluster,)
