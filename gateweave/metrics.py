@@ -38,6 +38,14 @@ class Metrics:
             registry=r,
         )
         self.ready = Gauge("gateweave_ready", "1 once the first translation is published.", registry=r)
+        self.envoys_orphaned = Gauge(
+            "gateweave_envoys_orphaned",
+            "Envoys a controller before this one left running (state directory) that are not adopted or stopped yet.",
+            registry=r,
+        )
+        self.envoys_adopted = Counter(
+            "gateweave_envoys_adopted", "Running Envoys taken over from a controller before this one.", registry=r
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
+
+import structlog
 
 from gateweave.app.kube import KubeSource
 from gateweave.app.settings import HostDataplane, KubeDataplane, Settings
 from gateweave.infra.host import HostInfra
+from gateweave.infra.statedir import StateDir
 from gateweave.runtime import Runtime
 from gateweave.sinks.hostinfra import HostInfraSink
 from gateweave.sinks.xds import XdsPublisher
 from gateweave.telemetry import Envoys
 from gateweave.xds.server import AdsServer
+
+log = structlog.get_logger("gateweave.app")
 
 
 def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> AbstractAsyncContextManager[Envoys | None]:
@@ -29,7 +32,7 @@ def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> 
     the context's value is its Envoys on this host, if it runs any."""
     chosen = settings.dataplane
     if isinstance(chosen, HostDataplane):
-        return _host(chosen, runtime)
+        return _host(settings, chosen, runtime)
     if isinstance(chosen, KubeDataplane):
         assert kube is not None  # Settings refuses a Kubernetes data plane without the Kubernetes provider
         return _kubernetes(chosen, runtime, kube)
@@ -37,21 +40,35 @@ def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> 
 
 
 @contextlib.asynccontextmanager
-async def _host(settings: HostDataplane, runtime: Runtime) -> AsyncIterator[Envoys]:
-    """An ADS server and one Envoy process per Gateway, on this host."""
+async def _host(settings: Settings, chosen: HostDataplane, runtime: Runtime) -> AsyncIterator[Envoys]:
+    """An ADS server and one Envoy process per Gateway, on this host, kept in a state directory
+    that outlives this process: an explicit stop (the context ends, or is cancelled) drains
+    and stops the Envoys; a failure (an exception) leaves them serving for the next serve."""
+    state = StateDir.open(settings.state_dir())
+    log.info("state directory", path=str(state.path))
     server = AdsServer(registry=runtime.metrics.registry)
-    port = await server.start(settings.xds_host, settings.xds_port)
-    with contextlib.ExitStack() as stack:
-        work_dir = settings.work_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="gateweave-"))
-        infra = HostInfra(xds_host=settings.xds_host, xds_port=port, work_dir=Path(work_dir), delta=settings.delta)
+    publisher: XdsPublisher | None = None
+    try:
+        # The Envoys' xDS transport: a unix socket only this user can connect to.
+        await server.start_unix(str(state.socket))
+        infra = HostInfra(work_dir=state.envoys, xds_pipe=str(state.socket), delta=chosen.delta,
+                          metrics=runtime.metrics)
         publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
+        runtime.attach(xds_sink=publisher, infra_sink=HostInfraSink(infra))
         try:
-            runtime.attach(xds_sink=publisher, infra_sink=HostInfraSink(infra))
             yield infra
-        finally:
-            await publisher.close()
+        except Exception:
+            await infra.detach()
+            raise
+        except BaseException:  # cancelled: the caller stops us
             await infra.close()
-            await server.stop()
+            raise
+        await infra.close()
+    finally:
+        if publisher is not None:
+            await publisher.close()
+        await server.stop()
+        state.close()
 
 
 @contextlib.asynccontextmanager

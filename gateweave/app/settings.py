@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import msgspec
 
 from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
 from gateweave.infra.netenv import privileged_ports_below
+from gateweave.infra.statedir import default_state_dir
 from gateweave.kube.xdsca import CertLifetimes
 from gateweave.translate.options import TranslateOptions
 
@@ -51,11 +53,11 @@ class KubeSettings:
 
 @dataclass(frozen=True)
 class HostDataplane:
-    """Envoy processes on this host, one per Gateway, fed by an xDS server on ``xds_host``."""
+    """Envoy processes on this host, one per Gateway, fed by an xDS server on a unix socket in
+    the state directory (gateweave/app/dataplane.py), where their records and logs live too."""
 
-    xds_host: str = "127.0.0.1"
-    xds_port: int = 0  # 0: a free port
-    work_dir: str | None = None  # the Envoys' bootstraps and logs (None: a temporary directory)
+    # None: derived from what is served (gateweave.infra.statedir.default_state_dir)
+    state_dir: str | None = None
     delta: bool = False  # the Envoys use the delta xDS protocol (else state of the world)
 
 
@@ -109,6 +111,14 @@ class Settings:
     def __post_init__(self) -> None:
         if isinstance(self.dataplane, KubeDataplane) and not isinstance(self.provider, KubeSettings):
             raise ValueError("the Kubernetes data plane needs the Kubernetes provider")
+
+    def state_dir(self) -> Path:
+        """The host data plane's state directory: as given, else one per served directory."""
+        given = self.dataplane.state_dir if isinstance(self.dataplane, HostDataplane) else None
+        if given:
+            return Path(given)
+        served = self.provider.config_dir if isinstance(self.provider, FileSettings) else "kubernetes"
+        return default_state_dir(served)
 
     def translate_options(self) -> TranslateOptions:
         """The translation's options: in the Kubernetes data plane listeners bind 0.0.0.0 in

@@ -97,6 +97,7 @@ class BootstrapParams:
     xds_host: str
     xds_port: int
     admin_port: int
+    xds_pipe: str = ""  # the xDS server's unix socket (then xds_host and xds_port are unused)
     admin_host: str = "127.0.0.1"
     delta: bool = False  # Delta xDS instead of State of the World
     node_cluster: str = "gateweave"
@@ -122,6 +123,12 @@ def node_metadata(gateway: InfraGateway) -> dict[str, Any]:
 
 def _socket(host: str, port: int) -> dict[str, Any]:
     return {"socket_address": {"address": host, "port_value": port}}
+
+
+def _xds_address(params: BootstrapParams) -> dict[str, Any]:
+    if params.xds_pipe:
+        return {"pipe": {"path": params.xds_pipe}}
+    return _socket(params.xds_host, params.xds_port)
 
 
 def render(params: BootstrapParams) -> dict[str, Any]:
@@ -176,7 +183,7 @@ def _render(params: BootstrapParams) -> dict[str, Any]:
                                 "lb_endpoints": [
                                     {
                                         "endpoint": {
-                                            "address": _socket(params.xds_host, params.xds_port)
+                                            "address": _xds_address(params)
                                         }
                                     }
                                 ]

@@ -1,20 +1,29 @@
-"""Envoy processes on this host: one per Gateway, supervised.
+"""Envoy processes on this host: one per Gateway, supervised, outliving the controller.
 
 :class:`HostInfra` makes the running Envoys match the infrastructure IR. Each Envoy
 gets a bootstrap (node id = the Gateway name, ADS to the control plane), its own
-admin port on loopback, its own directory under the work dir as working directory (its
-access log, ``access.log``, is written there), ``--disable-hot-restart`` (several Envoys
-on one host), a log file in that directory, and the Gateway's Envoy settings
-(``InfraGateway.envoy``: ``--concurrency``, ``--log-level``, ``--drain-time-s``, extra
-arguments; a change restarts it). A process that
-dies is restarted with exponential backoff (reset after a stable uptime); stopping is
-SIGTERM, then SIGKILL after a timeout.
+admin port on loopback, ``--disable-hot-restart`` (several Envoys on one host), the
+Gateway's Envoy settings (``InfraGateway.envoy``, from its GatewayParameters:
+``--concurrency``, ``--log-level``, ``--drain-time-s``, extra arguments; a change replaces
+the Envoy) and its own directory under the work dir (the state directory's
+``envoys/``, see :mod:`gateweave.infra.statedir`) as working directory, holding its log
+file, its access log (``access.log``) and a record of the process. A process that
+dies is restarted with exponential backoff (reset after a stable uptime).
+
+Envoys run in their own session and are watched through a pidfd, so they need not be
+our children: when the controller dies they keep serving, and the next controller on
+the same state directory adopts those whose settings it still wants (no new process,
+no rebinding; they reconnect to xDS by themselves). One whose settings changed is
+replaced make-before-break: the new Envoy starts, binds beside it (listeners use
+SO_REUSEPORT) and gets ready, then the old one's listeners stop and it quits after
+the drain time. An explicit stop drains (``POST /drain_listeners?graceful``), waits the
+drain time, then SIGTERM, then SIGKILL after a timeout; a crash of the controller
+(:meth:`HostInfra.detach`) leaves them serving.
 
 Listeners bind the Gateway's address (delivered over LDS). Ports below
 ``net.ipv4.ip_unprivileged_port_start`` (usually 1024, e.g. 80) only bind as root or
 with CAP_NET_BIND_SERVICE; otherwise Envoy NACKs those listeners, and the process
-status carries a note saying so (translation refuses such listeners first, PortUnavailable,
-from the same limit: gateweave.infra.netenv, translate/binds.py).
+status carries a note saying so.
 """
 
 from __future__ import annotations
@@ -37,7 +46,9 @@ import structlog
 
 from gateweave.infra import bootstrap
 from gateweave.infra.netenv import unprivileged_port_start
+from gateweave.infra.statedir import EnvoyRecord, process_start_time, records
 from gateweave.ir import InfraGateway
+from gateweave.metrics import Metrics
 from gateweave.xds.telemetry import ACCESS_LOG_FILE
 
 log = structlog.get_logger("gateweave.infra.host")
@@ -86,14 +97,15 @@ def privileged_note(gateway: InfraGateway) -> str | None:
     )
 
 
-async def http_status(host: str, port: int, path: str, timeout: float = 1.0) -> int | None:
-    """The status code of ``GET path`` (a fresh connection), ``None`` if unreachable."""
+async def http_status(host: str, port: int, path: str, timeout: float = 1.0, method: str = "GET") -> int | None:
+    """The status code of ``METHOD path`` (a fresh connection), ``None`` if unreachable."""
     try:
         async with asyncio.timeout(timeout):
             reader, writer = await asyncio.open_connection(host, port)
             try:
                 writer.write(
-                    f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+                    f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n"
+                    "Connection: close\r\n\r\n".encode()
                 )
                 await writer.drain()
                 line = await reader.readline()
@@ -118,21 +130,94 @@ def _dir_name(name: str) -> str:
     return f"{flat[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
-class _Supervisor:
-    """Keeps one Gateway's Envoy running until stopped."""
+class _Envoy:
+    """A running Envoy, our child or adopted from a controller that died: its exit is seen
+    through a pidfd (which also makes signals reach this very process, never a reused pid)."""
 
-    def __init__(self, infra: HostInfra, gateway: InfraGateway) -> None:
+    def __init__(self, pid: int, admin_host: str, admin_port: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+        self.pid = pid
+        self.admin_host, self.admin_port = admin_host, admin_port
+        self.returncode: int | None = None
+        self._popen = popen
+        self._exited = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        try:
+            self._fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._fd = -1
+            self._reap()
+        else:
+            self._loop.add_reader(self._fd, self._on_exit)
+
+    @property
+    def running(self) -> bool:
+        return not self._exited.is_set()
+
+    def _on_exit(self) -> None:
+        self.release()
+        self._reap()
+
+    def _reap(self) -> None:
+        if self._popen is not None:
+            self._popen.poll()
+        # -1: not our child (adopted), its exit status is not ours to know
+        self.returncode = self._popen.returncode if self._popen is not None else -1
+        self._exited.set()
+
+    def release(self) -> None:
+        """Stop watching the process (it keeps running)."""
+        if self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._fd, sig)
+
+    async def wait(self) -> int | None:
+        await self._exited.wait()
+        return self.returncode
+
+    async def quit(self, *, drain: float, timeout: float, graceful: bool = True) -> None:
+        """Drain the listeners (graceful: they accept during the drain; else they close at
+        once, for a replacement already listening beside), wait up to ``drain`` seconds,
+        then SIGTERM, and SIGKILL after ``timeout``."""
+        if not self.running:
+            return
+        if drain > 0:
+            path = "/drain_listeners?graceful" if graceful else "/drain_listeners"
+            if await http_status(self.admin_host, self.admin_port, path, 1.0, method="POST") == 200:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wait(), drain)
+        self.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.wait(), timeout)
+        except TimeoutError:
+            log.warning("Envoy ignored SIGTERM; killing it", pid=self.pid)
+            self.signal(signal.SIGKILL)
+            await self.wait()
+
+
+class _Supervisor:
+    """Keeps one Gateway's Envoy running until stopped (or detached)."""
+
+    def __init__(self, infra: HostInfra, gateway: InfraGateway, adopt: EnvoyRecord | None = None) -> None:
         self.infra = infra
         self.gateway = gateway
-        self.key = _spec_key(gateway)
+        self.key = infra.spec(gateway)
         self.dir = infra.work_dir / _dir_name(gateway.name)
         self.log_path = self.dir / "envoy.log"
         self.note = privileged_note(gateway)
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: _Envoy | None = None
+        self.record: EnvoyRecord | None = None
+        self.adopting = adopt
         self.admin_port = 0
         self.state = State.STARTING
         self.restarts = 0
         self.spawned = asyncio.Event()  # set after the first start attempt
+        self.ready = asyncio.Event()  # set once /ready answered 200
         self.stopping = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -143,7 +228,7 @@ class _Supervisor:
         self._task = asyncio.create_task(self._run(), name=f"envoy {self.gateway.name}")
 
     def info(self) -> GatewayProcess:
-        alive = self.proc is not None and self.proc.returncode is None
+        alive = self.proc is not None and self.proc.running
         return GatewayProcess(
             name=self.gateway.name,
             pid=self.proc.pid if alive and self.proc else None,
@@ -154,7 +239,7 @@ class _Supervisor:
             note=self.note,
         )
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    def _spawn(self) -> _Envoy:
         self.admin_port = free_port(self.infra.admin_host)
         config = bootstrap.write(
             self.dir / "bootstrap.json",
@@ -162,40 +247,44 @@ class _Supervisor:
                 node_id=self.gateway.name,
                 xds_host=self.infra.xds_host,
                 xds_port=self.infra.xds_port,
+                xds_pipe=self.infra.xds_pipe,
                 admin_host=self.infra.admin_host,
                 admin_port=self.admin_port,
                 delta=self.infra.delta,
                 metadata=bootstrap.node_metadata(self.gateway),
             ),
         )
-        envoy = self.gateway.envoy  # the Gateway's GatewayParameters; unset ones take the infra's
-        drain = self.infra.drain_time_s if envoy.drain_time_s is None else envoy.drain_time_s
-        cmd = [
-            self.infra.envoy_path,
-            "-c",
-            str(config),
-            *(("--concurrency", str(envoy.concurrency)) if envoy.concurrency else ()),
-            "--disable-hot-restart",
-            "--log-level",
-            envoy.log_level or self.infra.log_level,
-            "--log-path",
-            str(self.log_path),
-            "--drain-time-s",
-            str(drain),
-            # Access log lines reach the file within this time (Envoy's default: 10 s).
-            "--file-flush-interval-msec",
-            "250",
-            *envoy.extra_args,
-        ]
         with self.log_path.open("ab") as out:  # early errors, before --log-path is open
-            return await asyncio.create_subprocess_exec(
-                *cmd,
+            popen = subprocess.Popen(
+                self.infra.command(self.gateway, config, self.log_path),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
-                start_new_session=True,  # the control plane decides when Envoy stops
+                start_new_session=True,  # the control plane decides when Envoy stops, not its session
                 cwd=self.dir,  # where its access log goes (a path relative to it, see xds.telemetry)
             )
+        proc = _Envoy(popen.pid, self.infra.admin_host, self.admin_port, popen)
+        self.record = EnvoyRecord(
+            gateway=self.gateway.name,
+            pid=popen.pid,
+            start_time=process_start_time(popen.pid) or 0,
+            admin_address=f"{self.infra.admin_host}:{self.admin_port}",
+            bootstrap=str(config),
+            bootstrap_digest=hashlib.sha256(config.read_bytes()).hexdigest(),
+            spec=self.key,
+            started_at=time.time(),
+        )
+        self.record.save()
+        log.info("Envoy started", gateway=self.gateway.name, pid=popen.pid)
+        return proc
+
+    def _adopt(self, record: EnvoyRecord) -> _Envoy:
+        host, _, port = record.admin_address.rpartition(":")
+        self.admin_port = int(port)
+        self.record = record
+        self.infra.adopted(record)
+        log.info("Envoy adopted", gateway=self.gateway.name, pid=record.pid)
+        return _Envoy(record.pid, host, int(port))
 
     async def _run(self) -> None:
         delay = self.infra.backoff_base
@@ -203,24 +292,26 @@ class _Supervisor:
             self.state = State.STARTING
             started = time.monotonic()
             rc: int | None = None
+            adopt, self.adopting = self.adopting, None
             try:
-                self.proc = proc = await self._spawn()
+                self.proc = proc = self._adopt(adopt) if adopt is not None else self._spawn()
             except OSError as exc:
                 log.error("cannot start Envoy", gateway=self.gateway.name, error=str(exc))
             else:
                 self.infra._pids.add(proc.pid)
                 self.spawned.set()
-                log.info("Envoy started", gateway=self.gateway.name, pid=proc.pid)
                 if self.stopping:
-                    await self._terminate()
-                    break
+                    await proc.quit(drain=0, timeout=self.infra.stop_timeout)
                 watcher = asyncio.create_task(self._watch_ready(proc))
                 try:
                     rc = await proc.wait()
                 finally:
                     watcher.cancel()
-                    if proc.returncode is not None:  # still running if cancelled: keep it
+                    if not proc.running:  # still running if detached: it and its record stay
                         self.infra._pids.discard(proc.pid)  # for kill_all_sync
+                        if self.record is not None:
+                            self.record.remove()
+                            self.record = None
             self.spawned.set()
             if self.stopping:
                 break
@@ -241,63 +332,54 @@ class _Supervisor:
                 await asyncio.wait_for(self._wake.wait(), delay)
             delay = min(delay * 2, self.infra.backoff_max)
 
-    async def _watch_ready(self, proc: asyncio.subprocess.Process) -> None:
+    async def _watch_ready(self, proc: _Envoy) -> None:
         interval = 0.02
-        while proc.returncode is None:
+        while proc.running:
             code = await http_status(self.infra.admin_host, self.admin_port, "/ready", 0.5)
             if code == 200:
                 self.state = State.RUNNING
+                self.ready.set()
                 return
             await asyncio.sleep(interval)
             interval = min(interval * 2, 0.25)
 
-    async def _terminate(self) -> None:
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), self.infra.stop_timeout)
-        except TimeoutError:
-            log.warning("Envoy ignored SIGTERM; killing it", gateway=self.gateway.name)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-
-    async def stop(self) -> None:
+    async def stop(self, *, graceful: bool = True) -> None:
+        """Drain and stop the Envoy (``graceful=False``: its replacement already listens)."""
         self.stopping = True
         self._wake.set()
-        await self._terminate()
+        if self.proc is not None:
+            await self.proc.quit(drain=self.infra.drain_s, timeout=self.infra.stop_timeout, graceful=graceful)
         if self._task is not None:
             await self._task
         log.info("Envoy stopped", gateway=self.gateway.name)
 
-
-def _spec_key(gateway: InfraGateway) -> tuple[object, ...]:
-    """What goes into the bootstrap or the command line: a change means a restart (Envoy reads
-    its node metadata, the Gateway's infrastructure labels and annotations included, only when
-    it starts)."""
-    return (
-        gateway.name,
-        gateway.namespace,
-        gateway.gateway_name,
-        gateway.gateway_class,
-        tuple(sorted(gateway.labels.items())),
-        tuple(sorted(gateway.annotations.items())),
-        gateway.envoy,
-    )
+    async def detach(self) -> None:
+        """Stop supervising; the Envoy keeps serving, its record stays for the next controller."""
+        self.stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.proc is not None:
+            self.proc.release()
 
 
 class HostInfra:
-    """One supervised Envoy process per Gateway, talking ADS to ``xds_host:xds_port``."""
+    """One supervised Envoy process per Gateway, talking ADS to the xDS server at
+    ``xds_pipe`` (a unix socket) or ``xds_host:xds_port``.
+
+    Records of Envoys still running under ``work_dir`` (left by a controller that died) are
+    read at construction: the first :meth:`reconcile` adopts those it wants as they are,
+    replaces those whose settings changed and stops the rest.
+    """
 
     def __init__(
         self,
         *,
-        xds_host: str,
-        xds_port: int,
         work_dir: Path,
+        xds_pipe: str = "",
+        xds_host: str = "127.0.0.1",
+        xds_port: int = 0,
         delta: bool = False,
         envoy_path: str | None = None,
         admin_host: str = "127.0.0.1",
@@ -307,8 +389,12 @@ class HostInfra:
         backoff_max: float = 30.0,
         stable_after: float = 10.0,
         drain_time_s: int = 5,
+        drain_s: float = 1.0,
+        ready_timeout: float = 10.0,
+        metrics: Metrics | None = None,
         register_atexit: bool = True,
     ) -> None:
+        self.xds_pipe = xds_pipe
         self.xds_host, self.xds_port = xds_host, xds_port
         self.work_dir = Path(work_dir)
         self.delta = delta
@@ -318,34 +404,131 @@ class HostInfra:
         self.stop_timeout = stop_timeout
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stable_after = stable_after
-        self.drain_time_s = drain_time_s
+        self.drain_time_s = drain_time_s  # Envoy's own drain sequence (--drain-time-s)
+        self.drain_s = drain_s  # how long a stop waits for connections to finish
+        self.ready_timeout = ready_timeout  # how long an Envoy being replaced waits for its successor
+        self.metrics = metrics
         self._supervisors: dict[str, _Supervisor] = {}
         self._pids: set[int] = set()
         self._lock = asyncio.Lock()
+        self._retiring: set[asyncio.Task[None]] = set()
+        # Envoys a controller before us left running, by Gateway, until adopted or retired.
+        self._found: dict[str, list[EnvoyRecord]] = {}
+        for record in records(self.work_dir):
+            self._found.setdefault(record.gateway, []).append(record)
+            log.info("found an Envoy running without a controller", gateway=record.gateway, pid=record.pid)
+        self._count_orphans()
         self._atexit = register_atexit
         if register_atexit:
             atexit.register(self.kill_all_sync)
 
+    # -- what an Envoy is started with
+
+    def envoy_args(self, gateway: InfraGateway) -> list[str]:
+        """Envoy's command-line settings for ``gateway`` (beside its bootstrap and log file):
+        the Gateway's Envoy settings (its GatewayParameters), the data plane's where unset."""
+        envoy = gateway.envoy
+        return [
+            *(("--concurrency", str(envoy.concurrency)) if envoy.concurrency else ()),
+            "--disable-hot-restart",
+            "--log-level",
+            envoy.log_level or self.log_level,
+            "--drain-time-s",
+            str(self.drain_time(gateway)),
+            # Access log lines reach the file within this time (Envoy's default: 10 s).
+            "--file-flush-interval-msec",
+            "250",
+            *envoy.extra_args,
+        ]
+
+    def drain_time(self, gateway: InfraGateway) -> int:
+        """The Gateway's drain time (its GatewayParameters' drainTimeout, else the data plane's)."""
+        return self.drain_time_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
+
+    def command(self, gateway: InfraGateway, config: Path, log_path: Path) -> list[str]:
+        return [self.envoy_path, "-c", str(config), "--log-path", str(log_path), *self.envoy_args(gateway)]
+
+    def spec(self, gateway: InfraGateway) -> tuple[str, ...]:
+        """Everything an Envoy of ``gateway`` is started with but the paths and the admin port:
+        a running Envoy with another spec is replaced, with the same one kept (adopted). The
+        Gateway's infrastructure labels and annotations are in it: Envoy reads its node
+        metadata only when it starts."""
+        xds = f"unix:{self.xds_pipe}" if self.xds_pipe else f"{self.xds_host}:{self.xds_port}"
+        identity = (gateway.name, gateway.namespace, gateway.gateway_name, gateway.gateway_class)
+        labels = [f"label:{k}={v}" for k, v in sorted(gateway.labels.items())]
+        annotations = [f"annotation:{k}={v}" for k, v in sorted(gateway.annotations.items())]
+        return (*identity, *labels, *annotations, xds, "delta" if self.delta else "sotw", self.envoy_path,
+                *self.envoy_args(gateway))
+
+    # -- reconciling
+
     async def reconcile(self, desired: Mapping[str, InfraGateway]) -> None:
-        """Start, stop and restart Envoys so there is exactly one per desired Gateway."""
+        """Start, adopt, replace and stop Envoys so there is exactly one per desired Gateway."""
         async with self._lock:
-            stale = [
-                name
-                for name, sup in self._supervisors.items()
-                if name not in desired or sup.key != _spec_key(desired[name])
-            ]
-            await asyncio.gather(*(self._supervisors.pop(n).stop() for n in stale))
+            gone = [self._supervisors.pop(n) for n in list(self._supervisors) if n not in desired]
+            replaced = {
+                n: self._supervisors.pop(n)
+                for n in list(self._supervisors)
+                if self._supervisors[n].key != self.spec(desired[n])
+            }
             started = []
             for name in sorted(desired):
+                gateway = desired[name]
                 if name in self._supervisors:
                     current = self._supervisors[name]
-                    current.gateway, current.note = desired[name], privileged_note(desired[name])
+                    current.gateway, current.note = gateway, privileged_note(gateway)
                     continue
-                sup = self._supervisors[name] = _Supervisor(self, desired[name])
+                found = self._found.pop(name, [])
+                keep = next((r for r in found if r.spec == self.spec(gateway) and r.alive()), None)
+                sup = self._supervisors[name] = _Supervisor(self, gateway, adopt=keep)
                 sup.start()
                 started.append(sup)
+                olds: list[_Supervisor | EnvoyRecord] = [r for r in found if r is not keep]
+                if name in replaced:
+                    olds.append(replaced.pop(name))
+                for old in olds:
+                    log.info("replacing Envoy (its settings changed)", gateway=name)
+                    self._retire(old, successor=sup)
             for sup in started:
                 await sup.spawned.wait()
+            await asyncio.gather(*(sup.stop() for sup in gone))
+            self._count_orphans()
+
+    def _retire(self, old: _Supervisor | EnvoyRecord, successor: _Supervisor | None = None) -> None:
+        """Stop ``old`` in the background, once ``successor`` (if any) is ready beside it."""
+        task = asyncio.create_task(self._retired(old, successor), name="envoy retirement")
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _retired(self, old: _Supervisor | EnvoyRecord, successor: _Supervisor | None) -> None:
+        graceful = successor is None
+        if successor is not None:
+            try:
+                await asyncio.wait_for(successor.ready.wait(), self.ready_timeout)
+            except TimeoutError:
+                log.warning("the replacing Envoy is not ready; stopping the old one anyway", gateway=successor.gateway.name)
+        if isinstance(old, _Supervisor):
+            await old.stop(graceful=graceful)
+            return
+        host, _, port = old.admin_address.rpartition(":")
+        proc = _Envoy(old.pid, host, int(port))
+        try:
+            await proc.quit(drain=self.drain_s, timeout=self.stop_timeout, graceful=graceful)
+        finally:
+            proc.release()
+        old.remove()
+        log.info("Envoy stopped", gateway=old.gateway, pid=old.pid)
+
+    def adopted(self, record: EnvoyRecord) -> None:
+        self._pids.add(record.pid)
+        if self.metrics is not None:
+            self.metrics.envoys_adopted.inc()
+
+    def _count_orphans(self) -> None:
+        if self.metrics is not None:
+            self.metrics.envoys_orphaned.set(sum(len(found) for found in self._found.values()))
+
+    # -- what runs
 
     def processes(self) -> dict[str, GatewayProcess]:
         return {name: sup.info() for name, sup in sorted(self._supervisors.items())}
@@ -370,16 +553,39 @@ class HostInfra:
     async def ready(self, name: str, timeout: float = 1.0) -> bool:
         """Whether the Gateway's Envoy answers 200 on its admin ``/ready``."""
         sup = self._supervisors.get(name)
-        if sup is None or sup.proc is None or sup.proc.returncode is not None:
+        if sup is None or sup.proc is None or not sup.proc.running:
             return False
         ok = await http_status(self.admin_host, sup.admin_port, "/ready", timeout) == 200
         if ok and sup.state is State.STARTING:
             sup.state = State.RUNNING
         return ok
 
+    # -- the end
+
     async def close(self) -> None:
-        """Stop every Envoy this instance started."""
+        """An explicit stop: drain and stop every Envoy, ours and any left by a controller before."""
         await self.reconcile({})
+        for found in self._found.values():
+            for record in found:
+                self._retire(record)
+        self._found.clear()
+        self._count_orphans()
+        while self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+        self._unregister()
+
+    async def detach(self) -> None:
+        """The controller fails: stop supervising, leave every Envoy serving for the next one."""
+        for task in list(self._retiring):
+            task.cancel()
+        await asyncio.gather(*self._retiring, return_exceptions=True)
+        for sup in self._supervisors.values():
+            await sup.detach()
+        log.warning("leaving the Envoys running for the next gateweave serve on this state", count=len(self._supervisors))
+        self._supervisors.clear()
+        self._unregister()
+
+    def _unregister(self) -> None:
         if self._atexit:
             atexit.unregister(self.kill_all_sync)
             self._atexit = False

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -163,6 +164,7 @@ class _TypeState:
         self.acked_version: str | None = None
         self.nack: Nack | None = None  # unresolved: cleared by the next ACK
         # SotW
+        self.presented: str | None = None  # the version a client had before this stream (a reconnect)
         self.last_nonce = ""
         self.sent_version: str | None = None
         self.outstanding = False
@@ -475,6 +477,8 @@ class _SotwSession(_Session):
             st.names, st.sent_version = set(), None
             return
         nonce = request.response_nonce
+        if not nonce and not st.subscribed and request.version_info:
+            st.presented = request.version_info
         if nonce and st.last_nonce and st.subscribed:
             if nonce != st.last_nonce:
                 return  # stale: a response crossed this request
@@ -497,6 +501,12 @@ class _SotwSession(_Session):
         chosen = self.selected(st)
         version = set_version(chosen)
         if version in (st.sent_version, st.nacked_version):
+            return False
+        if st.sent_version is None and version == st.presented:
+            # A client reconnecting (e.g. to a restarted control plane) that already has
+            # exactly this: nothing to send, and it counts as acknowledged.
+            st.presented = None
+            st.sent_version = st.acked_version = version
             return False
         nonce = self.next_nonce()
         response = discovery_pb2.DiscoveryResponse(
@@ -718,6 +728,20 @@ class AdsServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         """Listen on ``host:port`` (0: a free port); returns the port."""
+        bound = await self._listen(f"{host}:{port}")
+        self.host, self.port = host, bound
+        log.info("xDS server listening", address=f"{host}:{bound}", mtls=self.tls is not None)
+        return bound
+
+    async def start_unix(self, path: str) -> None:
+        """Listen on the unix socket ``path``, which only its owner may connect to (0600):
+        on one host, that is how the Envoys this user started are told from anyone else."""
+        await self._listen(f"unix:{path}")
+        os.chmod(path, 0o600)  # (its directory is 0700: no one else could reach it meanwhile)
+        self.host, self.port = f"unix:{path}", 0
+        log.info("xDS server listening", address=f"unix:{path}")
+
+    async def _listen(self, address: str) -> int:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -725,15 +749,12 @@ class AdsServer:
             ]
         )
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(_Service(self), server)
-        address = f"{host}:{port}"
         bound = (server.add_insecure_port(address) if self.tls is None
                  else server.add_secure_port(address, self.tls.credentials()))
         if bound == 0:
-            raise OSError(f"cannot listen on {host}:{port}")
+            raise OSError(f"cannot listen on {address}")
         await server.start()
         self._grpc, self._stopping = server, False
-        self.host, self.port = host, bound
-        log.info("xDS server listening", address=f"{host}:{bound}", mtls=self.tls is not None)
         return bound
 
     async def stop(self, grace: float = 0.5) -> None:

@@ -298,7 +298,6 @@ class LiveRunner:
             self.work = Path(tempfile.mkdtemp(prefix="gateweave-conformance-"))
         config = self.work / "config"
         config.mkdir(exist_ok=True)
-        (self.work / "envoy").mkdir(exist_ok=True)
         self.files = ConfigFiles(config)
         objects = [mf.gateway_class(self.subs)]
         objects += [s.obj for s in mf.load_file(self.options.manifests_dir, mf.BASE_MANIFESTS, self.subs)]
@@ -320,7 +319,7 @@ class LiveRunner:
 
         settings = app.Settings(
             provider=app.FileSettings(str(config)),
-            dataplane=app.HostDataplane(work_dir=str(self.work / "envoy")),
+            dataplane=app.HostDataplane(state_dir=str(self.work / "state")),
             controller_name=self.options.controller_name,
             address_pool=self.options.address_pool,
             admin=app.AdminSettings("127.0.0.1:0"),
