@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +30,9 @@ def ensure_venv() -> None:
     if STAMP.exists() and STAMP.read_text() == want and PY.exists():
         return
     if not PY.exists():
-        print("dev.py: creating .venv", flush=True)
+        say("dev.py: creating .venv")
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    print("dev.py: installing gateweave, its harnesses and their pinned dependencies into .venv", flush=True)
+    say("dev.py: installing gateweave, its harnesses and their pinned dependencies into .venv")
     subprocess.run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
     install = [str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[dev]", "-e", str(ROOT / "harness")]
     subprocess.run(install, check=True)
@@ -45,17 +46,36 @@ def ensure_native() -> None:
         return
     code = "import sys; from gateweave import native; sys.exit(native.main(['build', '--if-stale']))"
     if subprocess.call([str(PY), "-c", code], cwd=ROOT) != 0:
-        print("dev.py: continuing with the translation's Python sources", flush=True)
+        say("dev.py: continuing with the translation's Python sources")
+
+
+def say(message: str) -> None:
+    """dev.py's own lines go to stderr: stdout is the task's (``dev.py translate ... | jq``)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def run(cmd: list[str]) -> int:
-    print("+ " + " ".join(cmd), flush=True)
-    return subprocess.call(cmd, cwd=ROOT)
+    """Run ``cmd``; SIGINT and SIGTERM sent to dev.py are passed on to it, and dev.py waits
+    for it to finish (gateweave then drains and stops its Envoys)."""
+    say("+ " + " ".join(cmd))
+    child = subprocess.Popen(cmd, cwd=ROOT)
+
+    def forward(signum: int, _frame: object) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - rc if rc < 0 else rc  # killed by a signal: the shell's convention
 
 
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):
-        print("gateweave needs Python 3.11 or newer", file=sys.stderr)
+        say("gateweave needs Python 3.11 or newer")
         return 2
     ensure_venv()
     ensure_native()

@@ -21,6 +21,7 @@ from gateweave.cliargs import (
     ControllerOpt,
     DefaultAddressOpt,
     PoolOpt,
+    StateDirOpt,
     check_default_address,
 )
 from gateweave.cliargs import check_pool as _check_pool
@@ -167,18 +168,22 @@ def serve_cmd(
     xds_host: Annotated[str, typer.Option("--xds-host", help="With --dataplane kubernetes: the host Envoy pods reach this controller's xDS server at.")] = "gateweave.gateweave-system.svc",
     xds_port: Annotated[int, typer.Option("--xds-port", help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).")] = 18000,
     xds_plaintext: Annotated[bool, typer.Option("--xds-plaintext", help="With --dataplane kubernetes: plain-text xDS, any client served (development only; default: mutual TLS with gateweave's CA).")] = False,
+    state_dir: StateDirOpt = None,
     check_incremental: CheckIncrementalOpt = False,
     access_log: Annotated[str, typer.Option("--access-log", help="Every Gateway's access log (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
     tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it. Default: no tracing.")] = None,
     tracing_sampling: Annotated[float, typer.Option("--tracing-sampling", help="With --tracing-endpoint: the percentage of requests traced.")] = 100.0,
 ) -> None:
-    """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines."""
+    """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines.
+
+    The Envoys outlive this process if it dies, and the next serve on the same state directory
+    adopts them; Ctrl-C or SIGTERM drains and stops them."""
     from gateweave import app as gw_app
 
     _check_pool(address_pool)
     check_default_address(default_address)
     telemetry = _telemetry(access_log, tracing_endpoint, tracing_sampling)
-    dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane()
+    dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane(state_dir=state_dir)
     source: gw_app.FileSettings | gw_app.KubeSettings
     if provider == "kubernetes":
         if dataplane_kind not in ("none", "host", "kubernetes"):
@@ -210,7 +215,19 @@ def serve_cmd(
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
         telemetry=telemetry,
     )
-    asyncio.run(gw_app.run(settings))
+    _serve(settings)
+
+
+def _serve(settings: Any, hooks: Any = None) -> None:
+    """Run :func:`gateweave.app.run`; an operator's mistake ends it with one line and exit 2."""
+    from gateweave import app as gw_app
+    from gateweave.errors import OperatorError
+
+    try:
+        asyncio.run(gw_app.run(settings, hooks))
+    except OperatorError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(2) from None
 
 
 def _telemetry(access_log: str, tracing_endpoint: str | None, sampling: float) -> ir.Telemetry:
@@ -398,7 +415,7 @@ def quickstart_cmd(
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
     )
     try:
-        asyncio.run(gw_app.run(settings, gw_app.Hooks(stop=stop, on_started=started)))
+        _serve(settings, gw_app.Hooks(stop=stop, on_started=started))
     finally:
         demo.shutdown()
     if "error" in outcome:
@@ -448,8 +465,18 @@ def version_cmd() -> None:
 
 
 def main() -> None:
-    app()
-
+    """The ``gateweave`` command: a usage mistake (an unknown flag, a bad value, an extra
+    argument such as ``--once true``) is one ``error:`` line and exit 2, as any other."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors and the like
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+        _err(f"error: {exc.format_message()}{hint}")
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 if __name__ == "__main__":
     main()

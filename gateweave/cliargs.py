@@ -9,6 +9,11 @@ from typing import Annotated
 import typer
 
 ControllerOpt = Annotated[str, typer.Option("--controller-name", help="GatewayClass controllerName this controller owns.")]
+StateDirOpt = Annotated[str | None, typer.Option(
+    "--state-dir",
+    help="Where the Envoys' records, logs and the xDS socket live, surviving serve (default: one per config dir,"
+    " under /var/lib/gateweave for root, else $XDG_STATE_HOME/gateweave).",
+)]
 PoolOpt = Annotated[str, typer.Option("--address-pool", help="Loopback pool Gateway addresses come from.")]
 DefaultAddressOpt = Annotated[str, typer.Option(
     "--default-address",

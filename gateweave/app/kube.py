@@ -11,10 +11,12 @@ Deployments (``infra``, set by :func:`gateweave.app.dataplane.dataplane`).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateweave.app.settings import KubeSettings, Settings
+from gateweave.errors import OperatorError
 from gateweave.kube.client import KubeClient
 from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
@@ -77,7 +79,14 @@ class KubeSource:
     async def open(cls, settings: Settings, store: Store, errors: ErrorBook, metrics: Metrics) -> KubeSource:
         kube = settings.provider
         assert isinstance(kube, KubeSettings)
-        client = await KubeClient.load(kube.kubeconfig)
+        if kube.kubeconfig and not os.path.isfile(kube.kubeconfig):
+            raise OperatorError(f"kubeconfig {kube.kubeconfig} does not exist or is not a file")
+        try:
+            client = await KubeClient.load(kube.kubeconfig)
+        except Exception as exc:  # the loader fails in many ways on a file that is no kubeconfig
+            where = f"kubeconfig {kube.kubeconfig}" if kube.kubeconfig else "the default kubeconfig"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise OperatorError(f"cannot load {where}: {first}") from None
         return cls(settings, client, store, errors, metrics)
 
     @property

@@ -23,6 +23,7 @@ from gateweave.admin import AdminServer
 from gateweave.app.dataplane import dataplane
 from gateweave.app.kube import KubeSource
 from gateweave.app.settings import FileSettings, KubeDataplane, Settings
+from gateweave.errors import OperatorError
 from gateweave.infra import netenv
 from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
@@ -67,7 +68,8 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
     hooks = hooks or Hooks()
     file = settings.provider if isinstance(settings.provider, FileSettings) else None
     if file is not None and not os.path.isdir(file.config_dir):
-        raise FileNotFoundError(f"config directory {file.config_dir!r} does not exist")
+        what = "is not a directory" if os.path.exists(file.config_dir) else "does not exist"
+        raise OperatorError(f"config directory {file.config_dir} {what}")
     stop = hooks.stop or asyncio.Event()
     metrics = Metrics()
     errors = ErrorBook()
@@ -110,7 +112,10 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
 
     tasks: list[asyncio.Task[None]] = []
     try:
-        await admin.start()
+        try:
+            await admin.start()
+        except OSError as exc:
+            raise OperatorError(f"cannot listen on the admin address {settings.admin.address}: {exc.strerror or exc}") from None
         log.info("admin API listening", url=admin.url)
         # Whether the translation runs compiled (gateweave.native) or from its Python sources.
         log.info("translation", compiled=native.state() == "active", native_build=native.state())

@@ -31,6 +31,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gateweave.errors import OperatorError
+
 LOCK_FILE = "controller.lock"
 SOCKET_FILE = "xds.sock"
 ENVOYS_DIR = "envoys"
@@ -38,7 +40,7 @@ RECORD_PREFIX = "record-"
 _SUN_PATH_MAX = 107  # a unix socket path's bytes (sun_path is 108 with the NUL)
 
 
-class StateDirError(Exception):
+class StateDirError(OperatorError):
     """An operator's problem with the state directory, said in one line."""
 
 
