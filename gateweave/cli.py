@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -270,10 +271,21 @@ def status_cmd(
     admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+    state_dir: Annotated[str | None, typer.Option("--state-dir", help="List the Envoys of this state directory and whether a controller runs them (no server needed).")] = None,
 ) -> None:
-    """A table of Gateways, listeners, routes (with request and error rates, from a server) and Envoy Gateway Backends with their conditions, and the configuration errors."""
+    """A table of Gateways, listeners, routes (with request and error rates, from a server) and Envoy Gateway Backends with their conditions, and the configuration errors;
+    with --state-dir, the Envoys of a state directory (those running without a controller among them)."""
     from gateweave.statusview import render
 
+    if state_dir is not None:
+        from gateweave.infra.statedir import survey
+        from gateweave.statusview import render_envoys
+
+        if not os.path.isdir(state_dir):
+            _err(f"error: state directory {state_dir} does not exist")
+            raise typer.Exit(2)
+        render_envoys(survey(state_dir))
+        return
     traffic: dict[str, Any] | None = None  # rates: only a running server has them
     if files:
         from gateweave.offline import translate_paths
@@ -375,8 +387,6 @@ def quickstart_cmd(
     check_incremental: CheckIncrementalOpt = False,
 ) -> None:
     """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers through it."""
-    import os
-
     from gateweave import app as gw_app
     from gateweave.demo import start_demo_backend
     from gateweave.quickstart import prove

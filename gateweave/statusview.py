@@ -5,6 +5,7 @@ configuration as written is not what runs)."""
 
 from __future__ import annotations
 
+import datetime
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from gateweave.infra.statedir import Survey
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
 BACKEND_KINDS = ("Backend",)  # Envoy Gateway's, with their Accepted condition
@@ -127,3 +130,23 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
         console.print(_errors_table(errors))
     elif errors is not None:
         console.print("[green]No configuration errors.[/green]")
+
+
+def render_envoys(survey: Survey, console: Console | None = None) -> None:
+    """The Envoys recorded in a state directory, and whether a controller runs them."""
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    if survey.holder is None:
+        title = f"Envoys in {survey.path}: no controller"
+        if survey.envoys:
+            title += " (they keep serving their last configuration; a serve on this state directory adopts them)"
+    else:
+        title = f"Envoys in {survey.path}: controller pid {survey.holder.pid}"
+    console.print(escape(title), soft_wrap=True)
+    table = Table()
+    for col in ("GATEWAY", "PID", "SINCE", "ADMIN", "CONTROLLER"):
+        table.add_column(col)
+    for record in survey.envoys:
+        since = datetime.datetime.fromtimestamp(record.started_at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        who = "[red]none[/red]" if survey.holder is None else str(survey.holder.pid)
+        table.add_row(escape(record.gateway), str(record.pid), since, record.admin_address, who)
+    console.print(table)

@@ -124,14 +124,15 @@ class EnvoyRecord:
             return None
 
 
-def records(envoys_dir: Path) -> list[EnvoyRecord]:
-    """The records under ``envoys_dir`` of Envoys still running; those of dead ones are removed."""
+def records(envoys_dir: Path, prune: bool = True) -> list[EnvoyRecord]:
+    """The records under ``envoys_dir`` of Envoys still running; those of dead ones are
+    removed (``prune``: only the lock's holder should)."""
     found: list[EnvoyRecord] = []
     for path in sorted(envoys_dir.glob(f"*/{RECORD_PREFIX}*.json")):
         record = EnvoyRecord.load(path)
         if record is not None and record.path == path and record.alive():
             found.append(record)
-        else:
+        elif prune:
             with contextlib.suppress(OSError):
                 path.unlink()
     return found
@@ -167,6 +168,21 @@ def holder(path: Path) -> Holder | None:
     finally:
         os.close(fd)  # also drops our shared lock
     return None
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What runs on a state directory, read without taking it: ``holder`` is its controller
+    (``None``: none, so every Envoy listed runs without one)."""
+
+    path: Path
+    holder: Holder | None
+    envoys: list[EnvoyRecord]
+
+
+def survey(path: str | Path) -> Survey:
+    path = Path(path).absolute()
+    return Survey(path, holder(path), records(path / ENVOYS_DIR, prune=False))
 
 
 class StateDir:
