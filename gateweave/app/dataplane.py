@@ -27,12 +27,25 @@ from gateweave.xds.server import AdsServer
 log = structlog.get_logger("gateweave.app")
 
 
-def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> AbstractAsyncContextManager[Envoys | None]:
-    """The data plane of ``settings``, attached to ``runtime`` for the duration of the context;
-    the context's value is its Envoys on this host, if it runs any."""
+def claim_state(settings: Settings) -> StateDir | None:
+    """The host data plane's state directory, locked for this process (before anything else
+    starts, so a second serve on it stops at once); ``None`` for the other data planes."""
+    if not isinstance(settings.dataplane, HostDataplane):
+        return None
+    state = StateDir.open(settings.state_dir())
+    log.info("state directory", path=str(state.path))
+    return state
+
+
+def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None,
+              state: StateDir | None) -> AbstractAsyncContextManager[Envoys | None]:
+    """The data plane of ``settings``, attached to ``runtime`` for the duration of the context
+    (``state``: what :func:`claim_state` gave); the context's value is its Envoys on this
+    host, if it runs any."""
     chosen = settings.dataplane
     if isinstance(chosen, HostDataplane):
-        return _host(settings, chosen, runtime)
+        assert state is not None
+        return _host(state, chosen, runtime)
     if isinstance(chosen, KubeDataplane):
         assert kube is not None  # Settings refuses a Kubernetes data plane without the Kubernetes provider
         return _kubernetes(chosen, runtime, kube)
@@ -40,12 +53,10 @@ def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None) -> 
 
 
 @contextlib.asynccontextmanager
-async def _host(settings: Settings, chosen: HostDataplane, runtime: Runtime) -> AsyncIterator[Envoys]:
+async def _host(state: StateDir, chosen: HostDataplane, runtime: Runtime) -> AsyncIterator[Envoys]:
     """An ADS server and one Envoy process per Gateway, on this host, kept in a state directory
     that outlives this process: an explicit stop (the context ends, or is cancelled) drains
     and stops the Envoys; a failure (an exception) leaves them serving for the next serve."""
-    state = StateDir.open(settings.state_dir())
-    log.info("state directory", path=str(state.path))
     server = AdsServer(registry=runtime.metrics.registry)
     publisher: XdsPublisher | None = None
     try:
@@ -68,7 +79,6 @@ async def _host(settings: Settings, chosen: HostDataplane, runtime: Runtime) -> 
         if publisher is not None:
             await publisher.close()
         await server.stop()
-        state.close()
 
 
 @contextlib.asynccontextmanager

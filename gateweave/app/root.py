@@ -20,11 +20,12 @@ import structlog
 
 from gateweave import native
 from gateweave.admin import AdminServer
-from gateweave.app.dataplane import dataplane
+from gateweave.app.dataplane import claim_state, dataplane
 from gateweave.app.kube import KubeSource
 from gateweave.app.settings import FileSettings, KubeDataplane, Settings
 from gateweave.errors import OperatorError
 from gateweave.infra import netenv
+from gateweave.infra.statedir import StateDir
 from gateweave.metrics import Metrics
 from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
@@ -70,6 +71,16 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
     if file is not None and not os.path.isdir(file.config_dir):
         what = "is not a directory" if os.path.exists(file.config_dir) else "does not exist"
         raise OperatorError(f"config directory {file.config_dir} {what}")
+    state = claim_state(settings)
+    try:
+        await _run(settings, hooks, state)
+    finally:
+        if state is not None:
+            state.close()
+
+
+async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None:
+    file = settings.provider if isinstance(settings.provider, FileSettings) else None
     stop = hooks.stop or asyncio.Event()
     metrics = Metrics()
     errors = ErrorBook()
@@ -119,7 +130,7 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
         log.info("admin API listening", url=admin.url)
         # Whether the translation runs compiled (gateweave.native) or from its Python sources.
         log.info("translation", compiled=native.state() == "active", native_build=native.state())
-        async with dataplane(settings, runtime, kube) as envoys:
+        async with dataplane(settings, runtime, kube, state) as envoys:
             admin.envoys = envoys
             tasks = [asyncio.create_task(runtime.run(), name="gateweave-runtime")]
             if kube is not None:

@@ -1,0 +1,126 @@
+"""The state directory: owner-only, locked by one serve, its xDS socket refused to other users,
+and its records never mistaking another process for one of our Envoys."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateweave.infra.statedir import (
+    EnvoyRecord,
+    StateDir,
+    StateDirError,
+    holder,
+    process_start_time,
+    records,
+    survey,
+)
+from gateweave.xds.server import AdsServer
+
+NOBODY = 65534
+@pytest.fixture
+def open_parent() -> Iterator[Path]:
+    """A directory everyone may enter (unlike pytest's tmp_path), so only the state directory's
+    own permissions keep another user out."""
+    parent = Path(tempfile.mkdtemp(prefix="gw-state-"))
+    parent.chmod(0o755)
+    try:
+        yield parent
+    finally:
+        subprocess.run(["rm", "-rf", str(parent)], check=False)
+
+
+def connect_as(uid: int | None, path: Path) -> int:
+    """Connect to the unix socket ``path`` from a child process running as ``uid`` (None: as
+    we are): 0 if it connected, 13 if refused (the interpreter may not be runnable by
+    another user, so the child is a fork, not a new program)."""
+    pid = os.fork()
+    if pid == 0:  # the child: only system calls, then _exit
+        code = 1
+        try:
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.connect(str(path))
+            code = 0
+        except PermissionError:
+            code = 13
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root (as CI runs)")
+async def test_xds_socket_refuses_another_user(open_parent: Path) -> None:
+    state = StateDir.open(open_parent / "state")
+    server = AdsServer(registry=CollectorRegistry())
+    try:
+        await server.start_unix(str(state.socket))
+        assert (state.path.stat().st_mode & 0o777, state.socket.stat().st_mode & 0o777) == (0o700, 0o600)
+        assert connect_as(None, state.socket) == 0  # the owner connects
+        assert connect_as(NOBODY, state.socket) == 13  # another user cannot even reach it
+        state.path.chmod(0o755)  # and with the directory opened up, the socket itself refuses
+        assert connect_as(NOBODY, state.socket) == 13
+    finally:
+        await server.stop(0)
+        state.close()
+
+
+def test_one_serve_per_state_directory(tmp_path: Path) -> None:
+    state = StateDir.open(tmp_path / "s")
+    try:
+        assert holder(state.path) is not None and holder(state.path).pid == os.getpid()  # type: ignore[union-attr]
+        with pytest.raises(StateDirError, match=rf"another gateweave serve \(pid {os.getpid()}\) is running"):
+            StateDir.open(tmp_path / "s")
+    finally:
+        state.close()
+    assert holder(tmp_path / "s") is None
+    StateDir.open(tmp_path / "s").close()  # free again once released
+
+
+def test_unusable_state_directories_are_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StateDirError, match=r"is not a directory|cannot use state directory"):
+        StateDir.open(tmp_path / "file" / "state")
+    with pytest.raises(StateDirError, match="too long a path for a unix socket"):
+        StateDir.open(tmp_path / ("x" * 120))
+
+
+def test_a_record_is_of_that_very_process(tmp_path: Path) -> None:
+    """Same pid, same start time and our bootstrap on its command line, or it is not ours."""
+    envoys = tmp_path / "envoys"
+    (envoys / "ns_gw").mkdir(parents=True)
+    bootstrap = envoys / "ns_gw" / "bootstrap.json"
+    bootstrap.write_text("{}")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-c", str(bootstrap)])
+    try:
+        start = process_start_time(proc.pid)
+        assert start is not None
+        record = EnvoyRecord(gateway="ns/gw", pid=proc.pid, start_time=start, admin_address="127.0.0.1:1",
+                             bootstrap=str(bootstrap), bootstrap_digest="", spec=("ns/gw",), started_at=0.0)
+        record.save()
+        assert records(envoys) == [record]
+        assert survey(tmp_path).envoys == [record] and survey(tmp_path).holder is None
+        # a pid that was reused by another process (another start time) is not ours
+        dataclasses.replace(record, start_time=start + 1).save()
+        assert records(envoys, prune=False) == []
+        assert record.path.exists()  # only pruned by the state's holder
+        assert records(envoys) == [] and not record.path.exists()
+        # nor is a process without our bootstrap
+        dataclasses.replace(record, bootstrap=str(tmp_path / "other.json")).save()
+        assert not dataclasses.replace(record, bootstrap=str(tmp_path / "other.json")).alive()
+    finally:
+        proc.kill()
+        proc.wait()
