@@ -31,12 +31,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
 import enum
 import hashlib
 import os
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,12 +46,14 @@ import structlog
 
 from gateweave.infra import bootstrap
 from gateweave.infra.netenv import unprivileged_port_start
-from gateweave.infra.statedir import EnvoyRecord, process_start_time, records
+from gateweave.infra.statedir import EnvoyRecord, process_start_time, records, running
 from gateweave.ir import InfraGateway
 from gateweave.metrics import Metrics
 from gateweave.xds.telemetry import ACCESS_LOG_FILE
 
 log = structlog.get_logger("gateweave.infra.host")
+
+BASE_ID_FILE = "base-id"  # where a Gateway's first Envoy writes the hot restart base id it picked
 
 
 class State(enum.StrEnum):
@@ -130,15 +132,63 @@ def _dir_name(name: str) -> str:
     return f"{flat[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
-class _Envoy:
-    """A running Envoy, our child or adopted from a controller that died: its exit is seen
-    through a pidfd (which also makes signals reach this very process, never a reused pid)."""
+def spawn_detached(cmd: list[str], log_path: Path, cwd: Path) -> int:
+    """Start ``cmd`` in a session of its own, as nobody's child here (a grandchild whose parent
+    exits first), in the working directory ``cwd``; its output goes to ``log_path``. Returns
+    its pid.
 
-    def __init__(self, pid: int, admin_host: str, admin_port: int, popen: subprocess.Popen[bytes] | None = None) -> None:
+    An Envoy with hot restart enabled asks to be terminated when its parent dies
+    (PR_SET_PDEATHSIG); started from here it would die with the controller. Between the
+    forks and exec only system calls run.
+    """
+    if not os.access(cmd[0], os.X_OK):
+        raise OSError(f"{cmd[0]} is not an executable")
+    out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    read_end, write_end = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # the intermediate process
+        code = 0
+        try:
+            os.close(read_end)
+            os.setsid()
+            me = os.getpid()
+            child = os.fork()
+            if child == 0:  # Envoy-to-be: exec once the intermediate is gone (its parent is then init)
+                code = 127
+                while os.getppid() == me:
+                    time.sleep(0.001)
+                os.chdir(cwd)
+                os.dup2(null, 0)
+                os.dup2(out, 1)
+                os.dup2(out, 2)
+                os.execv(cmd[0], cmd)
+            os.write(write_end, str(child).encode())
+        except BaseException:
+            code = code or 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    os.close(out)
+    os.close(null)
+    try:
+        data = os.read(read_end, 32)
+    finally:
+        os.close(read_end)
+        os.waitpid(middle, 0)
+    if not data:
+        raise OSError(f"cannot start {cmd[0]}")
+    return int(data)
+
+
+class _Envoy:
+    """A running Envoy (never our child, see :func:`spawn_detached`; perhaps started by a
+    controller that died): its exit is seen through a pidfd, which also makes signals reach
+    this very process, never a reused pid."""
+
+    def __init__(self, pid: int, admin_host: str, admin_port: int) -> None:
         self.pid = pid
         self.admin_host, self.admin_port = admin_host, admin_port
-        self.returncode: int | None = None
-        self._popen = popen
         self._exited = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         try:
@@ -158,11 +208,7 @@ class _Envoy:
         self._reap()
 
     def _reap(self) -> None:
-        if self._popen is not None:
-            self._popen.poll()
-        # -1: not our child (adopted), its exit status is not ours to know
-        self.returncode = self._popen.returncode if self._popen is not None else -1
-        self._exited.set()
+        self._exited.set()  # (not our child: its exit status is not ours to know)
 
     def release(self) -> None:
         """Stop watching the process (it keeps running)."""
@@ -176,9 +222,8 @@ class _Envoy:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(self._fd, sig)
 
-    async def wait(self) -> int | None:
+    async def wait(self) -> None:
         await self._exited.wait()
-        return self.returncode
 
     async def quit(self, *, drain: float, timeout: float, graceful: bool = True) -> None:
         """Drain the listeners (graceful: they accept during the drain; else they close at
@@ -203,8 +248,10 @@ class _Envoy:
 class _Supervisor:
     """Keeps one Gateway's Envoy running until stopped (or detached)."""
 
-    def __init__(self, infra: HostInfra, gateway: InfraGateway, adopt: EnvoyRecord | None = None) -> None:
+    def __init__(self, infra: HostInfra, gateway: InfraGateway, adopt: EnvoyRecord | None = None,
+                 parent: EnvoyRecord | None = None) -> None:
         self.infra = infra
+        self.parent = parent  # a running Envoy of this Gateway the first one started takes over from
         self.gateway = gateway
         self.key = infra.spec(gateway)
         self.dir = infra.work_dir / _dir_name(gateway.name)
@@ -254,28 +301,25 @@ class _Supervisor:
                 metadata=bootstrap.node_metadata(self.gateway),
             ),
         )
-        with self.log_path.open("ab") as out:  # early errors, before --log-path is open
-            popen = subprocess.Popen(
-                self.infra.command(self.gateway, config, self.log_path),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,  # the control plane decides when Envoy stops, not its session
-                cwd=self.dir,  # where its access log goes (a path relative to it, see xds.telemetry)
-            )
-        proc = _Envoy(popen.pid, self.infra.admin_host, self.admin_port, popen)
+        parent, self.parent = self.parent, None
+        epoch, restart = self.infra.hot_restart(self.dir, parent)
+        # Its working directory is its own: its access log goes there (a relative path, see xds.telemetry).
+        pid = spawn_detached(self.infra.command(self.gateway, config, self.log_path, restart), self.log_path, self.dir)
+        proc = _Envoy(pid, self.infra.admin_host, self.admin_port)
         self.record = EnvoyRecord(
             gateway=self.gateway.name,
-            pid=popen.pid,
-            start_time=process_start_time(popen.pid) or 0,
+            pid=pid,
+            start_time=process_start_time(pid) or 0,
             admin_address=f"{self.infra.admin_host}:{self.admin_port}",
             bootstrap=str(config),
             bootstrap_digest=hashlib.sha256(config.read_bytes()).hexdigest(),
             spec=self.key,
             started_at=time.time(),
+            epoch=epoch,
+            base_id=int(restart[restart.index("--base-id") + 1]) if "--base-id" in restart else None,
         )
         self.record.save()
-        log.info("Envoy started", gateway=self.gateway.name, pid=popen.pid)
+        log.info("Envoy started", gateway=self.gateway.name, pid=pid, hot_restart_epoch=epoch)
         return proc
 
     def _adopt(self, record: EnvoyRecord) -> _Envoy:
@@ -291,7 +335,6 @@ class _Supervisor:
         while not self.stopping:
             self.state = State.STARTING
             started = time.monotonic()
-            rc: int | None = None
             adopt, self.adopting = self.adopting, None
             try:
                 self.proc = proc = self._adopt(adopt) if adopt is not None else self._spawn()
@@ -304,7 +347,7 @@ class _Supervisor:
                     await proc.quit(drain=0, timeout=self.infra.stop_timeout)
                 watcher = asyncio.create_task(self._watch_ready(proc))
                 try:
-                    rc = await proc.wait()
+                    await proc.wait()
                 finally:
                     watcher.cancel()
                     if not proc.running:  # still running if detached: it and its record stay
@@ -322,7 +365,6 @@ class _Supervisor:
             log.warning(
                 "Envoy exited; restarting",
                 gateway=self.gateway.name,
-                rc=rc,
                 restart=self.restarts,
                 delay_s=round(delay, 2),
                 log=str(self.log_path),
@@ -338,10 +380,21 @@ class _Supervisor:
             code = await http_status(self.infra.admin_host, self.admin_port, "/ready", 0.5)
             if code == 200:
                 self.state = State.RUNNING
+                self._learn_base_id()
                 self.ready.set()
                 return
             await asyncio.sleep(interval)
             interval = min(interval * 2, 0.25)
+
+    def _learn_base_id(self) -> None:
+        """The base id a first Envoy picked (it wrote it at start), kept in its record so a
+        replacement can take over from it."""
+        record = self.record
+        if record is None or record.base_id is not None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.record = dataclasses.replace(record, base_id=int((self.dir / BASE_ID_FILE).read_text()))
+            self.record.save()
 
     async def stop(self, *, graceful: bool = True) -> None:
         """Drain and stop the Envoy (``graceful=False``: its replacement already listens)."""
@@ -425,16 +478,19 @@ class HostInfra:
     # -- what an Envoy is started with
 
     def envoy_args(self, gateway: InfraGateway) -> list[str]:
-        """Envoy's command-line settings for ``gateway`` (beside its bootstrap and log file):
-        the Gateway's Envoy settings (its GatewayParameters), the data plane's where unset."""
+        """Envoy's command-line settings for ``gateway`` (beside its bootstrap, log file and
+        hot restart epoch): the Gateway's Envoy settings (its GatewayParameters), the data
+        plane's where unset; what a running Envoy must have been started with to be kept."""
         envoy = gateway.envoy
+        drain = self.drain_time(gateway)
         return [
             *(("--concurrency", str(envoy.concurrency)) if envoy.concurrency else ()),
-            "--disable-hot-restart",
             "--log-level",
             envoy.log_level or self.log_level,
             "--drain-time-s",
-            str(self.drain_time(gateway)),
+            str(drain),
+            "--parent-shutdown-time-s",  # a bound: the replaced Envoy is normally stopped sooner
+            str(drain + 10),
             # Access log lines reach the file within this time (Envoy's default: 10 s).
             "--file-flush-interval-msec",
             "250",
@@ -445,8 +501,18 @@ class HostInfra:
         """The Gateway's drain time (its GatewayParameters' drainTimeout, else the data plane's)."""
         return self.drain_time_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
 
-    def command(self, gateway: InfraGateway, config: Path, log_path: Path) -> list[str]:
-        return [self.envoy_path, "-c", str(config), "--log-path", str(log_path), *self.envoy_args(gateway)]
+    def command(self, gateway: InfraGateway, config: Path, log_path: Path, restart: list[str]) -> list[str]:
+        return [self.envoy_path, "-c", str(config), "--log-path", str(log_path), *restart, *self.envoy_args(gateway)]
+
+    @staticmethod
+    def hot_restart(directory: Path, parent: EnvoyRecord | None) -> tuple[int, list[str]]:
+        """The hot restart epoch and flags of a new Envoy: one replacing a running Envoy is
+        its next epoch (same base id) and takes its listening sockets over, without a gap;
+        any other picks a free base id (several Envoys share this host) and writes it down."""
+        if parent is not None and parent.base_id is not None and parent.alive():
+            epoch = parent.epoch + 1
+            return epoch, ["--base-id", str(parent.base_id), "--restart-epoch", str(epoch)]
+        return 0, ["--use-dynamic-base-id", "--base-id-path", str(directory / BASE_ID_FILE), "--restart-epoch", "0"]
 
     def spec(self, gateway: InfraGateway) -> tuple[str, ...]:
         """Everything an Envoy of ``gateway`` is started with but the paths and the admin port:
@@ -480,12 +546,14 @@ class HostInfra:
                     continue
                 found = self._found.pop(name, [])
                 keep = next((r for r in found if r.spec == self.spec(gateway) and r.alive()), None)
-                sup = self._supervisors[name] = _Supervisor(self, gateway, adopt=keep)
-                sup.start()
-                started.append(sup)
                 olds: list[_Supervisor | EnvoyRecord] = [r for r in found if r is not keep]
                 if name in replaced:
                     olds.append(replaced.pop(name))
+                parents = [o.record if isinstance(o, _Supervisor) else o for o in olds]
+                parent = next((p for p in parents if p is not None and p.base_id is not None), None)
+                sup = self._supervisors[name] = _Supervisor(self, gateway, adopt=keep, parent=parent)
+                sup.start()
+                started.append(sup)
                 for old in olds:
                     log.info("replacing Envoy (its settings changed)", gateway=name)
                     self._retire(old, successor=sup)
@@ -540,13 +608,14 @@ class HostInfra:
     def admin_addresses(self) -> dict[str, str]:
         """The admin ``host:port`` of every running Envoy, by Gateway (where its stats are)."""
         return {
-            name: f"{self.admin_host}:{sup.admin_port}"
+            name: f"{sup.proc.admin_host}:{sup.proc.admin_port}"
             for name, sup in sorted(self._supervisors.items())
-            if sup.proc is not None and sup.proc.returncode is None and sup.admin_port
+            if sup.proc is not None and sup.proc.running
         }
 
     def access_log(self, name: str) -> Path | None:
-        """Where the Envoy of Gateway ``name`` writes its access log (``None``: no such Envoy)."""
+        """Where the Envoy of Gateway ``name`` writes its access log, its directory in the state
+        directory (``None``: no such Envoy)."""
         sup = self._supervisors.get(name)
         return None if sup is None else sup.dir / ACCESS_LOG_FILE
 
@@ -603,21 +672,9 @@ class HostInfra:
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while pids and time.monotonic() < deadline:
-            pids = {pid for pid in pids if _alive(pid)}
+            pids = {pid for pid in pids if running(pid)}
             if pids:
                 time.sleep(0.02)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # reaped elsewhere (or not our child)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return done == 0

@@ -73,6 +73,16 @@ def process_start_time(pid: int) -> int | None:
         return None
 
 
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie waiting to be reaped by
+    init - Envoys are nobody's children here - has)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return raw[raw.rfind(")") + 2 :].split()[:1] != ["Z"]
+
+
 def cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -93,6 +103,8 @@ class EnvoyRecord:
     bootstrap_digest: str
     spec: tuple[str, ...]  # what it was started with: a different one means a replacement
     started_at: float  # wall clock (seconds since the epoch)
+    epoch: int = 0  # its hot restart epoch (a replacement is the next one) ...
+    base_id: int | None = None  # ... and base id (known once it runs; None: cannot be hot restarted)
 
     @property
     def path(self) -> Path:

@@ -26,6 +26,7 @@ from gateweave.infra import HostInfra, State
 from gateweave.infra import host as host_module
 from gateweave.infra.bootstrap import BootstrapParams, render, write
 from gateweave.infra.host import default_envoy_path, privileged_note
+from gateweave.infra.statedir import running
 from gateweave.ir import InfraGateway, InfraPort
 from gateweave.xds.server import AdsServer
 
@@ -43,11 +44,7 @@ def gateway(name: str, address: str, *ports: int) -> InfraGateway:
 
 
 def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return not running(pid)  # (an exited Envoy is init's zombie for a moment: gone)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:

@@ -20,9 +20,10 @@ import httpx
 import pytest
 
 from gateweave.infra.host import free_port
-from gateweave.infra.statedir import EnvoyRecord, default_state_dir, records
+from gateweave.infra.statedir import EnvoyRecord, default_state_dir, records, running
 from gateweave_bench import harness as h
 from tests.support.data import QUICKSTART, ROOT
+from tests.support.traffic import Traffic
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,11 +44,7 @@ def until(probe: Callable[[], T | None], timeout: float, what: str) -> T:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    return running(pid)  # (an exited Envoy is init's zombie for a moment: not alive)
 
 
 class Serve:
@@ -107,33 +104,6 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(timeout=5)
-
-
-class Traffic:
-    """A bounded request loop (about ``rate`` per second, each on a fresh connection) in a
-    thread, counting the requests that did not answer 200 from the expected backend."""
-
-    def __init__(self, address: str, port: int, want: str, rate: float = 50.0, limit: float = 90.0) -> None:
-        self.address, self.port, self.want = address, port, want
-        self.interval, self.limit = 1.0 / rate, limit
-        self.sent = 0
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        deadline = time.monotonic() + self.limit
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            reply = h.fetch_sync(self.address, self.port, "/", host="example.com")
-            self.sent += 1
-            if reply is None or reply.status != 200 or reply.body != self.want:
-                self.failed.append(f"{time.monotonic():.3f}: {None if reply is None else (reply.status, reply.body)}")
-            self._stop.wait(self.interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 @pytest.fixture
