@@ -15,6 +15,7 @@ picked up without a restart.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 from collections.abc import Mapping
@@ -217,10 +218,19 @@ def _render(params: BootstrapParams) -> dict[str, Any]:
     }
 
 
+def content(params: BootstrapParams) -> bytes:
+    """The bootstrap file's bytes: JSON (Envoy picks the format from the ``.json`` suffix)."""
+    return (json.dumps(render(params), indent=2, sort_keys=True) + "\n").encode()
+
+
+def digest(params: BootstrapParams) -> str:
+    """What an Envoy started with this bootstrap is recorded with (gateweave.infra.statedir)."""
+    return hashlib.sha256(content(params)).hexdigest()
+
+
 def write(path: Path, params: BootstrapParams) -> Path:
-    """Write the bootstrap as JSON (Envoy picks the format from the ``.json`` suffix)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(render(params), indent=2, sort_keys=True) + "\n")
+    tmp.write_bytes(content(params))
     tmp.replace(path)
     return path

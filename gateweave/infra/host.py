@@ -2,23 +2,23 @@
 
 :class:`HostInfra` makes the running Envoys match the infrastructure IR. Each Envoy
 gets a bootstrap (node id = the Gateway name, ADS to the control plane), its own
-admin port on loopback, ``--disable-hot-restart`` (several Envoys on one host), the
-Gateway's Envoy settings (``InfraGateway.envoy``, from its GatewayParameters:
+admin port on loopback, hot restart with a base id of its own (several Envoys on one
+host), the Gateway's Envoy settings (``InfraGateway.envoy``, from its GatewayParameters:
 ``--concurrency``, ``--log-level``, ``--drain-time-s``, extra arguments; a change replaces
-the Envoy) and its own directory under the work dir (the state directory's
-``envoys/``, see :mod:`gateweave.infra.statedir`) as working directory, holding its log
-file, its access log (``access.log``) and a record of the process. A process that
-dies is restarted with exponential backoff (reset after a stable uptime).
+the Envoy, see :meth:`HostInfra.envoy_args`) and its own directory under the work dir (the
+state directory's ``envoys/``, see :mod:`gateweave.infra.statedir`) as working directory,
+holding its log file, its access log (``access.log``) and a record of the process. A
+process that dies is restarted with exponential backoff (reset after a stable uptime).
 
-Envoys run in their own session and are watched through a pidfd, so they need not be
-our children: when the controller dies they keep serving, and the next controller on
-the same state directory adopts those whose settings it still wants (no new process,
-no rebinding; they reconnect to xDS by themselves). One whose settings changed is
-replaced make-before-break: the new Envoy starts, binds beside it (listeners use
-SO_REUSEPORT) and gets ready, then the old one's listeners stop and it quits after
-the drain time. An explicit stop drains (``POST /drain_listeners?graceful``), waits the
-drain time, then SIGTERM, then SIGKILL after a timeout; a crash of the controller
-(:meth:`HostInfra.detach`) leaves them serving.
+Envoys are started as nobody's child (:func:`spawn_detached`) in their own session and
+watched through a pidfd: when the controller dies they keep serving, and the next
+controller on the same state directory adopts those whose settings it still wants (no
+new process, no rebinding; they reconnect to xDS by themselves). One whose settings
+changed is replaced make-before-break by a hot restart: the new Envoy is the old one's
+next epoch and takes its listening sockets over; once it is ready the old one's
+listeners stop and it quits. An explicit stop drains (``POST
+/drain_listeners?graceful``), waits the drain time, then SIGTERM, then SIGKILL after a
+timeout; a failure of the controller (:meth:`HostInfra.detach`) leaves them serving.
 
 Listeners bind the Gateway's address (delivered over LDS). Ports below
 ``net.ipv4.ip_unprivileged_port_start`` (usually 1024, e.g. 80) only bind as root or
@@ -288,19 +288,8 @@ class _Supervisor:
 
     def _spawn(self) -> _Envoy:
         self.admin_port = free_port(self.infra.admin_host)
-        config = bootstrap.write(
-            self.dir / "bootstrap.json",
-            bootstrap.BootstrapParams(
-                node_id=self.gateway.name,
-                xds_host=self.infra.xds_host,
-                xds_port=self.infra.xds_port,
-                xds_pipe=self.infra.xds_pipe,
-                admin_host=self.infra.admin_host,
-                admin_port=self.admin_port,
-                delta=self.infra.delta,
-                metadata=bootstrap.node_metadata(self.gateway),
-            ),
-        )
+        params = self.infra.bootstrap_params(self.gateway, self.admin_port)
+        config = bootstrap.write(self.dir / "bootstrap.json", params)
         parent, self.parent = self.parent, None
         epoch, restart = self.infra.hot_restart(self.dir, parent)
         # Its working directory is its own: its access log goes there (a relative path, see xds.telemetry).
@@ -312,7 +301,7 @@ class _Supervisor:
             start_time=process_start_time(pid) or 0,
             admin_address=f"{self.infra.admin_host}:{self.admin_port}",
             bootstrap=str(config),
-            bootstrap_digest=hashlib.sha256(config.read_bytes()).hexdigest(),
+            bootstrap_digest=bootstrap.digest(params),
             spec=self.key,
             started_at=time.time(),
             epoch=epoch,
@@ -501,6 +490,29 @@ class HostInfra:
         """The Gateway's drain time (its GatewayParameters' drainTimeout, else the data plane's)."""
         return self.drain_time_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
 
+    def bootstrap_params(self, gateway: InfraGateway, admin_port: int) -> bootstrap.BootstrapParams:
+        return bootstrap.BootstrapParams(
+            node_id=gateway.name,
+            xds_host=self.xds_host,
+            xds_port=self.xds_port,
+            xds_pipe=self.xds_pipe,
+            admin_host=self.admin_host,
+            admin_port=admin_port,
+            delta=self.delta,
+            metadata=bootstrap.node_metadata(gateway),
+        )
+
+    def keeps(self, record: EnvoyRecord, gateway: InfraGateway) -> bool:
+        """Whether the running Envoy of ``record`` is what would be started for ``gateway``
+        now (command line and bootstrap alike, e.g. after an upgrade of gateweave): adopted
+        as it is, else replaced."""
+        port = int(record.admin_address.rpartition(":")[2])
+        return (
+            record.spec == self.spec(gateway)
+            and record.bootstrap_digest == bootstrap.digest(self.bootstrap_params(gateway, port))
+            and record.alive()
+        )
+
     def command(self, gateway: InfraGateway, config: Path, log_path: Path, restart: list[str]) -> list[str]:
         return [self.envoy_path, "-c", str(config), "--log-path", str(log_path), *restart, *self.envoy_args(gateway)]
 
@@ -545,7 +557,7 @@ class HostInfra:
                     current.gateway, current.note = gateway, privileged_note(gateway)
                     continue
                 found = self._found.pop(name, [])
-                keep = next((r for r in found if r.spec == self.spec(gateway) and r.alive()), None)
+                keep = next((r for r in found if self.keeps(r, gateway)), None)
                 olds: list[_Supervisor | EnvoyRecord] = [r for r in found if r is not keep]
                 if name in replaced:
                     olds.append(replaced.pop(name))

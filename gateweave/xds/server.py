@@ -24,6 +24,10 @@ Delta the server's view of the client is rolled back on NACK.
 With mutual TLS (``tls``, gateweave/xds/auth.py) a stream is bound to the node its client
 certificate names: a client asking as another node is refused (PERMISSION_DENIED) before
 anything is sent to it or anything it says is taken as an ACK or NACK.
+
+Nothing is sent to a node before its snapshot is published: an Envoy that reconnects to a
+restarted control plane keeps what it has until the first translation is done, and a SotW
+client presenting exactly the versions it would be sent gets nothing and counts as ACKed.
 """
 
 from __future__ import annotations
