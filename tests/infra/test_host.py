@@ -213,9 +213,11 @@ async def test_infrastructure_labels_and_annotations_are_the_node_metadata(ads: 
 async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
     """A process that ignores SIGTERM is killed after ``stop_timeout``."""
     fake = tmp_path / "stubborn-envoy"
+    ignoring = tmp_path / "ignoring-sigterm"
     fake.write_text(
         f"#!/bin/sh\nexec {sys.executable} -c "
-        '"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"\n'
+        '"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '
+        f"open('{ignoring}', 'w').close(); time.sleep(30)\"\n"
     )
     fake.chmod(0o755)
     infra = HostInfra(
@@ -232,7 +234,7 @@ async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
         await infra.reconcile({gw.name: gw})
         pid = infra.process(gw.name).pid  # type: ignore[union-attr]
         assert pid is not None
-        await asyncio.sleep(0.2)  # let it install its SIGTERM handler
+        await eventually(lambda: asyncio.sleep(0, ignoring.exists()), 30.0, "SIGTERM ignored by the fake")
         loop = asyncio.get_running_loop()
         start = loop.time()
         await infra.close()
