@@ -195,7 +195,7 @@ class _Envoy:
             self._fd = os.pidfd_open(pid)
         except ProcessLookupError:
             self._fd = -1
-            self._reap()
+            self._exited.set()
         else:
             self._loop.add_reader(self._fd, self._on_exit)
 
@@ -205,9 +205,6 @@ class _Envoy:
 
     def _on_exit(self) -> None:
         self.release()
-        self._reap()
-
-    def _reap(self) -> None:
         self._exited.set()  # (not our child: its exit status is not ours to know)
 
     def release(self) -> None:

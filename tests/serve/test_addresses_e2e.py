@@ -12,6 +12,7 @@ says which Gateway holds it while its other port is served; run as an unprivileg
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -152,7 +153,9 @@ def test_a_privileged_port_without_the_capability_is_refused_in_words(tmp_path: 
         backend = ns.call(h.NameServer, "app", "127.0.0.1")
         write(config / "backend.yaml", h.service("app", 80, backend.port))
         (config / "backend.yaml").chmod(0o644)
-        serve = Serve(ns, config, tmp_path / "serve.log",
+        state = Path(tempfile.mkdtemp(prefix="gw-nobody-state-"))  # serve makes its state directory in it
+        os.chown(state, 65534, 65534)
+        serve = Serve(ns, config, tmp_path / "serve.log", state=state / "state",
                       prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
         try:
             def served() -> Any:
@@ -173,6 +176,7 @@ def test_a_privileged_port_without_the_capability_is_refused_in_words(tmp_path: 
         finally:
             serve.stop()
             ns.call(backend.close)
+            shutil.rmtree(state, ignore_errors=True)
     finally:
         ns.close()
         for child in config.iterdir():

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from gateweave.infra.statedir import records
 from gateweave_bench import harness as h
 from tests.support.netns import Netns
 
@@ -28,14 +29,17 @@ GW_ADDRESS = "127.10.0.1"
 class Serve:
     """``gateweave serve`` on ``config_dir`` inside ``ns`` (with host Envoys), its log kept."""
 
-    def __init__(self, ns: Netns, config_dir: Path, log: Path, *args: str, prefix: Sequence[str] = ()) -> None:
-        """``args``: more options of serve; ``prefix``: a command serve runs under (setpriv...)."""
+    def __init__(self, ns: Netns, config_dir: Path, log: Path, *args: str, prefix: Sequence[str] = (),
+                 state: Path | None = None) -> None:
+        """``args``: more options of serve; ``prefix``: a command serve runs under (setpriv...);
+        ``state``: its state directory (default: ``state`` beside the log)."""
         self.ns = ns
         self.log = log
+        self.state = state or log.parent / "state"
         with log.open("wb") as out:
             self.proc = ns.popen(
                 [*prefix, GATEWEAVE, "--log-level", "info", "serve", "--config-dir", str(config_dir),
-                 "--admin-address", f"{ADMIN[0]}:{ADMIN[1]}", *args],
+                 "--admin-address", f"{ADMIN[0]}:{ADMIN[1]}", "--state-dir", str(self.state), *args],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out,
             )
 
@@ -55,19 +59,8 @@ class Serve:
                      and o["metadata"]["name"] == name), None)
 
     def envoys(self) -> list[int]:
-        """PIDs of the Envoys this serve started (its children)."""
-        out = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == self.proc.pid and cmd and cmd[0].endswith(b"envoy"):
-                out.append(int(entry.name))
-        return out
+        """PIDs of the Envoys this serve runs (recorded in its state directory)."""
+        return [record.pid for record in records(self.state / "envoys", prune=False)]
 
     def envoy_admin(self, gateway: str | None = None) -> tuple[str, int]:
         """The admin address of the Envoy of ``gateway`` ("namespace/name"; None: the only
