@@ -9,9 +9,6 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -27,11 +24,11 @@ from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import name_servers, write_base
+from tests.support.serveproc import ServeProcess
 
 pytestmark = pytest.mark.timeout(120)
 
 T = TypeVar("T")
-GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 
 
 @pytest.fixture(scope="module")
@@ -184,49 +181,13 @@ async def test_an_alias_bomb_is_refused_while_serve_keeps_answering(tmp_path: Pa
 # ---------------------------------------------------------------- a named pipe: no hang, SIGTERM still stops serve
 
 
-class ServeProcess:
-    """``gateweave serve`` as a real process (with its Envoys); stderr drained by a thread."""
-
-    def __init__(self, config_dir: Path) -> None:
-        self.lines: list[str] = []
-        self.url: str | None = None
-        self._found = threading.Event()
-        self.proc = subprocess.Popen(
-            [GATEWEAVE, "serve", "--config-dir", str(config_dir), "--admin-address", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            line = re.sub(r"\x1b\[[0-9;]*m", "", raw.rstrip("\n"))
-            self.lines.append(line)
-            m = re.search(r"admin API listening.*url=(\S+)", line)
-            if m and self.url is None:
-                self.url = m.group(1)
-                self._found.set()
-        self._found.set()
-
-    def wait_listening(self, timeout: float = 30) -> str:
-        self._found.wait(timeout)
-        assert self.url is not None, "serve did not start:\n" + "\n".join(self.lines[-30:])
-        return self.url
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
 async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(tmp_path: Path, backends: dict[str, h.NameServer]) -> None:
     ip = "127.40.12.3"
     port = free_port(ip)
     write_base(tmp_path, ip, port, backends)
     write(tmp_path / "route.yaml", route_text("svc-a"))
     os.mkfifo(tmp_path / "x.yaml")  # there from the start: the first scan meets it
-    server = ServeProcess(tmp_path)
+    server = ServeProcess("--config-dir", str(tmp_path))
     try:
         url = await asyncio.to_thread(server.wait_listening)
         await until(body_is(ip, port, "A"), "the route answers through Envoy", timeout=30)
@@ -242,7 +203,7 @@ async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(tmp_path: Path
         code = await asyncio.to_thread(server.proc.wait, 30)
         assert code == 0, "\n".join(server.lines[-30:])
     finally:
-        server.kill()
+        server.stop(signal.SIGKILL)
 
 
 async def config_errors_at(url: str) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,12 +22,11 @@ from gateweave.infra.host import free_port
 from gateweave.infra.statedir import EnvoyRecord, default_state_dir, records, running
 from gateweave_bench import harness as h
 from tests.support.data import QUICKSTART, ROOT
+from tests.support.serveproc import GATEWEAVE, ServeProcess
 from tests.support.traffic import Traffic
 
 pytestmark = pytest.mark.timeout(120)
 
-GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 T = TypeVar("T")
 
 
@@ -47,30 +45,8 @@ def alive(pid: int) -> bool:
     return running(pid)  # (an exited Envoy is init's zombie for a moment: not alive)
 
 
-class Serve:
-    """``gateweave serve`` in its own process (stderr kept for failure messages)."""
-
-    def __init__(self, *args: str) -> None:
-        self.lines: list[str] = []
-        self.url: str | None = None
-        self.proc = subprocess.Popen(
-            [GATEWEAVE, "serve", "--admin-address", "127.0.0.1:0", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            line = ANSI.sub("", line.rstrip("\n"))
-            self.lines.append(line)
-            m = re.search(r"admin API listening.*url=(\S+)", line)
-            if m and self.url is None:
-                self.url = m.group(1)
-
-    def log(self) -> str:
-        return "\n".join(self.lines[-40:])
+class Serve(ServeProcess):
+    """``gateweave serve`` with host Envoys, and what the tests read from its admin API."""
 
     def metric(self, name: str) -> float | None:
         if self.url is None:
@@ -94,16 +70,6 @@ class Serve:
                 cond = h.condition(obj, "Programmed")
                 return cond is not None and cond["status"] == "True"
         return False
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reader.join(timeout=5)
 
 
 @pytest.fixture

@@ -10,10 +10,8 @@ import copy
 import json
 import os
 import random
-import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +27,7 @@ from gateweave.api.kinds import Key
 from gateweave.store import key_of
 from tests.support.conformance_objects import case_raws
 from tests.support.runtime import without_times
+from tests.support.serveproc import ServeProcess
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 FINAL_CASES = (
@@ -38,50 +37,21 @@ FINAL_CASES = (
     "ListenerSetHTTPRouting.yaml",
 )
 EXTRA_CASES = ("GRPCRouteListenerHostnameMatching.yaml", "UDPRouteParentRefPortAndSectionName.yaml")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 # ---------------------------------------------------------------- the server process
 
 
-class Server:
-    """``gateweave serve --no-dataplane`` on an admin port of its choosing; its stderr is
-    drained by a thread (kept for failure messages)."""
+class Server(ServeProcess):
+    """``gateweave serve --no-dataplane`` on an admin port of its choosing."""
 
     def __init__(self, config_dir: Path) -> None:
-        self.lines: list[str] = []
-        self.url: str | None = None
-        self._found = threading.Event()
-        self.proc = subprocess.Popen(
-            [GATEWEAVE, "serve", "--no-dataplane", "--config-dir", str(config_dir),
-             "--admin-address", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            line = ANSI.sub("", line.rstrip("\n"))
-            self.lines.append(line)
-            m = re.search(r"admin API listening.*url=(\S+)", line)
-            if m and self.url is None:
-                self.url = m.group(1)
-                self._found.set()
-        self._found.set()
+        super().__init__("--no-dataplane", "--config-dir", str(config_dir))
 
     @property
     def admin_address(self) -> str:
         assert self.url is not None
         return self.url.removeprefix("http://")
-
-    def log(self) -> str:
-        return "\n".join(self.lines[-40:])
-
-    def wait_listening(self, timeout: float = 30) -> None:
-        self._found.wait(timeout)
-        assert self.url is not None, f"serve did not start (exit {self.proc.poll()}):\n{self.log()}"
 
     def get(self, path: str) -> httpx.Response:
         assert self.url is not None
@@ -92,16 +62,6 @@ class Server:
         resp.raise_for_status()
         items: list[dict[str, Any]] = resp.json()["items"]
         return items
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._reader.join(timeout=5)
 
 
 def item_key(item: dict[str, Any]) -> tuple[str, str, str]:

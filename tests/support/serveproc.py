@@ -1,0 +1,60 @@
+"""``gateweave serve`` as a user runs it: a real process, its admin API on a free port, its
+stderr drained by a thread (kept for failure messages)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class ServeProcess:
+    """``gateweave serve --admin-address 127.0.0.1:0 ARGS...``; ``url`` once its admin API listens."""
+
+    def __init__(self, *args: str) -> None:
+        self.lines: list[str] = []
+        self.url: str | None = None
+        self._found = threading.Event()
+        self.proc = subprocess.Popen(
+            [GATEWEAVE, "serve", "--admin-address", "127.0.0.1:0", *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            line = ANSI.sub("", line.rstrip("\n"))
+            self.lines.append(line)
+            m = re.search(r"admin API listening.*url=(\S+)", line)
+            if m and self.url is None:
+                self.url = m.group(1)
+                self._found.set()
+        self._found.set()
+
+    def log(self) -> str:
+        return "\n".join(self.lines[-40:])
+
+    def wait_listening(self, timeout: float = 30) -> str:
+        """The admin API's URL, once it listens."""
+        self._found.wait(timeout)
+        assert self.url is not None, f"serve did not start (exit {self.proc.poll()}):\n{self.log()}"
+        return self.url
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 10) -> None:
+        """Send ``sig`` (SIGTERM: an explicit stop) and wait; SIGKILL if it does not end."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=5)
