@@ -180,7 +180,7 @@ async def _node(admin_address: str) -> dict[str, object]:
 
 async def test_infrastructure_labels_and_annotations_are_the_node_metadata(ads: AdsServer, tmp_path: Path) -> None:
     """GatewayInfrastructurePropagation on one host: the Envoy runs with them as its node
-    metadata; Envoy reads it only when it starts, so a change restarts it."""
+    metadata; Envoy reads it only when it starts, so a change replaces it."""
     gw = msgspec.structs.replace(
         gateway("ns/meta", "127.30.7.1", 8080), labels={"team": "edge"}, annotations={"example.com/note": "hi"}
     )
@@ -204,7 +204,14 @@ async def test_infrastructure_labels_and_annotations_are_the_node_metadata(ads: 
         await infra.reconcile({gw.name: changed})
         await eventually(lambda: infra.ready(gw.name), 3.0, "restarted Envoy ready")
         second = infra.process(gw.name)
-        assert second is not None and second.pid != first.pid and first.pid is not None and gone(first.pid)
+        assert second is not None and second.pid != first.pid and first.pid is not None
+        replaced = first.pid
+
+        async def replaced_gone() -> bool:
+            return gone(replaced)
+
+        # replaced make-before-break: the old Envoy quits once the new one is ready
+        await eventually(replaced_gone, 2.0 + 5.0, "the replaced Envoy gone")
         assert (await _node(second.admin_address))["metadata"]["labels"] == {"team": "core"}  # type: ignore[index]
     finally:
         await infra.close()
