@@ -20,10 +20,10 @@ listeners stop and it quits. An explicit stop drains (``POST
 /drain_listeners?graceful``), waits the drain time, then SIGTERM, then SIGKILL after a
 timeout; a failure of the controller (:meth:`HostInfra.detach`) leaves them serving.
 
-Listeners bind the Gateway's address (delivered over LDS). Ports below
-``net.ipv4.ip_unprivileged_port_start`` (usually 1024, e.g. 80) only bind as root or
-with CAP_NET_BIND_SERVICE; otherwise Envoy NACKs those listeners, and the process
-status carries a note saying so.
+Listeners bind the Gateway's address (delivered over LDS). A port this process may not
+bind (below ``net.ipv4.ip_unprivileged_port_start`` without root or CAP_NET_BIND_SERVICE)
+never reaches an Envoy: translation refuses its listeners first (PortUnavailable, from
+:func:`gateweave.infra.netenv.privileged_ports_below`, see translate/binds.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from pathlib import Path
 import structlog
 
 from gateweave.infra import bootstrap
-from gateweave.infra.netenv import unprivileged_port_start
 from gateweave.infra.statedir import EnvoyRecord, process_start_time, records, running
 from gateweave.ir import InfraGateway
 from gateweave.metrics import Metrics
@@ -70,7 +69,6 @@ class GatewayProcess:
     state: State
     restarts: int
     log_path: Path
-    note: str | None = None  # e.g. a privileged port that will not bind
 
 
 def default_envoy_path() -> str:
@@ -83,20 +81,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def privileged_note(gateway: InfraGateway) -> str | None:
-    """Why some ports of ``gateway`` will not bind, if they will not."""
-    if os.geteuid() == 0:
-        return None
-    limit = unprivileged_port_start()
-    low = sorted({p.port for p in gateway.ports if p.port < limit})
-    if not low:
-        return None
-    return (
-        f"port(s) {', '.join(map(str, low))} need root or CAP_NET_BIND_SERVICE "
-        f"(unprivileged ports start at {limit}); their listeners will be rejected"
-    )
 
 
 async def http_status(host: str, port: int, path: str, timeout: float = 1.0, method: str = "GET") -> int | None:
@@ -253,7 +237,6 @@ class _Supervisor:
         self.key = infra.spec(gateway)
         self.dir = infra.work_dir / _dir_name(gateway.name)
         self.log_path = self.dir / "envoy.log"
-        self.note = privileged_note(gateway)
         self.proc: _Envoy | None = None
         self.record: EnvoyRecord | None = None
         self.adopting = adopt
@@ -267,8 +250,6 @@ class _Supervisor:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self.note:
-            log.warning(self.note, gateway=self.gateway.name)
         self._task = asyncio.create_task(self._run(), name=f"envoy {self.gateway.name}")
 
     def info(self) -> GatewayProcess:
@@ -280,7 +261,6 @@ class _Supervisor:
             state=self.state,
             restarts=self.restarts,
             log_path=self.log_path,
-            note=self.note,
         )
 
     def _spawn(self) -> _Envoy:
@@ -303,6 +283,7 @@ class _Supervisor:
             started_at=time.time(),
             epoch=epoch,
             base_id=int(restart[restart.index("--base-id") + 1]) if "--base-id" in restart else None,
+            drain_s=self.infra.stop_drain(self.gateway),
         )
         self.record.save()
         log.info("Envoy started", gateway=self.gateway.name, pid=pid, hot_restart_epoch=epoch)
@@ -387,7 +368,8 @@ class _Supervisor:
         self.stopping = True
         self._wake.set()
         if self.proc is not None:
-            await self.proc.quit(drain=self.infra.drain_s, timeout=self.infra.stop_timeout, graceful=graceful)
+            await self.proc.quit(drain=self.infra.stop_drain(self.gateway), timeout=self.infra.stop_timeout,
+                                 graceful=graceful)
         if self._task is not None:
             await self._task
         log.info("Envoy stopped", gateway=self.gateway.name)
@@ -444,7 +426,7 @@ class HostInfra:
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stable_after = stable_after
         self.drain_time_s = drain_time_s  # Envoy's own drain sequence (--drain-time-s)
-        self.drain_s = drain_s  # how long a stop waits for connections to finish
+        self.drain_s = drain_s  # how long a stop waits for connections to finish (see stop_drain)
         self.ready_timeout = ready_timeout  # how long an Envoy being replaced waits for its successor
         self.metrics = metrics
         self._supervisors: dict[str, _Supervisor] = {}
@@ -486,6 +468,11 @@ class HostInfra:
     def drain_time(self, gateway: InfraGateway) -> int:
         """The Gateway's drain time (its GatewayParameters' drainTimeout, else the data plane's)."""
         return self.drain_time_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
+
+    def stop_drain(self, gateway: InfraGateway) -> float:
+        """How long stopping the Gateway's Envoy (explicit stop, Gateway removed) lets its
+        connections finish: its GatewayParameters' drainTimeout, else ``drain_s``."""
+        return self.drain_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
 
     def bootstrap_params(self, gateway: InfraGateway, admin_port: int) -> bootstrap.BootstrapParams:
         return bootstrap.BootstrapParams(
@@ -551,7 +538,7 @@ class HostInfra:
                 gateway = desired[name]
                 if name in self._supervisors:
                     current = self._supervisors[name]
-                    current.gateway, current.note = gateway, privileged_note(gateway)
+                    current.gateway = gateway
                     continue
                 found = self._found.pop(name, [])
                 keep = next((r for r in found if self.keeps(r, gateway)), None)
@@ -590,7 +577,8 @@ class HostInfra:
         host, _, port = old.admin_address.rpartition(":")
         proc = _Envoy(old.pid, host, int(port))
         try:
-            await proc.quit(drain=self.drain_s, timeout=self.stop_timeout, graceful=graceful)
+            drain = self.drain_s if old.drain_s is None else old.drain_s
+            await proc.quit(drain=drain, timeout=self.stop_timeout, graceful=graceful)
         finally:
             proc.release()
         old.remove()

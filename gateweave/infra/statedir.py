@@ -105,6 +105,7 @@ class EnvoyRecord:
     started_at: float  # wall clock (seconds since the epoch)
     epoch: int = 0  # its hot restart epoch (a replacement is the next one) ...
     base_id: int | None = None  # ... and base id (known once it runs; None: cannot be hot restarted)
+    drain_s: float | None = None  # how long stopping it lets connections finish (None: the default)
 
     @property
     def path(self) -> Path:

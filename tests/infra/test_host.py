@@ -23,9 +23,8 @@ from google.protobuf import json_format
 from prometheus_client import CollectorRegistry
 
 from gateweave.infra import HostInfra, State
-from gateweave.infra import host as host_module
 from gateweave.infra.bootstrap import BootstrapParams, render, write
-from gateweave.infra.host import default_envoy_path, privileged_note
+from gateweave.infra.host import default_envoy_path
 from gateweave.infra.statedir import running
 from gateweave.ir import InfraGateway, InfraPort
 from gateweave.xds.server import AdsServer
@@ -91,17 +90,6 @@ def test_bootstrap_parses_and_validates(tmp_path: Path) -> None:
         timeout=20,
     )
     assert run.returncode == 0, run.stderr[-2000:]
-
-
-def test_privileged_port_note(monkeypatch: pytest.MonkeyPatch) -> None:
-    gw = gateway("ns/web", "127.30.5.1", 80, 8080)
-    monkeypatch.setattr(host_module.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(host_module, "unprivileged_port_start", lambda: 1024)
-    note = privileged_note(gw)
-    assert note is not None and "80" in note and "8080" not in note
-    assert privileged_note(gateway("ns/web", "127.30.5.1", 8080)) is None
-    monkeypatch.setattr(host_module.os, "geteuid", lambda: 0)
-    assert privileged_note(gw) is None
 
 
 async def test_reconcile_restart_and_close(ads: AdsServer, tmp_path: Path) -> None:
