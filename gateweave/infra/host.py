@@ -10,7 +10,7 @@ state directory's ``envoys/``, see :mod:`gateweave.infra.statedir`) as working d
 holding its log file, its access log (``access.log``) and a record of the process. A
 process that dies is restarted with exponential backoff (reset after a stable uptime).
 
-Envoys are started as nobody's child (:func:`spawn_detached`) in their own session and
+Envoys are started as nobody's child (:mod:`gateweave.infra.detach`) in their own session and
 watched through a pidfd: when the controller dies they keep serving, and the next
 controller on the same state directory adopts those whose settings it still wants (no
 new process, no rebinding; they reconnect to xDS by themselves). One whose settings
@@ -45,6 +45,7 @@ from pathlib import Path
 import structlog
 
 from gateweave.infra import bootstrap
+from gateweave.infra.detach import spawn_detached
 from gateweave.infra.statedir import EnvoyRecord, process_start_time, records, running
 from gateweave.ir import InfraGateway
 from gateweave.metrics import Metrics
@@ -114,55 +115,6 @@ def _dir_name(name: str) -> str:
     if len(flat) <= 100:
         return flat
     return f"{flat[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
-
-
-def spawn_detached(cmd: list[str], log_path: Path, cwd: Path) -> int:
-    """Start ``cmd`` in a session of its own, as nobody's child here (a grandchild whose parent
-    exits first), in the working directory ``cwd``; its output goes to ``log_path``. Returns
-    its pid.
-
-    An Envoy with hot restart enabled asks to be terminated when its parent dies
-    (PR_SET_PDEATHSIG); started from here it would die with the controller. Between the
-    forks and exec only system calls run.
-    """
-    if not os.access(cmd[0], os.X_OK):
-        raise OSError(f"{cmd[0]} is not an executable")
-    out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    read_end, write_end = os.pipe()
-    middle = os.fork()
-    if middle == 0:  # the intermediate process
-        code = 0
-        try:
-            os.close(read_end)
-            os.setsid()
-            me = os.getpid()
-            child = os.fork()
-            if child == 0:  # Envoy-to-be: exec once the intermediate is gone (its parent is then init)
-                code = 127
-                while os.getppid() == me:
-                    time.sleep(0.001)
-                os.chdir(cwd)
-                os.dup2(null, 0)
-                os.dup2(out, 1)
-                os.dup2(out, 2)
-                os.execv(cmd[0], cmd)
-            os.write(write_end, str(child).encode())
-        except BaseException:
-            code = code or 1
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    os.close(out)
-    os.close(null)
-    try:
-        data = os.read(read_end, 32)
-    finally:
-        os.close(read_end)
-        os.waitpid(middle, 0)
-    if not data:
-        raise OSError(f"cannot start {cmd[0]}")
-    return int(data)
 
 
 class _Envoy:
@@ -263,14 +215,14 @@ class _Supervisor:
             log_path=self.log_path,
         )
 
-    def _spawn(self) -> _Envoy:
+    async def _spawn(self) -> _Envoy:
         self.admin_port = free_port(self.infra.admin_host)
         params = self.infra.bootstrap_params(self.gateway, self.admin_port)
         config = bootstrap.write(self.dir / "bootstrap.json", params)
         parent, self.parent = self.parent, None
         epoch, restart = self.infra.hot_restart(self.dir, parent)
         # Its working directory is its own: its access log goes there (a relative path, see xds.telemetry).
-        pid = spawn_detached(self.infra.command(self.gateway, config, self.log_path, restart), self.log_path, self.dir)
+        pid = await spawn_detached(self.infra.command(self.gateway, config, self.log_path, restart), self.log_path, self.dir)
         proc = _Envoy(pid, self.infra.admin_host, self.admin_port)
         self.record = EnvoyRecord(
             gateway=self.gateway.name,
@@ -304,7 +256,7 @@ class _Supervisor:
             started = time.monotonic()
             adopt, self.adopting = self.adopting, None
             try:
-                self.proc = proc = self._adopt(adopt) if adopt is not None else self._spawn()
+                self.proc = proc = self._adopt(adopt) if adopt is not None else await self._spawn()
             except OSError as exc:
                 log.error("cannot start Envoy", gateway=self.gateway.name, error=str(exc))
             else:

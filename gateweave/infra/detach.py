@@ -1,0 +1,78 @@
+"""Starting a process as nobody's child: it outlives the controller that started it.
+
+An Envoy with hot restart enabled asks to be terminated when its parent dies
+(``PR_SET_PDEATHSIG``), so an Envoy that is the controller's child dies with it. It must
+instead be the child of a short-lived intermediate that exits before the Envoy starts.
+
+Forking the controller itself to make that intermediate is unsafe: the controller runs
+threads (gRPC's among them), and a forked copy of a threaded Python process may deadlock or
+die in a lock or fork handler another thread held. So the intermediate is a fresh
+process: this module run as a script by a new interpreter (``-I -S``: no site, only the
+standard library), which the controller starts by fork+exec in C (``asyncio`` subprocess).
+The intermediate, single-threaded, forks the process-to-be, reports its pid on stdout and
+exits; the process-to-be waits until its parent is gone (it is then init's, or the nearest
+subreaper's) and only then execs the command, in its own session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+_HELPER = str(Path(__file__).resolve())
+
+
+async def spawn_detached(cmd: Sequence[str], log_path: Path, cwd: Path) -> int:
+    """Start ``cmd`` in a session of its own, as nobody's child, in the working directory
+    ``cwd``, its output appended to ``log_path``; returns its pid (:class:`OSError` if it
+    could not be started)."""
+    if not os.access(cmd[0], os.X_OK):
+        raise OSError(f"{cmd[0]} is not an executable")
+    with log_path.open("ab") as log:
+        helper = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-S", _HELPER, str(cwd), str(log_path), *cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+        )
+    out, _ = await helper.communicate()
+    if helper.returncode != 0 or not out.strip().isdigit():
+        raise OSError(f"cannot start {cmd[0]} (see {log_path})")
+    return int(out)
+
+
+def _main(argv: list[str]) -> int:
+    """The intermediate: ``CWD LOG CMD...``."""
+    cwd, log_path, cmd = argv[0], argv[1], argv[2:]
+    gate_read, gate_write = os.pipe()  # closed when this process exits: the child's signal to go
+    me = os.getpid()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(gate_write)
+            os.read(gate_read, 1)  # EOF: the intermediate is exiting ...
+            while os.getppid() == me:  # ... and once it is gone, this process is re-parented
+                time.sleep(0.001)
+            os.chdir(cwd)
+            out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.closerange(3, 1 << 16)
+            os.execv(cmd[0], cmd)
+        except BaseException as exc:
+            os.write(2, f"cannot start {cmd[0]}: {exc}\n".encode())
+        os._exit(127)
+    os.write(1, str(child).encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
