@@ -385,6 +385,7 @@ def quickstart_cmd(
     once: Annotated[bool, typer.Option("--once", help="Exit after proving the route works (default: keep serving).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the route to answer.")] = 60.0,
     check_incremental: CheckIncrementalOpt = False,
+    state_dir: StateDirOpt = None,
 ) -> None:
     """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers through it."""
     from gateweave import app as gw_app
@@ -421,6 +422,7 @@ def quickstart_cmd(
 
     settings = gw_app.Settings(
         provider=gw_app.FileSettings(config_dir),
+        dataplane=gw_app.HostDataplane(state_dir=state_dir),
         admin=gw_app.AdminSettings(admin_address),
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
     )

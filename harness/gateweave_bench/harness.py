@@ -15,9 +15,11 @@ import asyncio
 import base64
 import contextlib
 import os
+import shutil
 import socket
 import socketserver
 import ssl
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -424,10 +426,13 @@ async def running_serve(
     start_timeout: float = 10.0,
     stop_timeout: float = 15.0,
     telemetry: ir.Telemetry | None = None,
+    state_dir: str | Path | None = None,
 ) -> AsyncIterator[Served]:
     """Run :func:`gateweave.app.run` on ``config_dir`` with host Envoys (``delta``: on the delta
-    xDS protocol; admin on a free loopback port) until the block exits; then stop it, and kill
-    any Envoy left behind."""
+    xDS protocol; admin on a free loopback port; ``state_dir``: its state directory, else a
+    temporary one removed afterwards) until the block exits; then stop it, and kill any
+    Envoy left behind."""
+    temporary = None if state_dir is not None else tempfile.mkdtemp(prefix="gateweave-state-")
     stop = asyncio.Event()
     started: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
 
@@ -437,7 +442,7 @@ async def running_serve(
 
     settings = app.Settings(
         provider=app.FileSettings(str(config_dir), debounce_ms=debounce_ms),
-        dataplane=app.HostDataplane(delta=delta),
+        dataplane=app.HostDataplane(state_dir=str(state_dir or temporary), delta=delta),
         admin=app.AdminSettings("127.0.0.1:0"),
         runtime=app.RuntimeSettings(window=window, check_incremental=check_incremental),
         telemetry=telemetry or ir.Telemetry(),
@@ -466,3 +471,6 @@ async def running_serve(
             if served is not None and isinstance(served.runtime.infra_sink, HostInfraSink):
                 served.infra.kill_all_sync()
             raise
+        finally:
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)

@@ -9,10 +9,11 @@ from pathlib import Path
 from tests.support.data import ROOT
 
 
-def test_quickstart_prints_a_curl_that_answers_200() -> None:
+def test_quickstart_prints_a_curl_that_answers_200(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "gateweave"
     proc = subprocess.run(
-        [str(exe), "quickstart", "--once", "--admin-address", "127.0.0.1:0", "--timeout", "60"],
+        [str(exe), "quickstart", "--once", "--admin-address", "127.0.0.1:0", "--timeout", "60",
+         "--state-dir", str(tmp_path / "state")],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from gateweave.infra.host import free_port
-from gateweave.infra.statedir import EnvoyRecord, default_state_dir, records, running
+from gateweave.infra.statedir import EnvoyRecord, records, running
 from gateweave_bench import harness as h
-from tests.support.data import QUICKSTART, ROOT
+from tests.support.data import ROOT
 from tests.support.serveproc import GATEWEAVE, ServeProcess
 from tests.support.traffic import Traffic
 
@@ -165,13 +165,13 @@ def test_kill_9_then_a_new_serve_adopts_the_envoy_without_a_failed_request(
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_dev_py_quickstart_passes_the_signal_on_and_leaves_no_envoy(sig: signal.Signals) -> None:
+def test_dev_py_quickstart_passes_the_signal_on_and_leaves_no_envoy(sig: signal.Signals, tmp_path: Path) -> None:
     """``python3 dev.py quickstart`` (the real dev.py): its signal reaches gateweave, which
     drains and stops its Envoy before dev.py exits."""
-    state = default_state_dir(str(QUICKSTART.parent))
+    state = tmp_path / "state"
     env = {**os.environ, "GATEWEAVE_NATIVE": "0"}
     dev = subprocess.Popen(
-        [sys.executable, str(ROOT / "dev.py"), "quickstart", "--admin-address", "127.0.0.1:0"],
+        [sys.executable, str(ROOT / "dev.py"), "quickstart", "--admin-address", "127.0.0.1:0", "--state-dir", str(state)],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     pids: list[int] = []

@@ -31,13 +31,14 @@ def _programmed(admin: str) -> bool:
     )
 
 
-def serve_lines(level: str, until: str | None = None) -> list[str]:
+def serve_lines(level: str, state_dir: Path, until: str | None = None) -> list[str]:
     """Run ``gateweave --log-level LEVEL serve`` on the quickstart (a real Envoy) until its
     Gateway is Programmed (Envoy ACKed its configuration) and, when ``until`` is given, a stderr
     line contains it; then stop it. Its stderr lines."""
     admin = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
-        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(QUICKSTART.parent), "--admin-address", admin],
+        [GATEWEAVE, "--log-level", level, "serve", "--config-dir", str(QUICKSTART.parent), "--admin-address", admin,
+         "--state-dir", str(state_dir)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     lines: list[str] = []
@@ -66,15 +67,15 @@ def serve_lines(level: str, until: str | None = None) -> list[str]:
     return lines
 
 
-def test_log_level_reaches_the_xds_server_and_the_envoy_supervisor() -> None:
-    debug = serve_lines("debug", until="xDS ACK")
+def test_log_level_reaches_the_xds_server_and_the_envoy_supervisor(tmp_path: Path) -> None:
+    debug = serve_lines("debug", tmp_path / "state", until="xDS ACK")
     assert any("[debug" in line and "xDS ACK" in line and "node=default/quickstart" in line for line in debug)
 
-    info = serve_lines("info")
+    info = serve_lines("info", tmp_path / "state")
     assert any("[info" in line and "xDS server listening" in line for line in info), info
     assert any("[info" in line and "Envoy started" in line and "gateway=default/quickstart" in line for line in info), info
     assert not any("[debug" in line for line in info), info
 
-    warning = serve_lines("warning")
+    warning = serve_lines("warning", tmp_path / "state")
     assert not any("xDS server listening" in line or "Envoy started" in line for line in warning), warning
     assert not any("[info" in line or "[debug" in line for line in warning), warning

@@ -4,9 +4,11 @@ stderr drained by a thread (kept for failure messages)."""
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -15,12 +17,19 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class ServeProcess:
-    """``gateweave serve --admin-address 127.0.0.1:0 ARGS...``; ``url`` once its admin API listens."""
+    """``gateweave serve --admin-address 127.0.0.1:0 ARGS...``; ``url`` once its admin API listens.
+
+    Without ``--state-dir`` in ``args`` (nor ``--no-dataplane``) it runs on a temporary state
+    directory, removed by :meth:`stop`: a test leaves none behind."""
 
     def __init__(self, *args: str) -> None:
         self.lines: list[str] = []
         self.url: str | None = None
         self._found = threading.Event()
+        self._state: str | None = None
+        if "--state-dir" not in args and "--no-dataplane" not in args:
+            self._state = tempfile.mkdtemp(prefix="gateweave-state-")
+            args = (*args, "--state-dir", self._state)
         self.proc = subprocess.Popen(
             [GATEWEAVE, "serve", "--admin-address", "127.0.0.1:0", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -58,3 +67,5 @@ class ServeProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=timeout)
         self._reader.join(timeout=5)
+        if self._state is not None:
+            shutil.rmtree(self._state, ignore_errors=True)
