@@ -76,12 +76,14 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     }
 
 
-async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                   backends: dict[str, Any]) -> None:
     ip = "127.40.2.1"
     http_port, tcp_port = free_port(ip), free_port(ip)
     h.write_manifests(tmp_path / "all.yaml", manifests(ip, http_port, tcp_port, backends))
     payload = os.urandom(8).hex().encode() * 8
-    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
+    state = tmp_path_factory.mktemp("state")
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL, state_dir=state) as served:
         admin = served.admin.url
 
         async def ready() -> bool:
@@ -104,7 +106,7 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, backends: dic
             envoys = served.admin.envoys
             assert envoys is not None
             path = envoys.access_log(GATEWAY)
-            assert path is not None
+            assert path == state / "envoys" / "default_gw" / "access.log"  # the Gateway's file in the state directory
 
             async def all_logged() -> list[dict[str, Any]] | None:
                 lines = log_lines(path)
