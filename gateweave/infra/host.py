@@ -8,7 +8,8 @@ host), the Gateway's Envoy settings (``InfraGateway.envoy``, from its GatewayPar
 the Envoy, see :meth:`HostInfra.envoy_args`) and its own directory under the work dir (the
 state directory's ``envoys/``, see :mod:`gateweave.infra.statedir`) as working directory,
 holding its log file, its access log (``access.log``) and a record of the process. A
-process that dies is restarted with exponential backoff (reset after a stable uptime).
+process that dies is restarted at once, then with exponential backoff if it dies again
+(reset after a stable uptime).
 
 Envoys are started as nobody's child (:mod:`gateweave.infra.detach`) in their own session and
 watched through a pidfd: when the controller dies they keep serving, and the next
@@ -38,6 +39,7 @@ import os
 import signal
 import socket
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,7 @@ from gateweave.infra.detach import spawn_detached
 from gateweave.infra.statedir import EnvoyRecord, process_start_time, records, running
 from gateweave.ir import InfraGateway
 from gateweave.metrics import Metrics
+from gateweave.telemetry import stats
 from gateweave.xds.telemetry import ACCESS_LOG_FILE
 
 log = structlog.get_logger("gateweave.infra.host")
@@ -117,6 +120,28 @@ def _dir_name(name: str) -> str:
     return f"{flat[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
+# An Envoy's gauges of downstream work (listener, HTTP connection manager, UDP proxy scopes).
+_IN_FLIGHT_PATH = "/stats?format=json&filter=" + urllib.parse.quote(
+    r"^(listener|http|udp)\.[^.]+\.downstream_(cx|rq|sess)_active$", safe=""
+)
+
+
+def in_flight(gauges: Mapping[str, int]) -> int:
+    """Downstream work an Envoy has in flight, from its gauges (admin's own excluded): HTTP
+    requests (``http.<listener>.downstream_rq_active``; an idle keep-alive connection is
+    none), connections its HTTP connection managers do not hold (``listener.*`` minus
+    ``http.*`` ``downstream_cx_active``: TCP and TLS passthrough sessions) and UDP sessions."""
+    by_stat: dict[tuple[str, str], int] = {}
+    for name, value in gauges.items():
+        parts = name.split(".")
+        if len(parts) == 3 and parts[1] != "admin":
+            key = (parts[0], parts[2])
+            by_stat[key] = by_stat.get(key, 0) + value
+    requests = by_stat.get(("http", "downstream_rq_active"), 0)
+    sessions = by_stat.get(("listener", "downstream_cx_active"), 0) - by_stat.get(("http", "downstream_cx_active"), 0)
+    return requests + max(0, sessions) + by_stat.get(("udp", "downstream_sess_active"), 0)
+
+
 class _Envoy:
     """A running Envoy (never our child, see :func:`spawn_detached`; perhaps started by a
     controller that died): its exit is seen through a pidfd, which also makes signals reach
@@ -158,17 +183,29 @@ class _Envoy:
     async def wait(self) -> None:
         await self._exited.wait()
 
+    async def _drained(self, limit: float) -> None:
+        """Until nothing is in flight (or the process is gone), at most ``limit`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        address = f"{self.admin_host}:{self.admin_port}"
+        while self.running and (left := deadline - loop.time()) > 0:
+            body = (await stats.fetch({"envoy": address}, _IN_FLIGHT_PATH, min(left, 1.0))).get("envoy")
+            if body is not None and in_flight(stats.parse(body).counters) == 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wait(), min(0.1, max(0.0, deadline - loop.time())))
+
     async def quit(self, *, drain: float, timeout: float, graceful: bool = True) -> None:
         """Drain the listeners (graceful: they accept during the drain; else they close at
-        once, for a replacement already listening beside), wait up to ``drain`` seconds,
-        then SIGTERM, and SIGKILL after ``timeout``."""
+        once, for a replacement already listening beside), wait until no downstream request
+        is in flight (:func:`in_flight`), at most ``drain`` seconds, then SIGTERM, and
+        SIGKILL after ``timeout``."""
         if not self.running:
             return
         if drain > 0:
             path = "/drain_listeners?graceful" if graceful else "/drain_listeners"
             if await http_status(self.admin_host, self.admin_port, path, 1.0, method="POST") == 200:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wait(), drain)
+                await self._drained(drain)
         self.signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(self.wait(), timeout)
@@ -250,7 +287,7 @@ class _Supervisor:
         return _Envoy(record.pid, host, int(port))
 
     async def _run(self) -> None:
-        delay = self.infra.backoff_base
+        delay = 0.0  # the first restart after a crash is at once; one crashing again backs off
         while not self.stopping:
             self.state = State.STARTING
             started = time.monotonic()
@@ -278,7 +315,7 @@ class _Supervisor:
             if self.stopping:
                 break
             if time.monotonic() - started >= self.infra.stable_after:
-                delay = self.infra.backoff_base
+                delay = 0.0
             self.restarts += 1
             self.state = State.BACKOFF
             log.warning(
@@ -291,7 +328,7 @@ class _Supervisor:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
-            delay = min(delay * 2, self.infra.backoff_max)
+            delay = min(max(delay * 2, self.infra.backoff_base), self.infra.backoff_max)
 
     async def _watch_ready(self, proc: _Envoy) -> None:
         interval = 0.02

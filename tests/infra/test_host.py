@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from gateweave.infra import HostInfra, State
 from gateweave.infra.bootstrap import BootstrapParams, render, write
-from gateweave.infra.host import default_envoy_path
+from gateweave.infra.host import default_envoy_path, in_flight
 from gateweave.infra.statedir import running
 from gateweave.ir import InfraGateway, InfraPort
 from gateweave.xds.server import AdsServer
@@ -90,6 +90,21 @@ def test_bootstrap_parses_and_validates(tmp_path: Path) -> None:
         timeout=20,
     )
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_in_flight_counts_requests_sessions_and_udp_but_not_idle_http_or_admin() -> None:
+    gauges = {
+        "http.admin.downstream_rq_active": 1,  # the admin's own request asking
+        "listener.admin.downstream_cx_active": 1,
+        "http.default_gw_http.downstream_rq_active": 0,
+        "http.default_gw_http.downstream_cx_active": 3,  # idle keep-alive connections
+        "listener.default_gw_http.downstream_cx_active": 3,
+    }
+    assert in_flight(gauges) == 0
+    assert in_flight({**gauges, "http.default_gw_http.downstream_rq_active": 2}) == 2
+    tcp = {**gauges, "listener.default_gw_tcp.downstream_cx_active": 1}  # a TCP route's session
+    assert in_flight(tcp) == 1
+    assert in_flight({**tcp, "udp.default_gw_udp.downstream_sess_active": 2}) == 3
 
 
 async def test_reconcile_restart_and_close(ads: AdsServer, tmp_path: Path) -> None:
