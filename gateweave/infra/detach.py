@@ -25,6 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _HELPER = str(Path(__file__).resolve())
+# This very interpreter: the child of the fork execs the binary it runs, which a process may
+# not reach by name (sys.executable) once it runs as another user (a venv's python linked to
+# a home directory that user cannot search).
+_INTERPRETER = "/proc/self/exe"
 
 
 async def spawn_detached(cmd: Sequence[str], log_path: Path, cwd: Path) -> int:
@@ -35,7 +39,7 @@ async def spawn_detached(cmd: Sequence[str], log_path: Path, cwd: Path) -> int:
         raise OSError(f"{cmd[0]} is not an executable")
     with log_path.open("ab") as log:
         helper = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-S", _HELPER, str(cwd), str(log_path), *cmd,
+            _INTERPRETER, "-I", "-S", _HELPER, str(cwd), str(log_path), *cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,
