@@ -80,8 +80,8 @@ def test_schema_and_cel_rejections_are_located() -> None:
         where.format(25) + "spec.envoy.concurrency: Invalid value: 0: spec.envoy.concurrency in body should be "
         "greater than or equal to 1",
         where.format(26) + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, --config-path, '
-        "--config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --disable-hot-restart, "
-        "--base-id, --mode or --service-node (gateweave sets them; use the fields for concurrency, logLevel and drainTimeout)",
+        "--config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --parent-shutdown-time-s, --disable-hot-restart, "
+        "--base-id, --use-dynamic-base-id, --base-id-path, --restart-epoch, --mode or --service-node (gateweave sets them; use the fields for concurrency, logLevel and drainTimeout)",
         where.format(27) + 'spec.envoy.drainTimeout: Invalid value: "soon": spec.envoy.drainTimeout in body should '
         "match '^([0-9]{1,5}(h|m|s|ms)){1,4}$'",
         where.format(29) + 'spec.kubernetes.service.type: Unsupported value: "ExternalName": supported values: '
@@ -131,8 +131,9 @@ def test_fleet_sections_decode_and_their_rules_are_located() -> None:
     where = "fleet.yaml:{}: GatewayParameters default/{}: "
     assert sorted(str(e) for e in errors) == sorted([
         where.format(6, "both") + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, '
-        "--config-path, --config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, "
-        "--disable-hot-restart, --base-id, --mode or --service-node (gateweave sets them; use the fields for "
+        "--config-path, --config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --parent-shutdown-time-s, "
+        "--disable-hot-restart, --base-id, --use-dynamic-base-id, --base-id-path, --restart-epoch, --mode or "
+        "--service-node (gateweave sets them; use the fields for "
         "concurrency, logLevel and drainTimeout)",
         where.format(8, "both") + 'spec.kubernetes.podDisruptionBudget: Invalid value: "object": set exactly one '
         "of minAvailable and maxUnavailable",
