@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from gateweave_bench import harness as h
-from tests.support.netns import Netns
+from tests.support.netns import Netns, link
 from tests.support.netserve import Serve, condition, until, write
 
 pytestmark = [
@@ -64,11 +64,7 @@ def listener_conditions(serve: Serve, gateway: str, listener: str) -> dict[str, 
 def pair() -> Iterator[tuple[Netns, Netns]]:
     server, client = Netns({}), Netns({})
     try:
-        subprocess.run(["ip", "-n", server.name, "link", "add", "gw0", "type", "veth", "peer", "name", "gw1",
-                        "netns", client.name], check=True)
-        for space, dev, addr in ((server, "gw0", SERVER), (client, "gw1", CLIENT)):
-            subprocess.run(["ip", "-n", space.name, "addr", "add", f"{addr}/24", "dev", dev], check=True)
-            subprocess.run(["ip", "-n", space.name, "link", "set", dev, "up"], check=True)
+        link(server, client, SERVER, CLIENT)
         yield server, client
     finally:
         client.close()

@@ -5,7 +5,7 @@ Processes started with :meth:`Netns.popen` run under ``ip netns exec``, which bi
 (``gateweave serve``, and the Envoys it starts, see it). The test's own sockets - its
 backends and its client - are made by threads that entered the namespace (``setns`` applies
 to the calling thread only), see :meth:`Netns.call`. Closing removes the namespace and its
-``/etc/netns`` directory.
+``/etc/netns`` directory. :func:`link` joins two namespaces by a veth pair ("another host").
 """
 
 from __future__ import annotations
@@ -64,3 +64,14 @@ class Netns:
             pool.shutdown(wait=True)
         subprocess.run(["ip", "netns", "del", self.name], check=False, capture_output=True)
         shutil.rmtree(self.etc, ignore_errors=True)
+
+
+def link(a: Netns, b: Netns, a_address: str, b_address: str, prefix: int = 24) -> None:
+    """A veth pair between two namespaces: ``gw0`` in ``a`` with ``a_address``, ``gw1`` in
+    ``b`` with ``b_address`` (both ``/prefix``), up. Made inside the namespaces, so its names
+    never meet another test's; deleting either namespace deletes it."""
+    subprocess.run(["ip", "-n", a.name, "link", "add", "gw0", "type", "veth", "peer", "name", "gw1", "netns", b.name],
+                   check=True)
+    for space, dev, addr in ((a, "gw0", a_address), (b, "gw1", b_address)):
+        subprocess.run(["ip", "-n", space.name, "addr", "add", f"{addr}/{prefix}", "dev", dev], check=True)
+        subprocess.run(["ip", "-n", space.name, "link", "set", dev, "up"], check=True)
