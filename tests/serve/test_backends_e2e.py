@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,16 +50,6 @@ def backend(name: str, endpoint: dict[str, Any], namespace: str = "default", **s
 def eg_ref(name: str, namespace: str | None = None) -> dict[str, Any]:
     ref = {"group": EG, "kind": "Backend", "name": name}
     return {**ref, "namespace": namespace} if namespace else ref
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A temporary directory with a short path (a unix socket path has at most 108 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="gwb-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

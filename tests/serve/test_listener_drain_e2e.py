@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -100,15 +99,6 @@ class _Steady:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
-
-
-@pytest.fixture
-def ns() -> Iterator[Netns]:
-    space = Netns({})
-    try:
-        yield space
-    finally:
-        space.close()
 
 
 PARAMS = "gateweave.io/v1alpha1"

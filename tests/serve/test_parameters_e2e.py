@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +39,6 @@ def gateway(name: str, port: int, ref: dict[str, Any] | None = None) -> dict[str
 
 def ref(name: str, kind: str = "GatewayParameters", group: str = "gateweave.io") -> dict[str, Any]:
     return {"group": group, "kind": kind, "name": name}
-
-
-@pytest.fixture
-def ns() -> Iterator[Netns]:
-    space = Netns({})
-    try:
-        yield space
-    finally:
-        space.close()
 
 
 def concurrency(serve: Serve, gateway: str) -> int | None:

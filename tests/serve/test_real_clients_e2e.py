@@ -19,8 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,16 +54,6 @@ def hosts() -> Iterator[tuple[Netns, Netns]]:
     finally:
         server.close()
     assert not server.etc.exists() and not client.etc.exists()
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A directory with a short path (a unix socket path has at most 108 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="gws-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def objects(external: int, web: int, socket: str) -> list[dict[str, Any]]:
