@@ -18,13 +18,13 @@ import functools
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateweave_bench import harness as h
+from tests.support.heldbackend import HeldBackend
 from tests.support.netns import Netns
 from tests.support.netserve import Serve, answers, until, write
 
@@ -34,45 +34,6 @@ pytestmark = [
 ]
 
 HOLD_LIMIT = 30.0  # a held request is answered after this at the latest (the test failed by then)
-
-
-class _HeldHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    server: _HeldServer
-
-    def do_GET(self) -> None:
-        self.server.arrived.set()
-        self.server.release.wait(HOLD_LIMIT)
-        body = b"slow"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _HeldServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _HeldHandler)
-        self.arrived = threading.Event()  # a request reached the backend
-        self.release = threading.Event()  # the test lets it answer
-        self.thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-    def close(self) -> None:
-        self.release.set()
-        self.shutdown()
-        self.server_close()
-        self.thread.join(2)
 
 
 class _Steady:
@@ -134,7 +95,7 @@ def b_gone(serve: Serve, gateway: str) -> bool:
 
 def test_a_removed_listener_drains_its_in_flight_request(ns: Netns, tmp_path: Path) -> None:
     fast = ns.call(h.NameServer, "fast", "127.0.0.1")
-    slow = ns.call(_HeldServer)
+    slow = ns.call(HeldBackend, HOLD_LIMIT)
     config = tmp_path / "config"
     config.mkdir()
     write(config / "objects.yaml", objects(fast.port, slow.port, with_b=True))
