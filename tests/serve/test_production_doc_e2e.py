@@ -145,10 +145,10 @@ def test_every_manifest_in_the_docs_is_accepted(tmp_path: Path) -> None:
 
 class UnitServe(Serve):
     """The unit's ``ExecStart`` (``argv``) in ``ns`` as ``NOBODY``, holding only the unit's
-    capabilities, as systemd would run it."""
+    capabilities, as systemd would run it (``state``: the state directory ``argv`` names)."""
 
-    def __init__(self, ns: Netns, argv: list[str], service: dict[str, str], log: Path) -> None:
-        self.ns, self.log = ns, log
+    def __init__(self, ns: Netns, argv: list[str], service: dict[str, str], state: Path, log: Path) -> None:
+        self.ns, self.log, self.state = ns, log, state
         caps = ",".join("+" + c.strip().lower().removeprefix("cap_") for c in service["AmbientCapabilities"].split())
         bounding = ",".join("+" + c.strip().lower().removeprefix("cap_") for c in service["CapabilityBoundingSet"].split())
         prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
@@ -207,7 +207,8 @@ def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
     try:
         backend = ns.call(h.NameServer, "app", "127.0.0.51", port)
         service = unit_settings()["Service"]
-        serve = UnitServe(ns, [mapped(a) for a in shlex.split(service["ExecStart"])], service, tmp_path / "serve.log")
+        serve = UnitServe(ns, [mapped(a) for a in shlex.split(service["ExecStart"])], service, dirs["/var/lib/gateweave"],
+                           tmp_path / "serve.log")
         env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", "COLUMNS": "200"}
 
         def run(line: str) -> subprocess.CompletedProcess[str]:
