@@ -11,7 +11,9 @@
   unprivileged user holding only the unit's capabilities (its Gateway binds port 80), the
   backend's DNS name in the namespace's hosts file, and the checks they give (fenced blocks
   ``sh check``) run line by line: the ``curl`` gets the backend's answer through Envoy,
-  ``gateweave status`` lists the Gateway Programmed on every interface.
+  ``gateweave status`` lists the Gateway Programmed on every interface. Then the upgrade the
+  docs give: serve alone killed, started again as systemd would, adopts the Envoy that kept
+  serving.
 """
 
 from __future__ import annotations
@@ -207,8 +209,8 @@ def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
     try:
         backend = ns.call(h.NameServer, "app", "127.0.0.51", port)
         service = unit_settings()["Service"]
-        serve = UnitServe(ns, [mapped(a) for a in shlex.split(service["ExecStart"])], service, dirs["/var/lib/gateweave"],
-                           tmp_path / "serve.log")
+        argv = [mapped(a) for a in shlex.split(service["ExecStart"])]
+        serve = UnitServe(ns, argv, service, dirs["/var/lib/gateweave"], tmp_path / "serve.log")
         env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", "COLUMNS": "200"}
 
         def run(line: str) -> subprocess.CompletedProcess[str]:
@@ -225,6 +227,19 @@ def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
         row = next(line for line in shown.stdout.splitlines() if "default/web" in line and "0.0.0.0" in line)
         assert row.split("│")[4:6] == [" True     ", " True       "], row  # ACCEPTED, PROGRAMMED
         assert "No configuration errors." in shown.stdout
+
+        # the upgrade: serve alone is killed (systemctl kill --kill-whom=main), systemd starts
+        # it again (Restart=on-failure); the Envoys kept serving, and the new serve adopts them
+        assert "systemctl kill --kill-whom=main --signal=SIGKILL gateweave" in DOC.read_text()
+        envoys = sorted(serve.envoys())
+        serve.proc.kill()
+        serve.proc.wait(10)
+        assert run(curl).stdout == "app"  # no controller: the Envoy serves on
+        serve = UnitServe(ns, argv, service, dirs["/var/lib/gateweave"], tmp_path / "restarted.log")
+        until(lambda: "Envoy adopted" in serve.log.read_text(), 60, "the restarted serve adopts the Envoy", serve)
+        assert '"Envoy adopted" for every Gateway' in DOC.read_text()
+        assert sorted(serve.envoys()) == envoys
+        assert run(curl).stdout == "app"
     finally:
         if serve is not None:
             serve.stop()
