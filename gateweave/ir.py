@@ -224,12 +224,36 @@ class Retry(_IR, kw_only=True, frozen=True):
     backoff_s: float | None = None
 
 
-class LocalRateLimit(_IR, kw_only=True, frozen=True):
-    """A BackendTrafficPolicy's local rate limit on a route: ``requests`` per ``unit_s``
-    seconds, one token bucket per route on each Envoy; requests over it get 429."""
+class RateLimitSource(_IR, kw_only=True, frozen=True):
+    """A rate limit rule's client address condition: the client is inside ``cidr`` (its
+    network address/prefix, e.g. ``10.0.0.0/8``); ``distinct``: each address has its own bucket."""
+
+    cidr: str
+    distinct: bool = False
+
+
+class RateLimitRule(_IR, kw_only=True, frozen=True):
+    """A local rate limit rule with client selectors: the requests meeting all its conditions
+    share a bucket of ``requests`` per ``unit_s`` seconds (one per distinct value of each
+    ``Distinct`` header and of the client address when ``source.distinct``). ``headers``:
+    ``Exact`` / ``RegularExpression`` matches (``invert``: the header must not match), or type
+    ``Distinct`` (the header must be present; its value picks the bucket)."""
 
     requests: int
     unit_s: int
+    headers: tuple[tuple[StringMatch, bool], ...] = ()  # (match, invert)
+    source: RateLimitSource | None = None
+
+
+class LocalRateLimit(_IR, kw_only=True, frozen=True):
+    """A BackendTrafficPolicy's local rate limit on a route: ``requests`` per ``unit_s``
+    seconds for every request (one token bucket per route on each Envoy; ``requests`` None: no
+    such limit), and the ``rules`` limiting the clients their selectors pick, each in its own
+    buckets. A request over any limit it meets gets 429."""
+
+    requests: int | None
+    unit_s: int
+    rules: tuple[RateLimitRule, ...] = ()
 
 
 class BasicAuth(_IR, kw_only=True, frozen=True):

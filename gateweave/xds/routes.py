@@ -10,6 +10,7 @@ import msgspec
 from envoy.config.core.v3 import base_pb2, extension_pb2
 from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.config.route.v3 import route_pb2
+from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
 from envoy.extensions.filters.http.fault.v3 import fault_pb2
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
@@ -477,21 +478,74 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
 
 
 def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRateLimit:
-    """A route's token bucket: ``requests`` tokens, all refilled every ``unit_s`` seconds;
-    enabled and enforced for every request (429 when empty)."""
+    """A route's token buckets: its own (``requests`` tokens, all refilled every ``unit_s``
+    seconds; none: as good as unlimited), and one descriptor per rule with selectors (a
+    wildcard entry, of a ``Distinct`` header or address, makes a bucket per value); enabled
+    and enforced for every request (429 when a bucket it takes a token from is empty)."""
     always = base_pb2.RuntimeFractionalPercent(
         default_value=percent_pb2.FractionalPercent(numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED),
     )
-    return local_rate_limit_pb2.LocalRateLimit(
+    out = local_rate_limit_pb2.LocalRateLimit(
         stat_prefix=LOCAL_RATELIMIT_STAT_PREFIX,
-        token_bucket=token_bucket_pb2.TokenBucket(
-            max_tokens=limit.requests,
-            tokens_per_fill=wrappers_pb2.UInt32Value(value=limit.requests),
-            fill_interval=duration(limit.unit_s),
-        ),
+        token_bucket=_token_bucket(limit.requests if limit.requests is not None else _UNLIMITED, limit.unit_s),
         filter_enabled=always,
         filter_enforced=always,
     )
+    for i, rule in enumerate(limit.rules):
+        entries, actions = _rule_descriptor(i, rule)
+        out.rate_limits.append(rc.RateLimit(actions=actions))
+        out.descriptors.append(ratelimit_pb2.LocalRateLimitDescriptor(
+            entries=entries, token_bucket=_token_bucket(rule.requests, rule.unit_s)))
+        if any(not entry.value for entry in entries):  # a wildcard
+            out.max_dynamic_descriptors.value = MAX_DISTINCT_CLIENTS
+    return out
+
+
+# The most buckets Envoy keeps per wildcard descriptor (the least recently used goes).
+MAX_DISTINCT_CLIENTS = 10_000
+# The largest bucket Envoy takes: a route whose limits all have client selectors.
+_UNLIMITED = (1 << 32) - 1
+
+
+def _token_bucket(requests: int, unit_s: int) -> token_bucket_pb2.TokenBucket:
+    return token_bucket_pb2.TokenBucket(
+        max_tokens=requests, tokens_per_fill=wrappers_pb2.UInt32Value(value=requests), fill_interval=duration(unit_s),
+    )
+
+
+def _rule_descriptor(
+    i: int, rule: ir.RateLimitRule,
+) -> tuple[list[ratelimit_pb2.RateLimitDescriptor.Entry], list[rc.RateLimit.Action]]:
+    """The descriptor a request meeting rule ``i`` makes (entries without a value match any
+    value: a bucket per value), and the actions making it."""
+    entries: list[ratelimit_pb2.RateLimitDescriptor.Entry] = []
+    actions: list[rc.RateLimit.Action] = []
+    for j, (match, invert) in enumerate(rule.headers):
+        key = f"rule-{i}-header-{j}"
+        if match.type == "Distinct":
+            actions.append(rc.RateLimit.Action(
+                request_headers=rc.RateLimit.Action.RequestHeaders(header_name=match.name, descriptor_key=key)))
+            entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key))
+            continue
+        matcher = rc.HeaderMatcher(name=match.name, string_match=_string_match(match), invert_match=invert)
+        actions.append(rc.RateLimit.Action(header_value_match=rc.RateLimit.Action.HeaderValueMatch(
+            descriptor_key=key, descriptor_value="1", expect_match=wrappers_pb2.BoolValue(value=True),
+            headers=[matcher])))
+        entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key, value="1"))
+    if rule.source is not None:
+        length = int(rule.source.cidr.rsplit("/", 1)[1])
+        masked = rc.RateLimit.Action.MaskedRemoteAddress()
+        # The other family is masked to the full address: it never equals the range.
+        if ":" in rule.source.cidr:
+            masked.v6_prefix_mask_len.value = length
+        else:
+            masked.v4_prefix_mask_len.value = length
+        actions.append(rc.RateLimit.Action(masked_remote_address=masked))
+        entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key="masked_remote_address", value=rule.source.cidr))
+        if rule.source.distinct:
+            actions.append(rc.RateLimit.Action(remote_address=rc.RateLimit.Action.RemoteAddress()))
+            entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key="remote_address"))
+    return entries, actions
 
 
 # ---------------------------------------------------------------- backendRef redirects and rewrites

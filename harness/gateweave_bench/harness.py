@@ -154,15 +154,20 @@ def fetch_sync(
     tls: ssl.SSLContext | None = None,
     sni: str | None = None,
     timeout: float = 2.0,
+    source: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Reply | None:
-    """``GET path`` with ``Host: host`` on a fresh connection; ``None`` if it fails (refused, reset...)."""
+    """``GET path`` with ``Host: host`` (and ``headers``) on a fresh connection, from the
+    address ``source`` if given; ``None`` if it fails (refused, reset...)."""
     chunks: list[bytes] = []
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     try:
-        with socket.create_connection((address, port), timeout=timeout) as raw:
+        bind = (source, 0) if source is not None else None
+        with socket.create_connection((address, port), timeout=timeout, source_address=bind) as raw:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock = tls.wrap_socket(raw, server_hostname=sni or host) if tls is not None else raw
             with sock:
-                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n".encode())
                 while not _complete(b"".join(chunks)) and (data := sock.recv(65536)):
                     chunks.append(data)
     except OSError:  # ssl.SSLError too; a reset after the reply still leaves the reply
@@ -225,9 +230,13 @@ async def fetch(
     tls: ssl.SSLContext | None = None,
     sni: str | None = None,
     timeout: float = 2.0,
+    source: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Reply | None:
     """:func:`fetch_sync` in a worker thread (the event loop keeps serving)."""
-    return await asyncio.to_thread(fetch_sync, address, port, path, host, tls=tls, sni=sni, timeout=timeout)
+    return await asyncio.to_thread(
+        fetch_sync, address, port, path, host, tls=tls, sni=sni, timeout=timeout, source=source, headers=headers,
+    )
 
 
 # ---------------------------------------------------------------- manifests

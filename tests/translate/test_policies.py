@@ -272,7 +272,7 @@ def test_rate_limit_values_envoy_cannot_take_are_refused() -> None:
     result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
     acc = only(result, "p")["Accepted"]
     assert acc["reason"] == "Invalid"
-    assert "spec.rateLimit.local.rules: gateweave supports one rule" in acc["message"]
+    assert "spec.rateLimit.local.rules: at most one rule may be without clientSelectors" in acc["message"]
     assert "rules[0].limit.requests 0 is out of range" in acc["message"]
     assert "rules[1].limit.unit Fortnight is not a unit" in acc["message"]
     assert result.xds == run(base()).xds
@@ -318,3 +318,44 @@ def test_security_policy_secrets_and_values_are_checked_with_their_place() -> No
     assert message(ext) == "spec.extAuth.http.backendRef: Service ns/nowhere not found"
     assert message(jwt) == ("spec.jwt.providers[0].localJWKS.valueRef: ConfigMap ns/j does not exist; "
                             "spec.jwt.providers[1].localJWKS: not a JSON Web Key Set (Object missing required field `keys`)")
+
+
+def test_client_selector_values_envoy_cannot_take_are_refused() -> None:
+    """Bad selectors in a stored object (not validated again): a bad regex, a range that is not
+    one, an inverted range, a Distinct header with a value, two ranges in a rule, none at all."""
+    selectors = [
+        {"headers": [{"name": "x", "type": "RegularExpression", "value": "(a"}]},
+        {"sourceCIDR": {"value": "10.0.0.0/33", "type": "Exact"}},
+        {"sourceCIDR": {"value": "10.0.0.0/8", "invert": True}},
+        {"headers": [{"name": "y", "type": "Distinct", "value": "v"}]},
+        {},
+    ]
+    spec = {"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+            "rateLimit": {"type": "Local", "local": {"rules": [
+                {"clientSelectors": selectors, "limit": {"requests": 1, "unit": "Week"}}]}}}
+    bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
+    result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+    acc = only(result, "p")["Accepted"]
+    assert acc["reason"] == "Invalid"
+    at = "spec.rateLimit.local.rules[0].clientSelectors"
+    for part in (f"{at}[0].headers[0].value '(a' is not a valid regular expression",
+                 f"{at}[1].sourceCIDR.value '10.0.0.0/33' is not an IP range (CIDR)",
+                 f"{at}[2].sourceCIDR.invert true is not supported by gateweave",
+                 f"{at}[3].headers[0]: a Distinct header takes neither value nor invert",
+                 f"{at}[4]: a selector needs headers or sourceCIDR",
+                 f"{at}: gateweave supports one sourceCIDR per rule"):
+        assert part in acc["message"]
+    assert "Week" not in acc["message"]  # a unit of the CRD
+    assert result.xds == run(base()).xds
+
+
+def test_client_selectors_are_implemented_and_other_selectors_refused_by_name() -> None:
+    selector: dict[str, Any] = {"headers": [{"name": "x", "type": "Distinct"}],
+                                "sourceCIDR": {"value": "10.0.0.0/8", "type": "Distinct"}}
+    rules = [{"clientSelectors": [selector], "limit": {"requests": 1, "unit": "Second"}}]
+    ok = run([*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})])
+    assert only(ok, "p")["Accepted"]["reason"] == "Accepted"
+    selector["methods"] = [{"value": "GET"}]
+    refused = run([*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})])
+    acc = only(refused, "p")["Accepted"]
+    assert acc["message"] == "spec.rateLimit.local.rules[0].clientSelectors[0].methods is not supported by gateweave"

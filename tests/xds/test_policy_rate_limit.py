@@ -48,3 +48,58 @@ def test_refused_policy_changes_nothing() -> None:
     refused = {"rateLimit": {"type": "Local", "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"}}]}},
                "retry": {"numRetries": 2}}
     assert run([*base(), policy("p", spec=refused)]).xds == run(base()).xds
+
+
+def route_limit(spec: dict[str, Any]) -> local_rate_limit_pb2.LocalRateLimit:
+    res = build(run([*base(), policy("p", spec=spec)]).xds["ns/gw"])
+    route = next(r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes
+                 if r.name == "httproute/ns/r1/rule/0/match/0")
+    config = local_rate_limit_pb2.LocalRateLimit()
+    route.typed_per_filter_config[LOCAL_RATELIMIT_FILTER].Unpack(config)
+    return config
+
+
+def test_client_selector_rules_are_descriptors_with_their_own_buckets() -> None:
+    rules = [
+        {"limit": {"requests": 10, "unit": "Second"}},
+        {"clientSelectors": [{"headers": [{"name": "X-Plan", "value": "free"},
+                                          {"name": "x-user", "type": "Distinct"}]},
+                             {"sourceCIDR": {"value": "10.1.2.3/16", "type": "Distinct"}}],
+         "limit": {"requests": 2, "unit": "Minute"}},
+        {"clientSelectors": [{"headers": [{"name": "x-bot", "type": "RegularExpression", "value": "crawl.*",
+                                           "invert": True}]},
+                             {"sourceCIDR": {"value": "2001:db8::/32"}}],
+         "limit": {"requests": 3, "unit": "Hour"}},
+    ]
+    config = route_limit({"rateLimit": {"type": "Local", "local": {"rules": rules}}})
+    assert config.token_bucket.max_tokens == 10  # the rule without selectors: the route's own bucket
+    assert config.token_bucket.fill_interval.seconds == 1
+    assert [d.token_bucket.max_tokens for d in config.descriptors] == [2, 3]
+    assert [d.token_bucket.fill_interval.seconds for d in config.descriptors] == [60, 3600]
+    first, second = config.descriptors
+    assert [(e.key, e.value) for e in first.entries] == [
+        ("rule-0-header-0", "1"), ("rule-0-header-1", ""),  # a wildcard: a bucket per value
+        ("masked_remote_address", "10.1.0.0/16"), ("remote_address", ""),
+    ]
+    assert [(e.key, e.value) for e in second.entries] == [("rule-1-header-0", "1"), ("masked_remote_address", "2001:db8::/32")]
+    plan, user, masked, remote = config.rate_limits[0].actions
+    assert plan.header_value_match.headers[0].name == "x-plan"
+    assert plan.header_value_match.headers[0].string_match.exact == "free"
+    assert user.request_headers.header_name == "x-user"
+    assert user.request_headers.descriptor_key == "rule-0-header-1"
+    assert masked.masked_remote_address.v4_prefix_mask_len.value == 16
+    assert remote.HasField("remote_address")
+    bot, v6 = config.rate_limits[1].actions
+    assert bot.header_value_match.headers[0].invert_match
+    assert bot.header_value_match.headers[0].string_match.safe_regex.regex == "crawl.*"
+    assert v6.masked_remote_address.v6_prefix_mask_len.value == 32
+    assert not v6.masked_remote_address.HasField("v4_prefix_mask_len")
+    assert config.max_dynamic_descriptors.value > 0
+
+
+def test_only_selector_rules_leave_the_route_bucket_unlimited() -> None:
+    rules = [{"clientSelectors": [{"sourceCIDR": {"value": "10.0.0.0/8"}}], "limit": {"requests": 2, "unit": "Minute"}}]
+    config = route_limit({"rateLimit": {"type": "Local", "local": {"rules": rules}}})
+    assert config.token_bucket.max_tokens == (1 << 32) - 1
+    assert len(config.descriptors) == 1
+    assert not config.HasField("max_dynamic_descriptors")  # nothing distinct
