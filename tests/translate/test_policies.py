@@ -359,3 +359,14 @@ def test_client_selectors_are_implemented_and_other_selectors_refused_by_name() 
     refused = run([*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})])
     acc = only(refused, "p")["Accepted"]
     assert acc["message"] == "spec.rateLimit.local.rules[0].clientSelectors[0].methods is not supported by gateweave"
+
+
+def test_selector_rule_unit_must_be_a_multiple_of_the_route_rules() -> None:
+    """Envoy refuses a descriptor refilled more often than the route's own bucket (a NACK)."""
+    rules = [{"limit": {"requests": 5, "unit": "Minute"}},
+             {"clientSelectors": [{"sourceCIDR": {"value": "10.0.0.0/8"}}], "limit": {"requests": 1, "unit": "Second"}},
+             {"clientSelectors": [{"sourceCIDR": {"value": "10.0.0.0/8"}}], "limit": {"requests": 1, "unit": "Hour"}}]
+    result = run([*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})])
+    acc = only(result, "p")["Accepted"]
+    assert acc["message"] == ("spec.rateLimit.local.rules[1].limit.unit Second must be a multiple of the unit of the"
+                              " rule without clientSelectors")

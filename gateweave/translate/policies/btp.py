@@ -97,12 +97,18 @@ def problems(spec: dict[str, Any]) -> list[str]:
     if rl.type != "Local" or rl.local is None:
         return [f"spec.rateLimit.type {rl.type or '(unset)'}: only Local rate limits are supported by gateweave"]
     out = []
-    if sum(not rule.client_selectors for rule in rl.local.rules) > 1:
+    defaults = [rule.limit.unit for rule in rl.local.rules if not rule.client_selectors]
+    if len(defaults) > 1:
         out.append("spec.rateLimit.local.rules: at most one rule may be without clientSelectors")
+    # Envoy refuses a descriptor whose fill interval is not a multiple of the route bucket's.
+    default_s = _UNIT_S.get(defaults[0], 1) if defaults else 1
     for i, rule in enumerate(rl.local.rules):
         at = f"spec.rateLimit.local.rules[{i}]"
         if rule.limit.unit not in _UNIT_S:
             out.append(f"{at}.limit.unit {rule.limit.unit} is not a unit")
+        elif rule.client_selectors and _UNIT_S[rule.limit.unit] % default_s:
+            out.append(f"{at}.limit.unit {rule.limit.unit} must be a multiple of the unit of the rule without"
+                       " clientSelectors")
         if not 0 < rule.limit.requests < 1 << 32:
             out.append(f"{at}.limit.requests {rule.limit.requests} is out of range")
         for j, selector in enumerate(rule.client_selectors):
