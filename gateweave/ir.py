@@ -222,6 +222,11 @@ class Retry(_IR, kw_only=True, frozen=True):
     codes: tuple[int, ...] = ()
     attempts: int | None = None
     backoff_s: float | None = None
+    # A BackendTrafficPolicy's retry: Envoy's retry_on conditions as written (None: implied by
+    # ``codes``), the backoff's ceiling and each attempt's own timeout.
+    triggers: tuple[str, ...] | None = None
+    max_backoff_s: float | None = None
+    per_try_s: float | None = None
 
 
 class RateLimitSource(_IR, kw_only=True, frozen=True):

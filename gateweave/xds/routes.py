@@ -302,12 +302,16 @@ def _retry_policy(route: ir.Route) -> rc.RetryPolicy | None:
         return None
     out = rc.RetryPolicy()
     if retry is not None:
-        out.retry_on = retry_on(retry.codes)
+        out.retry_on = retry_on(retry.codes) if retry.triggers is None else ",".join(retry.triggers)
         out.retriable_status_codes.extend(sorted(set(retry.codes)))
         if retry.attempts is not None:
             out.num_retries.CopyFrom(wrappers_pb2.UInt32Value(value=retry.attempts))
         if retry.backoff_s is not None and retry.backoff_s > 0:
             out.retry_back_off.base_interval.CopyFrom(duration(retry.backoff_s))
+            if retry.max_backoff_s is not None:
+                out.retry_back_off.max_interval.CopyFrom(duration(retry.max_backoff_s))
+        if retry.per_try_s is not None:
+            per_try = retry.per_try_s
     if per_try is not None and per_try > 0:
         out.per_try_timeout.CopyFrom(duration(per_try))
     return out

@@ -12,7 +12,7 @@ from tests.translate.test_policies import base, models, policy
 def snapshot() -> Snapshot:
     return Snapshot.from_objects(models([
         *base(), policy("gwp", created="2026-01-01T00:00:00Z"), policy("late", created="2026-02-01T00:00:00Z"),
-        policy("rp", target=("HTTPRoute", "r1"), spec={"retry": {"numRetries": 2}}),
+        policy("rp", target=("HTTPRoute", "r1"), spec={"useClientProtocol": True}),
         policy("away", target=("Gateway", "absent")),
     ]))
 
@@ -23,7 +23,7 @@ def test_route_shows_governing_policy_scope_and_refusal() -> None:
     assert any("BackendTrafficPolicy on listener http" in line and "BackendTrafficPolicy ns/gwp, holding the Gateway ns/gw" in line
                for line in lines), lines
     r1 = explain(snapshot(), TranslateOptions(), "HTTPRoute", "ns", "r1")
-    assert any("BackendTrafficPolicy ns/rp, holding the route ns/r1" in line and "NOT applied: spec.retry is not supported" in line
+    assert any("BackendTrafficPolicy ns/rp, holding the route ns/r1" in line and "NOT applied: spec.useClientProtocol is not supported" in line
                for line in r1), r1
 
 

@@ -188,17 +188,21 @@ def test_target_selectors_pick_by_labels() -> None:
 
 
 def test_unimplemented_fields_refused_by_name() -> None:
-    spec = {"retry": {"numRetries": 3}, "timeout": {"http": {"requestTimeout": "1s"}}}
+    spec = {"useClientProtocol": True, "tcpKeepalive": {"probes": 3}}
     acc = only(run([*base(), policy("p", spec=spec)]), "p")["Accepted"]
     assert (acc["status"], acc["reason"]) == ("False", "Invalid")
     assert acc["message"] == "spec.retry, spec.timeout are not supported by gateweave"
     sec = only(run([*base(), policy("s", "SecurityPolicy", spec={"oidc": {"clientID": "c", "clientSecret": {"name": "s"}, "provider": {"issuer": "https://id.example"}}})]),
+
+
+    assert acc["message"] == "spec.useClientProtocol, spec.tcpKeepalive are not supported by gateweave"
+    sec = only(run([*base(), policy("s", "SecurityPolicy", spec={"cors": {"allowOrigins": ["https://a.example"]}})]),
                "s", "SecurityPolicy")["Accepted"]
     assert sec["message"] == "spec.oidc is not supported by gateweave"
 
 
 def test_refused_policy_still_holds_its_scope() -> None:
-    result = run([*base(), policy("a", spec={"retry": {"numRetries": 1}}), policy("b")])
+    result = run([*base(), policy("a", spec={"useClientProtocol": True}), policy("b")])
     assert only(result, "a")["Accepted"]["reason"] == "Invalid"
     assert only(result, "b")["Accepted"]["reason"] == "Conflicted"
 
@@ -214,7 +218,7 @@ def _system() -> list[dict[str, Any]]:
             policy("lp", section="http"), policy("rp", target=("HTTPRoute", "r1")),
             policy("rule", target=("HTTPRoute", "r2"), section="main"),
             policy("sel", target=None, selectors=[{"kind": "HTTPRoute", "matchLabels": {"team": "a"}}]),
-            policy("refused", target=("HTTPRoute", "r2"), spec={"retry": {"numRetries": 2}}),
+            policy("refused", target=("HTTPRoute", "r2"), spec={"useClientProtocol": True}),
             policy("c1", "ClientTrafficPolicy"), policy("c2", "ClientTrafficPolicy", section="other"),
             policy("s1", "SecurityPolicy", target=("HTTPRoute", "r3"))]
 

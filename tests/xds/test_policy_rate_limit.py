@@ -46,7 +46,7 @@ def test_limited_route_and_its_listener_only() -> None:
 
 def test_refused_policy_changes_nothing() -> None:
     refused = {"rateLimit": {"type": "Local", "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"}}]}},
-               "retry": {"numRetries": 2}}
+               "useClientProtocol": True}
     assert run([*base(), policy("p", spec=refused)]).xds == run(base()).xds
 
 

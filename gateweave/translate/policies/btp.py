@@ -15,16 +15,22 @@ Implemented:
   headers (``Exact``, ``RegularExpression``, ``invert``; ``Distinct``: a bucket per value) and
   by the client's address (``sourceCIDR`` ``Exact``; ``Distinct``: a bucket per address in
   the range). A request over any limit it meets gets 429.
+* ``retry``: ``numRetries``, ``retryOn`` (``triggers`` as Envoy's ``retry_on`` conditions,
+  ``httpStatusCodes`` adding ``retriable-status-codes``; unset: Envoy Gateway's default,
+  connection failures and 503), ``perRetry`` (``timeout`` of each attempt, ``backOff``
+  ``baseInterval`` / ``maxInterval``), over the route's own retry.
+* ``timeout.http.requestTimeout``: the route's request timeout, over the route's own.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from gateweave import ir
+from gateweave.translate.filters import RuleError, parse_duration
 from gateweave.translate.regex import re2_error
 
 IMPLEMENTED: frozenset[str] = frozenset({
@@ -36,7 +42,13 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "rateLimit.local.rules.clientSelectors.headers.invert",
     "rateLimit.local.rules.clientSelectors.sourceCIDR", "rateLimit.local.rules.clientSelectors.sourceCIDR.value",
     "rateLimit.local.rules.clientSelectors.sourceCIDR.type", "rateLimit.local.rules.clientSelectors.sourceCIDR.invert",
+    "retry", "retry.numRetries", "retry.retryOn", "retry.retryOn.triggers", "retry.retryOn.httpStatusCodes",
+    "retry.perRetry", "retry.perRetry.timeout", "retry.perRetry.backOff", "retry.perRetry.backOff.baseInterval",
+    "retry.perRetry.backOff.maxInterval",
+    "timeout", "timeout.http", "timeout.http.requestTimeout",
 })
+
+_T = TypeVar("_T")
 
 _UNIT_S = {"Second": 1, "Minute": 60, "Hour": 3600, "Day": 86400, "Week": 7 * 86400, "Month": 30 * 86400,
            "Year": 365 * 86400}
@@ -89,8 +101,115 @@ def _rate_limit(spec: dict[str, Any]) -> _RateLimit | None:
         return _RateLimit(type="?")
 
 
+class _BackOff(msgspec.Struct, frozen=True, rename="camel"):
+    base_interval: str | None = None
+    max_interval: str | None = None
+
+
+class _PerRetry(msgspec.Struct, frozen=True, rename="camel"):
+    timeout: str | None = None
+    back_off: _BackOff | None = None
+
+
+class _RetryOn(msgspec.Struct, frozen=True, rename="camel"):
+    triggers: tuple[str, ...] = ()
+    http_status_codes: tuple[int, ...] = ()
+
+
+class _Retry(msgspec.Struct, frozen=True, rename="camel"):
+    num_retries: int = 2
+    retry_on: _RetryOn | None = None
+    per_retry: _PerRetry | None = None
+
+
+class _HTTPTimeout(msgspec.Struct, frozen=True, rename="camel"):
+    request_timeout: str | None = None
+
+
+class _Timeout(msgspec.Struct, frozen=True):
+    http: _HTTPTimeout | None = None
+
+
+# Envoy Gateway's retry without retryOn: connection failures, and 503.
+_DEFAULT_TRIGGERS: tuple[str, ...] = ("connect-failure", "refused-stream", "unavailable", "cancelled", "retriable-status-codes")
+_DEFAULT_CODES: tuple[int, ...] = (503,)
+# Envoy's own default base interval, when only maxInterval is given.
+_DEFAULT_BASE_S = 0.025
+
+
+def _field(spec: dict[str, Any], name: str, kind: type[_T]) -> _T | str | None:
+    """``spec[name]`` as ``kind``; the reason when it is not one (a stored object is not
+    validated again); None when unset."""
+    raw = spec.get(name)
+    if raw is None:
+        return None
+    try:
+        return msgspec.convert(raw, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        return f"spec.{name}: {exc}"
+
+
+def _seconds(text: str | None, at: str, out: list[str]) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except RuleError:
+        out.append(f"{at} {text!r} is not a duration")
+        return None
+
+
+def _ir_retry(retry: _Retry, out: list[str]) -> ir.Retry:
+    """The route's retry (problems go to ``out``)."""
+    on = retry.retry_on
+    if on is None or not (on.triggers or on.http_status_codes):
+        triggers, codes = _DEFAULT_TRIGGERS, _DEFAULT_CODES
+    else:
+        triggers, codes = on.triggers, on.http_status_codes
+        if codes and "retriable-status-codes" not in triggers:
+            triggers = (*triggers, "retriable-status-codes")
+    for code in codes:
+        if not 100 <= code <= 599:
+            out.append(f"spec.retry.retryOn.httpStatusCodes: {code} is not an HTTP status code")
+    if not 0 <= retry.num_retries < 1 << 32:
+        out.append(f"spec.retry.numRetries {retry.num_retries} is out of range")
+    per = retry.per_retry or _PerRetry()
+    back = per.back_off or _BackOff()
+    base = _seconds(back.base_interval, "spec.retry.perRetry.backOff.baseInterval", out)
+    ceiling = _seconds(back.max_interval, "spec.retry.perRetry.backOff.maxInterval", out)
+    if ceiling is not None and base is None:
+        base = _DEFAULT_BASE_S
+    if base is not None and base <= 0:
+        out.append("spec.retry.perRetry.backOff.baseInterval must be more than 0")
+    if base is not None and ceiling is not None and ceiling < base:
+        out.append("spec.retry.perRetry.backOff.maxInterval must not be less than baseInterval")
+    per_try = _seconds(per.timeout, "spec.retry.perRetry.timeout", out)
+    return ir.Retry(codes=tuple(codes), attempts=retry.num_retries, backoff_s=base, triggers=tuple(triggers),
+                    max_backoff_s=ceiling, per_try_s=per_try)
+
+
+def _request_timeout(timeout: _Timeout, out: list[str]) -> float | None:
+    http = timeout.http or _HTTPTimeout()
+    return _seconds(http.request_timeout, "spec.timeout.http.requestTimeout", out)
+
+
 def problems(spec: dict[str, Any]) -> list[str]:
     """What in the implemented fields cannot be applied (beyond the CRD's own rules)."""
+    out: list[str] = []
+    retry = _field(spec, "retry", _Retry)
+    if isinstance(retry, str):
+        out.append(retry)
+    elif retry is not None:
+        _ir_retry(retry, out)
+    timeout = _field(spec, "timeout", _Timeout)
+    if isinstance(timeout, str):
+        out.append(timeout)
+    elif timeout is not None:
+        _request_timeout(timeout, out)
+    return out + _rate_limit_problems(spec)
+
+
+def _rate_limit_problems(spec: dict[str, Any]) -> list[str]:
     rl = _rate_limit(spec)
     if rl is None:
         return []
@@ -184,4 +303,11 @@ def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
     rl = _rate_limit(spec)
     if rl is not None and rl.local is not None and rl.local.rules:
         route = msgspec.structs.replace(route, rate_limit=_local_rate_limit(rl.local))
+    ignored: list[str] = []  # none: problems found them first
+    retry = _field(spec, "retry", _Retry)
+    if isinstance(retry, _Retry):
+        route = msgspec.structs.replace(route, retry=_ir_retry(retry, ignored))
+    timeout = _field(spec, "timeout", _Timeout)
+    if isinstance(timeout, _Timeout) and (request := _request_timeout(timeout, ignored)) is not None:
+        route = msgspec.structs.replace(route, timeout_s=request)
     return route

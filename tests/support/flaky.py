@@ -1,0 +1,64 @@
+"""A test backend whose answers the test steers by path: ``/fail-once/<key>`` answers 500 the
+first time a key is asked for and 200 after; ``/slow`` answers 200 after ``SLOW_S`` seconds;
+anything else 200. It counts the requests per path."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SLOW_S = 1.0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.hits[self.path] += 1
+            first = self.server.hits[self.path] == 1
+        status = 200
+        if self.path.startswith("/fail-once/") and first:
+            status = 500
+        elif self.path == "/slow":
+            time.sleep(SLOW_S)
+        body = f"{status} {self.path}".encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self.lock = threading.Lock()
+        self.hits: collections.Counter[str] = collections.Counter()
+
+
+class FlakyServer:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._server = _Server((host, 0))
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def hits(self, path: str) -> int:
+        with self._server.lock:
+            return self._server.hits[path]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(2)
