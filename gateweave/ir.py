@@ -16,6 +16,8 @@ publishes only what changed) and encode deterministically (``gateweave translate
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 
@@ -138,6 +140,30 @@ class SANMatch(_IR, kw_only=True, frozen=True):
 INVALID_BACKEND_CLUSTER = "gateweave/invalid-backend"
 
 
+class ClusterPolicy(_IR, kw_only=True, frozen=True):
+    """A BackendTrafficPolicy's settings for the upstreams of the routes it governs: each such
+    route sends to copies of its clusters carrying them (:func:`policy_cluster`)."""
+
+    lb: str = ""  # RoundRobin | LeastRequest | Random | ConsistentHash; "": Envoy's default (round robin)
+    hash_on: str = ""  # ConsistentHash: SourceIP | Header | Cookie
+    hash_name: str = ""  # the header's or cookie's name
+    hash_cookie_ttl_s: float | None = None  # Cookie: Envoy sets the cookie when the client has none
+    hash_table_size: int = 65537  # Maglev's table (a prime)
+    connect_timeout_s: float | None = None
+    # Circuit breaker thresholds (Envoy's default priority); None: Envoy's default
+    max_connections: int | None = None
+    max_pending_requests: int | None = None
+    max_parallel_requests: int | None = None
+    max_parallel_retries: int | None = None
+
+
+def policy_cluster(cluster: str, policy: ClusterPolicy) -> str:
+    """The name of the copy of cluster ``cluster`` with ``policy``'s settings (one per distinct
+    settings; the backend's own parts of the name stay first)."""
+    digest = hashlib.sha256(msgspec.json.encode(policy)).hexdigest()[:12]
+    return f"{cluster}/policy-{digest}"
+
+
 class Cluster(_IR, kw_only=True, frozen=True):
     """One upstream: a Service port or a Backend (or a mirror / ext target) with its endpoints."""
 
@@ -145,6 +171,7 @@ class Cluster(_IR, kw_only=True, frozen=True):
     protocol: str = "HTTP1"  # HTTP1 | HTTP2 | H2C | TCP | UDP | WEBSOCKET
     endpoints: tuple[Endpoint, ...] = ()
     tls: UpstreamTLS | None = None
+    policy: ClusterPolicy | None = None  # a copy for the routes a BackendTrafficPolicy governs
 
     @property
     def dns(self) -> bool:
@@ -403,6 +430,9 @@ class Route(_IR, kw_only=True, frozen=True):
     api_key_auth: ApiKeyAuth | None = None
     jwt: Jwt | None = None
     authorization: Authorization | None = None
+
+
+    cluster_policy: ClusterPolicy | None = None  # its backends are reached through policy_cluster copies
 
 
 class VirtualHost(_IR, kw_only=True, frozen=True):

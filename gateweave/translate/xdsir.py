@@ -83,6 +83,11 @@ def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
             if att.effect_clusters:  # a policy's own upstreams (an auth service)
                 known.update(att.effect_clusters)
                 used.update(att.effect_clusters)
+
+
+    derived = policy_clusters(ports, known)
+    known.update(derived)
+    used |= derived.keys()
     return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known),
                          telemetry=telemetry)
 
@@ -288,6 +293,25 @@ def proxy_clusters(port: ir.Port) -> set[str]:
         if px is not None:
             used.update(w.cluster for w in px.backends)
     return used
+
+
+def policy_clusters(ports: Iterable[ir.Port], known: Mapping[str, ir.Cluster]) -> dict[str, ir.Cluster]:
+    """The copies of clusters with a BackendTrafficPolicy's settings that the ports' HTTP routes
+    send to (:func:`ir.policy_cluster`), by name."""
+    out: dict[str, ir.Cluster] = {}
+    for port in ports:
+        for config in [port.http] + [fc.http for fc in port.filter_chains]:
+            for vh in config.virtual_hosts if config is not None else ():
+                for r in vh.routes:
+                    policy = r.cluster_policy
+                    if policy is None:
+                        continue
+                    for b in r.backends:
+                        base = known.get(b.cluster)
+                        if base is not None:
+                            name = ir.policy_cluster(base.name, policy)
+                            out[name] = msgspec.structs.replace(base, name=name, policy=policy)
+    return out
 
 
 def atts_clusters(atts: Iterable[Attachment]) -> set[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2
 from envoy.config.core.v3 import (
     address_pb2,
     base_pb2,
@@ -120,7 +120,39 @@ def cluster(c: ir.Cluster) -> cluster_pb2.Cluster:
         elif c.protocol in ("HTTP1", "WEBSOCKET"):
             alpn = ("http/1.1",)
         out.transport_socket.CopyFrom(tls.upstream_socket(c.tls, alpn))
+    if c.policy is not None:
+        _apply_policy(out, c.policy)
     return out
+
+
+_LB_POLICIES = {
+    "RoundRobin": cluster_pb2.Cluster.ROUND_ROBIN,
+    "LeastRequest": cluster_pb2.Cluster.LEAST_REQUEST,
+    "Random": cluster_pb2.Cluster.RANDOM,
+    "ConsistentHash": cluster_pb2.Cluster.MAGLEV,
+}
+
+
+def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
+    """A BackendTrafficPolicy's settings: load balancing (a consistent hash is Maglev, keyed
+    by the route's hash policy), connect timeout and circuit breaker thresholds."""
+    if policy.lb:
+        out.lb_policy = _LB_POLICIES[policy.lb]
+    if policy.lb == "ConsistentHash":
+        out.maglev_lb_config.table_size.value = policy.hash_table_size
+    if policy.connect_timeout_s is not None:
+        out.connect_timeout.FromNanoseconds(round(policy.connect_timeout_s * 1_000_000_000))
+    threshold = circuit_breaker_pb2.CircuitBreakers.Thresholds()
+    if policy.max_connections is not None:
+        threshold.max_connections.value = policy.max_connections
+    if policy.max_pending_requests is not None:
+        threshold.max_pending_requests.value = policy.max_pending_requests
+    if policy.max_parallel_requests is not None:
+        threshold.max_requests.value = policy.max_parallel_requests
+    if policy.max_parallel_retries is not None:
+        threshold.max_retries.value = policy.max_parallel_retries
+    if threshold.ListFields():
+        out.circuit_breakers.thresholds.append(threshold)
 
 
 def _address(ep: ir.Endpoint) -> address_pb2.Address:

@@ -354,11 +354,11 @@ def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> 
         and single.response_headers is None
         and single.cluster != ir.INVALID_BACKEND_CLUSTER
     ):
-        action.cluster = single.cluster
+        action.cluster = _target(route, single.cluster)
     else:
         for backend in clusters:
             weight = rc.WeightedCluster.ClusterWeight(
-                name=backend.cluster, weight=wrappers_pb2.UInt32Value(value=backend.weight)
+                name=_target(route, backend.cluster), weight=wrappers_pb2.UInt32Value(value=backend.weight)
             )
             _apply_header_mods(weight, backend.request_headers, backend.response_headers)
             if backend.cluster == ir.INVALID_BACKEND_CLUSTER:
@@ -389,8 +389,31 @@ def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> 
     policy = _retry_policy(route)
     if policy is not None:
         action.retry_policy.CopyFrom(policy)
+    if route.cluster_policy is not None and route.cluster_policy.lb == "ConsistentHash":
+        action.hash_policy.append(_hash_policy(route.cluster_policy))
     # WebSocket upgrades are enabled on the HCM for every route.
     return action
+
+
+def _target(route: ir.Route, cluster: str) -> str:
+    """The cluster ``route`` sends a backend's share to: the copy with its policy's settings."""
+    if route.cluster_policy is None or cluster == ir.INVALID_BACKEND_CLUSTER:
+        return cluster
+    return ir.policy_cluster(cluster, route.cluster_policy)
+
+
+def _hash_policy(policy: ir.ClusterPolicy) -> rc.RouteAction.HashPolicy:
+    """What a consistent hash keys on: the client's address, a header, or a cookie (which Envoy
+    sets, with its TTL, for a client that has none)."""
+    if policy.hash_on == "Header":
+        return rc.RouteAction.HashPolicy(header=rc.RouteAction.HashPolicy.Header(header_name=policy.hash_name))
+    if policy.hash_on == "Cookie":
+        cookie = rc.RouteAction.HashPolicy.Cookie(name=policy.hash_name)
+        if policy.hash_cookie_ttl_s is not None:
+            cookie.ttl.CopyFrom(duration(policy.hash_cookie_ttl_s))
+        return rc.RouteAction.HashPolicy(cookie=cookie)
+    return rc.RouteAction.HashPolicy(
+        connection_properties=rc.RouteAction.HashPolicy.ConnectionProperties(source_ip=True))
 
 
 def _origin_matcher(origin: str) -> string_pb2.StringMatcher:

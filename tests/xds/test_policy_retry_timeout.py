@@ -63,5 +63,5 @@ def test_bad_values_refused_by_name() -> None:
                  "spec.timeout.http.requestTimeout '1d' is not a duration"):
         assert part in message
     assert result.xds == run(base()).xds
-    other = run([*base(), policy("p", spec={"timeout": {"tcp": {"connectTimeout": "1s"}}})])
-    assert only(other, "p")["Accepted"]["message"] == "spec.timeout.tcp is not supported by gateweave"
+    other = run([*base(), policy("p", spec={"timeout": {"http": {"streamIdleTimeout": "1s"}}})])
+    assert only(other, "p")["Accepted"]["message"] == "spec.timeout.http.streamIdleTimeout is not supported by gateweave"

@@ -20,6 +20,11 @@ Implemented:
   connection failures and 503), ``perRetry`` (``timeout`` of each attempt, ``backOff``
   ``baseInterval`` / ``maxInterval``), over the route's own retry.
 * ``timeout.http.requestTimeout``: the route's request timeout, over the route's own.
+* ``loadBalancer`` (``RoundRobin``, ``LeastRequest``, ``Random``, ``ConsistentHash`` on the
+  client's address, a header or a cookie), ``circuitBreaker`` (``maxConnections``,
+  ``maxPendingRequests``, ``maxParallelRequests``, ``maxParallelRetries``) and
+  ``timeout.tcp.connectTimeout``: settings of the upstream clusters; each route the policy
+  governs sends to copies of its clusters carrying them (:func:`ir.policy_cluster`).
 """
 
 from __future__ import annotations
@@ -45,7 +50,13 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "retry", "retry.numRetries", "retry.retryOn", "retry.retryOn.triggers", "retry.retryOn.httpStatusCodes",
     "retry.perRetry", "retry.perRetry.timeout", "retry.perRetry.backOff", "retry.perRetry.backOff.baseInterval",
     "retry.perRetry.backOff.maxInterval",
-    "timeout", "timeout.http", "timeout.http.requestTimeout",
+    "timeout", "timeout.http", "timeout.http.requestTimeout", "timeout.tcp", "timeout.tcp.connectTimeout",
+    "loadBalancer", "loadBalancer.type", "loadBalancer.consistentHash", "loadBalancer.consistentHash.type",
+    "loadBalancer.consistentHash.header", "loadBalancer.consistentHash.header.name",
+    "loadBalancer.consistentHash.cookie", "loadBalancer.consistentHash.cookie.name",
+    "loadBalancer.consistentHash.cookie.ttl", "loadBalancer.consistentHash.tableSize",
+    "circuitBreaker", "circuitBreaker.maxConnections", "circuitBreaker.maxPendingRequests",
+    "circuitBreaker.maxParallelRequests", "circuitBreaker.maxParallelRetries",
 })
 
 _T = TypeVar("_T")
@@ -126,8 +137,45 @@ class _HTTPTimeout(msgspec.Struct, frozen=True, rename="camel"):
     request_timeout: str | None = None
 
 
+class _TCPTimeout(msgspec.Struct, frozen=True, rename="camel"):
+    connect_timeout: str | None = None
+
+
 class _Timeout(msgspec.Struct, frozen=True):
     http: _HTTPTimeout | None = None
+    tcp: _TCPTimeout | None = None
+
+
+class _HashHeader(msgspec.Struct, frozen=True):
+    name: str
+
+
+class _HashCookie(msgspec.Struct, frozen=True):
+    name: str
+    ttl: str | None = None
+
+
+class _ConsistentHash(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    header: _HashHeader | None = None
+    cookie: _HashCookie | None = None
+    table_size: int = 65537
+
+
+class _LoadBalancer(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    consistent_hash: _ConsistentHash | None = None
+
+
+class _CircuitBreaker(msgspec.Struct, frozen=True, rename="camel"):
+    max_connections: int | None = None
+    max_pending_requests: int | None = None
+    max_parallel_requests: int | None = None
+    max_parallel_retries: int | None = None
+
+
+_LB_TYPES = ("RoundRobin", "LeastRequest", "Random", "ConsistentHash")
+_MAX_TABLE_SIZE = 5000011  # Envoy's Maglev limit
 
 
 # Envoy Gateway's retry without retryOn: connection failures, and 503.
@@ -193,9 +241,70 @@ def _request_timeout(timeout: _Timeout, out: list[str]) -> float | None:
     return _seconds(http.request_timeout, "spec.timeout.http.requestTimeout", out)
 
 
+def _prime(n: int) -> bool:
+    return n > 1 and all(n % k for k in range(2, int(n ** 0.5) + 1))
+
+
+def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | None:
+    """The settings of the upstream clusters (problems go to ``out``); None: none set."""
+    lb = _field(spec, "loadBalancer", _LoadBalancer)
+    cb = _field(spec, "circuitBreaker", _CircuitBreaker)
+    timeout = _field(spec, "timeout", _Timeout)
+    out.extend(f for f in (lb, cb) if isinstance(f, str))
+    lb = lb if isinstance(lb, _LoadBalancer) else None
+    cb = cb if isinstance(cb, _CircuitBreaker) else None
+    tcp = timeout.tcp if isinstance(timeout, _Timeout) else None
+    connect = _seconds(tcp.connect_timeout, "spec.timeout.tcp.connectTimeout", out) if tcp is not None else None
+    if lb is None and cb is None and connect is None:
+        return None
+    policy = ir.ClusterPolicy(connect_timeout_s=connect)
+    if connect is not None and connect <= 0:
+        out.append("spec.timeout.tcp.connectTimeout must be more than 0")
+    if cb is not None:
+        limits = (cb.max_connections, cb.max_pending_requests, cb.max_parallel_requests, cb.max_parallel_retries)
+        if any(v is not None and not 0 <= v < 1 << 32 for v in limits):
+            out.append("spec.circuitBreaker: a threshold is out of range")
+        policy = msgspec.structs.replace(
+            policy, max_connections=cb.max_connections, max_pending_requests=cb.max_pending_requests,
+            max_parallel_requests=cb.max_parallel_requests, max_parallel_retries=cb.max_parallel_retries)
+    if lb is not None:
+        policy = _load_balancer(lb, policy, out)
+    return policy
+
+
+def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) -> ir.ClusterPolicy:
+    if lb.type not in _LB_TYPES:
+        out.append(f"spec.loadBalancer.type {lb.type} is not supported by gateweave")
+        return policy
+    ch = lb.consistent_hash
+    if lb.type != "ConsistentHash":
+        if ch is not None:
+            out.append(f"spec.loadBalancer.consistentHash is only for type ConsistentHash, not {lb.type}")
+        return msgspec.structs.replace(policy, lb=lb.type)
+    if ch is None:
+        out.append("spec.loadBalancer.consistentHash is required for type ConsistentHash")
+        return policy
+    name, ttl = "", None
+    if ch.type == "Header" and ch.header is not None:
+        name = ch.header.name.lower()
+    elif ch.type == "Cookie" and ch.cookie is not None:
+        name = ch.cookie.name
+        ttl = _seconds(ch.cookie.ttl, "spec.loadBalancer.consistentHash.cookie.ttl", out)
+    elif ch.type != "SourceIP":
+        out.append(f"spec.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header (with"
+                   " header) and Cookie (with cookie)")
+    if (ch.type == "Header") != (ch.header is not None) or (ch.type == "Cookie") != (ch.cookie is not None):
+        out.append("spec.loadBalancer.consistentHash: header goes with type Header, cookie with type Cookie")
+    if not (_prime(ch.table_size) and ch.table_size <= _MAX_TABLE_SIZE):
+        out.append(f"spec.loadBalancer.consistentHash.tableSize {ch.table_size} must be a prime up to {_MAX_TABLE_SIZE}")
+    return msgspec.structs.replace(policy, lb="ConsistentHash", hash_on=ch.type, hash_name=name,
+                                   hash_cookie_ttl_s=ttl, hash_table_size=ch.table_size)
+
+
 def problems(spec: dict[str, Any]) -> list[str]:
     """What in the implemented fields cannot be applied (beyond the CRD's own rules)."""
     out: list[str] = []
+    _cluster_policy(spec, out)
     retry = _field(spec, "retry", _Retry)
     if isinstance(retry, str):
         out.append(retry)
@@ -310,4 +419,7 @@ def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
     timeout = _field(spec, "timeout", _Timeout)
     if isinstance(timeout, _Timeout) and (request := _request_timeout(timeout, ignored)) is not None:
         route = msgspec.structs.replace(route, timeout_s=request)
+    cluster_policy = _cluster_policy(spec, ignored)
+    if cluster_policy is not None and route.backends:
+        route = msgspec.structs.replace(route, cluster_policy=cluster_policy)
     return route

@@ -1,0 +1,98 @@
+"""A BackendTrafficPolicy's consistent hash load balancing, live: ``serve`` with a real Envoy
+and a Service of two endpoints (two backends answering their names).
+
+Hashing on the client's address sends each client (a source address on loopback) to one
+endpoint, every time, while the clients together reach both; hashing on a header does the
+same per header value. A route without the policy keeps Envoy's round robin (both endpoints
+for one client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import until
+
+pytestmark = pytest.mark.timeout(60)
+
+IP = "127.40.18.1"
+ENDPOINTS = ("127.40.18.2", "127.40.18.3")
+EG = "gateway.envoyproxy.io"
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[int, list[h.NameServer]]]:
+    port = free_port(ENDPOINTS[0])
+    servers = [h.NameServer(name, host, port) for name, host in zip("AB", ENDPOINTS, strict=True)]
+    try:
+        yield port, servers
+    finally:
+        for server in servers:
+            server.close()
+
+
+def two_endpoint_service(port: int) -> list[dict[str, Any]]:
+    svc, slice_ = h.service("pair", 80, port)
+    slice_["endpoints"] = [{"addresses": [a], "conditions": {"ready": True}} for a in ENDPOINTS]
+    return [svc, slice_]
+
+
+def btp(name: str, route: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{EG}/v1alpha1",
+        "kind": "BackendTrafficPolicy",
+        "metadata": h.meta(name),
+        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}], **spec},
+    }
+
+
+async def answers(port: int, host: str, n: int, **kw: Any) -> set[str]:
+    out = set()
+    for _ in range(n):
+        reply = await h.fetch(IP, port, "/", host, **kw)
+        assert reply is not None and reply.status == 200, reply
+        out.add(reply.body)
+    return out
+
+
+async def test_consistent_hash_sends_a_client_to_one_endpoint(tmp_path: Path, pair: tuple[int, list[h.NameServer]]) -> None:
+    backend_port, _ = pair
+    port = free_port(IP)
+    h.write_manifests(tmp_path / "base.yaml", [
+        h.gateway_class(),
+        h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+        *two_endpoint_service(backend_port),
+        *(h.http_route(name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("pair", 80)])])
+          for name in ("by-source", "by-header", "plain")),
+        btp("source", "by-source", {"loadBalancer": {"type": "ConsistentHash", "consistentHash": {"type": "SourceIP"}}}),
+        btp("header", "by-header", {"loadBalancer": {"type": "ConsistentHash",
+                                                     "consistentHash": {"type": "Header", "header": {"name": "x-user"}}}}),
+    ])
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+        async def both() -> bool:
+            replies = [await h.fetch(IP, port, "/", "plain.example", timeout=0.5) for _ in range(4)]
+            return {r.body for r in replies if r is not None and r.status == 200} == {"A", "B"}  # round robin
+
+        await until(both, 20, "Envoy serving both endpoints")
+
+        seen: set[str] = set()
+        for i in range(10, 26):
+            got = await answers(port, "by-source.example", 4, source=f"127.40.18.{i}")
+            assert len(got) == 1, (i, got)  # one client, one endpoint
+            seen |= got
+        assert seen == {"A", "B"}
+
+        seen = set()
+        for user in (f"user-{i}" for i in range(16)):
+            got = await answers(port, "by-header.example", 4, headers={"x-user": user})
+            assert len(got) == 1, (user, got)
+            seen |= got
+        assert seen == {"A", "B"}

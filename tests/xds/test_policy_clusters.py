@@ -1,0 +1,83 @@
+"""A BackendTrafficPolicy's upstream settings in Envoy's configuration: the routes it governs
+send to copies of their clusters (named after the settings) with its load balancer, circuit
+breaker thresholds and connect timeout, and a consistent hash's key on the route; the routes
+it does not govern keep the plain cluster; bad values are refused by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envoy.config.cluster.v3 import cluster_pb2
+
+from gateweave.api import models as m
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions, translate
+from gateweave.xds import build
+from tests.translate.test_policies import GW, base, models, only, policy, run
+
+PLAIN = "ns/svc/80/http1"
+
+
+def built(spec: dict[str, Any], section: str | None = "http") -> Any:
+    return build(run([*base(), policy("p", section=section, spec=spec)]).xds["ns/gw"])
+
+
+def targets(res: Any, port: int) -> dict[str, str]:
+    return {r.name: r.route.cluster for vh in res.routes[f"ns/gw/{port}"].virtual_hosts for r in vh.routes}
+
+
+def test_settings_on_a_copy_of_the_cluster_for_governed_routes_only() -> None:
+    spec = {"loadBalancer": {"type": "LeastRequest"},
+            "circuitBreaker": {"maxConnections": 5, "maxPendingRequests": 6, "maxParallelRequests": 7,
+                               "maxParallelRetries": 8},
+            "timeout": {"tcp": {"connectTimeout": "250ms"}}}
+    res = built(spec)
+    governed = set(targets(res, 8080).values())
+    assert len(governed) == 1
+    copy = governed.pop()
+    assert copy.startswith(PLAIN + "/policy-")
+    assert set(targets(res, 8081).values()) == {PLAIN}  # the other listener: not governed
+    assert set(res.clusters) == {PLAIN, copy}
+    assert copy in res.endpoints  # its own endpoints over EDS
+    cluster = res.clusters[copy]
+    assert cluster.lb_policy == cluster_pb2.Cluster.LEAST_REQUEST
+    assert cluster.connect_timeout.ToMilliseconds() == 250
+    (limits,) = cluster.circuit_breakers.thresholds
+    assert (limits.max_connections.value, limits.max_pending_requests.value, limits.max_requests.value,
+            limits.max_retries.value) == (5, 6, 7, 8)
+    plain = res.clusters[PLAIN]
+    assert plain.lb_policy == cluster_pb2.Cluster.ROUND_ROBIN and not plain.circuit_breakers.thresholds
+
+
+def test_consistent_hash_keys() -> None:
+    def hashing(consistent: dict[str, Any]) -> tuple[Any, Any]:
+        res = built({"loadBalancer": {"type": "ConsistentHash", "consistentHash": consistent}})
+        route = next(r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes)
+        return route.route.hash_policy, res.clusters[route.route.cluster]
+
+    (source,), cluster = hashing({"type": "SourceIP"})
+    assert source.connection_properties.source_ip
+    assert cluster.lb_policy == cluster_pb2.Cluster.MAGLEV
+    assert cluster.maglev_lb_config.table_size.value == 65537
+    (header,), _ = hashing({"type": "Header", "header": {"name": "X-User"}, "tableSize": 251})
+    assert header.header.header_name == "x-user"
+    (cookie,), _ = hashing({"type": "Cookie", "cookie": {"name": "lb", "ttl": "1h"}})
+    assert (cookie.cookie.name, cookie.cookie.ttl.seconds) == ("lb", 3600)
+
+
+def test_bad_values_refused_by_name() -> None:
+    """A stored object is not validated again: translate refuses what Envoy would not take."""
+    spec = {"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+            "loadBalancer": {"type": "ConsistentHash", "consistentHash": {"type": "QueryParams", "tableSize": 100}},
+            "timeout": {"tcp": {"connectTimeout": "0s"}}}
+    bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
+    result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+    message = only(result, "p")["Accepted"]["message"]
+    for part in ("spec.loadBalancer.consistentHash.type QueryParams: gateweave supports SourceIP",
+                 "spec.loadBalancer.consistentHash.tableSize 100 must be a prime up to 5000011",
+                 "spec.timeout.tcp.connectTimeout must be more than 0"):
+        assert part in message
+    assert result.xds == run(base()).xds
+    other = run([*base(), policy("p", spec={"circuitBreaker": {"maxRequestsPerConnection": 3}})])
+    # the CRD's defaults come with it (implemented); the field itself is not
+    assert only(other, "p")["Accepted"]["message"] == "spec.circuitBreaker.maxRequestsPerConnection is not supported by gateweave"
