@@ -140,6 +140,33 @@ class SANMatch(_IR, kw_only=True, frozen=True):
 INVALID_BACKEND_CLUSTER = "gateweave/invalid-backend"
 
 
+class HealthCheck(_IR, kw_only=True, frozen=True):
+    """An active health check of each endpoint: an HTTP request (healthy when its status is
+    one of ``expected``) or a TCP connection, every ``interval_s``."""
+
+    type: str  # HTTP | TCP
+    interval_s: float
+    timeout_s: float
+    healthy: int  # successes in a row that put an endpoint back
+    unhealthy: int  # failures in a row that take it out
+    path: str = ""
+    host: str = ""  # the Host of the check ("": Envoy's, the cluster's name)
+    expected: tuple[int, ...] = (200,)
+
+
+class OutlierDetection(_IR, kw_only=True, frozen=True):
+    """A passive health check: an endpoint failing requests in a row is ejected for a while."""
+
+    consecutive_5xx: int | None = None
+    consecutive_gateway_errors: int | None = None
+    consecutive_local_failures: int | None = None
+    split_local_errors: bool = False
+    interval_s: float | None = None
+    base_ejection_s: float | None = None
+    max_ejection_percent: int | None = None
+    always_eject_one: bool = False  # even beyond max_ejection_percent
+
+
 class ClusterPolicy(_IR, kw_only=True, frozen=True):
     """A BackendTrafficPolicy's settings for the upstreams of the routes it governs: each such
     route sends to copies of its clusters carrying them (:func:`policy_cluster`)."""
@@ -155,6 +182,8 @@ class ClusterPolicy(_IR, kw_only=True, frozen=True):
     max_pending_requests: int | None = None
     max_parallel_requests: int | None = None
     max_parallel_retries: int | None = None
+    health_check: HealthCheck | None = None
+    outlier: OutlierDetection | None = None
 
 
 def policy_cluster(cluster: str, policy: ClusterPolicy) -> str:

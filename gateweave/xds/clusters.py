@@ -16,22 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2
+from envoy.config.cluster.v3 import circuit_breaker_pb2, cluster_pb2, outlier_detection_pb2
 from envoy.config.core.v3 import (
     address_pb2,
     base_pb2,
     config_source_pb2,
     extension_pb2,
+    health_check_pb2,
     protocol_pb2,
 )
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
 from envoy.extensions.network.dns_resolver.getaddrinfo.v3 import getaddrinfo_dns_resolver_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
+from envoy.type.v3 import range_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
 from gateweave.xds import tls
 from gateweave.xds.resources import stat_name
+from gateweave.xds.routes import duration
 
 CONNECT_TIMEOUT_S = 10
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -141,7 +144,7 @@ def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
     if policy.lb == "ConsistentHash":
         out.maglev_lb_config.table_size.value = policy.hash_table_size
     if policy.connect_timeout_s is not None:
-        out.connect_timeout.FromNanoseconds(round(policy.connect_timeout_s * 1_000_000_000))
+        out.connect_timeout.CopyFrom(duration(policy.connect_timeout_s))
     threshold = circuit_breaker_pb2.CircuitBreakers.Thresholds()
     if policy.max_connections is not None:
         threshold.max_connections.value = policy.max_connections
@@ -153,6 +156,48 @@ def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
         threshold.max_retries.value = policy.max_parallel_retries
     if threshold.ListFields():
         out.circuit_breakers.thresholds.append(threshold)
+    if policy.health_check is not None:
+        out.health_checks.append(_health_check(policy.health_check))
+    if policy.outlier is not None:
+        out.outlier_detection.CopyFrom(_outlier(policy.outlier))
+
+
+def _health_check(hc: ir.HealthCheck) -> health_check_pb2.HealthCheck:
+    out = health_check_pb2.HealthCheck(
+        timeout=duration(hc.timeout_s), interval=duration(hc.interval_s),
+        # Envoy checks a cluster that has had no traffic yet only every 60 s by default.
+        no_traffic_interval=duration(hc.interval_s),
+        healthy_threshold=wrappers_pb2.UInt32Value(value=hc.healthy),
+        unhealthy_threshold=wrappers_pb2.UInt32Value(value=hc.unhealthy),
+    )
+    if hc.type == "HTTP":
+        http = out.http_health_check
+        http.path = hc.path
+        http.host = hc.host
+        # Envoy's ranges are half-open: [code, code + 1)
+        http.expected_statuses.extend(range_pb2.Int64Range(start=code, end=code + 1) for code in hc.expected)
+    else:
+        out.tcp_health_check.SetInParent()  # a connection is enough
+    return out
+
+
+def _outlier(od: ir.OutlierDetection) -> outlier_detection_pb2.OutlierDetection:
+    out = outlier_detection_pb2.OutlierDetection(split_external_local_origin_errors=od.split_local_errors,
+                                                 always_eject_one_host=wrappers_pb2.BoolValue(value=od.always_eject_one))
+    if od.consecutive_5xx is not None:
+        out.consecutive_5xx.value = od.consecutive_5xx
+    if od.consecutive_gateway_errors is not None:
+        out.consecutive_gateway_failure.value = od.consecutive_gateway_errors
+        out.enforcing_consecutive_gateway_failure.value = 100
+    if od.consecutive_local_failures is not None:
+        out.consecutive_local_origin_failure.value = od.consecutive_local_failures
+    if od.interval_s is not None:
+        out.interval.CopyFrom(duration(od.interval_s))
+    if od.base_ejection_s is not None:
+        out.base_ejection_time.CopyFrom(duration(od.base_ejection_s))
+    if od.max_ejection_percent is not None:
+        out.max_ejection_percent.value = od.max_ejection_percent
+    return out
 
 
 def _address(ep: ir.Endpoint) -> address_pb2.Address:

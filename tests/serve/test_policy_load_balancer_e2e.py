@@ -1,10 +1,11 @@
-"""A BackendTrafficPolicy's consistent hash load balancing, live: ``serve`` with a real Envoy
-and a Service of two endpoints (two backends answering their names).
+"""A BackendTrafficPolicy's consistent hash load balancing and active health check, live:
+``serve`` with a real Envoy and a Service of two endpoints (two backends answering their names).
 
 Hashing on the client's address sends each client (a source address on loopback) to one
 endpoint, every time, while the clients together reach both; hashing on a header does the
 same per header value. A route without the policy keeps Envoy's round robin (both endpoints
-for one client).
+for one client). An endpoint whose health check fails is taken out (every request goes to
+the other) and put back once it passes again.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
+from tests.support.flaky import HealthServer
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import until
 
@@ -96,3 +98,34 @@ async def test_consistent_hash_sends_a_client_to_one_endpoint(tmp_path: Path, pa
             assert len(got) == 1, (user, got)
             seen |= got
         assert seen == {"A", "B"}
+
+
+async def test_active_health_check_takes_an_endpoint_out_and_puts_it_back(tmp_path: Path) -> None:
+    backend_port = free_port(ENDPOINTS[0])
+    a, b = (HealthServer(name, host, backend_port) for name, host in zip("AB", ENDPOINTS, strict=True))
+    try:
+        port = free_port(IP)
+        h.write_manifests(tmp_path / "base.yaml", [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *two_endpoint_service(backend_port),
+            h.http_route("checked", "gw", ["checked.example"], [h.rule("/", [h.backend_ref("pair", 80)])]),
+            btp("health", "checked", {"healthCheck": {"active": {
+                "type": "HTTP", "interval": "100ms", "timeout": "500ms", "healthyThreshold": 1, "unhealthyThreshold": 1,
+                "http": {"path": "/healthz", "expectedStatuses": [200]}}}}),
+        ])
+        async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+            async def reached(want: set[str]) -> bool:
+                replies = [await h.fetch(IP, port, "/", "checked.example", timeout=0.5) for _ in range(6)]
+                return {r.body for r in replies if r is not None and r.status == 200} == want
+
+            await until(lambda: reached({"A", "B"}), 20, "both endpoints healthy and served")
+            b.set_healthy(False)
+            await until(lambda: reached({"A"}), 10, "B taken out by its failing health check")
+            assert await reached({"A"})
+            b.set_healthy(True)
+            await until(lambda: reached({"A", "B"}), 10, "B put back once healthy")
+    finally:
+        a.close()
+        b.close()

@@ -1,6 +1,6 @@
-"""A test backend whose answers the test steers by path: ``/fail-once/<key>`` answers 500 the
+"""Test backends the test steers. :class:`FlakyServer`: by path, ``/fail-once/<key>`` answers 500 the
 first time a key is asked for and 200 after; ``/slow`` answers 200 after ``SLOW_S`` seconds;
-anything else 200. It counts the requests per path."""
+anything else 200; it counts the requests per path. :class:`HealthServer`: its health check."""
 
 from __future__ import annotations
 
@@ -57,6 +57,56 @@ class FlakyServer:
     def hits(self, path: str) -> int:
         with self._server.lock:
             return self._server.hits[path]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(2)
+
+
+class _HealthHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _HealthServer
+
+    def do_GET(self) -> None:
+        if self.path == "/healthz":
+            status, body = (200, b"ok") if self.server.healthy.is_set() else (503, b"sick")
+        else:
+            status, body = 200, self.server.name.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _HealthServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], name: str) -> None:
+        super().__init__(address, _HealthHandler)
+        self.name = name
+        self.healthy = threading.Event()
+        self.healthy.set()
+
+
+class HealthServer:
+    """A backend answering its name, whose ``/healthz`` answers 200 while ``healthy`` (else 503)."""
+
+    def __init__(self, name: str, host: str, port: int) -> None:
+        self._server = _HealthServer((host, port), name)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def set_healthy(self, healthy: bool) -> None:
+        if healthy:
+            self._server.healthy.set()
+        else:
+            self._server.healthy.clear()
 
     def close(self) -> None:
         self._server.shutdown()

@@ -81,3 +81,27 @@ def test_bad_values_refused_by_name() -> None:
     other = run([*base(), policy("p", spec={"circuitBreaker": {"maxRequestsPerConnection": 3}})])
     # the CRD's defaults come with it (implemented); the field itself is not
     assert only(other, "p")["Accepted"]["message"] == "spec.circuitBreaker.maxRequestsPerConnection is not supported by gateweave"
+
+
+def test_health_checks_on_the_copy() -> None:
+    spec = {"healthCheck": {
+        "active": {"type": "HTTP", "interval": "2s", "timeout": "500ms", "healthyThreshold": 2, "unhealthyThreshold": 4,
+                   "http": {"path": "/healthz", "hostname": "probe.example", "expectedStatuses": [200, 204]}},
+        "passive": {"consecutive5XxErrors": 3, "consecutiveGatewayErrors": 2, "interval": "1s", "baseEjectionTime": "10s",
+                    "maxEjectionPercent": 50}}}
+    res = built(spec)
+    (copy,) = set(targets(res, 8080).values())
+    cluster = res.clusters[copy]
+    (check,) = cluster.health_checks
+    assert (check.interval.seconds, check.timeout.ToMilliseconds()) == (2, 500)
+    assert check.no_traffic_interval.seconds == 2
+    assert (check.healthy_threshold.value, check.unhealthy_threshold.value) == (2, 4)
+    assert (check.http_health_check.path, check.http_health_check.host) == ("/healthz", "probe.example")
+    assert [(r.start, r.end) for r in check.http_health_check.expected_statuses] == [(200, 201), (204, 205)]
+    od = cluster.outlier_detection
+    assert (od.consecutive_5xx.value, od.consecutive_gateway_failure.value) == (3, 2)
+    assert (od.interval.seconds, od.base_ejection_time.seconds, od.max_ejection_percent.value) == (1, 10, 50)
+    tcp = built({"healthCheck": {"active": {"type": "TCP", "tcp": {}}}})
+    (copy,) = set(targets(tcp, 8080).values())
+    (check,) = tcp.clusters[copy].health_checks
+    assert check.HasField("tcp_health_check") and check.interval.seconds == 3  # the CRD's default interval

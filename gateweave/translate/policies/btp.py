@@ -25,6 +25,9 @@ Implemented:
   ``maxPendingRequests``, ``maxParallelRequests``, ``maxParallelRetries``) and
   ``timeout.tcp.connectTimeout``: settings of the upstream clusters; each route the policy
   governs sends to copies of its clusters carrying them (:func:`ir.policy_cluster`).
+* ``healthCheck.active`` (``HTTP``: ``path``, ``hostname``, ``expectedStatuses``; ``TCP``
+  without payloads; ``interval``, ``timeout``, thresholds) and ``healthCheck.passive``
+  (Envoy's outlier detection), on those cluster copies too.
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "loadBalancer.consistentHash.cookie.ttl", "loadBalancer.consistentHash.tableSize",
     "circuitBreaker", "circuitBreaker.maxConnections", "circuitBreaker.maxPendingRequests",
     "circuitBreaker.maxParallelRequests", "circuitBreaker.maxParallelRetries",
+    "healthCheck", "healthCheck.active", "healthCheck.active.type", "healthCheck.active.interval",
+    "healthCheck.active.timeout", "healthCheck.active.healthyThreshold", "healthCheck.active.unhealthyThreshold",
+    "healthCheck.active.http", "healthCheck.active.http.path", "healthCheck.active.http.hostname",
+    "healthCheck.active.http.expectedStatuses", "healthCheck.active.tcp",
+    "healthCheck.passive", "healthCheck.passive.consecutive5XxErrors", "healthCheck.passive.consecutiveGatewayErrors",
+    "healthCheck.passive.consecutiveLocalOriginFailures", "healthCheck.passive.splitExternalLocalOriginErrors",
+    "healthCheck.passive.interval", "healthCheck.passive.baseEjectionTime", "healthCheck.passive.maxEjectionPercent",
+    "healthCheck.passive.alwaysEjectOneEndpoint",
 })
 
 _T = TypeVar("_T")
@@ -174,6 +185,38 @@ class _CircuitBreaker(msgspec.Struct, frozen=True, rename="camel"):
     max_parallel_retries: int | None = None
 
 
+class _ActiveHTTP(msgspec.Struct, frozen=True, rename="camel"):
+    path: str
+    hostname: str = ""
+    expected_statuses: tuple[int, ...] = (200,)
+
+
+class _Active(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    interval: str = "3s"
+    timeout: str = "1s"
+    healthy_threshold: int = 1
+    unhealthy_threshold: int = 3
+    http: _ActiveHTTP | None = None
+    tcp: dict[str, Any] | None = None
+
+
+class _Passive(msgspec.Struct, frozen=True, rename="camel"):
+    consecutive_5xx_errors: int | None = msgspec.field(default=None, name="consecutive5XxErrors")
+    consecutive_gateway_errors: int | None = None
+    consecutive_local_origin_failures: int | None = None
+    split_external_local_origin_errors: bool = False
+    interval: str | None = None
+    base_ejection_time: str | None = None
+    max_ejection_percent: int | None = None
+    always_eject_one_endpoint: bool = False
+
+
+class _HealthCheck(msgspec.Struct, frozen=True):
+    active: _Active | None = None
+    passive: _Passive | None = None
+
+
 _LB_TYPES = ("RoundRobin", "LeastRequest", "Random", "ConsistentHash")
 _MAX_TABLE_SIZE = 5000011  # Envoy's Maglev limit
 
@@ -249,15 +292,21 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
     """The settings of the upstream clusters (problems go to ``out``); None: none set."""
     lb = _field(spec, "loadBalancer", _LoadBalancer)
     cb = _field(spec, "circuitBreaker", _CircuitBreaker)
+    hc = _field(spec, "healthCheck", _HealthCheck)
     timeout = _field(spec, "timeout", _Timeout)
-    out.extend(f for f in (lb, cb) if isinstance(f, str))
+    out.extend(f for f in (lb, cb, hc) if isinstance(f, str))
     lb = lb if isinstance(lb, _LoadBalancer) else None
     cb = cb if isinstance(cb, _CircuitBreaker) else None
+    hc = hc if isinstance(hc, _HealthCheck) else None
     tcp = timeout.tcp if isinstance(timeout, _Timeout) else None
     connect = _seconds(tcp.connect_timeout, "spec.timeout.tcp.connectTimeout", out) if tcp is not None else None
-    if lb is None and cb is None and connect is None:
+    if lb is None and cb is None and hc is None and connect is None:
         return None
     policy = ir.ClusterPolicy(connect_timeout_s=connect)
+    if hc is not None:
+        active = _active(hc.active, out) if hc.active is not None else None
+        passive = _passive(hc.passive, out) if hc.passive is not None else None
+        policy = msgspec.structs.replace(policy, health_check=active, outlier=passive)
     if connect is not None and connect <= 0:
         out.append("spec.timeout.tcp.connectTimeout must be more than 0")
     if cb is not None:
@@ -270,6 +319,51 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
     if lb is not None:
         policy = _load_balancer(lb, policy, out)
     return policy
+
+
+def _active(active: _Active, out: list[str]) -> ir.HealthCheck | None:
+    at = "spec.healthCheck.active"
+    interval = _seconds(active.interval, f"{at}.interval", out)
+    timeout = _seconds(active.timeout, f"{at}.timeout", out)
+    if active.type not in ("HTTP", "TCP"):
+        out.append(f"{at}.type {active.type}: gateweave supports HTTP and TCP")
+    elif (active.type == "HTTP") != (active.http is not None):
+        out.append(f"{at}.http goes with type HTTP")
+    if not interval or not timeout:
+        out.append(f"{at}: interval and timeout must be more than 0")
+    for name, value in (("healthyThreshold", active.healthy_threshold), ("unhealthyThreshold", active.unhealthy_threshold)):
+        if not 0 < value < 1 << 32:
+            out.append(f"{at}.{name} {value} is out of range")
+    http = active.http or _ActiveHTTP(path="/")
+    if not http.path.startswith("/"):
+        out.append(f"{at}.http.path {http.path!r} must start with /")
+    for code in http.expected_statuses:
+        if not 100 <= code <= 599:
+            out.append(f"{at}.http.expectedStatuses: {code} is not an HTTP status code")
+    if not (interval and timeout):
+        return None
+    return ir.HealthCheck(type=active.type, interval_s=interval, timeout_s=timeout, healthy=active.healthy_threshold,
+                          unhealthy=active.unhealthy_threshold, path=http.path, host=http.hostname,
+                          expected=http.expected_statuses or (200,))
+
+
+def _passive(passive: _Passive, out: list[str]) -> ir.OutlierDetection:
+    at = "spec.healthCheck.passive"
+    counts = (passive.consecutive_5xx_errors, passive.consecutive_gateway_errors,
+              passive.consecutive_local_origin_failures)
+    if any(v is not None and not 0 <= v < 1 << 32 for v in counts):
+        out.append(f"{at}: a count of errors is out of range")
+    percent = passive.max_ejection_percent
+    if percent is not None and not 0 <= percent <= 100:
+        out.append(f"{at}.maxEjectionPercent {percent} is not a percentage")
+    return ir.OutlierDetection(
+        consecutive_5xx=passive.consecutive_5xx_errors, consecutive_gateway_errors=passive.consecutive_gateway_errors,
+        consecutive_local_failures=passive.consecutive_local_origin_failures,
+        split_local_errors=passive.split_external_local_origin_errors,
+        interval_s=_seconds(passive.interval, f"{at}.interval", out),
+        base_ejection_s=_seconds(passive.base_ejection_time, f"{at}.baseEjectionTime", out),
+        max_ejection_percent=percent, always_eject_one=passive.always_eject_one_endpoint,
+    )
 
 
 def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) -> ir.ClusterPolicy:
