@@ -19,23 +19,15 @@ from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import until, write_base
+from tests.support.policies import backend_traffic_policy
 
 pytestmark = pytest.mark.timeout(60)
 
 IP = "127.40.16.1"
-EG = "gateway.envoyproxy.io"
 
 
 def btp(name: str, route: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{EG}/v1alpha1",
-        "kind": "BackendTrafficPolicy",
-        "metadata": h.meta(name),
-        "spec": {
-            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}],
-            "rateLimit": {"type": "Local", "local": {"rules": rules}},
-        },
-    }
+    return backend_traffic_policy(name, route, {"rateLimit": {"type": "Local", "local": {"rules": rules}}})
 
 
 def limit(requests: int) -> dict[str, Any]:

@@ -21,12 +21,12 @@ from gateweave_bench import harness as h
 from tests.support.flaky import HealthServer
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import until
+from tests.support.policies import backend_traffic_policy as btp
 
 pytestmark = pytest.mark.timeout(60)
 
 IP = "127.40.18.1"
 ENDPOINTS = ("127.40.18.2", "127.40.18.3")
-EG = "gateway.envoyproxy.io"
 
 
 @pytest.fixture
@@ -44,15 +44,6 @@ def two_endpoint_service(port: int) -> list[dict[str, Any]]:
     svc, slice_ = h.service("pair", 80, port)
     slice_["endpoints"] = [{"addresses": [a], "conditions": {"ready": True}} for a in ENDPOINTS]
     return [svc, slice_]
-
-
-def btp(name: str, route: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{EG}/v1alpha1",
-        "kind": "BackendTrafficPolicy",
-        "metadata": h.meta(name),
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}], **spec},
-    }
 
 
 async def answers(port: int, host: str, n: int, **kw: Any) -> set[str]:

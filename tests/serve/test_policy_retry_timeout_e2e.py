@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,20 +17,11 @@ from gateweave_bench import harness as h
 from tests.support.flaky import FlakyServer
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import until
+from tests.support.policies import backend_traffic_policy as btp
 
 pytestmark = pytest.mark.timeout(60)
 
 IP = "127.40.17.1"
-EG = "gateway.envoyproxy.io"
-
-
-def btp(name: str, route: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{EG}/v1alpha1",
-        "kind": "BackendTrafficPolicy",
-        "metadata": h.meta(name),
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}], **spec},
-    }
 
 
 @pytest.fixture

@@ -13,6 +13,14 @@ from typing import Any
 SLOW_S = 1.0
 
 
+def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "text/plain")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -27,12 +35,7 @@ class _Handler(BaseHTTPRequestHandler):
             status = 500
         elif self.path == "/slow":
             time.sleep(SLOW_S)
-        body = f"{status} {self.path}".encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _reply(self, status, f"{status} {self.path}".encode())
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -74,11 +77,7 @@ class _HealthHandler(BaseHTTPRequestHandler):
             status, body = (200, b"ok") if self.server.healthy.is_set() else (503, b"sick")
         else:
             status, body = 200, self.server.name.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _reply(self, status, body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

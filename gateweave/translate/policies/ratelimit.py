@@ -1,0 +1,171 @@
+"""BackendTrafficPolicy ``rateLimit`` of type ``Local``, as Envoy Gateway does it with Envoy's
+local_ratelimit filter.
+
+A rule without ``clientSelectors`` (at most one) limits each route the policy governs to
+``limit.requests`` per ``limit.unit`` (one token bucket per route on each Envoy, 429 beyond
+it); a rule with ``clientSelectors`` limits the requests all of its selectors pick, by
+headers (``Exact``, ``RegularExpression``, ``invert``; ``Distinct``: a bucket per value) and
+by the client's address (``sourceCIDR`` ``Exact``; ``Distinct``: a bucket per address in the
+range). A request over any limit it meets gets 429.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import msgspec
+
+from gateweave import ir
+from gateweave.translate.policies import specvalue
+from gateweave.translate.regex import re2_error
+
+FIELDS: frozenset[str] = frozenset({
+    "rateLimit", "rateLimit.type", "rateLimit.local", "rateLimit.local.rules",
+    "rateLimit.local.rules.limit", "rateLimit.local.rules.limit.requests", "rateLimit.local.rules.limit.unit",
+    "rateLimit.local.rules.clientSelectors",
+    "rateLimit.local.rules.clientSelectors.headers", "rateLimit.local.rules.clientSelectors.headers.name",
+    "rateLimit.local.rules.clientSelectors.headers.type", "rateLimit.local.rules.clientSelectors.headers.value",
+    "rateLimit.local.rules.clientSelectors.headers.invert",
+    "rateLimit.local.rules.clientSelectors.sourceCIDR", "rateLimit.local.rules.clientSelectors.sourceCIDR.value",
+    "rateLimit.local.rules.clientSelectors.sourceCIDR.type", "rateLimit.local.rules.clientSelectors.sourceCIDR.invert",
+})
+
+_UNIT_S = {"Second": 1, "Minute": 60, "Hour": 3600, "Day": 86400, "Week": 7 * 86400, "Month": 30 * 86400,
+           "Year": 365 * 86400}
+
+
+class _Limit(msgspec.Struct, frozen=True):
+    requests: int
+    unit: str
+
+
+class _Header(msgspec.Struct, frozen=True):
+    name: str
+    type: str = "Exact"
+    value: str | None = None
+    invert: bool = False
+
+
+class _Source(msgspec.Struct, frozen=True):
+    value: str
+    type: str = "Exact"
+    invert: bool = False
+
+
+class _Selector(msgspec.Struct, frozen=True, rename="camel"):
+    headers: tuple[_Header, ...] = ()
+    source_cidr: _Source | None = msgspec.field(default=None, name="sourceCIDR")
+
+
+class _Rule(msgspec.Struct, frozen=True, rename="camel"):
+    limit: _Limit
+    client_selectors: tuple[_Selector, ...] = ()
+
+
+class _Local(msgspec.Struct, frozen=True):
+    rules: tuple[_Rule, ...] = ()
+
+
+class _RateLimit(msgspec.Struct, frozen=True):
+    type: str = ""
+    local: _Local | None = None
+
+
+def problems(spec: dict[str, Any]) -> list[str]:
+    """What in ``rateLimit`` cannot be applied (beyond the CRD's own rules)."""
+    rl = specvalue.field(spec, "rateLimit", _RateLimit)
+    if rl is None:
+        return []
+    if isinstance(rl, str):
+        return [rl]
+    if rl.type != "Local" or rl.local is None:
+        return [f"spec.rateLimit.type {rl.type or '(unset)'}: only Local rate limits are supported by gateweave"]
+    out = []
+    defaults = [rule.limit.unit for rule in rl.local.rules if not rule.client_selectors]
+    if len(defaults) > 1:
+        out.append("spec.rateLimit.local.rules: at most one rule may be without clientSelectors")
+    # Envoy refuses a descriptor whose fill interval is not a multiple of the route bucket's.
+    default_s = _UNIT_S.get(defaults[0], 1) if defaults else 1
+    for i, rule in enumerate(rl.local.rules):
+        at = f"spec.rateLimit.local.rules[{i}]"
+        if rule.limit.unit not in _UNIT_S:
+            out.append(f"{at}.limit.unit {rule.limit.unit} is not a unit")
+        elif rule.client_selectors and _UNIT_S[rule.limit.unit] % default_s:
+            out.append(f"{at}.limit.unit {rule.limit.unit} must be a multiple of the unit of the rule without"
+                       " clientSelectors")
+        if not 0 < rule.limit.requests < 1 << 32:
+            out.append(f"{at}.limit.requests {rule.limit.requests} is out of range")
+        for j, selector in enumerate(rule.client_selectors):
+            out.extend(_selector_problems(selector, f"{at}.clientSelectors[{j}]"))
+        if sum(s.source_cidr is not None for s in rule.client_selectors) > 1:
+            out.append(f"{at}.clientSelectors: gateweave supports one sourceCIDR per rule")
+    return out
+
+
+def _selector_problems(selector: _Selector, at: str) -> list[str]:
+    out = []
+    if not selector.headers and selector.source_cidr is None:
+        out.append(f"{at}: a selector needs headers or sourceCIDR")
+    for k, header in enumerate(selector.headers):
+        where = f"{at}.headers[{k}]"
+        if header.type == "Distinct":
+            if header.value is not None or header.invert:
+                out.append(f"{where}: a Distinct header takes neither value nor invert")
+        elif header.type in ("Exact", "RegularExpression"):
+            if header.value is None:
+                out.append(f"{where}.value is required for type {header.type}")
+            elif header.type == "RegularExpression" and (err := re2_error(header.value)):
+                out.append(f"{where}.value {header.value!r} is not a valid regular expression: {err}")
+        else:
+            out.append(f"{where}.type {header.type} is not a header match type")
+    source = selector.source_cidr
+    if source is not None:
+        if _network(source.value) is None:
+            out.append(f"{at}.sourceCIDR.value {source.value!r} is not an IP range (CIDR)")
+        if source.invert:
+            out.append(f"{at}.sourceCIDR.invert true is not supported by gateweave")
+        if source.type not in ("Exact", "Distinct"):
+            out.append(f"{at}.sourceCIDR.type {source.type} is not Exact or Distinct")
+    return out
+
+
+def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The range ``text`` names (host bits ignored, as Envoy masks the client's address)."""
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return None
+
+
+def _local_rate_limit(local: _Local) -> ir.LocalRateLimit:
+    default: _Limit | None = None
+    rules: list[ir.RateLimitRule] = []
+    for rule in local.rules:
+        if not rule.client_selectors:
+            default = rule.limit
+            continue
+        # A rule's selectors are ANDed: one set of conditions (problems allows one sourceCIDR).
+        headers = tuple(
+            (ir.StringMatch(name=h.name.lower(), type=h.type, value=h.value or ""), h.invert)
+            for selector in rule.client_selectors for h in selector.headers
+        )
+        source = None
+        for selector in rule.client_selectors:
+            if selector.source_cidr is not None:
+                source = ir.RateLimitSource(cidr=str(_network(selector.source_cidr.value)),
+                                            distinct=selector.source_cidr.type == "Distinct")
+        rules.append(ir.RateLimitRule(requests=rule.limit.requests, unit_s=_UNIT_S[rule.limit.unit],
+                                      headers=headers, source=source))
+    return ir.LocalRateLimit(
+        requests=default.requests if default is not None else None,
+        unit_s=_UNIT_S[default.unit] if default is not None else 1,
+        rules=tuple(rules),
+    )
+
+
+def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
+    rl = specvalue.field(spec, "rateLimit", _RateLimit)
+    if isinstance(rl, _RateLimit) and rl.local is not None and rl.local.rules:
+        route = msgspec.structs.replace(route, rate_limit=_local_rate_limit(rl.local))
+    return route

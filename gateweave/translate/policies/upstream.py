@@ -1,0 +1,233 @@
+"""BackendTrafficPolicy settings of the upstream clusters: ``loadBalancer`` (``RoundRobin``,
+``LeastRequest``, ``Random``, ``ConsistentHash`` on the client's address, a header or a cookie),
+``circuitBreaker`` thresholds, ``timeout.tcp.connectTimeout``, ``healthCheck.active`` (HTTP,
+TCP) and ``healthCheck.passive`` (outlier detection).
+
+A cluster serves every route that sends to its backend, so each route the policy governs sends
+to a copy of its clusters carrying these settings (:func:`gateweave.ir.policy_cluster`, made in
+:func:`gateweave.translate.xdsir.policy_clusters`); the other routes keep the plain cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateweave import ir
+from gateweave.translate.policies import specvalue
+
+FIELDS: frozenset[str] = frozenset({
+    "timeout", "timeout.tcp", "timeout.tcp.connectTimeout",
+    "loadBalancer", "loadBalancer.type", "loadBalancer.consistentHash", "loadBalancer.consistentHash.type",
+    "loadBalancer.consistentHash.header", "loadBalancer.consistentHash.header.name",
+    "loadBalancer.consistentHash.cookie", "loadBalancer.consistentHash.cookie.name",
+    "loadBalancer.consistentHash.cookie.ttl", "loadBalancer.consistentHash.tableSize",
+    "circuitBreaker", "circuitBreaker.maxConnections", "circuitBreaker.maxPendingRequests",
+    "circuitBreaker.maxParallelRequests", "circuitBreaker.maxParallelRetries",
+    "healthCheck", "healthCheck.active", "healthCheck.active.type", "healthCheck.active.interval",
+    "healthCheck.active.timeout", "healthCheck.active.healthyThreshold", "healthCheck.active.unhealthyThreshold",
+    "healthCheck.active.http", "healthCheck.active.http.path", "healthCheck.active.http.hostname",
+    "healthCheck.active.http.expectedStatuses", "healthCheck.active.tcp",
+    "healthCheck.passive", "healthCheck.passive.consecutive5XxErrors", "healthCheck.passive.consecutiveGatewayErrors",
+    "healthCheck.passive.consecutiveLocalOriginFailures", "healthCheck.passive.splitExternalLocalOriginErrors",
+    "healthCheck.passive.interval", "healthCheck.passive.baseEjectionTime", "healthCheck.passive.maxEjectionPercent",
+    "healthCheck.passive.alwaysEjectOneEndpoint",
+})
+
+
+class _TCPTimeout(msgspec.Struct, frozen=True, rename="camel"):
+    connect_timeout: str | None = None
+
+
+class _Timeout(msgspec.Struct, frozen=True):
+    tcp: _TCPTimeout | None = None
+
+
+class _HashHeader(msgspec.Struct, frozen=True):
+    name: str
+
+
+class _HashCookie(msgspec.Struct, frozen=True):
+    name: str
+    ttl: str | None = None
+
+
+class _ConsistentHash(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    header: _HashHeader | None = None
+    cookie: _HashCookie | None = None
+    table_size: int = 65537
+
+
+class _LoadBalancer(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    consistent_hash: _ConsistentHash | None = None
+
+
+class _CircuitBreaker(msgspec.Struct, frozen=True, rename="camel"):
+    max_connections: int | None = None
+    max_pending_requests: int | None = None
+    max_parallel_requests: int | None = None
+    max_parallel_retries: int | None = None
+
+
+class _ActiveHTTP(msgspec.Struct, frozen=True, rename="camel"):
+    path: str
+    hostname: str = ""
+    expected_statuses: tuple[int, ...] = (200,)
+
+
+class _Active(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    interval: str = "3s"
+    timeout: str = "1s"
+    healthy_threshold: int = 1
+    unhealthy_threshold: int = 3
+    http: _ActiveHTTP | None = None
+    tcp: dict[str, Any] | None = None
+
+
+class _Passive(msgspec.Struct, frozen=True, rename="camel"):
+    consecutive_5xx_errors: int | None = msgspec.field(default=None, name="consecutive5XxErrors")
+    consecutive_gateway_errors: int | None = None
+    consecutive_local_origin_failures: int | None = None
+    split_external_local_origin_errors: bool = False
+    interval: str | None = None
+    base_ejection_time: str | None = None
+    max_ejection_percent: int | None = None
+    always_eject_one_endpoint: bool = False
+
+
+class _HealthCheck(msgspec.Struct, frozen=True):
+    active: _Active | None = None
+    passive: _Passive | None = None
+
+
+_LB_TYPES = ("RoundRobin", "LeastRequest", "Random", "ConsistentHash")
+_MAX_TABLE_SIZE = 5000011  # Envoy's Maglev limit
+
+
+def _prime(n: int) -> bool:
+    return n > 1 and all(n % k for k in range(2, int(n ** 0.5) + 1))
+
+
+def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | None:
+    """The settings of the upstream clusters (problems go to ``out``); None: none set."""
+    lb = specvalue.field(spec, "loadBalancer", _LoadBalancer)
+    cb = specvalue.field(spec, "circuitBreaker", _CircuitBreaker)
+    hc = specvalue.field(spec, "healthCheck", _HealthCheck)
+    timeout = specvalue.field(spec, "timeout", _Timeout)
+    out.extend(f for f in (lb, cb, hc) if isinstance(f, str))
+    lb = lb if isinstance(lb, _LoadBalancer) else None
+    cb = cb if isinstance(cb, _CircuitBreaker) else None
+    hc = hc if isinstance(hc, _HealthCheck) else None
+    tcp = timeout.tcp if isinstance(timeout, _Timeout) else None
+    connect = specvalue.seconds(tcp.connect_timeout, "spec.timeout.tcp.connectTimeout", out) if tcp is not None else None
+    if lb is None and cb is None and hc is None and connect is None:
+        return None
+    policy = ir.ClusterPolicy(connect_timeout_s=connect)
+    if hc is not None:
+        active = _active(hc.active, out) if hc.active is not None else None
+        passive = _passive(hc.passive, out) if hc.passive is not None else None
+        policy = msgspec.structs.replace(policy, health_check=active, outlier=passive)
+    if connect is not None and connect <= 0:
+        out.append("spec.timeout.tcp.connectTimeout must be more than 0")
+    if cb is not None:
+        limits = (cb.max_connections, cb.max_pending_requests, cb.max_parallel_requests, cb.max_parallel_retries)
+        if any(v is not None and not 0 <= v < 1 << 32 for v in limits):
+            out.append("spec.circuitBreaker: a threshold is out of range")
+        policy = msgspec.structs.replace(
+            policy, max_connections=cb.max_connections, max_pending_requests=cb.max_pending_requests,
+            max_parallel_requests=cb.max_parallel_requests, max_parallel_retries=cb.max_parallel_retries)
+    if lb is not None:
+        policy = _load_balancer(lb, policy, out)
+    return policy
+
+
+def _active(active: _Active, out: list[str]) -> ir.HealthCheck | None:
+    at = "spec.healthCheck.active"
+    interval = specvalue.seconds(active.interval, f"{at}.interval", out)
+    timeout = specvalue.seconds(active.timeout, f"{at}.timeout", out)
+    if active.type not in ("HTTP", "TCP"):
+        out.append(f"{at}.type {active.type}: gateweave supports HTTP and TCP")
+    elif (active.type == "HTTP") != (active.http is not None):
+        out.append(f"{at}.http goes with type HTTP")
+    if not interval or not timeout:
+        out.append(f"{at}: interval and timeout must be more than 0")
+    for name, value in (("healthyThreshold", active.healthy_threshold), ("unhealthyThreshold", active.unhealthy_threshold)):
+        if not 0 < value < 1 << 32:
+            out.append(f"{at}.{name} {value} is out of range")
+    http = active.http or _ActiveHTTP(path="/")
+    if not http.path.startswith("/"):
+        out.append(f"{at}.http.path {http.path!r} must start with /")
+    for code in http.expected_statuses:
+        if not 100 <= code <= 599:
+            out.append(f"{at}.http.expectedStatuses: {code} is not an HTTP status code")
+    if not (interval and timeout):
+        return None
+    return ir.HealthCheck(type=active.type, interval_s=interval, timeout_s=timeout, healthy=active.healthy_threshold,
+                          unhealthy=active.unhealthy_threshold, path=http.path, host=http.hostname,
+                          expected=http.expected_statuses or (200,))
+
+
+def _passive(passive: _Passive, out: list[str]) -> ir.OutlierDetection:
+    at = "spec.healthCheck.passive"
+    counts = (passive.consecutive_5xx_errors, passive.consecutive_gateway_errors,
+              passive.consecutive_local_origin_failures)
+    if any(v is not None and not 0 <= v < 1 << 32 for v in counts):
+        out.append(f"{at}: a count of errors is out of range")
+    percent = passive.max_ejection_percent
+    if percent is not None and not 0 <= percent <= 100:
+        out.append(f"{at}.maxEjectionPercent {percent} is not a percentage")
+    return ir.OutlierDetection(
+        consecutive_5xx=passive.consecutive_5xx_errors, consecutive_gateway_errors=passive.consecutive_gateway_errors,
+        consecutive_local_failures=passive.consecutive_local_origin_failures,
+        split_local_errors=passive.split_external_local_origin_errors,
+        interval_s=specvalue.seconds(passive.interval, f"{at}.interval", out),
+        base_ejection_s=specvalue.seconds(passive.base_ejection_time, f"{at}.baseEjectionTime", out),
+        max_ejection_percent=percent, always_eject_one=passive.always_eject_one_endpoint,
+    )
+
+
+def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) -> ir.ClusterPolicy:
+    if lb.type not in _LB_TYPES:
+        out.append(f"spec.loadBalancer.type {lb.type} is not supported by gateweave")
+        return policy
+    ch = lb.consistent_hash
+    if lb.type != "ConsistentHash":
+        if ch is not None:
+            out.append(f"spec.loadBalancer.consistentHash is only for type ConsistentHash, not {lb.type}")
+        return msgspec.structs.replace(policy, lb=lb.type)
+    if ch is None:
+        out.append("spec.loadBalancer.consistentHash is required for type ConsistentHash")
+        return policy
+    name, ttl = "", None
+    if ch.type == "Header" and ch.header is not None:
+        name = ch.header.name.lower()
+    elif ch.type == "Cookie" and ch.cookie is not None:
+        name = ch.cookie.name
+        ttl = specvalue.seconds(ch.cookie.ttl, "spec.loadBalancer.consistentHash.cookie.ttl", out)
+    elif ch.type != "SourceIP":
+        out.append(f"spec.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header (with"
+                   " header) and Cookie (with cookie)")
+    if (ch.type == "Header") != (ch.header is not None) or (ch.type == "Cookie") != (ch.cookie is not None):
+        out.append("spec.loadBalancer.consistentHash: header goes with type Header, cookie with type Cookie")
+    if not (_prime(ch.table_size) and ch.table_size <= _MAX_TABLE_SIZE):
+        out.append(f"spec.loadBalancer.consistentHash.tableSize {ch.table_size} must be a prime up to {_MAX_TABLE_SIZE}")
+    return msgspec.structs.replace(policy, lb="ConsistentHash", hash_on=ch.type, hash_name=name,
+                                   hash_cookie_ttl_s=ttl, hash_table_size=ch.table_size)
+
+
+def problems(spec: dict[str, Any]) -> list[str]:
+    """What in the upstream settings cannot be applied (beyond the CRD's own rules)."""
+    out: list[str] = []
+    _cluster_policy(spec, out)
+    return out
+
+
+def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
+    cluster_policy = _cluster_policy(spec, [])
+    if cluster_policy is not None and route.backends:
+        route = msgspec.structs.replace(route, cluster_policy=cluster_policy)
+    return route
