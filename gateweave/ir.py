@@ -529,6 +529,7 @@ class Port(_IR, kw_only=True, frozen=True):
     name: str  # "<ns>/<gateway>/<port>"
     port: int
     protocol: str
+    address: str = ""  # the address it binds (its Gateway's); "": the XdsGateway's address
     http: RouteConfig | None = None
     filter_chains: tuple[FilterChain, ...] = ()
     tcp: TCPProxy | None = None
@@ -560,6 +561,9 @@ class Telemetry(_IR, kw_only=True, frozen=True):
 
 
 class XdsGateway(_IR, kw_only=True, frozen=True):
+    """What one Envoy (xDS node) serves: one Gateway's, or every Gateway of a merged class
+    (then ``name`` is the class's node, translate/merging.py, and each port has its address)."""
+
     name: str  # "namespace/name"
     address: str
     ports: tuple[Port, ...] = ()

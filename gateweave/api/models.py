@@ -742,6 +742,7 @@ class KubernetesParameters(_Base, kw_only=True, frozen=True):
 
 
 class GatewayParametersSpec(_Base, kw_only=True, frozen=True):
+    merge_gateways: bool | None = None  # on a GatewayClass's: one Envoy for all its Gateways
     envoy: EnvoyParameters = EnvoyParameters()
     kubernetes: KubernetesParameters = KubernetesParameters()
 

@@ -180,6 +180,7 @@ class GatewayCtx:
     # Its GatewayParameters (over its class's), resolved: how its Envoy runs.
     envoy: ir.EnvoySettings = field(default_factory=ir.EnvoySettings)
     kubernetes: ir.KubernetesSettings = field(default_factory=ir.KubernetesSettings)
+    node: str = ""  # the xDS node of the Envoy serving it: its name, or its merged class's
     findings: Any = None  # the gateway side's reasons behind this Gateway's conditions
 
     @property

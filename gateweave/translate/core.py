@@ -11,7 +11,8 @@
    status.ancestors; the xDS IR reads the result (``ctx.policies``).
 5. :func:`gateway_statuses`: Gateway and ListenerSet statuses (listeners with attachedRoutes,
    addresses, Programmed).
-6. :func:`xds_ir` and :func:`infra_ir`: the two IRs.
+6. :func:`xds_ir` and :func:`infra_ir`: the two IRs, per Gateway.
+7. :func:`by_envoy`: the two IRs regrouped per Envoy (the Gateways of a merged class share one).
 
 :func:`run_pipeline` runs them in this order. The incremental translator (incremental.py)
 runs the same stages: on a full translation all of them, but the route side and the xDS IR
@@ -26,7 +27,7 @@ from __future__ import annotations
 from gateweave import ir
 from gateweave.ir import Result
 from gateweave.snapshot import Snapshot
-from gateweave.translate import gateway, routes, xdsir
+from gateweave.translate import gateway, merging, routes, xdsir
 from gateweave.translate.context import Ctx, GatewayCtx
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.policies.attach import attach_policies
@@ -69,6 +70,13 @@ def infra_ir(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGateway]
     return gateway.build_infra(ctx, gateways)
 
 
+def by_envoy(
+    gateways: list[GatewayCtx], xds: dict[str, ir.XdsGateway], infra: dict[str, ir.InfraGateway]
+) -> tuple[dict[str, ir.XdsGateway], dict[str, ir.InfraGateway]]:
+    """Stage 7: the IRs keyed by Envoy (xDS node): a merged class's Gateways become one."""
+    return merging.regroup({gw.name: gw.node for gw in gateways if gw.node != gw.name}, xds, infra)
+
+
 def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result, Ctx, list[GatewayCtx]]:
     """One translation, also returning its working state (``gateweave explain`` reads it)."""
     ctx = context(snapshot, options)
@@ -78,6 +86,7 @@ def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result,
     gateway_statuses(ctx, gateways)
     xds = xds_ir(ctx, gateways)
     infra = infra_ir(ctx, gateways)
+    xds, infra = by_envoy(gateways, xds, infra)
     return Result(statuses=ctx.statuses, infra=infra, xds=xds), ctx, gateways
 
 

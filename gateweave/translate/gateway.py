@@ -13,6 +13,7 @@ from gateweave.translate import (
     certs,
     gatewayclass,
     listeners,
+    merging,
     parameters,
     tlsoverlap,
 )
@@ -68,7 +69,9 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         gctx.requested_addresses = addr.requested
         gctx.service_addresses = addr.found
         cls = classes[gw.spec.gateway_class_name]
-        params = _parameters(ctx, gctx, cls.parameters)
+        merged = merging.merges(cls.parameters, ctx.options.address_mode)
+        gctx.node = merging.node_of(gc.metadata.name) if merged else gctx.name
+        params = _parameters(ctx, gctx, cls.parameters, merged)
         if not cls.accepted:
             f.not_accepted = c.gateway_class_pending(gc.metadata.name)
         elif params is not None:
@@ -121,9 +124,12 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
     return result
 
 
-def _parameters(ctx: Ctx, gctx: GatewayCtx, defaults: m.GatewayParametersSpec | None) -> c.Condition | None:
-    """Resolves the Gateway's Envoy and Kubernetes settings (its parameters over its class's);
-    the InvalidParameters condition when its own reference cannot be used."""
+def _parameters(
+    ctx: Ctx, gctx: GatewayCtx, defaults: m.GatewayParametersSpec | None, merged: bool
+) -> c.Condition | None:
+    """Resolves the Gateway's Envoy and Kubernetes settings (its parameters over its class's;
+    in a merged class the one Envoy runs with the class's); the InvalidParameters condition
+    when its own reference cannot be used."""
     infra = gctx.gateway.spec.infrastructure
     ref = infra.parameters_ref if infra is not None else None
     own = None
@@ -131,9 +137,14 @@ def _parameters(ctx: Ctx, gctx: GatewayCtx, defaults: m.GatewayParametersSpec | 
         found = parameters.lookup(ctx, ref.group, ref.kind, gctx.gateway.metadata.namespace, ref.name)
         if isinstance(found, str):
             return c.gateway_invalid_parameters(f"infrastructure.{found}")
+        if found.merge_gateways is not None:
+            return c.gateway_invalid_parameters(
+                f"infrastructure.parametersRef {ref.name}: mergeGateways is a GatewayClass setting"
+                " (its parametersRef's); a Gateway's own parameters cannot set it"
+            )
         own = found
     spec = parameters.merge(defaults, own)
-    gctx.envoy = parameters.envoy_settings(spec, ctx.options.default_concurrency)
+    gctx.envoy = parameters.envoy_settings(defaults if merged and defaults is not None else spec, ctx.options.default_concurrency)
     gctx.kubernetes = parameters.kubernetes_settings(spec)
     return None
 
@@ -145,7 +156,7 @@ def _valid(lc: ListenerCtx) -> bool:
 def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
     if ctx.options.dataplane is None:
         return True
-    state = ctx.options.dataplane.get(gctx.name)
+    state = ctx.options.dataplane.get(gctx.node)
     if state is not None and state.error:
         f.not_programmed = c.gateway_envoy_rejected(state.error, state.rejected_by)
         return False

@@ -527,7 +527,8 @@ class IncrementalTranslator:
         self._dirty.clear()
         self._dirty_gateways.clear()
         self._visited = set()
-        return Result(statuses=dict(self._statuses), infra=dict(self._infra), xds=dict(self._xds))
+        xds, infra = core.by_envoy(self._status_gws, dict(self._xds), dict(self._infra))
+        return Result(statuses=dict(self._statuses), infra=infra, xds=xds)
 
     def _backend_status_of_used(self, ctx: Ctx) -> dict[StatusKey, dict[str, Any]]:
         """The status of every Envoy Gateway Backend a route of ours refers to (each judged
@@ -558,11 +559,11 @@ class IncrementalTranslator:
                 continue
             if family == "HTTP":
                 rc = self._route_config(name, lcs, None, None)
-                new = ir.Port(name=name, port=port, protocol="HTTP", http=rc.config)
+                new = ir.Port(name=name, port=port, protocol="HTTP", address=gw.address, http=rc.config)
                 used = set(rc.used)
             else:
                 rcs: list[_RouteConfigState] = []
-                new = xdsir.l4_port(name, port, family, lcs, functools.partial(self._https_config, built=rcs))
+                new = xdsir.l4_port(name, port, gw.address, family, lcs, functools.partial(self._https_config, built=rcs))
                 used = xdsir.proxy_clusters(new)
                 for rc in rcs:
                     used.update(rc.used)

@@ -67,9 +67,10 @@ def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
     used: set[str] = set()
     for port, _, family, name, lcs in port_plan(gw):
         if family == "HTTP":
-            ports.append(ir.Port(name=name, port=port, protocol="HTTP", http=_route_config(name, lcs, used=used)))
+            ports.append(ir.Port(name=name, port=port, protocol="HTTP", address=gw.address,
+                                 http=_route_config(name, lcs, used=used)))
         else:
-            l4 = l4_port(name, port, family, lcs, functools.partial(_https_config, used=used))
+            l4 = l4_port(name, port, gw.address, family, lcs, functools.partial(_https_config, used=used))
             used |= proxy_clusters(l4)
             ports.append(l4)
     known: dict[str, ir.Cluster] = {}
@@ -96,13 +97,14 @@ def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
 HttpsConfig = Callable[[str, ListenerCtx, list[ListenerCtx]], ir.RouteConfig]
 
 
-def l4_port(name: str, port: int, family: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> ir.Port:
-    """A TLS, TCP or UDP Envoy listener (``family`` from :func:`port_plan`)."""
+def l4_port(name: str, port: int, address: str, family: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> ir.Port:
+    """A TLS, TCP or UDP Envoy listener (``family`` from :func:`port_plan`) on ``address``."""
     if family == "TLS":
-        return ir.Port(name=name, port=port, protocol="TLS", filter_chains=_filter_chains(name, lcs, https_config))
+        return ir.Port(name=name, port=port, protocol="TLS", address=address,
+                       filter_chains=_filter_chains(name, lcs, https_config))
     if family == "TCP":
-        return ir.Port(name=name, port=port, protocol="TCP", tcp=_l4_proxy(name, lcs, "TCPRoute"))
-    return ir.Port(name=name, port=port, protocol="UDP", udp=_l4_proxy(name, lcs, "UDPRoute"))
+        return ir.Port(name=name, port=port, protocol="TCP", address=address, tcp=_l4_proxy(name, lcs, "TCPRoute"))
+    return ir.Port(name=name, port=port, protocol="UDP", address=address, udp=_l4_proxy(name, lcs, "UDPRoute"))
 
 
 def _route_config(

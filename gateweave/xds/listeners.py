@@ -147,7 +147,7 @@ def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy) -> l
 def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     if port.http is None:
         raise ValueError(f"HTTP port {port.name} has no route config")
-    out = _listener(port.name, gw.address, port.port)
+    out = _listener(port.name, port.address or gw.address, port.port)
     out.filter_chains.append(
         lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http)])
     )
@@ -177,7 +177,7 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
 
 def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     """One listener, a filter chain per SNI set (empty: any SNI)."""
-    out = _listener(port.name, gw.address, port.port)
+    out = _listener(port.name, port.address or gw.address, port.port)
     out.listener_filters.append(
         lc.ListenerFilter(name=TLS_INSPECTOR, typed_config=pack(tls_inspector_pb2.TlsInspector()))
     )
@@ -192,7 +192,7 @@ def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
 def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     if port.tcp is None:
         raise ValueError(f"TCP port {port.name} has no proxy")
-    out = _listener(port.name, gw.address, port.port)
+    out = _listener(port.name, port.address or gw.address, port.port)
     out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(gw, port.name, port.tcp)))
     return out
 
@@ -201,7 +201,7 @@ def udp_listener(gw: ir.XdsGateway, port: ir.Port, cluster: str) -> listener_pb2
     """A UDP listener whose udp_proxy sends every datagram session to ``cluster``."""
     if port.udp is None:
         raise ValueError(f"UDP port {port.name} has no proxy")
-    out = _listener(port.name, gw.address, port.port, udp=True)
+    out = _listener(port.name, port.address or gw.address, port.port, udp=True)
     out.udp_listener_config.CopyFrom(udp_listener_config_pb2.UdpListenerConfig())
     action = xds_extension_pb2.TypedExtensionConfig(
         name="route", typed_config=pack(udp_route_pb2.Route(cluster=cluster))

@@ -1,0 +1,142 @@
+"""mergeGateways through translate: the Gateways of a class whose parameters set it are one
+Envoy (one xDS node: one XdsGateway, one InfraGateway), each Gateway's listeners on its own
+address; statuses stay per Gateway, Programmed from the class node's acknowledgements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateweave import ir
+from gateweave.snapshot import Snapshot
+from gateweave.translate import DataplaneState, translate
+from gateweave.translate.incremental import IncrementalTranslator
+from gateweave.translate.merging import node_of
+from gateweave.translate.options import TranslateOptions
+from tests.support.conformance_objects import decoded
+
+GWAPI = "gateway.networking.k8s.io/v1"
+LOCAL = TranslateOptions(local_addresses=("10.0.0.5", "10.0.0.6"), default_concurrency=3)
+NODE = node_of("gc")
+
+
+def gateway_class(merged: bool = True) -> list[dict[str, Any]]:
+    ref = {"group": "gateweave.io", "kind": "GatewayParameters", "name": "shared", "namespace": "infra"}
+    spec: dict[str, Any] = {"mergeGateways": True, "envoy": {"concurrency": 2}} if merged else {"envoy": {"concurrency": 2}}
+    return [
+        {"apiVersion": GWAPI, "kind": "GatewayClass", "metadata": {"name": "gc"},
+         "spec": {"controllerName": "gateweave.io/gateway-controller", "parametersRef": ref}},
+        params("shared", spec, "infra"),
+    ]
+
+
+def params(name: str, spec: dict[str, Any], namespace: str = "apps") -> dict[str, Any]:
+    return {"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def gateway(name: str, address: str, port: int = 80, created: str = "2026-01-01T00:00:00Z",
+            own_params: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"gatewayClassName": "gc", "addresses": [{"type": "IPAddress", "value": address}],
+                            "listeners": [{"name": "http", "protocol": "HTTP", "port": port}]}
+    if own_params is not None:
+        spec["infrastructure"] = {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
+                                                    "name": own_params}}
+    return {"apiVersion": GWAPI, "kind": "Gateway",
+            "metadata": {"name": name, "namespace": "apps", "creationTimestamp": created}, "spec": spec}
+
+
+def route(name: str, gw: str, host: str) -> dict[str, Any]:
+    return {"apiVersion": GWAPI, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"parentRefs": [{"name": gw}], "hostnames": [host],
+                     "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}}
+
+
+SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "apps"},
+           "spec": {"ports": [{"port": 80}]}}
+
+
+def snapshot(*raws: dict[str, Any]) -> Snapshot:
+    return Snapshot.from_objects(decoded(raw).model for raw in raws)
+
+
+def cond(status: dict[str, Any], type_: str) -> tuple[str, str, str]:
+    c = next(c for c in status["conditions"] if c["type"] == type_)
+    return c["status"], c["reason"], c["message"]
+
+
+def objects(merged: bool = True) -> list[dict[str, Any]]:
+    return [*gateway_class(merged), SERVICE, gateway("a", "10.0.0.5"), gateway("b", "10.0.0.6"),
+            route("ra", "a", "a.example"), route("rb", "b", "b.example")]
+
+
+def test_a_merged_class_is_one_envoy_with_each_gateways_listeners_on_its_address() -> None:
+    res = translate(snapshot(*objects()), LOCAL)
+    assert list(res.xds) == [NODE] and list(res.infra) == [NODE]
+    xds = res.xds[NODE]
+    assert [(p.name, p.address, p.port) for p in xds.ports] == [
+        ("apps/a/80", "10.0.0.5", 80), ("apps/b/80", "10.0.0.6", 80)]
+    assert [c.name for c in xds.clusters] == ["apps/svc/80/http1"]  # one cluster for both Gateways' routes
+    domains = [vh.domains for p in xds.ports if p.http is not None for vh in p.http.virtual_hosts]
+    assert domains == [("a.example",), ("b.example",)]
+    infra = res.infra[NODE]
+    assert infra.name == NODE and infra.gateway_class == "gc"
+    assert infra.ports == (ir.InfraPort(name="http,http", port=80, protocol="TCP"),)
+    assert infra.envoy == ir.EnvoySettings(concurrency=2)
+    # statuses are per Gateway, as without merging
+    unmerged = translate(snapshot(*objects(merged=False)), LOCAL)
+    assert res.statuses == unmerged.statuses
+    assert sorted(unmerged.xds) == ["apps/a", "apps/b"]
+
+
+def test_programmed_per_gateway_from_the_class_nodes_acknowledgements() -> None:
+    snap = snapshot(*objects())
+    waiting = translate(snap, msgspec.structs.replace(LOCAL, dataplane={"apps/a": DataplaneState(acked=True)}))
+    for gw in ("a", "b"):  # the Gateways' own names are no Envoy's nodes any more
+        assert cond(waiting.statuses[("Gateway", "apps", gw)], "Programmed")[:2] == ("False", "Pending")
+    acked = translate(snap, msgspec.structs.replace(LOCAL, dataplane={NODE: DataplaneState(acked=True)}))
+    for gw in ("a", "b"):
+        assert cond(acked.statuses[("Gateway", "apps", gw)], "Programmed")[:2] == ("True", "Programmed")
+    nacked = translate(snap, msgspec.structs.replace(LOCAL, dataplane={NODE: DataplaneState(error="bad")}))
+    assert cond(nacked.statuses[("Gateway", "apps", "b")], "Programmed")[0] == "False"
+
+
+def test_two_gateways_of_a_merged_class_on_one_address_and_port_the_older_keeps_it() -> None:
+    res = translate(snapshot(*gateway_class(), gateway("new", "10.0.0.5", created="2026-02-01T00:00:00Z"),
+                             gateway("old", "10.0.0.5")), LOCAL)
+    new = res.statuses[("Gateway", "apps", "new")]["listeners"][0]
+    assert cond(new, "Accepted")[:2] == ("False", "PortUnavailable")
+    assert "apps/old" in cond(new, "Accepted")[2]
+    assert [(p.name, p.address) for p in res.xds[NODE].ports] == [("apps/old/80", "10.0.0.5")]
+
+
+def test_merge_gateways_on_a_gateways_own_parameters_is_invalid_parameters() -> None:
+    res = translate(snapshot(*objects(), params("mine", {"mergeGateways": False}),
+                             gateway("c", "10.0.0.5", port=81, own_params="mine")), LOCAL)
+    assert cond(res.statuses[("Gateway", "apps", "c")], "Accepted")[:2] == ("False", "InvalidParameters")
+    assert "mergeGateways is a GatewayClass setting" in cond(res.statuses[("Gateway", "apps", "c")], "Accepted")[2]
+    assert [p.name for p in res.xds[NODE].ports] == ["apps/a/80", "apps/b/80"]
+
+
+def test_kubernetes_mode_keeps_one_envoy_per_gateway() -> None:
+    res = translate(snapshot(*objects()), TranslateOptions(address_mode="kubernetes"))
+    assert NODE not in res.infra
+
+
+def test_incremental_equals_full_as_merging_and_gateways_change() -> None:
+    inc = IncrementalTranslator(check=True)  # raises on any difference from a full translation
+    base = objects()
+    steps = [
+        base,
+        [*base, route("rb2", "b", "b2.example")],
+        [*base[:-1]],  # a route gone
+        [o for o in base if o["metadata"].get("name") != "a"],  # a Gateway gone: b still served
+        objects(merged=False),
+        base,
+    ]
+    for raws in steps:
+        res = inc(snapshot(*raws), LOCAL)
+        assert res == translate(snapshot(*raws), LOCAL)
+    gone = inc(snapshot(*[o for o in base if o["metadata"].get("name") != "a"]), LOCAL)
+    assert [p.name for p in gone.xds[NODE].ports] == ["apps/b/80"]
