@@ -105,7 +105,8 @@ def test_programmed_per_gateway_from_the_class_nodes_acknowledgements() -> None:
 def test_two_gateways_of_a_merged_class_on_one_address_and_port_the_older_keeps_it() -> None:
     res = translate(snapshot(*gateway_class(), gateway("new", "10.0.0.5", created="2026-02-01T00:00:00Z"),
                              gateway("old", "10.0.0.5")), LOCAL)
-    new = res.statuses[("Gateway", "apps", "new")]["listeners"][0]
+    listeners: Any = res.statuses[("Gateway", "apps", "new")]["listeners"]
+    new = listeners[0]
     assert cond(new, "Accepted")[:2] == ("False", "PortUnavailable")
     assert "apps/old" in cond(new, "Accepted")[2]
     assert [(p.name, p.address) for p in res.xds[NODE].ports] == [("apps/old/80", "10.0.0.5")]
