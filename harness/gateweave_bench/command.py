@@ -17,6 +17,7 @@ def command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the generated objects.")] = 7,
     repeat: Annotated[int, typer.Option("--repeat", help="Runs of each timed step (the median is reported).")] = 3,
     latency_samples: Annotated[int, typer.Option("--latency-samples", help="Event -> Envoy samples at each route count, with the cold start (0: skip).")] = 100,
+    gateways: Annotated[int, typer.Option("--gateways", help="Gateways (x 10 routes) of the many-Gateways row, merged and not (0: skip).")] = 100,
     profile: Annotated[bool, typer.Option("--profile", help="Also print a cProfile of one translation at the largest count.")] = False,
 ) -> None:
     """Measure decoding, translation, change-to-snapshot time, burst coalescing and memory on generated objects."""
@@ -30,11 +31,11 @@ def command(
         err(f"error: --routes {routes!r}: expected positive integers separated by commas")
         raise typer.Exit(2)
     try:
-        report = run_bench(counts, seed=seed, repeat=repeat, latency_samples=latency_samples, log=err)
+        report = run_bench(counts, seed=seed, repeat=repeat, latency_samples=latency_samples, gateways=gateways, log=err)
     except BenchError as exc:
         err(f"error: {exc}")
         raise typer.Exit(1) from None
-    report["command"] = f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} --latency-samples {latency_samples}"
+    report["command"] = f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} --latency-samples {latency_samples} --gateways {gateways}"
     if profile:
         report["profile"] = profile_translate(max(counts), seed)
     if as_json:

@@ -106,6 +106,7 @@ TARGETS = {
     "event_to_envoy_p99_ms": "< 100 at 1,000 routes; at 10,000 <= 1.5 x the p99 at 1,000",
     "rss_mb": "< 256 at 1,000 routes",
     "cold_start_s": "<= 3 x yaml_floor_s at 10,000 routes",
+    "many_gateways": "100 Gateways x 10 routes: total RSS (serve + Envoys) merged <= 1/10 of one Envoy per Gateway",
 }
 
 
@@ -455,10 +456,13 @@ def run_bench(
     seed: int = DEFAULT_SEED,
     repeat: int = 3,
     latency_samples: int = 100,
+    gateways: int = 100,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Every row, each measured in a fresh process so that no figure depends on what ran
-    before it (heap size, caches, collector state)."""
+    before it (heap size, caches, collector state); then, unless ``gateways`` is 0, the many
+    Gateways row (:mod:`gateweave_bench.gateways`: that many Gateways x 10 routes, serve and
+    its Envoys in their own processes)."""
     rows = []
     notes: dict[str, str] = {}
     for n in routes:
@@ -469,13 +473,26 @@ def run_bench(
             notes[f"event_to_envoy at {n} routes"] = note
     if latency_samples <= 0:
         notes["event_to_envoy"] = "not measured (--latency-samples 0)"
+    many = None
+    if gateways > 0:
+        from gateweave_bench.gateways import ROUTES_PER_GATEWAY, measure
+
+        many = measure(gateways, ROUTES_PER_GATEWAY, log=log)
+    else:
+        notes["many_gateways"] = "not measured (--gateways 0)"
+    checks = check_targets(rows)
+    if many is not None and many["merged_rss_ratio"] is not None:
+        total = many["gateways"] * many["routes_per_gateway"]
+        checks.append({"target": "merged / unmerged total RSS", "routes": total, "value": many["merged_rss_ratio"],
+                       "limit": 0.1, "ok": many["merged_rss_ratio"] <= 0.1})
     return {
         "machine": machine(),
         "seed": seed,
         "repeat": repeat,
         "results": rows,
+        "many_gateways": many,
         "targets": TARGETS,
-        "checks": check_targets(rows),
+        "checks": checks,
         "notes": notes,
     }
 
@@ -559,6 +576,13 @@ def format_table(report: Mapping[str, Any]) -> str:
     lines.append(f"translation: {m.get('translation', 'unknown')}")
     for what, note in report["notes"].items():
         lines.append(f"{what}: {note}")
+    many = report.get("many_gateways")
+    if many:
+        lines.append(f"{many['gateways']} Gateways x {many['routes_per_gateway']} routes (serve + Envoys, total RSS; "
+                     "start -> every Gateway Programmed):")
+        for mode in ("unmerged", "merged"):
+            row = many[mode]
+            lines.append(f"  {mode:8} {row['envoys']:4} Envoys  {row['rss_mb']:9.1f} MB  {row['programmed_s']:7.1f} s")
     checks = report.get("checks") or []
     if checks:
         lines.append("")
@@ -578,6 +602,7 @@ TARGETS_BY_CHECK = {
     "event_to_envoy_p99_ms growth": "<= 1.5 x the p99 at 1,000 routes",
     "cold_start_s / yaml_floor_s": "<= 3",
     "rss_mb": "< 256",
+    "merged / unmerged total RSS": "<= 0.1",
 }
 
 

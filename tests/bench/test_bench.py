@@ -101,7 +101,7 @@ def test_translate_pauses_the_collector_and_restores_it() -> None:
 
 def test_bench_command_outputs_every_figure() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "gateweave.cli", "bench", "--routes", "50", "--latency-samples", "3", "--json"],
+        [sys.executable, "-m", "gateweave.cli", "bench", "--routes", "50", "--latency-samples", "3", "--gateways", "3", "--json"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -122,6 +122,13 @@ def test_bench_command_outputs_every_figure() -> None:
     assert row["cold_start_s"] > 0 and row["yaml_floor_s"] > 0
     assert {"nproc", "cpu", "python"} <= set(report["machine"])
     assert "--routes 50" in report["command"]
+    # the many Gateways row: serve and its Envoys, one Envoy per Gateway and one for a merged class
+    many = report["many_gateways"]
+    assert (many["gateways"], many["unmerged"]["envoys"], many["merged"]["envoys"]) == (3, 3, 1)
+    for mode in ("unmerged", "merged"):
+        assert abs(many[mode]["rss_mb"] - many[mode]["serve_rss_mb"] - many[mode]["envoys_rss_mb"]) < 0.2
+        assert many[mode]["programmed_s"] > 0 and many[mode]["envoys_rss_mb"] > 0
+    assert any(c["target"] == "merged / unmerged total RSS" for c in report["checks"])
 
 
 def test_bench_command_rejects_bad_counts() -> None:
