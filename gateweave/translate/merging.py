@@ -16,7 +16,10 @@ keeps its own Deployment and Service (:func:`merges`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import msgspec
 
 from gateweave import ir
 from gateweave.api import models as m
@@ -42,66 +45,51 @@ def regroup(
     """The IRs by Envoy: ``nodes`` maps each merged Gateway's name to its class's node."""
     if not nodes:
         return xds, infra
-    return _regroup_xds(nodes, xds), _regroup_infra(nodes, infra)
+    return _by_node(nodes, xds, _merged_xds), _by_node(nodes, infra, _merged_infra)
 
 
-def _groups(nodes: Mapping[str, str], names: list[str]) -> dict[str, list[str]]:
-    """Each Envoy's Gateways: a merged class's node its members (by name), any other
-    Gateway itself (its own name, a one-element list)."""
+T = TypeVar("T")
+
+
+def _by_node(nodes: Mapping[str, str], irs: dict[str, T], merge: Callable[[str, list[T]], T]) -> dict[str, T]:
+    """``irs`` keyed by Envoy: a merged class's node gets ``merge`` of its Gateways' (by name),
+    any other Gateway keeps its own under its own name."""
     groups: dict[str, list[str]] = {}
-    for name in names:
+    for name in sorted(irs):
         groups.setdefault(nodes.get(name, name), []).append(name)
-    return groups
+    return {node: irs[node] if members == [node] else merge(node, [irs[name] for name in members])
+            for node, members in sorted(groups.items())}
 
 
-def _regroup_xds(nodes: Mapping[str, str], xds: dict[str, ir.XdsGateway]) -> dict[str, ir.XdsGateway]:
-    out: dict[str, ir.XdsGateway] = {}
-    for node, members in sorted(_groups(nodes, sorted(xds)).items()):
-        if members == [node]:
-            out[node] = xds[node]
-            continue
-        gws = [xds[name] for name in members]
-        clusters: dict[str, ir.Cluster] = {}
-        for gw in gws:  # the same backend is the same cluster, whichever Gateway routes to it
-            for cluster in gw.clusters:
-                clusters.setdefault(cluster.name, cluster)
-        out[node] = ir.XdsGateway(
-            name=node,
-            address="",
-            ports=tuple(p if p.address else _on(p, gw.address) for gw in gws for p in gw.ports),
-            clusters=tuple(clusters[name] for name in sorted(clusters)),
-            telemetry=gws[0].telemetry,
-        )
-    return out
+def _merged_xds(node: str, gws: list[ir.XdsGateway]) -> ir.XdsGateway:
+    clusters: dict[str, ir.Cluster] = {}
+    for gw in gws:  # the same backend is the same cluster, whichever Gateway routes to it
+        for cluster in gw.clusters:
+            clusters.setdefault(cluster.name, cluster)
+    return ir.XdsGateway(
+        name=node,
+        address="",
+        ports=tuple(p if p.address else msgspec.structs.replace(p, address=gw.address) for gw in gws for p in gw.ports),
+        clusters=tuple(clusters[name] for name in sorted(clusters)),
+        telemetry=gws[0].telemetry,
+    )
 
 
-def _on(port: ir.Port, address: str) -> ir.Port:
-    return ir.Port(name=port.name, port=port.port, protocol=port.protocol, address=address, http=port.http,
-                   filter_chains=port.filter_chains, tcp=port.tcp, udp=port.udp)
-
-
-def _regroup_infra(nodes: Mapping[str, str], infra: dict[str, ir.InfraGateway]) -> dict[str, ir.InfraGateway]:
-    out: dict[str, ir.InfraGateway] = {}
-    for node, members in sorted(_groups(nodes, sorted(infra)).items()):
-        if members == [node]:
-            out[node] = infra[node]
-            continue
-        gws = [infra[name] for name in members]
-        first = gws[0]
-        ports: dict[tuple[int, str], list[str]] = {}
-        for gw in gws:
-            for p in gw.ports:
-                ports.setdefault((p.port, p.protocol), []).append(p.name)
-        namespace, _, class_name = node.partition("/")
-        out[node] = ir.InfraGateway(
-            name=node,
-            namespace=namespace,
-            gateway_name=class_name,
-            gateway_class=first.gateway_class,
-            address=first.address,
-            ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto)
-                        for (p, proto), names in sorted(ports.items())),
-            envoy=first.envoy,
-            kubernetes=first.kubernetes,
-        )
-    return out
+def _merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
+    ports: dict[tuple[int, str], list[str]] = {}
+    for gw in gws:
+        for p in gw.ports:
+            ports.setdefault((p.port, p.protocol), []).append(p.name)
+    namespace, _, class_name = node.partition("/")
+    first = gws[0]  # a merged class's Gateways run with the class's settings (gateway.py)
+    return ir.InfraGateway(
+        name=node,
+        namespace=namespace,
+        gateway_name=class_name,
+        gateway_class=first.gateway_class,
+        address=first.address,
+        ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto)
+                    for (p, proto), names in sorted(ports.items())),
+        envoy=first.envoy,
+        kubernetes=first.kubernetes,
+    )
