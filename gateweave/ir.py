@@ -29,7 +29,7 @@ class _IR(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, gc=Fals
 
 
 class InfraPort(_IR, kw_only=True, frozen=True):
-    name: str  # listener name(s) using this port, joined by ","
+    name: str  # listener name(s) using this port, joined by ","; merged: "<ns>/<gateway>/<listener>"s
     port: int
     protocol: str  # "TCP" or "UDP"
 

@@ -52,10 +52,11 @@ def served_listeners(
     ``hostnames``: (gateway "ns/name", listener name) -> the listener's hostname (None: any).
     """
     out: Served = defaultdict(set)
-    for gw_name, gw in xds.items():
-        ports = infra.get(gw_name)
+    for node, gw in xds.items():
+        ports = infra.get(node)
         for port in gw.ports:
-            on_port = _listeners_on(ports, port)
+            gw_name = "/".join(port.name.split("/", 2)[:2])  # its Gateway (a merged class's node has several)
+            on_port = _listeners_on(ports, port, None if gw_name == node else gw_name)
             if port.http is not None:
                 ranked = sorted(on_port, key=lambda name: (specificity(hostnames.get((gw_name, name))), name))
                 sel = selectors([(name, hostnames.get((gw_name, name))) for name in ranked])
@@ -72,12 +73,16 @@ def served_listeners(
     return dict(out)
 
 
-def _listeners_on(ports: ir.InfraGateway | None, port: ir.Port) -> list[str]:
-    """The names of the Gateway's listeners on an Envoy listener (from the infrastructure IR)."""
+def _listeners_on(ports: ir.InfraGateway | None, port: ir.Port, merged_gateway: str | None) -> list[str]:
+    """The names of the Gateway's listeners on an Envoy listener (from the infrastructure IR;
+    a merged class's names each listener with its Gateway, ``merged_gateway``)."""
     transport = "UDP" if port.protocol == "UDP" else "TCP"
     for p in ports.ports if ports is not None else ():
         if p.port == port.port and p.protocol == transport:
-            return p.name.split(",")
+            names = p.name.split(",")
+            if merged_gateway is None:
+                return names
+            return [n.rpartition("/")[2] for n in names if n.rpartition("/")[0] == merged_gateway]
     return []
 
 

@@ -77,9 +77,9 @@ def _merged_xds(node: str, gws: list[ir.XdsGateway]) -> ir.XdsGateway:
 
 def _merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
     ports: dict[tuple[int, str], list[str]] = {}
-    for gw in gws:
+    for gw in gws:  # each listener named with its Gateway: "<ns>/<gateway>/<listener>"
         for p in gw.ports:
-            ports.setdefault((p.port, p.protocol), []).append(p.name)
+            ports.setdefault((p.port, p.protocol), []).extend(f"{gw.name}/{n}" for n in p.name.split(","))
     namespace, _, class_name = node.partition("/")
     first = gws[0]  # a merged class's Gateways run with the class's settings (gateway.py)
     return ir.InfraGateway(

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
+from gateweave.dashboard.served import served_listeners
 from gateweave.snapshot import Snapshot
 from gateweave.translate import DataplaneState, translate
 from gateweave.translate.incremental import IncrementalTranslator
@@ -82,7 +83,7 @@ def test_a_merged_class_is_one_envoy_with_each_gateways_listeners_on_its_address
     assert domains == [("a.example",), ("b.example",)]
     infra = res.infra[NODE]
     assert infra.name == NODE and infra.gateway_class == "gc"
-    assert infra.ports == (ir.InfraPort(name="http,http", port=80, protocol="TCP"),)
+    assert infra.ports == (ir.InfraPort(name="apps/a/http,apps/b/http", port=80, protocol="TCP"),)
     assert infra.envoy == ir.EnvoySettings(concurrency=2)
     # statuses are per Gateway, as without merging
     unmerged = translate(snapshot(*objects(merged=False)), LOCAL)
@@ -141,3 +142,11 @@ def test_incremental_equals_full_as_merging_and_gateways_change() -> None:
         assert res == translate(snapshot(*raws), LOCAL)
     gone = inc(snapshot(*[o for o in base if o["metadata"].get("name") != "a"]), LOCAL)
     assert [p.name for p in gone.xds[NODE].ports] == ["apps/b/80"]
+
+
+def test_the_dashboard_reads_which_gateway_serves_which_route_through_a_merged_node() -> None:
+    res = translate(snapshot(*objects()), LOCAL)
+    served = served_listeners(res.xds, res.infra, {("apps/a", "http"): None, ("apps/b", "http"): None})
+    assert served == {("apps/a", "HTTPRoute/apps/ra"): {"http"}, ("apps/b", "HTTPRoute/apps/rb"): {"http"}}
+    unmerged = translate(snapshot(*objects(merged=False)), LOCAL)
+    assert served_listeners(unmerged.xds, unmerged.infra, {("apps/a", "http"): None, ("apps/b", "http"): None}) == served
