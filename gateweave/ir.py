@@ -545,6 +545,9 @@ ACCESS_LOG_FILE = "file"
 ACCESS_LOG_STDOUT = "stdout"
 ACCESS_LOG_OFF = "off"
 ACCESS_LOG_SINKS = (ACCESS_LOG_FILE, ACCESS_LOG_STDOUT, ACCESS_LOG_OFF)
+# How a line is written: one JSON object, or the same fields as ``key=value`` pairs.
+ACCESS_LOG_JSON = "json"
+ACCESS_LOG_TEXT = "text"
 
 
 class Tracing(_IR, kw_only=True, frozen=True):
@@ -556,7 +559,10 @@ class Tracing(_IR, kw_only=True, frozen=True):
 
 
 class Telemetry(_IR, kw_only=True, frozen=True):
+    """A Gateway's access log and tracing (serve's options, under its GatewayParameters')."""
+
     access_log: str = ACCESS_LOG_FILE  # one of ACCESS_LOG_SINKS
+    access_log_format: str = ACCESS_LOG_JSON  # ACCESS_LOG_JSON or ACCESS_LOG_TEXT
     tracing: Tracing | None = None  # None: no tracing
 
 

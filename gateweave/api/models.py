@@ -741,10 +741,26 @@ class KubernetesParameters(_Base, kw_only=True, frozen=True):
     resources: ResourceRequirements = ResourceRequirements()
 
 
+class AccessLogParameters(_Base, kw_only=True, frozen=True):
+    sink: str | None = None
+    format: str | None = None
+
+
+class TracingParameters(_Base, kw_only=True, frozen=True):
+    endpoint: str | None = None
+    sampling_rate: float | None = None
+
+
+class TelemetryParameters(_Base, kw_only=True, frozen=True):
+    access_log: AccessLogParameters = AccessLogParameters()
+    tracing: TracingParameters = TracingParameters()
+
+
 class GatewayParametersSpec(_Base, kw_only=True, frozen=True):
     merge_gateways: bool | None = None  # on a GatewayClass's: one Envoy for all its Gateways
     envoy: EnvoyParameters = EnvoyParameters()
     kubernetes: KubernetesParameters = KubernetesParameters()
+    telemetry: TelemetryParameters = TelemetryParameters()
 
 
 class GatewayParameters(_Base, kw_only=True, frozen=True):

@@ -12,8 +12,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
 from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
 from gateweave.infra.netenv import privileged_ports_below
@@ -104,8 +102,9 @@ class Settings:
     admin: AdminSettings = field(default_factory=AdminSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     # Every Gateway's access log (file, stdout, off) and OpenTelemetry tracing (serve
-    # --access-log, --tracing-endpoint, --tracing-sampling). In the Kubernetes data plane an
-    # access log "file" is the Envoy pod's standard output (its log).
+    # --access-log, --tracing-endpoint, --tracing-sampling), the defaults below each Gateway's
+    # GatewayParameters (translate/parameters.py; there, in the Kubernetes data plane an access
+    # log "file" becomes the Envoy pod's standard output).
     telemetry: ir.Telemetry = field(default_factory=ir.Telemetry)
 
     def __post_init__(self) -> None:
@@ -124,9 +123,6 @@ class Settings:
         """The translation's options: in the Kubernetes data plane listeners bind 0.0.0.0 in
         pods and Gateway addresses come from their Services."""
         kubernetes = isinstance(self.dataplane, KubeDataplane)
-        telemetry = self.telemetry
-        if kubernetes and telemetry.access_log == ir.ACCESS_LOG_FILE:
-            telemetry = msgspec.structs.replace(telemetry, access_log=ir.ACCESS_LOG_STDOUT)
         return TranslateOptions(
             controller_name=self.controller_name,
             address_pool=self.address_pool,
@@ -134,7 +130,7 @@ class Settings:
             privileged_ports_below=privileged_ports_below() if isinstance(self.dataplane, HostDataplane) else 0,
             address_mode="kubernetes" if kubernetes else "standalone",
             default_concurrency=0 if kubernetes else machine_cpus(),
-            telemetry=telemetry,
+            telemetry=self.telemetry,
         )
 
 

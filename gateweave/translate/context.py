@@ -181,6 +181,7 @@ class GatewayCtx:
     envoy: ir.EnvoySettings = field(default_factory=ir.EnvoySettings)
     kubernetes: ir.KubernetesSettings = field(default_factory=ir.KubernetesSettings)
     node: str = ""  # the xDS node of the Envoy serving it: its name, or its merged class's
+    telemetry: ir.Telemetry = field(default_factory=ir.Telemetry)  # its access log and tracing
     findings: Any = None  # the gateway side's reasons behind this Gateway's conditions
 
     @property

@@ -127,7 +127,7 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
 def _parameters(
     ctx: Ctx, gctx: GatewayCtx, defaults: m.GatewayParametersSpec | None, merged: bool
 ) -> c.Condition | None:
-    """Resolves the Gateway's Envoy and Kubernetes settings (its parameters over its class's;
+    """Resolves the Gateway's Envoy, Kubernetes and telemetry settings (its parameters over its class's;
     in a merged class the one Envoy runs with the class's); the InvalidParameters condition
     when its own reference cannot be used."""
     infra = gctx.gateway.spec.infrastructure
@@ -146,6 +146,7 @@ def _parameters(
     spec = parameters.merge(defaults, own)
     gctx.envoy = parameters.envoy_settings(defaults if merged and defaults is not None else spec, ctx.options.default_concurrency)
     gctx.kubernetes = parameters.kubernetes_settings(spec)
+    gctx.telemetry = parameters.telemetry_settings(spec, ctx.options)
     return None
 
 

@@ -577,7 +577,7 @@ class IncrementalTranslator:
             used_all |= names
         clusters = self._gateway_clusters(gw, state, used_all)
         new_gw = ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports.values()), clusters=clusters,
-                              telemetry=self._ctx.options.telemetry)
+                              telemetry=gw.telemetry)
         if state.xds is not None and state.xds == new_gw:
             return state.xds
         state.xds = new_gw

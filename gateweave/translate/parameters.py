@@ -6,7 +6,8 @@ A GatewayClass's ``spec.parametersRef`` gives the defaults of its Gateways; a Ga
 field: every field the Gateway's parameters set replaces the class's (a list or map, such as
 ``extraArgs`` or ``resources.requests``, as a whole, and so are the sections whose fields
 only make sense together, ``podDisruptionBudget`` and ``autoscaling``); a field neither sets takes gateweave's
-default (concurrency: the machine's CPUs, ``TranslateOptions.default_concurrency``).
+default (concurrency: the machine's CPUs, ``TranslateOptions.default_concurrency``; access
+log and tracing: serve's options, ``TranslateOptions.telemetry``).
 
 A reference that names another kind, or a GatewayParameters that does not exist (or was
 never accepted: an object failing its schema is refused with a located error and never
@@ -25,6 +26,7 @@ from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate.context import Ctx
 from gateweave.translate.filters import RuleError, parse_duration
+from gateweave.translate.options import TranslateOptions
 
 KIND = "GatewayParameters"
 Spec = m.GatewayParametersSpec
@@ -87,6 +89,25 @@ def kubernetes_settings(spec: Spec) -> ir.KubernetesSettings:
         requests={k: str(v) for k, v in sorted((kube.resources.requests or {}).items())},
         limits={k: str(v) for k, v in sorted((kube.resources.limits or {}).items())},
     )
+
+
+def telemetry_settings(spec: Spec, options: TranslateOptions) -> ir.Telemetry:
+    """The Gateway's access log and tracing: its parameters' fields, serve's options
+    (``options.telemetry``) for those unset. In the Kubernetes data plane an access log to a
+    file is the Envoy pod's standard output (its log)."""
+    default = options.telemetry
+    log, trace = spec.telemetry.access_log, spec.telemetry.tracing
+    sink = log.sink or default.access_log
+    if sink == ir.ACCESS_LOG_FILE and options.address_mode == "kubernetes":
+        sink = ir.ACCESS_LOG_STDOUT
+    tracing = default.tracing
+    if trace.endpoint is not None:
+        host, _, port = trace.endpoint.rpartition(":")  # the schema's pattern: host:port
+        tracing = ir.Tracing(collector_host=host.strip("[]"), collector_port=int(port),
+                             sampling_percent=tracing.sampling_percent if tracing is not None else 100.0)
+    if tracing is not None and trace.sampling_rate is not None:
+        tracing = msgspec.structs.replace(tracing, sampling_percent=float(trace.sampling_rate))
+    return ir.Telemetry(access_log=sink, access_log_format=log.format or default.access_log_format, tracing=tracing)
 
 
 def _seconds(duration: str | None) -> int | None:

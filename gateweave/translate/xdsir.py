@@ -38,7 +38,7 @@ def build_xds(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
     out: dict[str, ir.XdsGateway] = {}
     for gw in sorted(gateways, key=lambda g: g.key):
         if gw.serving:
-            out[gw.name] = _gateway(gw, ctx.options.telemetry)
+            out[gw.name] = _gateway(gw)
     return out
 
 
@@ -62,7 +62,7 @@ def port_plan(gw: GatewayCtx) -> list[PortPlan]:
     return plan
 
 
-def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
+def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
     ports: list[ir.Port] = []
     used: set[str] = set()
     for port, _, family, name, lcs in port_plan(gw):
@@ -90,7 +90,7 @@ def _gateway(gw: GatewayCtx, telemetry: ir.Telemetry) -> ir.XdsGateway:
     known.update(derived)
     used |= derived.keys()
     return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known),
-                         telemetry=telemetry)
+                         telemetry=gw.telemetry)
 
 
 # An HTTPS listener's RouteConfig on its filter chain: (chain name, listener, HTTPS peers) -> config.

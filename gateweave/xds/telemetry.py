@@ -1,6 +1,6 @@
 """What Envoy reports about traffic: access logs, per-route stats, OpenTelemetry tracing.
 
-* **Access logs**: one JSON object per line, per HTTP request (the HCM's logger) and per TCP
+* **Access logs**: one JSON object (or, ``text``, ``key=value`` pairs) per line, per HTTP request (the HCM's logger) and per TCP
   connection or UDP session (the proxies' loggers), with the Gateway API names of what served
   it: the Gateway, the Envoy listener (``ns/gateway/port``; an HTTPS or TLS listener's filter
   chain ``ns/gateway/port/listener[/...]``), the route (``kind/ns/name``) and its rule. HTTP
@@ -89,32 +89,40 @@ def route_metadata(route_name: str) -> base_pb2.Metadata | None:
     return base_pb2.Metadata(filter_metadata={METADATA_NAMESPACE: fields})
 
 
-def _format(fields: dict[str, str]) -> substitution_format_string_pb2.SubstitutionFormatString:
+def _format(telemetry: ir.Telemetry, fields: dict[str, str]) -> substitution_format_string_pb2.SubstitutionFormatString:
+    """One JSON object per line, or (text) the same fields as ``key=value`` pairs separated by
+    spaces, in the same order; Envoy writes ``-`` for a value it does not have. The literal
+    values are Kubernetes names (DNS labels and subdomains): no spaces, no ``%``."""
+    if telemetry.access_log_format == ir.ACCESS_LOG_TEXT:
+        line = " ".join(f"{key}={value}" for key, value in fields.items()) + "\n"
+        return substitution_format_string_pb2.SubstitutionFormatString(
+            text_format_source=base_pb2.DataSource(inline_string=line)
+        )
     body = struct_pb2.Struct()
     body.update(fields)
     return substitution_format_string_pb2.SubstitutionFormatString(json_format=body)
 
 
-def _access_log(sink: str, fields: dict[str, str]) -> list[accesslog_pb2.AccessLog]:
+def _access_log(telemetry: ir.Telemetry, fields: dict[str, str]) -> list[accesslog_pb2.AccessLog]:
     packed = any_pb2.Any()
-    if sink == ir.ACCESS_LOG_FILE:
-        packed.Pack(file_pb2.FileAccessLog(path=ACCESS_LOG_FILE, log_format=_format(fields)))
+    if telemetry.access_log == ir.ACCESS_LOG_FILE:
+        packed.Pack(file_pb2.FileAccessLog(path=ACCESS_LOG_FILE, log_format=_format(telemetry, fields)))
         return [accesslog_pb2.AccessLog(name=_FILE_LOGGER, typed_config=packed)]
-    if sink == ir.ACCESS_LOG_STDOUT:
-        packed.Pack(stream_pb2.StdoutAccessLog(log_format=_format(fields)))
+    if telemetry.access_log == ir.ACCESS_LOG_STDOUT:
+        packed.Pack(stream_pb2.StdoutAccessLog(log_format=_format(telemetry, fields)))
         return [accesslog_pb2.AccessLog(name=_STDOUT_LOGGER, typed_config=packed)]
     return []
 
 
 def http_access_logs(gw: ir.XdsGateway, listener: str) -> list[accesslog_pb2.AccessLog]:
     """The HCM's access loggers for requests on ``listener`` of ``gw``."""
-    return _access_log(gw.telemetry.access_log, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS})
+    return _access_log(gw.telemetry, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS})
 
 
 def session_access_logs(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, protocol: str) -> list[accesslog_pb2.AccessLog]:
     """A TCP or UDP proxy's access loggers: one line per connection or session."""
     fields = {"gateway": gw.name, "listener": listener, "route": proxy.route or "-", "protocol": protocol, **_SESSION_FIELDS}
-    return _access_log(gw.telemetry.access_log, fields)
+    return _access_log(gw.telemetry, fields)
 
 
 def tracing(gw: ir.XdsGateway) -> hcm_pb2.HttpConnectionManager.Tracing | None:

@@ -150,3 +150,47 @@ def test_fleet_sections_decode_and_their_rules_are_located() -> None:
         where.format(17, "malformed") + "spec.kubernetes.autoscaling.cpuUtilization: Invalid value: 0: "
         "spec.kubernetes.autoscaling.cpuUtilization in body should be greater than or equal to 1",
     ])
+TELEMETRY = """\
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata: {name: telemetry}
+spec:
+  telemetry:
+    accessLog:
+      sink: "off"
+      format: text
+    tracing:
+      endpoint: otel-collector.observability:4317
+      samplingRate: 12.5
+---
+apiVersion: gateweave.io/v1alpha1
+kind: GatewayParameters
+metadata: {name: bad-telemetry}
+spec:
+  telemetry:
+    accessLog:
+      sink: syslog
+    tracing:
+      endpoint: collector
+      samplingRate: 150
+"""
+
+
+def test_telemetry_decodes_and_bad_values_are_refused_at_their_field() -> None:
+    good, bad = load_text(TELEMETRY, "t.yaml").objects
+    dec, errors = decode_sourced(good)
+    assert errors == [] and dec is not None
+    assert dec.model.spec.telemetry == m.TelemetryParameters(
+        access_log=m.AccessLogParameters(sink="off", format="text"),
+        tracing=m.TracingParameters(endpoint="otel-collector.observability:4317", sampling_rate=12.5))
+    for endpoint in ("[::1]:4317", "10.0.0.1:65535", "a:1"):
+        raw = {**good.raw, "spec": {"telemetry": {"tracing": {"endpoint": endpoint}}}}
+        assert decode(raw)[1] == [], endpoint
+    for endpoint in ("c:0", "c:65536", "c:", ":4317", "-c:80", "c d:80"):
+        raw = {**good.raw, "spec": {"telemetry": {"tracing": {"endpoint": endpoint}}}}
+        assert [e for e in decode(raw)[1] if "spec.telemetry.tracing.endpoint" in str(e)], endpoint
+    dec, errors = decode_sourced(bad)
+    assert dec is None
+    located = sorted(str(e).split(": ", 3)[0] + " " + str(e).split(": ")[2] for e in errors)
+    assert located == ["t.yaml:19 spec.telemetry.accessLog.sink", "t.yaml:21 spec.telemetry.tracing.endpoint",
+                       "t.yaml:22 spec.telemetry.tracing.samplingRate"]

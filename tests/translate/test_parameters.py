@@ -9,6 +9,7 @@ from typing import Any
 from gateweave import ir
 from gateweave.snapshot import Snapshot
 from gateweave.translate import translate
+from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import DataplaneState, TranslateOptions
 from tests.support.conformance_objects import decoded
 
@@ -156,3 +157,41 @@ def test_programmed_says_which_envoy_pods_run_the_configuration() -> None:
     # one Envoy (no pods named): as before
     assert programmed(DataplaneState(acked=True))[:2] == ("True", "Programmed")
     assert programmed(DataplaneState(error="bad")) == ("False", "Invalid", "Envoy rejected the configuration: bad")
+def test_telemetry_per_gateway_class_defaults_overrides_and_serves_options_below() -> None:
+    serve = ir.Telemetry(access_log=ir.ACCESS_LOG_FILE,
+                         tracing=ir.Tracing(collector_host="serve.test", collector_port=4317, sampling_percent=10))
+    options = TranslateOptions(default_concurrency=6, telemetry=serve)
+    defaults = params("defaults", {"telemetry": {"accessLog": {"format": "text"},
+                                                 "tracing": {"endpoint": "[::1]:4318", "samplingRate": 50}}},
+                      namespace="infra")
+    quiet = params("quiet", {"telemetry": {"accessLog": {"sink": "off"}, "tracing": {"samplingRate": 0}}})
+    collector = params("collector", {"telemetry": {"tracing": {"endpoint": "otel.test:4317"}}})
+    snap = snapshot(gateway_class(ref("defaults", "infra")), defaults, quiet, collector,
+                    gateway("plain"), gateway("quiet", ref("quiet")), gateway("collector", ref("collector")))
+    for result in (translate(snap, options), IncrementalTranslator()(snap, options)):
+        xds = result.xds
+        assert xds["apps/plain"].telemetry == ir.Telemetry(
+            access_log=ir.ACCESS_LOG_FILE, access_log_format=ir.ACCESS_LOG_TEXT,
+            tracing=ir.Tracing(collector_host="::1", collector_port=4318, sampling_percent=50))
+        assert xds["apps/quiet"].telemetry == ir.Telemetry(
+            access_log=ir.ACCESS_LOG_OFF, access_log_format=ir.ACCESS_LOG_TEXT,
+            tracing=ir.Tracing(collector_host="::1", collector_port=4318, sampling_percent=0))
+        # the Gateway's endpoint over the class's; the class's sampling rate kept
+        assert xds["apps/collector"].telemetry.tracing == ir.Tracing(
+            collector_host="otel.test", collector_port=4317, sampling_percent=50)
+    # without parameters: serve's options; a sampling rate alone sets no tracing
+    alone = params("alone", {"telemetry": {"tracing": {"samplingRate": 5}}})
+    snap = snapshot(gateway_class(), alone, gateway("plain"), gateway("rate", ref("alone")))
+    assert translate(snap, options).xds["apps/plain"].telemetry == serve
+    assert translate(snap, options).xds["apps/rate"].telemetry.tracing == ir.Tracing(
+        collector_host="serve.test", collector_port=4317, sampling_percent=5)
+    assert translate(snap, OPTIONS).xds["apps/rate"].telemetry == ir.Telemetry()
+
+
+def test_kubernetes_data_plane_logs_to_the_pods_stdout_instead_of_a_file() -> None:
+    own = params("own", {"telemetry": {"accessLog": {"sink": "file", "format": "text"}}})
+    snap = snapshot(gateway_class(), own, gateway("plain"), gateway("own", ref("own")))
+    result = translate(snap, TranslateOptions(address_mode="kubernetes"))
+    assert result.xds["apps/plain"].telemetry.access_log == ir.ACCESS_LOG_STDOUT
+    assert result.xds["apps/own"].telemetry == ir.Telemetry(access_log=ir.ACCESS_LOG_STDOUT,
+                                                            access_log_format=ir.ACCESS_LOG_TEXT)

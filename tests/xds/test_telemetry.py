@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 from envoy.config.trace.v3 import opentelemetry_pb2
+from envoy.extensions.access_loggers.file.v3 import file_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
@@ -60,6 +61,20 @@ def test_every_proxy_logs_and_routes_carry_their_identity() -> None:
     assert "envoy.access_loggers.stdout" in str(stdout.listeners["ns/gw/80"])
 
 
+def test_text_format_writes_the_same_fields_as_key_value_pairs() -> None:
+    res = build(replace(_gateway(), telemetry=ir.Telemetry(access_log_format=ir.ACCESS_LOG_TEXT)))
+    hcm = hcm_pb2.HttpConnectionManager()
+    res.listeners["ns/gw/80"].filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    logger = file_pb2.FileAccessLog()
+    hcm.access_log[0].typed_config.Unpack(logger)
+    line = logger.log_format.text_format_source.inline_string
+    assert not logger.log_format.HasField("json_format") and line.endswith("\n")
+    pairs = dict(pair.split("=", 1) for pair in line.split())
+    assert pairs["gateway"] == "ns/gw" and pairs["listener"] == "ns/gw/80"
+    assert pairs["response_code"] == "%RESPONSE_CODE%" and pairs["path"] == "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%"
+    assert "%DURATION%" in str(res.listeners["ns/gw/9000"]) and "route=TCPRoute/ns/echo" in str(res.listeners["ns/gw/9000"])
+
+
 def test_tracing_adds_the_tracer_and_its_collector_cluster() -> None:
     plain = build(_gateway())
     assert telemetry.TRACING_CLUSTER not in plain.clusters
@@ -78,7 +93,8 @@ def test_tracing_adds_the_tracer_and_its_collector_cluster() -> None:
 def test_incremental_build_follows_a_telemetry_change() -> None:
     gw = _gateway()
     builder = GatewaySnapshots()
-    for telem in (ir.Telemetry(), ir.Telemetry(tracing=TRACING), ir.Telemetry(access_log=ir.ACCESS_LOG_OFF)):
+    for telem in (ir.Telemetry(), ir.Telemetry(tracing=TRACING), ir.Telemetry(access_log=ir.ACCESS_LOG_OFF),
+                  ir.Telemetry(access_log_format=ir.ACCESS_LOG_TEXT)):
         changed = replace(gw, telemetry=telem)  # the same Port instances: only telemetry differs
         assert builder.snapshot(changed) == make_snapshot(build(changed).by_type())
 
