@@ -213,12 +213,15 @@ class Collector:
 
     def __init__(self) -> None:
         self.spans: list[Any] = []
+        self.services: set[str] = set()  # the service.name of every resource that sent spans
         self.server = grpc.aio.server()
 
         async def export(request: Any, context: Any) -> Any:
             # xds-protos ships OTLP's messages of before "scope_spans" was renamed from
             # "instrumentation_library_spans" (same field number: the wire is the same).
             for resource_spans in request.resource_spans:
+                self.services.update(a.value.string_value for a in resource_spans.resource.attributes
+                                     if a.key == "service.name")
                 for scope_spans in resource_spans.instrumentation_library_spans:
                     self.spans.extend(scope_spans.spans)
             return trace_service_pb2.ExportTraceServiceResponse()
@@ -265,3 +268,127 @@ def test_serve_refuses_a_bad_telemetry_option(tmp_path: Path) -> None:
     assert invoke("serve", "--config-dir", str(tmp_path), "--access-log", "syslog")[0] == 2
     assert invoke("serve", "--config-dir", str(tmp_path), "--tracing-endpoint", "collector")[0] == 2
     assert invoke("serve", "--config-dir", str(tmp_path), "--tracing-endpoint", "c:4317", "--tracing-sampling", "101")[0] == 2
+
+
+# ---------------------------------------------------------------- per Gateway, through GatewayParameters
+
+
+def telemetry_params(name: str, telemetry: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters", "metadata": h.meta(name),
+            "spec": {"telemetry": telemetry}}
+
+
+def gateway_with(name: str, ip: str, port: int, params: str | None) -> dict[str, Any]:
+    gw = h.gateway(name, ip, [h.listener("http", "HTTP", port)])
+    if params is not None:
+        gw["spec"]["infrastructure"] = {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
+                                                          "name": params}}
+    return gw
+
+
+def text_lines(path: Path) -> list[dict[str, str]]:
+    """A text access log's lines, each as its key=value pairs."""
+    try:
+        return [dict(pair.split("=", 1) for pair in line.split()) for line in path.read_text().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+async def test_parameters_set_each_gateways_access_log_and_tracing(tmp_path: Path, backends: dict[str, Any]) -> None:
+    """Three Gateways of one class: "loud" logs JSON (serve's default), "texty"'s parameters log
+    text, "quiet"'s turn its access log off and trace to the collector; then parameters with
+    invalid values are refused at their field and the Gateway naming them is InvalidParameters."""
+    ips = {"loud": "127.40.2.3", "texty": "127.40.2.4", "quiet": "127.40.2.5"}
+    ports = {name: free_port(ip) for name, ip in ips.items()}
+    collector = Collector()
+    await collector.server.start()
+    docs = [
+        h.gateway_class(),
+        *h.service("svc-a", 80, backends["A"].port),
+        telemetry_params("texty", {"accessLog": {"format": "text"}}),
+        telemetry_params("quiet", {"accessLog": {"sink": "off"},
+                                   "tracing": {"endpoint": f"127.0.0.1:{collector.port}", "samplingRate": 100}}),
+        gateway_with("loud", ips["loud"], ports["loud"], None),
+        gateway_with("texty", ips["texty"], ports["texty"], "texty"),
+        gateway_with("quiet", ips["quiet"], ports["quiet"], "quiet"),
+        *(h.http_route(name, name, [f"{name}.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])]) for name in ips),
+    ]
+    h.write_manifests(tmp_path / "all.yaml", docs)
+    try:
+        async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
+            for name, ip in ips.items():
+                async def ready(name: str = name, ip: str = ip) -> bool:
+                    reply = await h.fetch(ip, ports[name], "/ready", f"{name}.test")
+                    return reply is not None and reply.status == 200
+
+                await until(ready, 20, f"Gateway {name} answers")
+            for name, ip in ips.items():
+                for _ in range(3):
+                    reply = await h.fetch(ip, ports[name], f"/{name}", f"{name}.test")
+                    assert reply is not None and reply.status == 200
+            envoys = served.admin.envoys
+            assert envoys is not None
+            paths = {name: envoys.access_log(f"default/{name}") for name in ips}
+
+            async def loud_logged() -> list[dict[str, Any]] | None:
+                lines = [line for line in log_lines(paths["loud"]) if line.get("path") == "/loud"]  # type: ignore[arg-type]
+                return lines if len(lines) == 3 else None
+
+            async def texty_logged() -> list[dict[str, str]] | None:
+                lines = [line for line in text_lines(paths["texty"]) if line.get("path") == "/texty"]  # type: ignore[arg-type]
+                return lines if len(lines) == 3 else None
+
+            loud = (await until(loud_logged, 15, "3 JSON lines of loud"))[0]
+            assert (loud["gateway"], loud["route"], loud["response_code"]) == ("default/loud", "HTTPRoute/default/loud", 200)
+            texty = (await until(texty_logged, 15, "3 text lines of texty"))[0]
+            assert (texty["gateway"], texty["listener"]) == ("default/texty", f"default/texty/{ports['texty']}")
+            assert (texty["route"], texty["rule"], texty["method"]) == ("HTTPRoute/default/texty", "0", "GET")
+            assert (texty["response_code"], texty["response_flags"]) == ("200", "-")
+            assert texty["upstream_host"] == f"127.0.0.1:{backends['A'].port}"
+            with pytest.raises(json.JSONDecodeError):
+                json.loads(paths["texty"].read_text().splitlines()[0])  # type: ignore[union-attr]
+
+            # quiet traces (and only quiet: the others have no tracer), and logs nothing
+            async def quiet_span() -> Any:
+                return next((s for s in collector.spans if any(
+                    a.key == "http.url" and "/quiet" in a.value.string_value for a in s.attributes)), None)
+
+            await until(quiet_span, 30, "a span of quiet's request at the collector")
+            urls = [a.value.string_value for s in collector.spans for a in s.attributes if a.key == "http.url"]
+            assert not [u for u in urls if "/loud" in u or "/texty" in u], urls
+            assert collector.services == {"gateweave/default/quiet"}
+            assert paths["quiet"] is not None and not paths["quiet"].exists()
+            admins = envoys.admin_addresses()
+            async with httpx.AsyncClient(timeout=5) as client:
+                for name in ips:
+                    dump = (await client.get(f"http://{admins[f'default/{name}']}/config_dump?resource=dynamic_listeners")).text
+                    assert ("envoy.tracers.opentelemetry" in dump) == (name == "quiet"), name
+
+            # invalid values: refused at their field (the last accepted state stays); a Gateway
+            # naming parameters never accepted is InvalidParameters
+            bad = telemetry_params("bad", {"tracing": {"endpoint": "collector", "samplingRate": 150}})
+            h.write_manifests(tmp_path / "all.yaml", [*docs, bad, gateway_with("late", "127.40.2.6", 8080, "bad")])
+            text = (tmp_path / "all.yaml").read_text()
+
+            async def errors() -> str | None:
+                async with httpx.AsyncClient(timeout=5) as client:
+                    items = (await client.get(f"{served.admin.url}/api/errors")).json()["items"]
+                return json.dumps(items) if items else None
+
+            listed = await until(errors, 10, "the refused parameters are listed")
+            for field, needle in (("spec.telemetry.tracing.endpoint", "endpoint: collector"),
+                                  ("spec.telemetry.tracing.samplingRate", "samplingRate: 150")):
+                line = text[: text.index(needle)].count("\n") + 1
+                assert f"all.yaml:{line}" in listed and field in listed, listed
+
+            async def late_accepted() -> dict[str, Any] | None:
+                obj = await served.get("Gateway", "late")
+                return h.condition(obj, "Accepted") if obj else None  # type: ignore[return-value]
+
+            accepted = await until(late_accepted, 10, "late has a status")
+            assert (accepted["status"], accepted["reason"]) == ("False", "InvalidParameters")
+            assert "default/bad does not exist" in accepted["message"]
+            reply = await h.fetch(ips["quiet"], ports["quiet"], "/quiet", "quiet.test")
+            assert reply is not None and reply.status == 200
+    finally:
+        await collector.server.stop(0)
