@@ -171,8 +171,8 @@ def serve_cmd(
     xds_plaintext: Annotated[bool, typer.Option("--xds-plaintext", help="With --dataplane kubernetes: plain-text xDS, any client served (development only; default: mutual TLS with gateweave's CA).")] = False,
     state_dir: StateDirOpt = None,
     check_incremental: CheckIncrementalOpt = False,
-    access_log: Annotated[str, typer.Option("--access-log", help="Every Gateway's access log (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
-    tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it. Default: no tracing.")] = None,
+    access_log: Annotated[str, typer.Option("--access-log", help="The access log of every Gateway whose GatewayParameters set none (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
+    tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it, unless a Gateway's GatewayParameters say otherwise. Default: no tracing.")] = None,
     tracing_sampling: Annotated[float, typer.Option("--tracing-sampling", help="With --tracing-endpoint: the percentage of requests traced.")] = 100.0,
 ) -> None:
     """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines.
