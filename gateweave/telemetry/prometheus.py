@@ -1,9 +1,10 @@
 """The data plane's metric families on ``/metrics``, labelled with Gateway API names.
 
-* ``gateweave_route_requests_total{gateway, listener, route, rule, response_class}``: requests a
-  route rule sent upstream, by response class (``2xx`` ... ``5xx``);
-* ``gateweave_route_request_duration_seconds{gateway, listener, route, rule}``: their latency
-  (histogram);
+* ``gateweave_route_requests_total{gateway, listener, route, rule, response_class}``: every
+  response of a route rule (proxied, or answered by Envoy itself: a redirect, a direct
+  response), by response class (``2xx`` ... ``5xx``);
+* ``gateweave_route_request_duration_seconds{gateway, listener, route, rule}``: the latency of
+  those it sent upstream (histogram);
 * ``gateweave_listener_requests_total{gateway, listener, response_class}`` and
   ``gateweave_listener_request_duration_seconds``: every request a Gateway's listener
   answered, with or without a route;
@@ -16,7 +17,7 @@ Besides, every statistic each Envoy has used (its ``/stats/prometheus?usedonly``
 through with a ``gateway`` label, and Envoy's generated names relabelled: a cluster's
 ``envoy_cluster_name`` becomes ``backend`` (the IR's cluster name), an HTTP connection
 manager's or TCP/UDP proxy's stat prefix becomes ``listener``. The per-route ``envoy_vhost_*``
-families are left out: ``gateweave_route_*`` name them.
+and ``envoy_gateweave_route_rq`` families are left out: ``gateweave_route_*`` name them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from prometheus_client.registry import Collector
 
 from gateweave import ir
 from gateweave.telemetry.stats import Bins, Traffic, gateway_names
+from gateweave.xds.telemetry import ROUTE_COUNTER_PREFIX
 
 K = TypeVar("K", bound=tuple[str, ...])  # a family's label values
 BUCKETS_MS = (0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
@@ -83,7 +85,7 @@ class _Families(Collector):
         t = self.traffic
         route = ["gateway", "listener", "route", "rule"]
         listener = ["gateway", "listener"]
-        yield _counter("gateweave_route_requests", "Requests a route rule sent upstream, by response class.",
+        yield _counter("gateweave_route_requests", "Responses of a route rule (proxied or Envoy's own), by response class.",
                        route, t.routes)
         yield _histogram("gateweave_route_request_duration_seconds", "Upstream request time of a route rule.",
                          route, t.route_times)
@@ -113,7 +115,7 @@ def relabel(texts: Mapping[str, bytes], xds: Mapping[str, ir.XdsGateway]) -> lis
         except ValueError:
             continue  # not Prometheus text: this Envoy is left out
         for family in parsed:
-            if family.name.startswith("envoy_vhost_"):
+            if family.name.startswith(("envoy_vhost_", f"envoy_{ROUTE_COUNTER_PREFIX}_")):
                 continue
             out = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
             if out.type != family.type:

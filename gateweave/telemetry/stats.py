@@ -5,10 +5,13 @@ concurrently, each within :data:`SCRAPE_TIMEOUT_S` (an Envoy that does not answe
 is left out of that reading). The stat names the xDS builder made are mapped back through
 the xDS IR of the last translation:
 
-* ``vhost.<virtual host>.route.<route stat prefix>.upstream_rq_<N>xx`` and
-  ``...upstream_rq_time``: a route rule (``kind/ns/name``, rule index) on a listener
-  (routes carry their IR name, stat-safe, as ``stat_prefix``; the matches and virtual hosts
-  of one rule add up);
+* ``gateweave.route_rq.listener.<listener>.route.<route>.code.<N>``: the responses of a route
+  rule (``kind/ns/name``, rule index) on a listener, whoever answered (an upstream, or Envoy:
+  redirects, direct responses, denials), from the listener's stats access logger
+  (:mod:`gateweave.xds.telemetry`; the route is its IR name, stat-safe; the matches and virtual
+  hosts of one rule add up);
+* ``vhost.<virtual host>.route.<route stat prefix>.upstream_rq_time``: the upstream latency
+  of a route rule (routes carry their IR name, stat-safe, as ``stat_prefix``);
 * ``http.<listener>.downstream_rq_<N>xx`` and ``...downstream_rq_time``: a Gateway's
   listener, every request it answered (a 404 without route included);
 * ``cluster.<backend>.upstream_rq_<N>xx``: a backend (the IR's cluster name, whose stat-safe
@@ -28,7 +31,7 @@ import msgspec
 
 from gateweave import ir
 from gateweave.xds.resources import stat_name
-from gateweave.xds.telemetry import route_identity
+from gateweave.xds.telemetry import ROUTE_COUNTER, ROUTE_COUNTER_PREFIX, route_identity
 
 SCRAPE_TIMEOUT_S = 1.0
 STATS_PATH = "/stats?format=json&usedonly&histogram_buckets=detailed"
@@ -205,11 +208,10 @@ def name_stats(stats: Mapping[str, EnvoyStats], xds: Mapping[str, ir.XdsGateway]
         envoy = stats[gateway]
         for name, value in envoy.counters.items():
             kind, _, rest = name.partition(".")
-            if kind == "vhost":
-                key = _route_key(gateway, names, rest)
-                cls = key and _response_class(key[1], "upstream_rq_")
-                if key is not None and cls:
-                    _add(out.routes.setdefault(key[0], {}), cls, value)
+            if kind == ROUTE_COUNTER_PREFIX:
+                counted = _route_count(gateway, names, rest)
+                if counted is not None:
+                    _add(out.routes.setdefault(counted[0], {}), counted[1], value)
             elif kind == "http":
                 prefix, _, metric = rest.partition(".")
                 cls = _response_class(metric, "downstream_rq_")
@@ -234,6 +236,20 @@ def name_stats(stats: Mapping[str, EnvoyStats], xds: Mapping[str, ir.XdsGateway]
                 if listener is not None and metric == "downstream_rq_time":
                     out.listener_times.setdefault((gateway, listener), []).append(bins)
     return out
+
+
+def _route_count(gateway: str, names: GatewayNames, rest: str) -> tuple[RouteKey, str] | None:
+    """``route_rq.listener.<listener>.route.<route>.code.<N>`` -> ((gateway, listener, route,
+    rule), response class); ``None`` for a response without route (the listener counts it) or
+    without a code. Every part is stat-safe: no dots."""
+    parts = rest.split(".")
+    if len(parts) != 7 or parts[0] != ROUTE_COUNTER or parts[1:6:2] != ["listener", "route", "code"]:
+        return None
+    listener, identity, code = names.listeners.get(parts[2]), names.routes.get(parts[4]), parts[6]
+    cls = f"{code[:1]}xx"
+    if listener is None or identity is None or len(code) != 3 or cls not in RESPONSE_CLASSES:
+        return None
+    return (gateway, listener, identity[0], identity[1]), cls
 
 
 def _route_key(gateway: str, names: GatewayNames, rest: str) -> tuple[RouteKey, str] | None:

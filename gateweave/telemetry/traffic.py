@@ -13,8 +13,8 @@ The ``/api/traffic`` object (the dashboard's contract, docs/observability.md)::
      "gateways": {"<ns>/<name>": {"requests": N, "errors": N, "rate": r, "error_rate": r}},
      "window_s": W}
 
-``requests`` and ``errors`` (5xx) count since each Envoy started: a route's, what it sent
-upstream (summed over the Gateways it is attached to); a Gateway's, every request its
+``requests`` and ``errors`` (5xx) count since each Envoy started: a route's, every response of
+its rules, proxied or Envoy's own (summed over the Gateways it is attached to); a Gateway's, every request its
 listeners answered (a 404 without route included). Rates are per second over ``window_s``.
 """
 

@@ -9,9 +9,11 @@
   :class:`~gateweave.ir.Telemetry`: ``file`` writes :data:`ACCESS_LOG_FILE` relative to the
   Envoy's working directory (the host data plane runs each Envoy in its Gateway's own
   directory), ``stdout`` Envoy's standard output, ``off`` nothing.
-* **Per-route stats**: every route with an identity gets a ``stat_prefix`` (its IR name made
-  stat-safe), so Envoy keeps ``vhost.<vhost>.route.<prefix>.upstream_rq_*`` counters and an
-  ``upstream_rq_time`` histogram per route (read back by :mod:`gateweave.telemetry`).
+* **Per-route stats**: every HTTP connection manager counts its responses by route and code
+  with a stats access logger (``gateweave.route_rq...``), direct responses and redirects
+  included; every route with an identity gets a ``stat_prefix`` (its IR name made stat-safe),
+  so Envoy keeps an ``upstream_rq_time`` histogram per route (read back by
+  :mod:`gateweave.telemetry`).
 * **Tracing**: the HCM's OpenTelemetry tracer, sending spans over gRPC to the collector
   cluster :data:`TRACING_CLUSTER`, sampled at the configured percentage.
 """
@@ -22,21 +24,29 @@ from envoy.config.accesslog.v3 import accesslog_pb2
 from envoy.config.core.v3 import base_pb2, grpc_service_pb2, substitution_format_string_pb2
 from envoy.config.trace.v3 import http_tracer_pb2, opentelemetry_pb2
 from envoy.extensions.access_loggers.file.v3 import file_pb2
+from envoy.extensions.access_loggers.stats.v3 import stats_pb2
 from envoy.extensions.access_loggers.stream.v3 import stream_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 from envoy.type.v3 import percent_pb2
-from google.protobuf import any_pb2, struct_pb2
+from google.protobuf import any_pb2, struct_pb2, wrappers_pb2
 
 from gateweave import ir
+from gateweave.xds.resources import stat_name
 
 ACCESS_LOG_FILE = "access.log"  # relative to the Envoy's working directory
-METADATA_NAMESPACE = "gateweave"  # route metadata: {"route": "<kind>/<ns>/<name>", "rule": "<i>"}
+# route metadata: {"route": "<kind>/<ns>/<name>", "rule": "<i>", "stat": <the route's IR name, stat-safe>}
+METADATA_NAMESPACE = "gateweave"
+# The per-route response counter every HTTP connection manager keeps (its stats access logger):
+# <prefix>.<counter>.listener.<listener, stat-safe>.route.<route, stat-safe>.code.<response code>
+ROUTE_COUNTER_PREFIX = "gateweave"
+ROUTE_COUNTER = "route_rq"
 TRACING_CLUSTER = "gateweave/tracing-collector"
 TRACING_SERVICE = "gateweave"
 _FILE_LOGGER = "envoy.access_loggers.file"
 _STDOUT_LOGGER = "envoy.access_loggers.stdout"
+_STATS_LOGGER = "envoy.access_loggers.stats"
 _OTEL_TRACER = "envoy.tracers.opentelemetry"
 
 # The fields of an access log line: a connection's (TCP and UDP sessions too, where "-"
@@ -85,7 +95,7 @@ def route_metadata(route_name: str) -> base_pb2.Metadata | None:
     if identity is None:
         return None
     fields = struct_pb2.Struct()
-    fields.update({"route": identity[0], "rule": identity[1]})
+    fields.update({"route": identity[0], "rule": identity[1], "stat": stat_name(route_name)})
     return base_pb2.Metadata(filter_metadata={METADATA_NAMESPACE: fields})
 
 
@@ -115,8 +125,29 @@ def _access_log(telemetry: ir.Telemetry, fields: dict[str, str]) -> list[accessl
 
 
 def http_access_logs(gw: ir.XdsGateway, listener: str) -> list[accesslog_pb2.AccessLog]:
-    """The HCM's access loggers for requests on ``listener`` of ``gw``."""
-    return _access_log(gw.telemetry, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS})
+    """The HCM's access loggers for requests on ``listener`` of ``gw``: its access log as its
+    telemetry says, and always the per-route response counter."""
+    return [*_access_log(gw.telemetry, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS}), _route_counter(listener)]
+
+
+def _route_counter(listener: str) -> accesslog_pb2.AccessLog:
+    """Counts every response by listener, route and code, whoever answered it: an upstream, or
+    Envoy itself (a redirect, a direct response, a filter's denial; a request that matched no
+    route has an empty route). The route's per-route stats (``stat_prefix``) count only what
+    went upstream."""
+    tag = stats_pb2.Config.Tag
+    counter = stats_pb2.Config.Counter(
+        stat=stats_pb2.Config.Stat(name=ROUTE_COUNTER, tags=[
+            tag(name="listener", value_format=stat_name(listener)),
+            tag(name="route", value_format=f"%METADATA(ROUTE:{METADATA_NAMESPACE}:stat)%"),
+            tag(name="code", value_format="%RESPONSE_CODE%"),
+        ]),
+        value_fixed=wrappers_pb2.UInt64Value(value=1),
+    )
+    packed = any_pb2.Any()
+    # stat_prefix is deprecated in Envoy in favour of stats_scope, which xds-protos does not have yet
+    packed.Pack(stats_pb2.Config(stat_prefix=ROUTE_COUNTER_PREFIX, counters=[counter]))
+    return accesslog_pb2.AccessLog(name=_STATS_LOGGER, typed_config=packed)
 
 
 def session_access_logs(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, protocol: str) -> list[accesslog_pb2.AccessLog]:

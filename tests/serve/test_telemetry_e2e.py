@@ -56,6 +56,12 @@ def manifests(ip: str, http_port: int, tcp_port: int, backends: dict[str, Any]) 
         h.http_route("app", "gw", ["app.test"], [h.rule("/a", [h.backend_ref("svc-a", 80)]),
                                                   h.rule("/b", [h.backend_ref("svc-b", 80)])]),
         h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
+        # answered by Envoy itself: a missing backend's 500 and a redirect
+        h.http_route("direct", "gw", ["direct.test"], [
+            h.rule("/broken", [h.backend_ref("svc-missing", 80)]),
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/moved"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "elsewhere.test", "statusCode": 302}}]},
+        ]),
     ]
 
 
@@ -98,6 +104,9 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
             statuses = [(await h.fetch(ip, http_port, "/a", "app.test")) for _ in range(5)]
             statuses += [(await h.fetch(ip, http_port, "/b?q=1", "app.test")) for _ in range(2)]
             missing = await h.fetch(ip, http_port, "/nowhere", "app.test")
+            direct = [(await h.fetch(ip, http_port, "/broken", "direct.test")) for _ in range(4)]
+            direct += [(await h.fetch(ip, http_port, "/moved", "direct.test")) for _ in range(3)]
+            assert [r.status if r else None for r in direct] == [500] * 4 + [302] * 3
             assert [r.status if r else None for r in statuses] == [200] * 7
             assert missing is not None and missing.status == 404
             assert await echo_through(ip, tcp_port, payload) == payload
@@ -145,6 +154,11 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
             assert routes[tuple(sorted({**labels, "rule": "0", "response_class": "2xx"}.items()))] == 5
             assert routes[tuple(sorted({**labels, "rule": "1", "response_class": "2xx"}.items()))] == 2
             assert not [k for k in routes if dict(k)["route"] == "HTTPRoute/default/app" and dict(k)["response_class"] != "2xx"]
+            # responses Envoy answers itself count for their route too
+            direct_labels = {**labels, "route": "HTTPRoute/default/direct"}
+            assert routes[tuple(sorted({**direct_labels, "rule": "0", "response_class": "5xx"}.items()))] == 4
+            assert routes[tuple(sorted({**direct_labels, "rule": "1", "response_class": "3xx"}.items()))] == 3
+            assert len([k for k in routes if dict(k)["route"] == "HTTPRoute/default/direct"]) == 2
 
             async def timed() -> float | None:
                 # Envoy merges its histograms on its stats flush (every 5 s)
@@ -160,6 +174,8 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
             assert not [k for k in upstream if "envoy_cluster_name" in dict(k) and dict(k)["envoy_cluster_name"] != "xds_cluster"]
             listener = samples(text, "gateweave_listener_requests_total")
             assert listener[(("gateway", GATEWAY), ("listener", f"{GATEWAY}/{http_port}"), ("response_class", "4xx"))] == 1
+            assert listener[(("gateway", GATEWAY), ("listener", f"{GATEWAY}/{http_port}"), ("response_class", "5xx"))] == 4
+            assert "envoy_gateweave_route_rq" not in text  # named above, not passed through
 
             # ---- /api/traffic: counts and a rate since the reading before the traffic
             traffic = (await client.get(f"{admin}/api/traffic")).json()
@@ -167,8 +183,11 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
             assert (app["requests"], app["errors"]) == (7, 0)
             assert app["rules"]["0"]["requests"] == 5 and app["rules"]["1"]["requests"] == 2
             assert app["rate"] > 0 and app["error_rate"] == 0
+            broken = traffic["routes"]["HTTPRoute/default/direct"]
+            assert (broken["requests"], broken["errors"]) == (7, 4) and broken["error_rate"] > 0
+            assert (broken["rules"]["0"]["errors"], broken["rules"]["1"]["requests"]) == (4, 3)
             assert traffic["window_s"] > 0
-            assert traffic["gateways"][GATEWAY]["requests"] >= 8
+            assert traffic["gateways"][GATEWAY]["requests"] >= 15
             async with client.stream("GET", f"{admin}/api/traffic/stream") as stream:
                 event = ""
                 async for line in stream.aiter_lines():

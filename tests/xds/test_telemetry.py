@@ -52,11 +52,15 @@ def test_every_proxy_logs_and_routes_carry_their_identity() -> None:
     assert route[0].stat_prefix == stat_name("httproute/ns/app/rule/1/match/0")
     meta = route[0].metadata.filter_metadata[telemetry.METADATA_NAMESPACE]
     assert (meta["route"], meta["rule"]) == ("HTTPRoute/ns/app", "1")
+    assert meta["stat"] == route[0].stat_prefix
     assert not route[1].stat_prefix and not route[1].HasField("metadata")
     dump = str(res.listeners["ns/gw/80"]) + str(res.listeners["ns/gw/9000"])
     assert dump.count("envoy.access_loggers.file") == 2 and "TCPRoute/ns/echo" in dump
     off = build(replace(_gateway(), telemetry=ir.Telemetry(access_log=ir.ACCESS_LOG_OFF)))
-    assert "access_log" not in str(off.listeners["ns/gw/80"]) + str(off.listeners["ns/gw/9000"])
+    off_dump = str(off.listeners["ns/gw/80"]) + str(off.listeners["ns/gw/9000"])
+    assert "envoy.access_loggers.file" not in off_dump and "envoy.access_loggers.stdout" not in off_dump
+    # the per-route response counter stays: it is a statistic, not a log
+    assert off_dump.count("envoy.access_loggers.stats") == 1 and "%METADATA(ROUTE:gateweave:stat)%" in off_dump
     stdout = build(replace(_gateway(), telemetry=ir.Telemetry(access_log=ir.ACCESS_LOG_STDOUT)))
     assert "envoy.access_loggers.stdout" in str(stdout.listeners["ns/gw/80"])
 
@@ -116,9 +120,15 @@ def test_translate_hands_every_gateway_the_options_telemetry() -> None:
 def test_envoy_stats_are_named_with_gateway_api_names() -> None:
     prefix = stat_name("httproute/ns/app/rule/1/match/0")
     body = msgspec.json.encode({"stats": [
-        {"name": f"vhost.ns/gw/80/app.test.route.{prefix}.upstream_rq_2xx", "value": 4},
-        {"name": f"vhost.ns/gw/80/app.test.route.{prefix}.upstream_rq_5xx", "value": 1},
-        {"name": f"vhost.ns/gw/80/app.test.route.{prefix}.upstream_rq_200", "value": 4},
+        # responses by route and code (the listener's stats access logger), whoever answered
+        {"name": f"gateweave.route_rq.listener.ns_gw_80.route.{prefix}.code.200", "value": 3},
+        {"name": f"gateweave.route_rq.listener.ns_gw_80.route.{prefix}.code.204", "value": 1},
+        {"name": f"gateweave.route_rq.listener.ns_gw_80.route.{prefix}.code.500", "value": 1},
+        {"name": "gateweave.route_rq.listener.ns_gw_80.route..code.404", "value": 2},  # no route: the listener's
+        {"name": f"gateweave.route_rq.listener.ns_gw_80.route.{prefix}.code.0", "value": 1},  # no response
+        {"name": f"gateweave.route_rq.listener.ns_gw_80.route.{prefix}_unknown.code.200", "value": 1},
+        # the route's own stats count only what went upstream: not read for counts
+        {"name": f"vhost.ns/gw/80/app.test.route.{prefix}.upstream_rq_2xx", "value": 9},
         {"name": "http.ns_gw_80.downstream_rq_4xx", "value": 2},
         {"name": "cluster.ns_svc_80.upstream_rq_2xx", "value": 4},
         {"name": "cluster.xds_cluster.upstream_rq_2xx", "value": 9},
