@@ -16,10 +16,9 @@ object does not change, so "unchanged" is an identity check per key):
   such a Service changes.
 * **Gateway side** (GatewayClasses, Gateways, listeners, TLS): recomputed whenever a
   GatewayClass, Gateway, GatewayParameters, Secret (or, in Kubernetes address mode, a Service)
-  changes or the
-  data plane reports something new; cheap, it is per Gateway. When what routes and the xDS
-  assembly read from it (a fingerprint of every Gateway's acceptance, address and listeners)
-  is unchanged, the route side is kept; Gateway, ListenerSet and GatewayClass statuses and
+  changes or the data plane reports something new; cheap, it is per Gateway. When what routes
+  and the xDS assembly read from it (a fingerprint of every Gateway's acceptance, address,
+  listeners and telemetry) is unchanged, the route side is kept; Gateway, ListenerSet and GatewayClass statuses and
   the infrastructure IR are taken from the new run.
 * **xDS IR**, per Gateway, per Envoy listener, per virtual host: a virtual host is rebuilt
   when an attachment to its domain changed; a RouteConfig/Port/XdsGateway is rebuilt when one
@@ -156,6 +155,7 @@ def _fingerprint(gws: list[GatewayCtx]) -> tuple[Any, ...]:
             gw.serving,
             gw.address,
             gw.backend_client_cert,
+            gw.telemetry,  # its GatewayParameters' access log and tracing: a change is a full translation
             tuple(lfp(lc) for lc in gw.listeners),
             tuple(((ls.metadata.namespace, ls.metadata.name), tuple(lfp(lc) for lc in lcs)) for ls, lcs in gw.listener_sets),
         )

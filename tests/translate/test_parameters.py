@@ -188,6 +188,18 @@ def test_telemetry_per_gateway_class_defaults_overrides_and_serves_options_below
     assert translate(snap, OPTIONS).xds["apps/rate"].telemetry == ir.Telemetry()
 
 
+def test_the_incremental_translation_follows_a_telemetry_change() -> None:
+    base = [gateway_class(ref("defaults", "infra")), gateway("plain"), gateway("own", ref("own"))]
+    before = snapshot(*base, params("defaults", {"telemetry": {"accessLog": {"format": "text"}}}, namespace="infra"),
+                      params("own", {}))
+    after = snapshot(*base, params("defaults", {"telemetry": {"accessLog": {"format": "json"}}}, namespace="infra"),
+                     params("own", {"telemetry": {"accessLog": {"sink": "off"}}}))
+    incremental = IncrementalTranslator()
+    for snap in (before, after, before):
+        assert incremental(snap, OPTIONS) == translate(snap, OPTIONS)
+    assert incremental(after, OPTIONS).xds["apps/own"].telemetry.access_log == ir.ACCESS_LOG_OFF
+
+
 def test_kubernetes_data_plane_logs_to_the_pods_stdout_instead_of_a_file() -> None:
     own = params("own", {"telemetry": {"accessLog": {"sink": "file", "format": "text"}}})
     snap = snapshot(gateway_class(), own, gateway("plain"), gateway("own", ref("own")))
