@@ -316,7 +316,8 @@ def text_lines(path: Path) -> list[dict[str, str]]:
 async def test_parameters_set_each_gateways_access_log_and_tracing(tmp_path: Path, backends: dict[str, Any]) -> None:
     """Three Gateways of one class: "loud" logs JSON (serve's default), "texty"'s parameters log
     text, "quiet"'s turn its access log off and trace to the collector; then parameters with
-    invalid values are refused at their field and the Gateway naming them is InvalidParameters."""
+    invalid values are refused at their field and the Gateway naming them is InvalidParameters;
+    at last texty's parameters change to JSON, which its running Envoy follows."""
     ips = {"loud": "127.40.2.3", "texty": "127.40.2.4", "quiet": "127.40.2.5"}
     ports = {name: free_port(ip) for name, ip in ips.items()}
     collector = Collector()
@@ -411,5 +412,18 @@ async def test_parameters_set_each_gateways_access_log_and_tracing(tmp_path: Pat
             assert "default/bad does not exist" in accepted["message"]
             reply = await h.fetch(ips["quiet"], ports["quiet"], "/quiet", "quiet.test")
             assert reply is not None and reply.status == 200
+
+            # a change of the parameters reaches the running Envoy: texty now writes JSON
+            docs = [d for d in docs if (d["kind"], d["metadata"]["name"]) != ("GatewayParameters", "texty")]
+            h.write_manifests(tmp_path / "all.yaml", [*docs, telemetry_params("texty", {"accessLog": {"format": "json"}})])
+
+            async def texty_json() -> dict[str, Any] | None:
+                await h.fetch(ips["texty"], ports["texty"], "/texty/json", "texty.test")
+                for line in paths["texty"].read_text().splitlines():
+                    if line.startswith("{") and json.loads(line).get("path") == "/texty/json":
+                        return json.loads(line)
+                return None
+
+            assert (await until(texty_json, 15, "texty's JSON line"))["gateway"] == "default/texty"
     finally:
         await collector.server.stop(0)
