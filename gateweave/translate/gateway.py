@@ -144,9 +144,11 @@ def _parameters(
             )
         own = found
     spec = parameters.merge(defaults, own)
-    gctx.envoy = parameters.envoy_settings(defaults if merged and defaults is not None else spec, ctx.options.default_concurrency)
+    # A merged class's one Envoy runs with the class's settings, whatever a Gateway's own say.
+    shared = defaults if merged and defaults is not None else spec
+    gctx.envoy = parameters.envoy_settings(shared, ctx.options.default_concurrency)
     gctx.kubernetes = parameters.kubernetes_settings(spec)
-    gctx.telemetry = parameters.telemetry_settings(spec, ctx.options)
+    gctx.telemetry = parameters.telemetry_settings(shared, ctx.options)
     return None
 
 

@@ -150,3 +150,12 @@ def test_the_dashboard_reads_which_gateway_serves_which_route_through_a_merged_n
     assert served == {("apps/a", "HTTPRoute/apps/ra"): {"http"}, ("apps/b", "HTTPRoute/apps/rb"): {"http"}}
     unmerged = translate(snapshot(*objects(merged=False)), LOCAL)
     assert served_listeners(unmerged.xds, unmerged.infra, {("apps/a", "http"): None, ("apps/b", "http"): None}) == served
+
+
+def test_a_merged_envoy_logs_and_traces_as_its_class_says_whatever_a_gateways_own_parameters_say() -> None:
+    class_spec = {"mergeGateways": True, "telemetry": {"accessLog": {"format": "text"}}}
+    raws = [gateway_class()[0], params("shared", class_spec, "infra"), SERVICE,
+            gateway("a", "10.0.0.5", own_params="quiet"), gateway("b", "10.0.0.6"),
+            params("quiet", {"telemetry": {"accessLog": {"sink": "off"}}})]
+    xds = translate(snapshot(*raws), LOCAL).xds[NODE]
+    assert xds.telemetry.access_log_format == "text" and xds.telemetry.access_log == "file"
