@@ -26,6 +26,12 @@ sends its own name as ``Host`` and cannot read the API; and PEM private keys are
 from every body (gateweave/redact.py), so the IR, errors and explanations never carry a TLS
 key out (streamed responses - traffic events, followed logs - are not rewritten: they hold
 no keys).
+
+Then every request but ``/healthz``, ``/readyz`` (probes) and ``/metrics`` (Prometheus; no
+secrets; unless ``metrics_auth``) must carry the admin token (gateweave/admintoken.py):
+``Authorization: Bearer <token>``, or the cookie the dashboard's ``/?token=<token>`` sets
+(HttpOnly, SameSite=Strict: a browser cannot send a header when navigating); else 401 with
+``WWW-Authenticate: Bearer`` and one line saying where the token is.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -40,6 +47,7 @@ import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from gateweave.admintoken import COOKIE, bearer, matches
 from gateweave.api.decode import Decoded
 from gateweave.api.kinds import Key
 from gateweave.dashboard.handlers import Dashboard
@@ -90,8 +98,18 @@ def loopback_host(host: str, bound: str, local: str = "") -> bool:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def guard(bound: str) -> Middleware:
-    """The middleware every admin response passes: the ``Host`` check, then redaction."""
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # kubelet probes: no token
+
+
+def authorized(request: web.Request, token: str) -> bool:
+    """Whether ``request`` carries ``token``: as a bearer header, or the dashboard's cookie."""
+    return matches(bearer(request.headers.get("Authorization")), token) or matches(request.cookies.get(COOKIE), token)
+
+
+def guard(bound: str, token: str, where: str, metrics_auth: bool = False) -> Middleware:
+    """The middleware every admin response passes: the ``Host`` check, the token (``where``
+    says the client where to find it), then redaction."""
+    open_paths = OPEN_PATHS if metrics_auth else OPEN_PATHS | {"/metrics"}
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -100,12 +118,25 @@ def guard(bound: str) -> Middleware:
         if not loopback_host(request.host, bound, local):
             return web.Response(status=421, text="misdirected request: Host must name this machine's loopback "
                                 "or the admin address\n")
+        if request.path not in open_paths and not authorized(request, token):
+            if request.path == "/" and matches(request.query.get("token"), token):
+                return dashboard_login(token)
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="gateweave"'},
+                                text=f"unauthorized: send Authorization: Bearer <token>; the token is in {where}\n")
         response = await handler(request)
         if isinstance(response, web.Response) and isinstance(response.body, bytes):
             response.body = redact(response.body)
         return response
 
     return middleware
+
+
+def dashboard_login(token: str) -> web.Response:
+    """``/?token=<token>``: the cookie that authenticates the dashboard from now on, and a
+    redirect to ``/`` (the token leaves the address bar and the history)."""
+    response = web.Response(status=303, headers={"Location": "/"})
+    response.set_cookie(COOKIE, token, path="/", httponly=True, samesite="Strict")
+    return response
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -115,15 +146,18 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 class AdminServer:
-    def __init__(self, runtime: Runtime, errors: ErrorBook | None = None, address: str = DEFAULT_ADMIN_ADDRESS) -> None:
+    def __init__(self, runtime: Runtime, errors: ErrorBook | None = None, address: str = DEFAULT_ADMIN_ADDRESS,
+                 token: str | None = None, token_where: str = "the admin token file", metrics_auth: bool = False) -> None:
         self.runtime = runtime
+        # None: a random one (in-process users read it here, e.g. tests)
+        self.token = token if token is not None else secrets.token_urlsafe(32)
         self.errors = errors if errors is not None else ErrorBook()
         self.host, self.port = parse_address(address)
         self._runner: web.AppRunner | None = None
         # The running Envoys (the host data plane's), set while there are any.
         self.envoys: Envoys | None = None
         self.traffic = TrafficMonitor(lambda: self.envoys, self._xds)
-        self.app = web.Application(middlewares=[guard(self.host)])
+        self.app = web.Application(middlewares=[guard(self.host, self.token, token_where, metrics_auth)])
         self.app.add_routes([
             web.get("/api/objects", self.objects),
             web.get("/api/errors", self.errors_view),
@@ -163,6 +197,16 @@ class AdminServer:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a client sends to be let in."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def dashboard_url(self) -> str:
+        """The dashboard's address with the token (opening it sets the cookie)."""
+        return f"{self.url}/?token={self.token}"
 
     # ------------------------------------------------------------ handlers
 

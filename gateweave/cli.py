@@ -18,10 +18,13 @@ import yaml
 from gateweave import DEFAULT_CONTROLLER_NAME, __version__, ir
 from gateweave.api.kinds import Key
 from gateweave.cliargs import (
+    AdminTokenFileOpt,
     CheckIncrementalOpt,
+    ClientTokenFileOpt,
     ControllerOpt,
     DefaultAddressOpt,
     PoolOpt,
+    ServedDirOpt,
     StateDirOpt,
     check_default_address,
 )
@@ -174,6 +177,8 @@ def serve_cmd(
     access_log: Annotated[str, typer.Option("--access-log", help="The access log of every Gateway whose GatewayParameters set none (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
     tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it, unless a Gateway's GatewayParameters say otherwise. Default: no tracing.")] = None,
     tracing_sampling: Annotated[float, typer.Option("--tracing-sampling", help="With --tracing-endpoint: the percentage of requests traced.")] = 100.0,
+    admin_token_file: AdminTokenFileOpt = None,
+    admin_metrics_auth: Annotated[bool, typer.Option("--admin-metrics-auth", help="/metrics needs the admin token too (default: open, like /healthz and /readyz).")] = False,
 ) -> None:
     """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines.
 
@@ -212,11 +217,19 @@ def serve_cmd(
         controller_name=controller_name,
         address_pool=address_pool,
         default_address=default_address,
-        admin=gw_app.AdminSettings(admin_address),
+        admin=gw_app.AdminSettings(admin_address, token_file=admin_token_file, token=_env_token(),
+                                   metrics_auth=admin_metrics_auth),
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
         telemetry=telemetry,
     )
     _serve(settings)
+
+
+def _env_token() -> str | None:
+    """The admin token serve takes from ``$GATEWEAVE_ADMIN_TOKEN`` (without --admin-token-file)."""
+    from gateweave.admintoken import TOKEN_ENV
+
+    return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
 def _serve(settings: Any, hooks: Any = None) -> None:
@@ -254,11 +267,33 @@ def _telemetry(access_log: str, tracing_endpoint: str | None, sampling: float) -
     return ir.Telemetry(access_log=access_log, tracing=tracing)
 
 
-def _fetch(admin_address: str, path: str) -> Any:
-    import httpx
+def _client_token(token_file: str | None, config_dir: str | None, state_dir: str | None = None) -> str | None:
+    """The admin token this client sends (gateweave/admintoken.py), ``None`` if none is found."""
+    from gateweave.admintoken import AdminTokenError, client_token
 
     try:
-        resp = httpx.get(f"http://{admin_address}{path}", timeout=5.0)
+        return client_token(token_file, config_dir, state_dir)
+    except AdminTokenError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(2) from None
+
+
+def _unauthorized(admin_address: str) -> None:
+    from gateweave.admintoken import HOW_TO_PASS
+
+    _err(f"error: the gateweave admin API at {admin_address} refused this client's token (401): {HOW_TO_PASS}")
+    raise typer.Exit(2)
+
+
+def _fetch(admin_address: str, path: str, token: str | None) -> Any:
+    import httpx
+
+    from gateweave.admintoken import client_headers
+
+    try:
+        resp = httpx.get(f"http://{admin_address}{path}", headers=client_headers(token), timeout=5.0)
+        if resp.status_code == 401:
+            _unauthorized(admin_address)
         resp.raise_for_status()
     except httpx.HTTPError as exc:
         _err(f"error: cannot reach the gateweave admin API at {admin_address}: {exc}")
@@ -272,6 +307,8 @@ def status_cmd(
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
     state_dir: Annotated[str | None, typer.Option("--state-dir", help="List the Envoys of this state directory and whether a controller runs them (no server needed).")] = None,
+    admin_token_file: ClientTokenFileOpt = None,
+    config_dir: ServedDirOpt = None,
 ) -> None:
     """A table of Gateways, listeners, routes (with request and error rates, from a server) and Envoy Gateway Backends with their conditions, and the configuration errors;
     with --state-dir, the Envoys of a state directory (those running without a controller among them)."""
@@ -300,9 +337,10 @@ def status_cmd(
         errors += [{"source": e.source, "kind": e.kind, "namespace": e.namespace, "name": e.name, "message": e.message}
                    for e in run.rejected]
     else:
-        items = _fetch(admin_address, "/api/objects")["items"]
-        errors = _fetch(admin_address, "/api/errors")["items"]
-        traffic = _fetch(admin_address, "/api/traffic")
+        token = _client_token(admin_token_file, config_dir)
+        items = _fetch(admin_address, "/api/objects", token)["items"]
+        errors = _fetch(admin_address, "/api/errors", token)["items"]
+        traffic = _fetch(admin_address, "/api/traffic", token)
     render(items, controller_name, errors=errors, traffic=traffic)
 
 
@@ -311,6 +349,9 @@ def logs_cmd(
     gateway: Annotated[str, typer.Argument(help="The Gateway, NAMESPACE/NAME.")],
     follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing what is appended.")] = False,
     admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    admin_token_file: ClientTokenFileOpt = None,
+    config_dir: ServedDirOpt = None,
+    state_dir: Annotated[str | None, typer.Option("--state-dir", help="The server's state directory: its admin-token authenticates this client.")] = None,
 ) -> None:
     """A Gateway's access log (JSON lines, as its Envoy wrote them), from a running server."""
     import httpx
@@ -320,10 +361,15 @@ def logs_cmd(
         _err(f"error: {gateway!r} is not NAMESPACE/NAME")
         raise typer.Exit(2)
     url = f"http://{admin_address}/api/logs/{namespace}/{name}" + ("?follow=1" if follow else "")
+    from gateweave.admintoken import client_headers
+
+    headers = client_headers(_client_token(admin_token_file, config_dir, state_dir))
     out = sys.stdout.buffer
     try:
         # No read timeout when following: the server sends only what Envoy appends.
-        with httpx.stream("GET", url, timeout=httpx.Timeout(5.0, read=None if follow else 30.0)) as resp:
+        with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(5.0, read=None if follow else 30.0)) as resp:
+            if resp.status_code == 401:
+                _unauthorized(admin_address)
             if resp.status_code != 200:
                 resp.read()
                 try:
@@ -349,6 +395,8 @@ def explain_cmd(
     files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Explain from these files instead of a server.")] = None,
     admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
+    admin_token_file: ClientTokenFileOpt = None,
+    config_dir: ServedDirOpt = None,
 ) -> None:
     """Why a route is (not) attached to each listener, why a Gateway's listeners are (not) programmed,
     what an Envoy Gateway Backend resolves to and which routes use it, which Envoy Gateway policies
@@ -370,11 +418,28 @@ def explain_cmd(
         snapshot = Snapshot.from_objects(d.model for d in run.objects)
         lines = explain(snapshot, TranslateOptions(controller_name=controller_name), kind, namespace, short)
     else:
-        lines = _fetch(admin_address, f"/api/explain/{kind}/{namespace}/{short}")["lines"]
+        token = _client_token(admin_token_file, config_dir)
+        lines = _fetch(admin_address, f"/api/explain/{kind}/{namespace}/{short}", token)["lines"]
     for line in lines:
         typer.echo(line)
     if lines and lines[0].endswith("not found"):
         raise typer.Exit(1)
+
+
+@app.command("dashboard")
+def dashboard_cmd(
+    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    admin_token_file: ClientTokenFileOpt = None,
+    config_dir: ServedDirOpt = None,
+) -> None:
+    """Print the dashboard's URL with the admin token (opening it once logs the browser in)."""
+    from urllib.parse import quote
+
+    token = _client_token(admin_token_file, config_dir)
+    if token is None:
+        _unauthorized(admin_address)
+    _fetch(admin_address, "/api/errors", token)  # the server is there and takes this token
+    typer.echo(f"http://{admin_address}/?token={quote(token or '', safe='')}")
 
 
 @app.command("quickstart")
@@ -386,6 +451,7 @@ def quickstart_cmd(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the route to answer.")] = 60.0,
     check_incremental: CheckIncrementalOpt = False,
     state_dir: StateDirOpt = None,
+    admin_token_file: AdminTokenFileOpt = None,
 ) -> None:
     """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers through it."""
     from gateweave import app as gw_app
@@ -416,14 +482,15 @@ def quickstart_cmd(
             if once:
                 stop.set()
             else:
-                typer.echo(f"gateweave is serving {config_dir} (admin API {running.admin.url}); edit the files to change it, Ctrl-C to stop.")
+                typer.echo(f"gateweave is serving {config_dir} (admin API {running.admin.url}, dashboard"
+                           f" {running.admin.dashboard_url}); edit the files to change it, Ctrl-C to stop.")
 
         outcome["task"] = asyncio.get_running_loop().create_task(check())
 
     settings = gw_app.Settings(
         provider=gw_app.FileSettings(config_dir),
         dataplane=gw_app.HostDataplane(state_dir=state_dir),
-        admin=gw_app.AdminSettings(admin_address),
+        admin=gw_app.AdminSettings(admin_address, token_file=admin_token_file, token=_env_token()),
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
     )
     try:

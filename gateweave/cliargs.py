@@ -47,3 +47,17 @@ def check_default_address(value: str) -> None:
     except ValueError:
         err(f"error: --default-address {value!r}: neither 'pool' nor an IP address")
         raise typer.Exit(2) from None
+
+
+# The admin API's bearer token (gateweave/admintoken.py): the server's, and where a client finds it.
+AdminTokenFileOpt = Annotated[str | None, typer.Option(
+    "--admin-token-file",
+    help="File holding the admin API's bearer token (mode 0600 or stricter; default: $GATEWEAVE_ADMIN_TOKEN, else a random token written to <state dir>/admin-token).",
+)]
+ClientTokenFileOpt = Annotated[str | None, typer.Option(
+    "--admin-token-file",
+    help="File holding the admin API's token (default: $GATEWEAVE_ADMIN_TOKEN, else the admin-token of --config-dir's state directory).",
+)]
+ServedDirOpt = Annotated[str | None, typer.Option(
+    "--config-dir", help="The directory the server serves: its state directory's admin-token authenticates this client.",
+)]

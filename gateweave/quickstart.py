@@ -53,7 +53,7 @@ async def prove(app: App, timeout: float) -> tuple[str, int, str]:
     async with httpx.AsyncClient(timeout=2.0) as client:
         while loop.time() < deadline:
             try:
-                items = (await client.get(f"{app.admin.url}/api/objects")).json()["items"]
+                items = (await client.get(f"{app.admin.url}/api/objects", headers=app.admin.headers)).json()["items"]
                 for host, address, port, path in curl_targets(items, app.settings.controller_name):
                     resp = await client.get(f"http://{address}:{port}{path}", headers={"Host": host})
                     last = f"{curl_command(host, address, port, path)} answered {resp.status_code}"

@@ -81,6 +81,8 @@ async def run(settings: Settings, hooks: Hooks | None = None) -> None:
 
 async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None:
     file = settings.provider if isinstance(settings.provider, FileSettings) else None
+    # after the state directory's lock: a refused second serve must not replace the token
+    token, token_path = settings.admin_token()
     stop = hooks.stop or asyncio.Event()
     metrics = Metrics()
     errors = ErrorBook()
@@ -109,7 +111,8 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
         errors=errors,
         gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
     )
-    admin = AdminServer(runtime, errors, settings.admin.address)
+    admin = AdminServer(runtime, errors, settings.admin.address, token=token, token_where=token_path,
+                        metrics_auth=settings.admin.metrics_auth)
     addresses = _watch_addresses(settings, runtime)
 
     loop = asyncio.get_running_loop()

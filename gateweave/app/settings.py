@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
+from gateweave.admintoken import TOKEN_ENV, TOKEN_FILE, read_token_file, write_new_token
 from gateweave.infra.netenv import privileged_ports_below
 from gateweave.infra.statedir import default_state_dir
 from gateweave.kube.xdsca import CertLifetimes
@@ -78,6 +79,12 @@ class KubeDataplane:
 @dataclass(frozen=True)
 class AdminSettings:
     address: str = DEFAULT_ADMIN_ADDRESS  # HOST:PORT (port 0: a free one)
+    # The bearer token's file (gateweave/admintoken.py), else the token itself (serve: from
+    # $GATEWEAVE_ADMIN_TOKEN, e.g. a Secret in Kubernetes); neither: a random token written
+    # to <state dir>/admin-token at every start.
+    token_file: str | None = None
+    token: str | None = field(default=None, repr=False)
+    metrics_auth: bool = False  # /metrics needs the token too
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,16 @@ class Settings:
             return Path(given)
         served = self.provider.config_dir if isinstance(self.provider, FileSettings) else "kubernetes"
         return default_state_dir(served)
+
+    def admin_token(self) -> tuple[str, str]:
+        """The admin API's token and where it is (said to a client refused): read from
+        ``admin.token_file``, else ``admin.token``, else a new one written to the state directory."""
+        if self.admin.token_file:
+            return read_token_file(self.admin.token_file), self.admin.token_file
+        if self.admin.token:
+            return self.admin.token, f"${TOKEN_ENV} of the server"
+        path = self.state_dir() / TOKEN_FILE
+        return write_new_token(path), str(path)
 
     def translate_options(self) -> TranslateOptions:
         """The translation's options: in the Kubernetes data plane listeners bind 0.0.0.0 in

@@ -412,7 +412,7 @@ class Served:
 
     async def objects(self, kind: str | None = None) -> list[dict[str, Any]]:
         async with httpx.AsyncClient(timeout=5.0) as client:
-            items: list[dict[str, Any]] = (await client.get(f"{self.admin.url}/api/objects")).json()["items"]
+            items: list[dict[str, Any]] = (await client.get(f"{self.admin.url}/api/objects", headers=self.admin.headers)).json()["items"]
         return [o for o in items if kind is None or o.get("kind") == kind]
 
     async def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:

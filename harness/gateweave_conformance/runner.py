@@ -365,7 +365,7 @@ class LiveRunner:
 
     async def _objects(self) -> dict[ObjKey, dict[str, Any]]:
         assert self.http is not None
-        resp = await self.http.get("/api/objects")
+        resp = await self.http.get("/api/objects", headers=self.admin.headers)
         resp.raise_for_status()
         return {key_of(o): o for o in resp.json()["items"]}
 

@@ -108,8 +108,9 @@ def send(port: int, n: int) -> None:
 
 
 def drive(url: str, port: int, gateways: set[str], routes: set[str]) -> None:
+    """``url``: the dashboard's, with the admin token (the page then runs on its cookie)."""
     with headless_chromium() as driver:
-        driver.get(url + "/")
+        driver.get(url)
 
         def all_nodes(d: WebDriver) -> bool:
             shown = set(d.execute_script("return [...document.querySelectorAll('#graph g.node')].map(g => g.dataset.id)"))
@@ -188,6 +189,6 @@ async def test_dashboard_in_chromium(tmp_path: Path) -> None:
     try:
         async with h.running_serve(tmp_path, start_timeout=30) as served:
             await answered(port)
-            await asyncio.to_thread(drive, served.admin.url, port, gateways, routes)
+            await asyncio.to_thread(drive, served.admin.dashboard_url, port, gateways, routes)
     finally:
         backend.close()

@@ -47,7 +47,7 @@ async def admin_on(store: Store) -> AsyncIterator[tuple[Runtime, aiohttp.ClientS
     task = asyncio.create_task(runtime.run())
     try:
         await runtime.wait_settled()
-        async with aiohttp.ClientSession(admin.url) as session:
+        async with aiohttp.ClientSession(admin.url, headers=admin.headers) as session:
             yield runtime, session
     finally:
         task.cancel()

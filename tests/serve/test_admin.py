@@ -72,7 +72,7 @@ async def test_endpoints() -> None:
     assert host == "127.0.0.1" and port != 0
     task: asyncio.Task[None] | None = None
     try:
-        async with aiohttp.ClientSession(admin.url) as session:
+        async with aiohttp.ClientSession(admin.url, headers=admin.headers) as session:
             assert (await get(session, "/healthz"))[0] == 200
             assert (await get(session, "/readyz"))[0] == 503
             assert await get(session, "/api/ir") == (200, {"xds": {}, "infra": {}})
@@ -153,7 +153,7 @@ async def test_serve_end_to_end(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.01)
         assert started, task
-        async with aiohttp.ClientSession(started[0].url) as session:
+        async with aiohttp.ClientSession(started[0].url, headers=started[0].headers) as session:
             for _ in range(500):
                 if (await get(session, "/readyz"))[0] == 200:
                     break
@@ -225,7 +225,7 @@ async def test_no_endpoint_returns_a_private_key(tmp_path: Path) -> None:
     async with serving_dir(tmp_path) as admin:
         # an error message that quoted a key, cut short as long messages are
         admin.errors.set("file:z", [ConfigError("z.yaml:1", "bad value " + key.decode()[:120])])
-        async with aiohttp.ClientSession(admin.url) as session:
+        async with aiohttp.ClientSession(admin.url, headers=admin.headers) as session:
             bodies: dict[str, bytes] = {}
             for route in admin.app.router.routes():
                 info = route.resource.get_info() if route.resource is not None else {}
@@ -261,7 +261,7 @@ async def serving_dir_of_nothing() -> AsyncIterator[AdminServer]:
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:19000", "10.0.0.1", "[2001:db8::1]:80",
                                   "localhost.evil.example", "127.0.0.1.evil.example"])
 async def test_a_non_loopback_host_header_is_refused(host: str) -> None:
-    async with serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url) as session:
+    async with serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url, headers=admin.headers) as session:
         for path in ("/api/ir", "/api/objects", "/healthz"):
             async with session.get(path, headers={"Host": host}) as resp:
                 assert resp.status == 421, (host, path)
@@ -270,7 +270,7 @@ async def test_a_non_loopback_host_header_is_refused(host: str) -> None:
 
 @pytest.mark.parametrize("host", ["localhost", "LOCALHOST:19000", "127.0.0.1", "127.3.4.5:80", "[::1]:19000", "::1"])
 async def test_loopback_host_headers_are_served(host: str) -> None:
-    async with (serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url) as session,
+    async with (serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url, headers=admin.headers) as session,
                 session.get("/api/ir", headers={"Host": host}) as resp):
         assert resp.status == 200, host
 

@@ -72,7 +72,7 @@ async def test_the_controller_name_comes_from_the_settings_alone(tmp_path: Path)
     try:
         running = await asyncio.wait_for(started, 10)
         await running.runtime.wait_settled(10)
-        async with httpx.AsyncClient(base_url=running.admin.url) as client:
+        async with httpx.AsyncClient(base_url=running.admin.url, headers=running.admin.headers) as client:
             items: list[dict[str, Any]] = (await client.get("/api/objects")).json()["items"]
     finally:
         stop.set()

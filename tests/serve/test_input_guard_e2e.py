@@ -64,8 +64,8 @@ async def until(probe: Callable[[], Awaitable[T | None]], what: str, timeout: fl
         await asyncio.sleep(0.02)
 
 
-async def get_json(url: str) -> Any:
-    async with httpx.AsyncClient(timeout=5.0) as client:
+async def get_json(url: str, headers: dict[str, str]) -> Any:
+    async with httpx.AsyncClient(timeout=5.0, headers=headers) as client:
         resp = await client.get(url)
         resp.raise_for_status()
         return resp.json()
@@ -80,7 +80,7 @@ def body_is(ip: str, port: int, body: str, host: str = "app.test") -> Callable[[
 
 
 async def config_errors(served: h.Served) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = (await get_json(f"{served.admin.url}/api/errors"))["items"]
+    items: list[dict[str, Any]] = (await get_json(f"{served.admin.url}/api/errors", served.admin.headers))["items"]
     return items
 
 
@@ -122,7 +122,8 @@ async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(tmp_p
             metrics = (await asyncio.to_thread(httpx.get, f"{served.admin.url}/metrics")).text
             assert re.search(r"^gateweave_config_errors [1-9]", metrics, re.M)
             status = await asyncio.to_thread(
-                CliRunner().invoke, app, ["status", "--admin-address", served.admin.url.removeprefix("http://")]
+                CliRunner().invoke, app, ["status", "--admin-address", served.admin.url.removeprefix("http://")],
+                env={"GATEWEAVE_ADMIN_TOKEN": served.admin.token},
             )
             assert "Configuration errors" in status.stdout and f"route.yaml:{line}" in status.stdout
             # fixed: the new version is served, the error is gone
@@ -193,7 +194,7 @@ async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(tmp_path: Path
         await until(body_is(ip, port, "A"), "the route answers through Envoy", timeout=30)
 
         async def refused() -> list[dict[str, Any]]:
-            return [e for e in await config_errors_at(url) if e["source"].endswith("x.yaml:1")]
+            return [e for e in await config_errors_at(url, server.headers) if e["source"].endswith("x.yaml:1")]
 
         (err,) = await until(refused, "the pipe is reported")
         assert err["message"] == "refused: a named pipe; only regular files are read"
@@ -206,6 +207,6 @@ async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(tmp_path: Path
         server.stop(signal.SIGKILL)
 
 
-async def config_errors_at(url: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = (await get_json(f"{url}/api/errors"))["items"]
+async def config_errors_at(url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await get_json(f"{url}/api/errors", headers))["items"]
     return items

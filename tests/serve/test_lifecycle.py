@@ -62,7 +62,7 @@ class Serve(ServeProcess):
         if self.url is None:
             return False
         try:
-            items = httpx.get(f"{self.url}/api/objects", timeout=5).json()["items"]
+            items = httpx.get(f"{self.url}/api/objects", headers=self.headers, timeout=5).json()["items"]
         except (httpx.HTTPError, ValueError):
             return False
         for obj in items:

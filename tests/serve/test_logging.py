@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from gateweave.admintoken import AdminTokenError, client_headers, client_token
 from gateweave.infra.host import free_port
 from tests.support.data import QUICKSTART
 
@@ -19,10 +20,11 @@ GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _programmed(admin: str) -> bool:
+def _programmed(admin: str, state_dir: Path) -> bool:
     try:
-        items = httpx.get(f"http://{admin}/api/objects", timeout=2).json()["items"]
-    except (httpx.HTTPError, ValueError):
+        token = client_token(None, state_dir=str(state_dir))  # the one serve wrote there
+        items = httpx.get(f"http://{admin}/api/objects", headers=client_headers(token), timeout=2).json()["items"]
+    except (httpx.HTTPError, ValueError, KeyError, AdminTokenError):
         return False
     return any(
         o["kind"] == "Gateway"
@@ -52,7 +54,7 @@ def serve_lines(level: str, state_dir: Path, until: str | None = None) -> list[s
     reader.start()
     try:
         deadline = time.monotonic() + 60
-        while not (_programmed(admin) and (until is None or any(until in line for line in lines))):
+        while not (_programmed(admin, state_dir) and (until is None or any(until in line for line in lines))):
             assert proc.poll() is None, "serve exited:\n" + "\n".join(lines[-30:])
             assert time.monotonic() < deadline, f"not programmed (or no {until!r} line) in 60 s:\n" + "\n".join(lines[-30:])
             time.sleep(0.1)

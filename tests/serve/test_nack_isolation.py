@@ -78,7 +78,7 @@ def setup(tmp_path: Path, ip: str, backends: dict[str, Any]) -> int:
 
 async def admin_get(served: h.Served, path: str) -> Any:
     async with httpx.AsyncClient(timeout=5.0) as client:
-        return (await client.get(f"{served.admin.url}{path}")).json()
+        return (await client.get(f"{served.admin.url}{path}", headers=served.admin.headers)).json()
 
 
 async def test_a_regex_over_envoys_limit_gets_a_condition_and_the_listener_keeps_changing(

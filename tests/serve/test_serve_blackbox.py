@@ -55,7 +55,7 @@ class Server(ServeProcess):
 
     def get(self, path: str) -> httpx.Response:
         assert self.url is not None
-        return httpx.get(self.url + path, timeout=5)
+        return httpx.get(self.url + path, headers=self.headers, timeout=5)
 
     def objects(self) -> list[dict[str, Any]]:
         resp = self.get("/api/objects")
@@ -251,7 +251,8 @@ def test_serve_publishes_what_translate_prints(tmp_path: Path) -> None:
         explained = [i for i in items if i["kind"] in ("Gateway", "HTTPRoute", "TLSRoute", "ListenerSet")]
         targets = [item_key(i) for i in rng.sample(explained, 3)]
         with ThreadPoolExecutor(max_workers=8) as pool:
-            live = [pool.submit(run_cli, "explain", k, f"{ns}/{n}", "--admin-address", server.admin_address)
+            live = [pool.submit(run_cli, "explain", k, f"{ns}/{n}", "--admin-address", server.admin_address,
+                               "--admin-token-file", str(server.token_file))
                     for k, ns, n in targets]
             files = [pool.submit(run_cli, "explain", k, f"{ns}/{n}", "-f", str(root)) for k, ns, n in targets]
             for target, from_server, from_files in zip(targets, live, files, strict=True):

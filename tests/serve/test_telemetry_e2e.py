@@ -97,7 +97,7 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
             return reply is not None and reply.status == 200
 
         await until(ready, 15, "the Gateway answers")
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=10, headers=served.admin.headers) as client:
             before = (await client.get(f"{admin}/api/traffic")).json()
             assert "HTTPRoute/default/app" not in before["routes"]
 
@@ -197,16 +197,18 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
             assert json.loads(event)["routes"]["HTTPRoute/default/app"]["requests"] == 7
 
         # ---- gateweave status: each route's rates from the running server
-        code, out, _ = await asyncio.to_thread(invoke, "status", "--admin-address", admin.removeprefix("http://"))
+        code, out, _ = await asyncio.to_thread(invoke, "status", "--admin-address", admin.removeprefix("http://"),
+                                             "--admin-token-file", str(state / "admin-token"))
         assert code == 0 and "REQ/S" in out and "ERR/S" in out
 
         # ---- gateweave logs: the file as written, then followed
-        code, out, _ = await asyncio.to_thread(invoke, "logs", GATEWAY, "--admin-address", admin.removeprefix("http://"))
+        code, out, _ = await asyncio.to_thread(invoke, "logs", GATEWAY, "--admin-address", admin.removeprefix("http://"),
+                                             "--state-dir", str(state))
         assert code == 0
         assert out.encode() == path.read_bytes()
         follower = await asyncio.create_subprocess_exec(
             sys.executable, "-c", "from gateweave.cli import main; main()",
-            "logs", GATEWAY, "-f", "--admin-address", admin.removeprefix("http://"),
+            "logs", GATEWAY, "-f", "--admin-address", admin.removeprefix("http://"), "--state-dir", str(state),
             stdout=asyncio.subprocess.PIPE,
         )
         try:
@@ -220,7 +222,8 @@ async def test_access_log_metrics_traffic_and_logs(tmp_path: Path, tmp_path_fact
         finally:
             follower.kill()
             await follower.wait()
-        code, _, err = await asyncio.to_thread(invoke, "logs", "default/nope", "--admin-address", admin.removeprefix("http://"))
+        code, _, err = await asyncio.to_thread(invoke, "logs", "default/nope", "--admin-address", admin.removeprefix("http://"),
+                                                  "--state-dir", str(state))
         assert code == 1 and "no access log for Gateway default/nope" in err
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from gateweave.admintoken import TOKEN_FILE, client_headers
 from gateweave.infra.statedir import records
 from gateweave_bench import harness as h
 from tests.support.netns import Netns
@@ -50,7 +51,9 @@ class Serve:
         return self.ns.call(h.fetch_sync, address, port, path, host)
 
     def api(self, path: str) -> Any:
-        reply = self.fetch(ADMIN[0], ADMIN[1], path, "127.0.0.1")
+        """``path`` of the admin API, with the token serve wrote to its state directory."""
+        token = (self.state / TOKEN_FILE).read_text().strip() if (self.state / TOKEN_FILE).exists() else ""
+        reply = self.ns.call(h.fetch_sync, ADMIN[0], ADMIN[1], path, "127.0.0.1", headers=client_headers(token))
         return None if reply is None or reply.status != 200 else json.loads(reply.body)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ stderr drained by a thread (kept for failure messages)."""
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -20,9 +21,12 @@ class ServeProcess:
     """``gateweave serve --admin-address 127.0.0.1:0 ARGS...``; ``url`` once its admin API listens.
 
     Without ``--state-dir`` in ``args`` (nor ``--no-dataplane``) it runs on a temporary state
-    directory, removed by :meth:`stop`: a test leaves none behind."""
+    directory, removed by :meth:`stop`: a test leaves none behind. Its admin token is in a
+    temporary file (``--admin-token-file``) unless ``args`` give one: :attr:`headers` send it."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, token_file: bool = True) -> None:
+        """``token_file``: False runs serve without ``--admin-token-file`` (it writes its own
+        token to its state directory)."""
         self.lines: list[str] = []
         self.url: str | None = None
         self._found = threading.Event()
@@ -30,6 +34,13 @@ class ServeProcess:
         if "--state-dir" not in args and "--no-dataplane" not in args:
             self._state = tempfile.mkdtemp(prefix="gateweave-state-")
             args = (*args, "--state-dir", self._state)
+        self._secrets = tempfile.mkdtemp(prefix="gateweave-token-")
+        self.token = secrets.token_urlsafe(16)
+        self.token_file = Path(self._secrets) / "admin-token"
+        self.token_file.write_text(self.token + "\n")
+        self.token_file.chmod(0o600)
+        if token_file and "--admin-token-file" not in args:
+            args = (*args, "--admin-token-file", str(self.token_file))
         self.proc = subprocess.Popen(
             [GATEWEAVE, "serve", "--admin-address", "127.0.0.1:0", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -47,6 +58,11 @@ class ServeProcess:
                 self.url = m.group(1)
                 self._found.set()
         self._found.set()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What authenticates a client to its admin API."""
+        return {"Authorization": f"Bearer {self.token}"}
 
     def log(self) -> str:
         return "\n".join(self.lines[-40:])
@@ -69,3 +85,4 @@ class ServeProcess:
         self._reader.join(timeout=5)
         if self._state is not None:
             shutil.rmtree(self._state, ignore_errors=True)
+        shutil.rmtree(self._secrets, ignore_errors=True)
