@@ -26,20 +26,21 @@ from tests.support.data import QUICKSTART
 from tests.support.serveproc import ServeProcess
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
-PROTECTED = ["/api/ir", "/api/objects", "/api/errors", "/api/traffic", "/api/graph", "/api/logs/default/gw",
-             "/api/explain/Gateway/default/gw", "/api/object?kind=Gateway&namespace=default&name=gw", "/",
+PROTECTED = ["/api/ir", "/api/objects", "/api/errors", "/api/traffic", "/api/graph", "/api/logs/default/quickstart",
+             "/api/explain/Gateway/default/quickstart", "/api/object?kind=Gateway&namespace=default&name=quickstart", "/",
              "/dashboard/dashboard.js"]
 
 
 @contextlib.asynccontextmanager
 async def serving(metrics_auth: bool = False) -> AsyncIterator[AdminServer]:
-    """``app.run`` on an empty directory (no data plane), its token in a file of ours."""
+    """``app.run`` on the quickstart (no data plane), its token in a file of ours."""
     with tempfile.TemporaryDirectory() as tmp:
         token_file = Path(tmp) / "token"
         token_file.write_text("s3cret-token\n")
         token_file.chmod(0o600)
         config = Path(tmp) / "config"
         config.mkdir()
+        shutil.copy(QUICKSTART, config)
         stop = asyncio.Event()
         started: list[AdminServer] = []
         settings = app.Settings(provider=app.FileSettings(str(config), debounce_ms=20), dataplane=None,
