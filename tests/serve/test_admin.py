@@ -185,12 +185,12 @@ async def test_serve_end_to_end(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving_dir(config_dir: Path, admin_address: str = "127.0.0.1:0") -> AsyncIterator[AdminServer]:
+async def serving_dir(config_dir: Path, admin: app.AdminSettings | None = None) -> AsyncIterator[AdminServer]:
     """``app.run`` on ``config_dir`` (real translation, no data plane), once translated."""
     stop = asyncio.Event()
     started: list[AdminServer] = []
     settings = app.Settings(provider=app.FileSettings(str(config_dir), debounce_ms=20), dataplane=None,
-                            admin=app.AdminSettings(admin_address))
+                            admin=admin or app.AdminSettings("127.0.0.1:0"))
     task = asyncio.create_task(app.run(settings, app.Hooks(stop=stop, on_started=lambda a: started.append(a.admin))))
     try:
         for _ in range(1000):

@@ -22,6 +22,7 @@ from gateweave import app
 from gateweave.admin import AdminServer
 from gateweave.admintoken import COOKIE, TOKEN_ENV, TOKEN_FILE
 from gateweave.infra.statedir import default_state_dir
+from tests.serve.test_admin import serving_dir
 from tests.support.data import QUICKSTART
 from tests.support.serveproc import ServeProcess
 
@@ -41,23 +42,11 @@ async def serving(metrics_auth: bool = False) -> AsyncIterator[AdminServer]:
         config = Path(tmp) / "config"
         config.mkdir()
         shutil.copy(QUICKSTART, config)
-        stop = asyncio.Event()
-        started: list[AdminServer] = []
-        settings = app.Settings(provider=app.FileSettings(str(config), debounce_ms=20), dataplane=None,
-                                admin=app.AdminSettings("127.0.0.1:0", token_file=str(token_file),
-                                                        metrics_auth=metrics_auth))
-        task = asyncio.create_task(app.run(settings, app.Hooks(stop=stop, on_started=lambda a: started.append(a.admin))))
-        try:
-            for _ in range(1000):
-                if (started and started[0].runtime.ready) or task.done():
-                    break
-                await asyncio.sleep(0.01)
-            assert started and started[0].runtime.ready, task
-            assert started[0].token == "s3cret-token"
-            yield started[0]
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, timeout=10)
+        settings = app.AdminSettings("127.0.0.1:0", token_file=str(token_file), metrics_auth=metrics_auth)
+        async with serving_dir(config, settings) as admin:
+            assert admin.token == "s3cret-token"
+            yield admin
+
 
 
 async def test_every_endpoint_but_the_probes_needs_the_token() -> None:
