@@ -108,7 +108,7 @@ def click_rejected(driver: WebDriver) -> bool:
 
 def shoot(url: str, out: Path) -> None:
     with headless_chromium(1800, 1000) as driver:
-        driver.get(url + "/")
+        driver.get(url)  # the dashboard's URL with the admin token: it logs the browser in
         # the page redraws when the system changes: find elements afresh on every try
         wait = WebDriverWait(driver, 30, poll_frequency=0.1,
                              ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
@@ -137,7 +137,7 @@ async def main(out: Path) -> None:
                         break
                     await asyncio.sleep(0.1)
                 client.thread.start()
-                await asyncio.to_thread(shoot, served.admin.url, out)
+                await asyncio.to_thread(shoot, served.admin.dashboard_url, out)
         finally:
             client.stop.set()
             for b in backends.values():
