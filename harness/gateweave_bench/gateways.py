@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from gateweave.admintoken import AdminTokenError, client_headers, client_token
 from gateweave_bench import harness as h
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
@@ -84,10 +85,11 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _programmed(admin: str, gateways: int) -> int:
+def _programmed(admin: str, config: Path, gateways: int) -> int:
     try:
-        items = httpx.get(f"http://{admin}/api/objects", timeout=10).json()["items"]
-    except (httpx.HTTPError, ValueError, KeyError):
+        token = client_token(None, config_dir=str(config))  # the one serve wrote to its state directory
+        items = httpx.get(f"http://{admin}/api/objects", headers=client_headers(token), timeout=10).json()["items"]
+    except (httpx.HTTPError, ValueError, KeyError, AdminTokenError):
         return 0
     count = 0
     for obj in items:
@@ -118,7 +120,7 @@ def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 6
                 if time.perf_counter() - start > timeout:
                     raise TimeoutError(f"{done} of {gateways} Gateways Programmed after {timeout} s")
                 time.sleep(poll)
-                done = _programmed(admin, gateways)
+                done = _programmed(admin, config, gateways)
             programmed_s = time.perf_counter() - start
             time.sleep(settle)
             envoys = _children(proc.pid)

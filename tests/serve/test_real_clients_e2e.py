@@ -27,7 +27,7 @@ import pytest
 
 from gateweave_bench import harness as h
 from tests.support.netns import Netns, link
-from tests.support.netserve import ADMIN, Serve, condition, until, write
+from tests.support.netserve import Serve, condition, until, write
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -86,7 +86,7 @@ def objects(external: int, web: int, socket: str) -> list[dict[str, Any]]:
 def served_all(serve: Serve, gateway: str) -> bool:
     """Whether the access log of ``gateway`` shows each backend answering 200 to the client's
     address (a backend by its Service or Backend name)."""
-    reply = serve.fetch(ADMIN[0], ADMIN[1], f"/api/logs/default/{gateway}", ADMIN[0])
+    reply = serve.admin_get(f"/api/logs/default/{gateway}")
     lines = [json.loads(line) for line in (reply.body if reply is not None else "").splitlines() if line.strip()]
     return {entry["backend"].split("/")[1] for entry in lines if entry["response_code"] == 200
             and entry["downstream_address"].startswith(f"{CLIENT}:")} == {"external", "web", "unix"}

@@ -50,10 +50,13 @@ class Serve:
     def fetch(self, address: str, port: int, path: str, host: str) -> h.Reply | None:
         return self.ns.call(h.fetch_sync, address, port, path, host)
 
-    def api(self, path: str) -> Any:
-        """``path`` of the admin API, with the token serve wrote to its state directory."""
+    def admin_get(self, path: str) -> h.Reply | None:
+        """``GET path`` of the admin API, with the token serve wrote to its state directory."""
         token = (self.state / TOKEN_FILE).read_text().strip() if (self.state / TOKEN_FILE).exists() else ""
-        reply = self.ns.call(h.fetch_sync, ADMIN[0], ADMIN[1], path, "127.0.0.1", headers=client_headers(token))
+        return self.ns.call(h.fetch_sync, ADMIN[0], ADMIN[1], path, "127.0.0.1", headers=client_headers(token))
+
+    def api(self, path: str) -> Any:
+        reply = self.admin_get(path)
         return None if reply is None or reply.status != 200 else json.loads(reply.body)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
