@@ -118,9 +118,9 @@ def guard(bound: str, token: str, where: str, metrics_auth: bool = False) -> Mid
         if not loopback_host(request.host, bound, local):
             return web.Response(status=421, text="misdirected request: Host must name this machine's loopback "
                                 "or the admin address\n")
+        if request.path == "/" and matches(request.query.get("token"), token):
+            return dashboard_login(token)
         if request.path not in open_paths and not authorized(request, token):
-            if request.path == "/" and matches(request.query.get("token"), token):
-                return dashboard_login(token)
             return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="gateweave"'},
                                 text=f"unauthorized: send Authorization: Bearer <token>; the token is in {where}\n")
         response = await handler(request)

@@ -73,7 +73,8 @@ def write_new_token(path: Path) -> str:
 
 def matches(given: str | None, token: str) -> bool:
     """Whether ``given`` is ``token`` (compared in constant time)."""
-    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+    # (a hostile header may hold anything: replaced, it still never equals a token)
+    return given is not None and hmac.compare_digest(given.encode(errors="replace"), token.encode(errors="replace"))
 
 
 def bearer(header: str | None) -> str | None:
