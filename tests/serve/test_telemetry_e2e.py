@@ -396,7 +396,7 @@ async def test_parameters_set_each_gateways_access_log_and_tracing(tmp_path: Pat
             text = (tmp_path / "all.yaml").read_text()
 
             async def errors() -> str | None:
-                async with httpx.AsyncClient(timeout=5) as client:
+                async with httpx.AsyncClient(timeout=5, headers=served.admin.headers) as client:
                     items = (await client.get(f"{served.admin.url}/api/errors")).json()["items"]
                 return json.dumps(items) if items else None
 
