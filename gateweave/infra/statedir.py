@@ -14,8 +14,8 @@ so a reused pid is never mistaken for one of ours. ``gateweave status --state-di
 records of a directory whose lock nobody holds: Envoys running without a controller.
 
 The default directory is derived from what is served (the config directory's absolute path):
-``/var/lib/gateweave/<name>-<hash>`` for root, else
-``${XDG_STATE_HOME:-~/.local/state}/gateweave/<name>-<hash>``.
+``$GATEWEAVE_STATE_ROOT/<name>-<hash>`` when that is set, else ``/var/lib/gateweave/<name>-<hash>``
+for root, else ``${XDG_STATE_HOME:-~/.local/state}/gateweave/<name>-<hash>``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ class StateDirError(OperatorError):
     """An operator's problem with the state directory, said in one line."""
 
 
+STATE_ROOT_ENV = "GATEWEAVE_STATE_ROOT"  # where default state directories go, if set
+
+
 def state_root() -> Path:
+    if os.environ.get(STATE_ROOT_ENV):
+        return Path(os.environ[STATE_ROOT_ENV])
     if os.geteuid() == 0:
         return Path("/var/lib/gateweave")
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gateweave.infra import statedir
 from gateweave.infra.statedir import (
     EnvoyRecord,
     StateDir,
@@ -124,3 +125,15 @@ def test_a_record_is_of_that_very_process(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_default_state_directories_go_under_gateweave_state_root_when_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(statedir.STATE_ROOT_ENV, str(tmp_path))
+    assert statedir.default_state_dir("/etc/gw").parent == tmp_path
+    monkeypatch.delenv(statedir.STATE_ROOT_ENV)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    expected = Path("/var/lib/gateweave") if os.geteuid() == 0 else tmp_path / "xdg" / "gateweave"
+    assert statedir.default_state_dir("/etc/gw").parent == expected
+    assert statedir.default_state_dir("/etc/gw").name.startswith("gw-")
