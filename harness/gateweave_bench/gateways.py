@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from gateweave.admintoken import AdminTokenError, client_headers, client_token
+from gateweave.infra import statedir
 from gateweave_bench import harness as h
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
@@ -67,14 +68,10 @@ def _free_port() -> int:
         return port
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(entry.name))
-    return out
+def _envoys(state: Path) -> list[int]:
+    """The running Envoys of a serve, from its state directory's records (they are not its
+    children: serve starts them detached, so that they outlive it)."""
+    return [r.pid for r in statedir.records(state / statedir.ENVOYS_DIR, prune=False) if r.alive()]
 
 
 def _rss_kb(pid: int) -> int:
@@ -85,9 +82,9 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _programmed(admin: str, config: Path, gateways: int) -> int:
+def _programmed(admin: str, state: Path, gateways: int) -> int:
     try:
-        token = client_token(None, config_dir=str(config))  # the one serve wrote to its state directory
+        token = client_token(None, state_dir=str(state))  # the one serve wrote to its state directory
         items = httpx.get(f"http://{admin}/api/objects", headers=client_headers(token), timeout=10).json()["items"]
     except (httpx.HTTPError, ValueError, KeyError, AdminTokenError):
         return 0
@@ -104,12 +101,14 @@ def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 6
     with tempfile.TemporaryDirectory(prefix="gateweave-bench-gateways-") as tmp:
         config = Path(tmp) / "config"
         config.mkdir()
+        state = Path(tmp) / "state"
         h.write_manifests(config / "objects.yaml", objects(gateways, routes, merged))
         admin = f"127.0.0.1:{_free_port()}"
         start = time.perf_counter()
         with (Path(tmp) / "serve.log").open("wb") as out:
             proc = subprocess.Popen(
-                [GATEWEAVE, "--log-level", "warning", "serve", "--config-dir", str(config), "--admin-address", admin],
+                [GATEWEAVE, "--log-level", "warning", "serve", "--config-dir", str(config), "--state-dir", str(state),
+                 "--admin-address", admin],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             )
         try:
@@ -120,10 +119,10 @@ def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 6
                 if time.perf_counter() - start > timeout:
                     raise TimeoutError(f"{done} of {gateways} Gateways Programmed after {timeout} s")
                 time.sleep(poll)
-                done = _programmed(admin, config, gateways)
+                done = _programmed(admin, state, gateways)
             programmed_s = time.perf_counter() - start
             time.sleep(settle)
-            envoys = _children(proc.pid)
+            envoys = _envoys(state)
             serve_kb = _rss_kb(proc.pid)
             envoy_kb = sum(_rss_kb(pid) for pid in envoys)
             log(f"  {'merged' if merged else 'one Envoy per Gateway'}: {len(envoys)} Envoys, "
@@ -132,11 +131,11 @@ def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 6
                     "serve_rss_mb": round(serve_kb / 1024, 1), "envoys_rss_mb": round(envoy_kb / 1024, 1),
                     "rss_mb": round((serve_kb + envoy_kb) / 1024, 1)}
         finally:
-            _stop(proc)
+            _stop(proc, state)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    envoys = _children(proc.pid)
+def _stop(proc: subprocess.Popen[bytes], state: Path) -> None:
+    envoys = _envoys(state)
     if proc.poll() is None:
         proc.terminate()
         try:
