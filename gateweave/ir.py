@@ -503,6 +503,14 @@ class TCPProxy(_IR, kw_only=True, frozen=True):
     route: str = ""  # "<kind>/<ns>/<name>" of the route it serves (access logs); "": none
 
 
+class ClientSettings(_IR, kw_only=True, frozen=True):
+    """How an HTTP connection manager treats its clients (a ClientTrafficPolicy's effect)."""
+
+    xff_trusted_hops: int = 0  # the client address is the Nth X-Forwarded-For entry from the right (0: the peer)
+    proxy_protocol: bool = False  # connections start with a PROXY protocol header (v1 or v2) giving the client address
+    proxy_protocol_optional: bool = False  # ... or may come without one
+
+
 class FilterChain(_IR, kw_only=True, frozen=True):
     """One filter chain of a TLS-capable port, selected by SNI.
 
@@ -516,6 +524,7 @@ class FilterChain(_IR, kw_only=True, frozen=True):
     tls: TLSTermination | None = None  # None: passthrough
     http: RouteConfig | None = None
     tcp: TCPProxy | None = None
+    client: ClientSettings | None = None  # HTTPS: its listener's ClientTrafficPolicy effect
 
 
 class Port(_IR, kw_only=True, frozen=True):
@@ -534,6 +543,7 @@ class Port(_IR, kw_only=True, frozen=True):
     filter_chains: tuple[FilterChain, ...] = ()
     tcp: TCPProxy | None = None
     udp: TCPProxy | None = None
+    client: ClientSettings | None = None  # its listeners' ClientTrafficPolicy effect (HTTP, TLS, TCP)
 
 
 # ---------------------------------------------------------------- telemetry

@@ -132,6 +132,8 @@ class ListenerCtx:
     # Filled by the route side:
     attached_routes: int = 0
     routes: list[Any] = field(default_factory=list)  # route-side attachment records, in precedence order
+    # Filled by the policy stage: the governing ClientTrafficPolicy's effect (None: none)
+    client: ir.ClientSettings | None = None
 
     @property
     def name(self) -> str:

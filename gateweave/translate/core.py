@@ -31,7 +31,7 @@ from gateweave.translate import gateway, merging, routes, xdsir
 from gateweave.translate.context import Ctx, GatewayCtx
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.policies.attach import attach_policies
-from gateweave.translate.policies.effects import apply_route_effects
+from gateweave.translate.policies.effects import apply_listener_effects, apply_route_effects
 
 
 def context(snapshot: Snapshot, options: TranslateOptions) -> Ctx:
@@ -53,6 +53,7 @@ def policies(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     """Stage 4: Envoy Gateway's policies attached (their statuses; ``ctx.policies`` for the xDS IR)."""
     ctx.policies = attach_policies(ctx, gateways)
     apply_route_effects(ctx.policies, gateways)
+    apply_listener_effects(ctx.policies, gateways)
 
 
 def gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:

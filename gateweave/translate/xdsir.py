@@ -68,7 +68,7 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
     for port, _, family, name, lcs in port_plan(gw):
         if family == "HTTP":
             ports.append(ir.Port(name=name, port=port, protocol="HTTP", address=gw.address,
-                                 http=_route_config(name, lcs, used=used)))
+                                 http=_route_config(name, lcs, used=used), client=port_client(lcs)))
         else:
             l4 = l4_port(name, port, gw.address, family, lcs, functools.partial(_https_config, used=used))
             used |= proxy_clusters(l4)
@@ -101,9 +101,10 @@ def l4_port(name: str, port: int, address: str, family: str, lcs: list[ListenerC
     """A TLS, TCP or UDP Envoy listener (``family`` from :func:`port_plan`) on ``address``."""
     if family == "TLS":
         return ir.Port(name=name, port=port, protocol="TLS", address=address,
-                       filter_chains=_filter_chains(name, lcs, https_config))
+                       filter_chains=_filter_chains(name, lcs, https_config), client=port_client(lcs))
     if family == "TCP":
-        return ir.Port(name=name, port=port, protocol="TCP", address=address, tcp=_l4_proxy(name, lcs, "TCPRoute"))
+        return ir.Port(name=name, port=port, protocol="TCP", address=address, tcp=_l4_proxy(name, lcs, "TCPRoute"),
+                       client=port_client(lcs))
     return ir.Port(name=name, port=port, protocol="UDP", address=address, udp=_l4_proxy(name, lcs, "UDPRoute"))
 
 
@@ -271,7 +272,15 @@ def https_chain(name: str, lc: ListenerCtx, peers: list[ListenerCtx], https_conf
         server_names=(lc.hostname,) if lc.hostname else (),
         tls=lc.tls,
         http=https_config(cname, lc, peers),
+        client=lc.client,
     )
+
+
+def port_client(lcs: list[ListenerCtx]) -> ir.ClientSettings | None:
+    """The client settings of a port (one Envoy listener, and for HTTP one connection manager,
+    for its listeners, most specific first): those of the most specific listener a
+    ClientTrafficPolicy governs."""
+    return next((lc.client for lc in lcs if lc.client is not None), None)
 
 
 def _l4_proxy(name: str, lcs: list[ListenerCtx], kind: str) -> ir.TCPProxy:

@@ -12,6 +12,7 @@ from envoy.extensions.filters.http.fault.v3 import fault_pb2
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2
+from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -39,6 +40,7 @@ TCP_PROXY_FILTER = "envoy.filters.network.tcp_proxy"
 ROUTER_FILTER = "envoy.filters.http.router"
 CORS_FILTER = "envoy.filters.http.cors"
 TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
+PROXY_PROTOCOL = "envoy.filters.listener.proxy_protocol"
 UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
 
 
@@ -118,11 +120,29 @@ def _rate_limited(config: ir.RouteConfig) -> bool:
     return any(r.rate_limit is not None for vh in config.virtual_hosts for r in vh.routes)
 
 
-def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig) -> lc.Filter:
+def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client: ir.ClientSettings | None) -> lc.Filter:
     ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
     security_filters = security.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
     hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config), security_filters)
+    if client is not None:
+        apply_client_settings(hcm, client)
     return lc.Filter(name=HCM_FILTER, typed_config=pack(hcm))
+
+
+def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientSettings) -> None:
+    """A ClientTrafficPolicy's effect on an HCM: the client address (remote address, which
+    authorization, rate limits by source and access logs read) is the ``xff_trusted_hops``-th
+    X-Forwarded-For entry from the right."""
+    hcm.xff_num_trusted_hops = client.xff_trusted_hops
+
+
+def _proxy_protocol(out: listener_pb2.Listener, client: ir.ClientSettings | None) -> None:
+    """A ClientTrafficPolicy's PROXY protocol: the listener's first filter reads the header (v1
+    or v2) and takes its source address as the connection's client address; a connection
+    without one is closed unless it is optional."""
+    if client is not None and client.proxy_protocol:
+        config = proxy_protocol_pb2.ProxyProtocol(allow_requests_without_proxy_protocol=client.proxy_protocol_optional)
+        out.listener_filters.insert(0, lc.ListenerFilter(name=PROXY_PROTOCOL, typed_config=pack(config)))
 
 
 def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy) -> list[lc.Filter]:
@@ -149,8 +169,9 @@ def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         raise ValueError(f"HTTP port {port.name} has no route config")
     out = _listener(port.name, port.address or gw.address, port.port)
     out.filter_chains.append(
-        lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http)])
+        lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http, port.client)])
     )
+    _proxy_protocol(out, port.client)
     return out
 
 
@@ -165,7 +186,7 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
         if chain.tls is None:
             raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
         out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
-        out.filters.append(_hcm_filter(gw, chain.name, chain.http))
+        out.filters.append(_hcm_filter(gw, chain.name, chain.http, chain.client))
     elif chain.tcp is not None:
         if chain.tls is not None:
             out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
@@ -186,6 +207,7 @@ def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         # No route attached yet: Envoy refuses a listener without filter chains, so the
         # port gets one without filters, which closes every connection.
         out.filter_chains.append(lc.FilterChain(name=port.name))
+    _proxy_protocol(out, port.client)
     return out
 
 
@@ -194,6 +216,7 @@ def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         raise ValueError(f"TCP port {port.name} has no proxy")
     out = _listener(port.name, port.address or gw.address, port.port)
     out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(gw, port.name, port.tcp)))
+    _proxy_protocol(out, port.client)
     return out
 
 

@@ -17,3 +17,13 @@ def backend_traffic_policy(name: str, route: str, spec: dict[str, Any]) -> dict[
         "metadata": h.meta(name),
         "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}], **spec},
     }
+
+
+def client_traffic_policy(name: str, gateway: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A ClientTrafficPolicy targeting the Gateway ``gateway`` (namespace default)."""
+    return {
+        "apiVersion": f"{EG}/v1alpha1",
+        "kind": "ClientTrafficPolicy",
+        "metadata": h.meta(name),
+        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}], **spec},
+    }

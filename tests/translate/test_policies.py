@@ -215,7 +215,8 @@ def _system() -> list[dict[str, Any]]:
             policy("rule", target=("HTTPRoute", "r2"), section="main"),
             policy("sel", target=None, selectors=[{"kind": "HTTPRoute", "matchLabels": {"team": "a"}}]),
             policy("refused", target=("HTTPRoute", "r2"), spec={"useClientProtocol": True}),
-            policy("c1", "ClientTrafficPolicy"), policy("c2", "ClientTrafficPolicy", section="other"),
+            policy("c1", "ClientTrafficPolicy", spec={"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}}),
+            policy("c2", "ClientTrafficPolicy", section="other"),
             policy("s1", "SecurityPolicy", target=("HTTPRoute", "r3"))]
 
 

@@ -5,7 +5,9 @@ holding a scope above it (:meth:`~gateweave.translate.policies.attach.PolicyInde
 :func:`apply_route_effects` gives each attachment the IR routes those policies change
 (``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR assembly
 (:func:`~gateweave.translate.xdsir.virtual_host`) serves those instead of the route's own.
-Nothing changes where no policy applies. The clusters a policy's effect adds (a SecurityPolicy's
+Nothing changes where no policy applies. A listener takes its governing ClientTrafficPolicy's
+effect (:func:`apply_listener_effects`, ``ListenerCtx.client``), which the xDS IR puts on its
+port (HTTP) or filter chain (HTTPS). The clusters a policy's effect adds (a SecurityPolicy's
 auth service) ride on the attachment too (``Attachment.effect_clusters``). A feature with an effect on routes adds it in its
 kind's ``route_effect`` (btp.py, security.py) and a line in ``_ROUTE_EFFECTS``.
 """
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from gateweave import ir
 from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import GatewayCtx
-from gateweave.translate.policies import btp, security
+from gateweave.translate.policies import btp, ctp, security
 from gateweave.translate.policies.attach import PolicyIndex, PolicyReport, spec_of
 
 _HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
@@ -72,3 +74,13 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                 if effects:
                     # A new attachment: the route side shares one between listeners.
                     lc.routes[k] = Attachment(att.translation, att.hostnames, effects, clusters or None)
+
+
+def apply_listener_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
+    """Each listener takes the effect of the ClientTrafficPolicy governing it (``ListenerCtx.client``)."""
+    if "ClientTrafficPolicy" not in index.holders:
+        return
+    for gw in gateways:
+        for lc in gw.all_listeners():
+            hit = index.for_listener("ClientTrafficPolicy", lc)
+            lc.client = ctp.listener_effect(spec_of(hit[1].policy)) if hit is not None else None

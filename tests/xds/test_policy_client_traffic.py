@@ -1,0 +1,120 @@
+"""A ClientTrafficPolicy in Envoy's configuration: the connection managers of the listeners it
+governs (and only those) take its client settings, validated by Envoy; bad values are refused
+with their place and the policy unapplied."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_pb2
+from envoy.extensions.filters.network.http_connection_manager.v3 import (
+    http_connection_manager_pb2 as hcm_pb2,
+)
+
+from gateweave.api import models as m
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions, translate
+from gateweave.xds import build
+from gateweave.xds.listeners import PROXY_PROTOCOL
+from gateweave.xds.validate import validate_with_envoy
+from tests.translate.test_policies import GW, base, models, only, policy, run
+
+XFF2 = {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 2}}}
+
+
+def hcm_of(listener: Any) -> hcm_pb2.HttpConnectionManager:
+    hcm = hcm_pb2.HttpConnectionManager()
+    listener.filter_chains[0].filters[0].typed_config.Unpack(hcm)
+    return hcm
+
+
+def hops(docs: list[dict[str, Any]]) -> dict[str, int]:
+    res = build(run(docs).xds["ns/gw"])
+    return {name: hcm_of(listener).xff_num_trusted_hops for name, listener in sorted(res.listeners.items())}
+
+
+def test_trusted_hops_on_every_listener_of_the_gateway_and_validated_by_envoy() -> None:
+    result = run([*base(), policy("c", "ClientTrafficPolicy", spec=XFF2)])
+    assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
+    res = build(result.xds["ns/gw"])
+    assert {name: hcm_of(lis).xff_num_trusted_hops for name, lis in res.listeners.items()} == {"ns/gw/8080": 2, "ns/gw/8081": 2}
+    assert all(hcm_of(lis).use_remote_address.value for lis in res.listeners.values())
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_a_listener_policy_governs_its_own_listener_over_the_gateways() -> None:
+    one = {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}}
+    assert hops([*base(), policy("c", "ClientTrafficPolicy", section="other", spec=XFF2)]) == {"ns/gw/8080": 0, "ns/gw/8081": 2}
+    assert hops([*base(), policy("g", "ClientTrafficPolicy", spec=one),
+                 policy("l", "ClientTrafficPolicy", section="other", spec=XFF2)]) == {"ns/gw/8080": 1, "ns/gw/8081": 2}
+
+
+def stored(spec: dict[str, Any]) -> Any:
+    """The translation with a ClientTrafficPolicy ``c`` on the Gateway as stored (not validated
+    against the CRD again: a file edited by hand, an object older than the CRD's rules)."""
+    bad = m.ClientTrafficPolicy(metadata=m.ObjectMeta(name="c", namespace="ns"),
+                                spec={"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}], **spec})
+    return translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+
+
+def test_bad_hops_are_refused_with_their_place_and_not_applied() -> None:
+    for bad in (-1, "2", True):
+        result = stored({"clientIPDetection": {"xForwardedFor": {"numTrustedHops": bad}}})
+        acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+        assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+        assert acc["message"] == (f"spec.clientIPDetection.xForwardedFor.numTrustedHops: {bad!r} is not a number of hops"
+                                  " (an integer, 0 or more)")
+        assert result.xds == run(base()).xds
+
+
+def test_other_client_ip_detection_fields_refused_by_name() -> None:
+    spec: dict[str, Any] = {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1, "disableXForwardedForAppend": True}}}
+    docs = [*base(), policy("c", "ClientTrafficPolicy", spec=spec)]
+    acc = only(run(docs), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.clientIPDetection.xForwardedFor.disableXForwardedForAppend is not supported by gateweave"
+    assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
+    spec = {"clientIPDetection": {"xForwardedFor": {"trustedCIDRs": ["10.0.0.0/8"]}}}
+    docs = [*base(), policy("c", "ClientTrafficPolicy", spec=spec)]
+    acc = only(run(docs), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.clientIPDetection.xForwardedFor.trustedCIDRs is not supported by gateweave"
+    assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
+
+
+def proxy_protocols(docs: list[dict[str, Any]]) -> dict[str, bool | None]:
+    """Per listener: whether its first listener filter reads the PROXY protocol optionally (None: none)."""
+    out: dict[str, bool | None] = {}
+    for name, listener in sorted(build(run(docs).xds["ns/gw"]).listeners.items()):
+        filters = [f for f in listener.listener_filters if f.name == PROXY_PROTOCOL]
+        out[name] = None
+        if filters:
+            assert listener.listener_filters[0].name == PROXY_PROTOCOL
+            config = proxy_protocol_pb2.ProxyProtocol()
+            filters[0].typed_config.Unpack(config)
+            out[name] = config.allow_requests_without_proxy_protocol
+    return out
+
+
+def test_proxy_protocol_required_optional_and_deprecated_switch() -> None:
+    def ctp(spec: dict[str, Any], section: str | None = None) -> list[dict[str, Any]]:
+        return [*base(), policy("c", "ClientTrafficPolicy", section=section, spec=spec)]
+
+    assert proxy_protocols(ctp({"proxyProtocol": {}})) == {"ns/gw/8080": False, "ns/gw/8081": False}
+    assert proxy_protocols(ctp({"proxyProtocol": {"optional": True}}, "other")) == {"ns/gw/8080": None, "ns/gw/8081": True}
+    assert proxy_protocols(ctp({"enableProxyProtocol": True})) == {"ns/gw/8080": False, "ns/gw/8081": False}
+    assert proxy_protocols(ctp({"enableProxyProtocol": False})) == {"ns/gw/8080": None, "ns/gw/8081": None}
+    # proxyProtocol takes precedence over the deprecated switch
+    assert proxy_protocols(ctp({"enableProxyProtocol": False, "proxyProtocol": {"optional": True}})) == {
+        "ns/gw/8080": True, "ns/gw/8081": True}
+    ok, message = validate_with_envoy(build(run(ctp({"proxyProtocol": {"optional": True}, **XFF2})).xds["ns/gw"]))
+    assert ok, message
+
+
+def test_bad_proxy_protocol_values_are_refused_with_their_place() -> None:
+    result = stored({"enableProxyProtocol": "yes", "proxyProtocol": {"optional": 1}})
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == "spec.enableProxyProtocol: 'yes' is not true or false; spec.proxyProtocol.optional: 1 is not true or false"
+    assert result.xds == run(base()).xds
+    acc = only(stored({"proxyProtocol": "on"}), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.proxyProtocol: 'on' is not an object"
