@@ -509,6 +509,11 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     xff_trusted_hops: int = 0  # the client address is the Nth X-Forwarded-For entry from the right (0: the peer)
     proxy_protocol: bool = False  # connections start with a PROXY protocol header (v1 or v2) giving the client address
     proxy_protocol_optional: bool = False  # ... or may come without one
+    # Seconds (0: none; None: Envoy's default): a request's whole reception, an HTTP connection
+    # without requests, a TCP proxy's connection without bytes either way.
+    request_received_timeout_s: float | None = None
+    http_idle_timeout_s: float | None = None
+    tcp_idle_timeout_s: float | None = None
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):
@@ -524,7 +529,7 @@ class FilterChain(_IR, kw_only=True, frozen=True):
     tls: TLSTermination | None = None  # None: passthrough
     http: RouteConfig | None = None
     tcp: TCPProxy | None = None
-    client: ClientSettings | None = None  # HTTPS: its listener's ClientTrafficPolicy effect
+    client: ClientSettings | None = None  # its listener's ClientTrafficPolicy effect (HTTPS; TLS: the TCP proxy)
 
 
 class Port(_IR, kw_only=True, frozen=True):

@@ -258,6 +258,7 @@ def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig)
                     tls=lc.tls if terminate else None,
                     tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp_terminated if terminate else att.translation.tcp,
                                     route=_route_id(att)),
+                    client=lc.client,
                 )
             )
     https = [ch for ch in chains if isinstance(ch, ListenerCtx)]

@@ -33,6 +33,7 @@ from gateweave.xds.routes import (
     LOCAL_RATELIMIT_FILTER,
     LOCAL_RATELIMIT_STAT_PREFIX,
     SESSION_FILTER,
+    duration,
 )
 
 HCM_FILTER = "envoy.filters.network.http_connection_manager"
@@ -131,9 +132,14 @@ def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client
 
 def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientSettings) -> None:
     """A ClientTrafficPolicy's effect on an HCM: the client address (remote address, which
-    authorization, rate limits by source and access logs read) is the ``xff_trusted_hops``-th
-    X-Forwarded-For entry from the right."""
+    authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry
+    from the right; a request not received whole within ``request_received_timeout_s`` gets 408;
+    a connection without requests for ``http_idle_timeout_s`` is closed."""
     hcm.xff_num_trusted_hops = client.xff_trusted_hops
+    if client.request_received_timeout_s is not None:
+        hcm.request_timeout.CopyFrom(duration(client.request_received_timeout_s))
+    if client.http_idle_timeout_s is not None:
+        hcm.common_http_protocol_options.idle_timeout.CopyFrom(duration(client.http_idle_timeout_s))
 
 
 def _proxy_protocol(out: listener_pb2.Listener, client: ir.ClientSettings | None) -> None:
@@ -145,15 +151,19 @@ def _proxy_protocol(out: listener_pb2.Listener, client: ir.ClientSettings | None
         out.listener_filters.insert(0, lc.ListenerFilter(name=PROXY_PROTOCOL, typed_config=pack(config)))
 
 
-def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy) -> list[lc.Filter]:
+def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy,
+                      client: ir.ClientSettings | None = None) -> list[lc.Filter]:
     """A tcp_proxy to the backends by weight; none able to take traffic: no filter,
-    so Envoy closes every connection."""
+    so Envoy closes every connection. ``client``: a ClientTrafficPolicy's effect (its TCP
+    idle timeout: a connection without bytes either way for that long is closed)."""
     backends = [b for b in proxy.backends if b.weight > 0]
     if not backends:
         return []
     config = tcp_proxy_pb2.TcpProxy(
         stat_prefix=stat_name(proxy.name), access_log=telemetry.session_access_logs(gw, listener, proxy, "TCP")
     )
+    if client is not None and client.tcp_idle_timeout_s is not None:
+        config.idle_timeout.CopyFrom(duration(client.tcp_idle_timeout_s))
     if len(backends) == 1:
         config.cluster = backends[0].cluster
     else:
@@ -190,7 +200,7 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
     elif chain.tcp is not None:
         if chain.tls is not None:
             out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
-        out.filters.extend(tcp_proxy_filters(gw, chain.name, chain.tcp))
+        out.filters.extend(tcp_proxy_filters(gw, chain.name, chain.tcp, chain.client))
     else:
         raise ValueError(f"filter chain {chain.name} has neither http nor tcp")
     return out
@@ -215,7 +225,7 @@ def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     if port.tcp is None:
         raise ValueError(f"TCP port {port.name} has no proxy")
     out = _listener(port.name, port.address or gw.address, port.port)
-    out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(gw, port.name, port.tcp)))
+    out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(gw, port.name, port.tcp, port.client)))
     _proxy_protocol(out, port.client)
     return out
 

@@ -143,3 +143,57 @@ async def test_client_address_from_forwarded_for_and_proxy_protocol(tmp_path: Pa
 
         await until(plain_served, 20, "a connection without a PROXY header served once it is optional")
         assert await raw_get(port, "b.example", proxy_v2(DENIED, port)) == 403
+
+
+async def closed_by_peer(reader: asyncio.StreamReader) -> bool:
+    """Whether the other end closes the connection (bounded wait: the timeouts under test are
+    a second, the defaults an hour)."""
+    try:
+        while await asyncio.wait_for(reader.read(65536), 15.0):
+            pass
+    except (ConnectionError, TimeoutError):
+        return False
+    return True
+
+
+async def test_client_timeouts_close_idle_and_slow_connections(tmp_path: Path, backends: dict[str, Any]) -> None:
+    port, tcp_port = free_port(IP), free_port(IP)
+    h.write_manifests(tmp_path / "base.yaml", [
+        h.gateway_class(),
+        h.gateway("gw", IP, [h.listener("http", "HTTP", port), h.listener("tcp", "TCP", tcp_port)]),
+        *h.service("svc-a", 80, backends["A"].port),
+        *h.service("svc-echo", 9000, backends["echo"].port),
+        route("a", "a.example", "svc-a"),
+        h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
+        client_traffic_policy("timeouts", "gw", {"timeout": {"http": {"idleTimeout": "1s", "requestReceivedTimeout": "1s"},
+                                                             "tcp": {"idleTimeout": "1s"}}}),
+    ])
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+        async def up() -> bool:
+            reply = await h.fetch(IP, port, "/", "a.example", timeout=0.5)
+            return reply is not None and reply.status == 200
+
+        await until(up, 20, "Envoy serving the Gateway")
+
+        # an HTTP connection left idle after its request is closed
+        reader, writer = await asyncio.open_connection(IP, port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readline(), 5.0)).startswith(b"HTTP/1.1 200")
+        assert await closed_by_peer(reader)
+        writer.close()
+
+        # a request whose body never comes whole gets 408
+        reader, writer = await asyncio.open_connection(IP, port)
+        writer.write(b"POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 10\r\n\r\nabc")
+        await writer.drain()
+        assert (await asyncio.wait_for(reader.readline(), 15.0)).startswith(b"HTTP/1.1 408")
+        writer.close()
+
+        # a proxied TCP connection without bytes either way is closed, after echoing
+        reader, writer = await asyncio.open_connection(IP, tcp_port)
+        writer.write(b"ping")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readexactly(4), 5.0) == b"ping"
+        assert await closed_by_peer(reader)
+        writer.close()

@@ -10,6 +10,7 @@ from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_p
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
+from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
@@ -118,3 +119,47 @@ def test_bad_proxy_protocol_values_are_refused_with_their_place() -> None:
     assert result.xds == run(base()).xds
     acc = only(stored({"proxyProtocol": "on"}), "c", "ClientTrafficPolicy")["Accepted"]
     assert acc["message"] == "spec.proxyProtocol: 'on' is not an object"
+
+
+def with_tcp() -> list[dict[str, Any]]:
+    """base() with a TCP listener ``tcp`` (port 9000) and a TCPRoute to the Service on it."""
+    docs = base()
+    gateway = next(d for d in docs if d["kind"] == "Gateway")
+    gateway["spec"]["listeners"].append({"name": "tcp", "port": 9000, "protocol": "TCP"})
+    docs.append({"apiVersion": f"{GW}/v1alpha2", "kind": "TCPRoute", "metadata": {"name": "t", "namespace": "ns"},
+                 "spec": {"parentRefs": [{"name": "gw", "sectionName": "tcp"}],
+                          "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}})
+    return docs
+
+
+def test_timeouts_on_the_connection_managers_and_tcp_proxies() -> None:
+    spec = {"timeout": {"http": {"requestReceivedTimeout": "2s", "idleTimeout": "1m30s"}, "tcp": {"idleTimeout": "500ms"}}}
+    result = run([*with_tcp(), policy("c", "ClientTrafficPolicy", spec=spec)])
+    assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
+    res = build(result.xds["ns/gw"])
+    for name in ("ns/gw/8080", "ns/gw/8081"):
+        hcm = hcm_of(res.listeners[name])
+        assert hcm.request_timeout.ToMilliseconds() == 2000
+        assert hcm.common_http_protocol_options.idle_timeout.ToSeconds() == 90
+    proxy = tcp_proxy_pb2.TcpProxy()
+    res.listeners["ns/gw/9000"].filter_chains[0].filters[0].typed_config.Unpack(proxy)
+    assert proxy.idle_timeout.ToMilliseconds() == 500
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    # without a policy: Envoy's defaults (no field set)
+    plain = build(run(with_tcp()).xds["ns/gw"])
+    assert not hcm_of(plain.listeners["ns/gw/8080"]).HasField("request_timeout")
+    assert not hcm_of(plain.listeners["ns/gw/8080"]).common_http_protocol_options.HasField("idle_timeout")
+    plain.listeners["ns/gw/9000"].filter_chains[0].filters[0].typed_config.Unpack(proxy := tcp_proxy_pb2.TcpProxy())
+    assert not proxy.HasField("idle_timeout")
+
+
+def test_bad_timeouts_are_refused_with_their_place() -> None:
+    result = stored({"timeout": {"http": {"idleTimeout": "soon"}, "tcp": {"idleTimeout": "1d"}}})
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == ("spec.timeout.http.idleTimeout 'soon' is not a duration; "
+                              "spec.timeout.tcp.idleTimeout '1d' is not a duration")
+    assert result.xds == run(base()).xds
+    acc = only(stored({"timeout": {"http": "2s"}}), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.timeout: Expected `object | null`, got `str` - at `$.http`"

@@ -9,14 +9,18 @@ the effect of the policy that governs it
 
 Implemented: the client address from trusted X-Forwarded-For hops
 (``clientIPDetection.xForwardedFor.numTrustedHops``); the PROXY protocol (``proxyProtocol``,
-and the deprecated ``enableProxyProtocol``).
+and the deprecated ``enableProxyProtocol``); the client-side timeouts (``timeout.http``
+``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from gateweave import ir
+from gateweave.translate.policies import specvalue
 
 IMPLEMENTED: frozenset[str] = frozenset({
     "clientIPDetection",
@@ -25,7 +29,37 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "enableProxyProtocol",
     "proxyProtocol",
     "proxyProtocol.optional",
+    "timeout", "timeout.http", "timeout.http.requestReceivedTimeout", "timeout.http.idleTimeout",
+    "timeout.tcp", "timeout.tcp.idleTimeout",
 })
+
+
+class _HTTPTimeout(msgspec.Struct, frozen=True, rename="camel"):
+    request_received_timeout: str | None = None
+    idle_timeout: str | None = None
+
+
+class _TCPTimeout(msgspec.Struct, frozen=True, rename="camel"):
+    idle_timeout: str | None = None
+
+
+class _Timeout(msgspec.Struct, frozen=True):
+    http: _HTTPTimeout | None = None
+    tcp: _TCPTimeout | None = None
+
+
+def _timeouts(spec: dict[str, Any], out: list[str]) -> tuple[float | None, float | None, float | None]:
+    """(the HTTP request received, HTTP idle, TCP idle timeouts) in seconds, None when unset;
+    problems go to ``out``."""
+    timeout = specvalue.field(spec, "timeout", _Timeout)
+    if not isinstance(timeout, _Timeout):
+        if timeout is not None:
+            out.append(timeout)
+        return None, None, None
+    http, tcp = timeout.http or _HTTPTimeout(), timeout.tcp or _TCPTimeout()
+    return (specvalue.seconds(http.request_received_timeout, "spec.timeout.http.requestReceivedTimeout", out),
+            specvalue.seconds(http.idle_timeout, "spec.timeout.http.idleTimeout", out),
+            specvalue.seconds(tcp.idle_timeout, "spec.timeout.tcp.idleTimeout", out))
 
 _HOPS_AT = "spec.clientIPDetection.xForwardedFor.numTrustedHops"
 
@@ -58,6 +92,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     proxy = spec.get("proxyProtocol")
     if proxy is not None and not isinstance(proxy, dict):
         out.append(f"spec.proxyProtocol: {proxy!r} is not an object")
+    _timeouts(spec, out)
     return out
 
 
@@ -66,7 +101,10 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
     None when it changes nothing."""
     hops = _hops(spec)
     proxy, optional = _proxy(spec)
+    request, http_idle, tcp_idle = _timeouts(spec, [])
     settings = ir.ClientSettings(xff_trusted_hops=hops if isinstance(hops, int) else 0,
                                  proxy_protocol=proxy is not None and proxy is not False,
-                                 proxy_protocol_optional=optional is True)
+                                 proxy_protocol_optional=optional is True,
+                                 request_received_timeout_s=request, http_idle_timeout_s=http_idle,
+                                 tcp_idle_timeout_s=tcp_idle)
     return None if settings == ir.ClientSettings() else settings
