@@ -514,6 +514,9 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     request_received_timeout_s: float | None = None
     http_idle_timeout_s: float | None = None
     tcp_idle_timeout_s: float | None = None
+    max_connections: int | None = None  # concurrent connections per filter chain; beyond: closed at once
+    buffer_limit_bytes: int | None = None  # the Envoy listener's per-connection read and write buffers
+    max_accept_per_event: int | None = None  # connections accepted per socket event (0: any number)
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):

@@ -14,6 +14,7 @@ from envoy.extensions.filters.http.router.v3 import router_pb2
 from envoy.extensions.filters.http.stateful_session.v3 import stateful_session_pb2
 from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_pb2
 from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2
+from envoy.extensions.filters.network.connection_limit.v3 import connection_limit_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
@@ -42,6 +43,7 @@ ROUTER_FILTER = "envoy.filters.http.router"
 CORS_FILTER = "envoy.filters.http.cors"
 TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
 PROXY_PROTOCOL = "envoy.filters.listener.proxy_protocol"
+CONNECTION_LIMIT = "envoy.filters.network.connection_limit"
 UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
 
 
@@ -151,6 +153,29 @@ def _proxy_protocol(out: listener_pb2.Listener, client: ir.ClientSettings | None
         out.listener_filters.insert(0, lc.ListenerFilter(name=PROXY_PROTOCOL, typed_config=pack(config)))
 
 
+def _limited(filters: list[lc.Filter], name: str, client: ir.ClientSettings | None) -> list[lc.Filter]:
+    """``filters`` (a filter chain's) behind a ClientTrafficPolicy's connection limit: the chain's
+    connection beyond ``max_connections`` at once is closed. A chain without filters closes
+    every connection already."""
+    if not filters or client is None or client.max_connections is None:
+        return filters
+    config = connection_limit_pb2.ConnectionLimit(stat_prefix=stat_name(name))
+    config.max_connections.value = client.max_connections
+    return [lc.Filter(name=CONNECTION_LIMIT, typed_config=pack(config)), *filters]
+
+
+def _listener_settings(out: listener_pb2.Listener, client: ir.ClientSettings | None) -> None:
+    """A ClientTrafficPolicy's effects on the whole Envoy listener: the PROXY protocol, the
+    per-connection buffer limit and the connections accepted per socket event."""
+    _proxy_protocol(out, client)
+    if client is None:
+        return
+    if client.buffer_limit_bytes is not None:
+        out.per_connection_buffer_limit_bytes.value = client.buffer_limit_bytes
+    if client.max_accept_per_event:
+        out.max_connections_to_accept_per_socket_event.value = client.max_accept_per_event
+
+
 def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy,
                       client: ir.ClientSettings | None = None) -> list[lc.Filter]:
     """A tcp_proxy to the backends by weight; none able to take traffic: no filter,
@@ -179,9 +204,9 @@ def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         raise ValueError(f"HTTP port {port.name} has no route config")
     out = _listener(port.name, port.address or gw.address, port.port)
     out.filter_chains.append(
-        lc.FilterChain(name=port.name, filters=[_hcm_filter(gw, port.name, port.http, port.client)])
+        lc.FilterChain(name=port.name, filters=_limited([_hcm_filter(gw, port.name, port.http, port.client)], port.name, port.client))
     )
-    _proxy_protocol(out, port.client)
+    _listener_settings(out, port.client)
     return out
 
 
@@ -196,11 +221,11 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
         if chain.tls is None:
             raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
         out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
-        out.filters.append(_hcm_filter(gw, chain.name, chain.http, chain.client))
+        out.filters.extend(_limited([_hcm_filter(gw, chain.name, chain.http, chain.client)], chain.name, chain.client))
     elif chain.tcp is not None:
         if chain.tls is not None:
             out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
-        out.filters.extend(tcp_proxy_filters(gw, chain.name, chain.tcp, chain.client))
+        out.filters.extend(_limited(tcp_proxy_filters(gw, chain.name, chain.tcp, chain.client), chain.name, chain.client))
     else:
         raise ValueError(f"filter chain {chain.name} has neither http nor tcp")
     return out
@@ -217,7 +242,7 @@ def tls_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         # No route attached yet: Envoy refuses a listener without filter chains, so the
         # port gets one without filters, which closes every connection.
         out.filter_chains.append(lc.FilterChain(name=port.name))
-    _proxy_protocol(out, port.client)
+    _listener_settings(out, port.client)
     return out
 
 
@@ -225,8 +250,9 @@ def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     if port.tcp is None:
         raise ValueError(f"TCP port {port.name} has no proxy")
     out = _listener(port.name, port.address or gw.address, port.port)
-    out.filter_chains.append(lc.FilterChain(name=port.name, filters=tcp_proxy_filters(gw, port.name, port.tcp, port.client)))
-    _proxy_protocol(out, port.client)
+    filters = _limited(tcp_proxy_filters(gw, port.name, port.tcp, port.client), port.name, port.client)
+    out.filter_chains.append(lc.FilterChain(name=port.name, filters=filters))
+    _listener_settings(out, port.client)
     return out
 
 

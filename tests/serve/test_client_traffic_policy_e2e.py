@@ -57,12 +57,15 @@ def proxy_v2(source: str, port: int) -> bytes:
 async def raw_get(port: int, host: str, preface: bytes = b"") -> int | None:
     """The status of a GET sent on a plain socket after ``preface``; None when the connection is
     closed without an answer."""
-    reader, writer = await asyncio.open_connection(IP, port)
+    try:
+        reader, writer = await asyncio.open_connection(IP, port)
+    except ConnectionError:
+        return None
     try:
         writer.write(preface + f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
         await writer.drain()
         head = await asyncio.wait_for(reader.readline(), 5.0)
-    except (ConnectionError, asyncio.IncompleteReadError):
+    except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
         return None
     finally:
         writer.close()
@@ -197,3 +200,49 @@ async def test_client_timeouts_close_idle_and_slow_connections(tmp_path: Path, b
         assert await asyncio.wait_for(reader.readexactly(4), 5.0) == b"ping"
         assert await closed_by_peer(reader)
         writer.close()
+
+
+async def test_connection_limit_closes_the_connection_beyond_it(tmp_path: Path, backends: dict[str, Any]) -> None:
+    port = free_port(IP)
+    write_base(tmp_path, IP, port, backends)
+    h.write_manifests(tmp_path / "routes.yaml", [
+        route("a", "a.example", "svc-a"),
+        client_traffic_policy("limit", "gw", {"connection": {"connectionLimit": {"value": 2}, "bufferLimit": "64Ki"}}),
+    ])
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+        async def up() -> bool:
+            return await raw_get(port, "a.example") == 200
+
+        await until(up, 20, "Envoy serving the Gateway")
+        held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        try:
+            async def hold_two() -> bool:
+                # two kept-alive connections, each served (a closed one left over from up() may still count)
+                while len(held) < 2:
+                    reader, writer = await asyncio.open_connection(IP, port)
+                    try:
+                        writer.write(b"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n")
+                        await writer.drain()
+                        line = await asyncio.wait_for(reader.readline(), 5.0)
+                    except (ConnectionError, TimeoutError):
+                        line = b""
+                    if not line.startswith(b"HTTP/1.1 200"):
+                        writer.close()
+                        return False
+                    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+                    held.append((reader, writer))
+                return True
+
+            await until(hold_two, 20, "two connections held open")
+            # the third concurrent connection is closed without an answer
+            assert await raw_get(port, "a.example") is None
+            # one of the two closed: a new connection is served again
+            held.pop()[1].close()
+
+            async def served_again() -> bool:
+                return await raw_get(port, "a.example") == 200
+
+            await until(served_again, 20, "a connection served once one of the two is closed")
+        finally:
+            for _, writer in held:
+                writer.close()

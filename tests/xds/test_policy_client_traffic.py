@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_pb2
+from envoy.extensions.filters.network.connection_limit.v3 import connection_limit_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
@@ -16,7 +17,7 @@ from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
 from gateweave.xds import build
-from gateweave.xds.listeners import PROXY_PROTOCOL
+from gateweave.xds.listeners import CONNECTION_LIMIT, PROXY_PROTOCOL
 from gateweave.xds.validate import validate_with_envoy
 from tests.translate.test_policies import GW, base, models, only, policy, run
 
@@ -163,3 +164,40 @@ def test_bad_timeouts_are_refused_with_their_place() -> None:
     assert result.xds == run(base()).xds
     acc = only(stored({"timeout": {"http": "2s"}}), "c", "ClientTrafficPolicy")["Accepted"]
     assert acc["message"] == "spec.timeout: Expected `object | null`, got `str` - at `$.http`"
+
+
+def test_connection_limit_and_buffer_limit() -> None:
+    spec = {"connection": {"connectionLimit": {"value": 3}, "bufferLimit": "64Ki"}}
+    result = run([*with_tcp(), policy("c", "ClientTrafficPolicy", spec=spec)])
+    assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
+    res = build(result.xds["ns/gw"])
+    for name in ("ns/gw/8080", "ns/gw/8081", "ns/gw/9000"):
+        listener = res.listeners[name]
+        assert listener.per_connection_buffer_limit_bytes.value == 65536
+        assert listener.max_connections_to_accept_per_socket_event.value == 1  # the CRD's default
+        first, terminal = listener.filter_chains[0].filters
+        assert first.name == CONNECTION_LIMIT and terminal.name != CONNECTION_LIMIT
+        config = connection_limit_pb2.ConnectionLimit()
+        first.typed_config.Unpack(config)
+        assert config.max_connections.value == 3
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    plain = build(run(with_tcp()).xds["ns/gw"])
+    assert all(not lis.HasField("per_connection_buffer_limit_bytes") and len(lis.filter_chains[0].filters) == 1
+               for lis in plain.listeners.values())
+
+
+def test_bad_connection_values_are_refused_with_their_place() -> None:
+    result = stored({"connection": {"connectionLimit": {"value": 0}, "bufferLimit": "8Gi"}})
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == ("spec.connection.connectionLimit.value: 0 is not a number of connections (1 to 4294967295); "
+                              "spec.connection.bufferLimit '8Gi' is more than 4294967295 bytes")
+    assert result.xds == run(base()).xds
+    acc = only(stored({"connection": {"bufferLimit": "lots"}}), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.connection.bufferLimit 'lots' is not a number of bytes"
+    refused = only(run([*base(), policy("c", "ClientTrafficPolicy", spec={"connection": {"connectionLimit": {
+        "value": 2, "closeDelay": "1s"}}})]), "c", "ClientTrafficPolicy")["Accepted"]
+    assert refused["message"] == "spec.connection.connectionLimit.closeDelay is not supported by gateweave"
+    unlimited = build(run([*base(), policy("c", "ClientTrafficPolicy", spec={"connection": {"maxAcceptPerSocketEvent": 0}})]).xds["ns/gw"])
+    assert not unlimited.listeners["ns/gw/8080"].HasField("max_connections_to_accept_per_socket_event")

@@ -10,7 +10,9 @@ the effect of the policy that governs it
 Implemented: the client address from trusted X-Forwarded-For hops
 (``clientIPDetection.xForwardedFor.numTrustedHops``); the PROXY protocol (``proxyProtocol``,
 and the deprecated ``enableProxyProtocol``); the client-side timeouts (``timeout.http``
-``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``).
+``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``); connection limits
+(``connection.connectionLimit.value``, ``connection.bufferLimit``,
+``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1).
 """
 
 from __future__ import annotations
@@ -31,7 +33,37 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "proxyProtocol.optional",
     "timeout", "timeout.http", "timeout.http.requestReceivedTimeout", "timeout.http.idleTimeout",
     "timeout.tcp", "timeout.tcp.idleTimeout",
+    "connection", "connection.connectionLimit", "connection.connectionLimit.value", "connection.bufferLimit",
+    "connection.maxAcceptPerSocketEvent",
 })
+
+_UINT32 = 2**32 - 1
+
+
+def _count(value: Any, at: str, what: str, least: int, out: list[str]) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not least <= value <= _UINT32):
+        out.append(f"{at}: {value!r} is not a number of {what} ({least} to {_UINT32})")
+        return None
+    return value
+
+
+def _connection(spec: dict[str, Any], out: list[str]) -> tuple[int | None, int | None, int | None]:
+    """(the most concurrent connections, the per-connection buffer limit in bytes, the most
+    connections accepted per socket event (0: any number)), None when unset; problems go to ``out``."""
+    connection = spec.get("connection")
+    if connection is None:
+        return None, None, None
+    if not isinstance(connection, dict):
+        out.append(f"spec.connection: {connection!r} is not an object")
+        return None, None, None
+    limit = connection.get("connectionLimit")
+    value = limit.get("value") if isinstance(limit, dict) else None
+    if limit is not None and not isinstance(limit, dict):
+        out.append(f"spec.connection.connectionLimit: {limit!r} is not an object")
+    value = _count(value, "spec.connection.connectionLimit.value", "connections", 1, out)
+    buffer = specvalue.byte_count(connection.get("bufferLimit"), "spec.connection.bufferLimit", out, _UINT32)
+    accept = _count(connection.get("maxAcceptPerSocketEvent"), "spec.connection.maxAcceptPerSocketEvent", "connections", 0, out)
+    return value, buffer, accept
 
 
 class _HTTPTimeout(msgspec.Struct, frozen=True, rename="camel"):
@@ -93,6 +125,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     if proxy is not None and not isinstance(proxy, dict):
         out.append(f"spec.proxyProtocol: {proxy!r} is not an object")
     _timeouts(spec, out)
+    _connection(spec, out)
     return out
 
 
@@ -102,9 +135,11 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
     hops = _hops(spec)
     proxy, optional = _proxy(spec)
     request, http_idle, tcp_idle = _timeouts(spec, [])
+    max_connections, buffer_limit, accept = _connection(spec, [])
     settings = ir.ClientSettings(xff_trusted_hops=hops if isinstance(hops, int) else 0,
                                  proxy_protocol=proxy is not None and proxy is not False,
                                  proxy_protocol_optional=optional is True,
                                  request_received_timeout_s=request, http_idle_timeout_s=http_idle,
-                                 tcp_idle_timeout_s=tcp_idle)
+                                 tcp_idle_timeout_s=tcp_idle, max_connections=max_connections,
+                                 buffer_limit_bytes=buffer_limit, max_accept_per_event=accept)
     return None if settings == ir.ClientSettings() else settings

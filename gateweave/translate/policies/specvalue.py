@@ -1,4 +1,5 @@
-"""Reading a stored policy spec's values: a field as a typed struct, a duration in seconds.
+"""Reading a stored policy spec's values: a field as a typed struct, a duration in seconds, a
+number of bytes.
 
 A stored object is not validated again (a file edited by hand, an object written before the
 CRD's rules): a value of the wrong shape is a problem named with its place, never an error.
@@ -6,6 +7,7 @@ CRD's rules): a value of the wrong shape is a problem named with its place, neve
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 import msgspec
@@ -36,3 +38,24 @@ def seconds(text: str | None, at: str, out: list[str]) -> float | None:
     except RuleError:
         out.append(f"{at} {text!r} is not a duration")
         return None
+
+
+_QUANTITY = re.compile(r"([1-9][0-9]*)([EPTGMK]i|[EPTGMk])?")
+_QUANTITY_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+                   "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def byte_count(value: Any, at: str, out: list[str], most: int) -> int | None:
+    """A Kubernetes quantity of bytes (``32768``, ``"1Mi"``, ``"64k"``) at ``at`` as an integer;
+    a problem in ``out`` when it is not one or exceeds ``most``; None when unset."""
+    if value is None:
+        return None
+    match = _QUANTITY.fullmatch(str(value)) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    if match is None:
+        out.append(f"{at} {value!r} is not a number of bytes")
+        return None
+    count = int(match.group(1)) * _QUANTITY_UNITS[match.group(2)]
+    if count > most:
+        out.append(f"{at} {value!r} is more than {most} bytes")
+        return None
+    return count
