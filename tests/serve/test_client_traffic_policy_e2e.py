@@ -27,7 +27,7 @@ from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import until, write_base
-from tests.support.policies import EG, client_traffic_policy
+from tests.support.policies import client_traffic_policy, policy
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -87,10 +87,8 @@ async def test_client_address_from_forwarded_for_and_proxy_protocol(tmp_path: Pa
     write_base(tmp_path, IP, port, backends)
     h.write_manifests(tmp_path / "routes.yaml", [
         route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b"),
-        {"apiVersion": f"{EG}/v1alpha1", "kind": "SecurityPolicy", "metadata": h.meta("deny"),
-         "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "b"}],
-                  "authorization": {"defaultAction": "Allow", "rules": [
-                      {"action": "Deny", "principal": {"clientCIDRs": [f"{DENIED}/32"]}}]}}},
+        policy("SecurityPolicy", "deny", "HTTPRoute", "b", {"authorization": {"defaultAction": "Allow", "rules": [
+            {"action": "Deny", "principal": {"clientCIDRs": [f"{DENIED}/32"]}}]}}),
     ])
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         async def up() -> bool:

@@ -9,21 +9,21 @@ from gateweave_bench import harness as h
 EG = "gateway.envoyproxy.io"
 
 
-def backend_traffic_policy(name: str, route: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """A BackendTrafficPolicy targeting the HTTPRoute ``route`` (namespace default)."""
+def policy(kind: str, name: str, target_kind: str, target: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A policy of ``kind`` (namespace default) targeting the ``target_kind`` ``target``."""
     return {
         "apiVersion": f"{EG}/v1alpha1",
-        "kind": "BackendTrafficPolicy",
+        "kind": kind,
         "metadata": h.meta(name),
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}], **spec},
+        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": target_kind, "name": target}], **spec},
     }
+
+
+def backend_traffic_policy(name: str, route: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A BackendTrafficPolicy targeting the HTTPRoute ``route`` (namespace default)."""
+    return policy("BackendTrafficPolicy", name, "HTTPRoute", route, spec)
 
 
 def client_traffic_policy(name: str, gateway: str, spec: dict[str, Any]) -> dict[str, Any]:
     """A ClientTrafficPolicy targeting the Gateway ``gateway`` (namespace default)."""
-    return {
-        "apiVersion": f"{EG}/v1alpha1",
-        "kind": "ClientTrafficPolicy",
-        "metadata": h.meta(name),
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway}], **spec},
-    }
+    return policy("ClientTrafficPolicy", name, "Gateway", gateway, spec)
