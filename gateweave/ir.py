@@ -517,6 +517,7 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     max_connections: int | None = None  # concurrent connections per filter chain; beyond: closed at once
     buffer_limit_bytes: int | None = None  # the Envoy listener's per-connection read and write buffers
     max_accept_per_event: int | None = None  # connections accepted per socket event (0: any number)
+    headers_with_underscores: str = ""  # Allow, RejectRequest (400) or DropHeader; "": Envoy's default (Allow)
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envoy.config.core.v3 import address_pb2
+from envoy.config.core.v3 import address_pb2, protocol_pb2
 from envoy.config.listener.v3 import listener_components_pb2 as lc
 from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
@@ -136,12 +136,22 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
     """A ClientTrafficPolicy's effect on an HCM: the client address (remote address, which
     authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry
     from the right; a request not received whole within ``request_received_timeout_s`` gets 408;
-    a connection without requests for ``http_idle_timeout_s`` is closed."""
+    a connection without requests for ``http_idle_timeout_s`` is closed; a request header whose
+    name has an underscore is allowed, the request refused (400) or the header dropped."""
     hcm.xff_num_trusted_hops = client.xff_trusted_hops
     if client.request_received_timeout_s is not None:
         hcm.request_timeout.CopyFrom(duration(client.request_received_timeout_s))
     if client.http_idle_timeout_s is not None:
         hcm.common_http_protocol_options.idle_timeout.CopyFrom(duration(client.http_idle_timeout_s))
+    if client.headers_with_underscores:
+        hcm.common_http_protocol_options.headers_with_underscores_action = _UNDERSCORES[client.headers_with_underscores]
+
+
+_UNDERSCORES = {
+    "Allow": protocol_pb2.HttpProtocolOptions.ALLOW,
+    "RejectRequest": protocol_pb2.HttpProtocolOptions.REJECT_REQUEST,
+    "DropHeader": protocol_pb2.HttpProtocolOptions.DROP_HEADER,
+}
 
 
 def _proxy_protocol(out: listener_pb2.Listener, client: ir.ClientSettings | None) -> None:

@@ -9,6 +9,10 @@ another address gets through, and the access log shows the claimed address.
 PROXY protocol: once a policy asks for it, a connection starting with a PROXY header (v1 text or
 v2 binary) is the client its header names (the denied address gets 403, another 200), one
 without a header is closed; with ``optional`` it is served as the peer's.
+
+Timeouts: an idle HTTP connection and an idle proxied TCP connection are closed, a request whose
+body never comes whole gets 408. A request header with an underscore is refused (400). A
+connection limit of two closes the third connection at once.
 """
 
 from __future__ import annotations
@@ -157,7 +161,7 @@ async def closed_by_peer(reader: asyncio.StreamReader) -> bool:
     return True
 
 
-async def test_client_timeouts_close_idle_and_slow_connections(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_client_timeouts_and_headers_with_underscores(tmp_path: Path, backends: dict[str, Any]) -> None:
     port, tcp_port = free_port(IP), free_port(IP)
     h.write_manifests(tmp_path / "base.yaml", [
         h.gateway_class(),
@@ -167,7 +171,8 @@ async def test_client_timeouts_close_idle_and_slow_connections(tmp_path: Path, b
         route("a", "a.example", "svc-a"),
         h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
         client_traffic_policy("timeouts", "gw", {"timeout": {"http": {"idleTimeout": "1s", "requestReceivedTimeout": "1s"},
-                                                             "tcp": {"idleTimeout": "1s"}}}),
+                                                             "tcp": {"idleTimeout": "1s"}},
+                                                 "headers": {"withUnderscoresAction": "RejectRequest"}}),
     ])
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
         async def up() -> bool:
@@ -175,6 +180,10 @@ async def test_client_timeouts_close_idle_and_slow_connections(tmp_path: Path, b
             return reply is not None and reply.status == 200
 
         await until(up, 20, "Envoy serving the Gateway")
+
+        # a request header with an underscore in its name: the request is refused
+        reply = await h.fetch(IP, port, "/", "a.example", headers={"x_team": "blue"})
+        assert reply is not None and reply.status == 400
 
         # an HTTP connection left idle after its request is closed
         reader, writer = await asyncio.open_connection(IP, port)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envoy.config.core.v3 import protocol_pb2
 from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_pb2
 from envoy.extensions.filters.network.connection_limit.v3 import connection_limit_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
@@ -201,3 +202,18 @@ def test_bad_connection_values_are_refused_with_their_place() -> None:
     assert refused["message"] == "spec.connection.connectionLimit.closeDelay is not supported by gateweave"
     unlimited = build(run([*base(), policy("c", "ClientTrafficPolicy", spec={"connection": {"maxAcceptPerSocketEvent": 0}})]).xds["ns/gw"])
     assert not unlimited.listeners["ns/gw/8080"].HasField("max_connections_to_accept_per_socket_event")
+
+
+def test_headers_with_underscores_action() -> None:
+    for action, want in (("RejectRequest", protocol_pb2.HttpProtocolOptions.REJECT_REQUEST),
+                         ("DropHeader", protocol_pb2.HttpProtocolOptions.DROP_HEADER),
+                         ("Allow", protocol_pb2.HttpProtocolOptions.ALLOW)):
+        res = build(run([*base(), policy("c", "ClientTrafficPolicy", spec={"headers": {"withUnderscoresAction": action}})]).xds["ns/gw"])
+        assert {hcm_of(lis).common_http_protocol_options.headers_with_underscores_action for lis in res.listeners.values()} == {want}
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    acc = only(stored({"headers": {"withUnderscoresAction": "Ignore"}}), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.headers.withUnderscoresAction: 'Ignore' is not one of Allow, RejectRequest, DropHeader"
+    refused = only(run([*base(), policy("c", "ClientTrafficPolicy", spec={"headers": {"preserveXRequestID": True}})]),
+                   "c", "ClientTrafficPolicy")["Accepted"]
+    assert refused["message"] == "spec.headers.preserveXRequestID is not supported by gateweave"

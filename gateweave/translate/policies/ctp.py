@@ -12,7 +12,8 @@ Implemented: the client address from trusted X-Forwarded-For hops
 and the deprecated ``enableProxyProtocol``); the client-side timeouts (``timeout.http``
 ``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``); connection limits
 (``connection.connectionLimit.value``, ``connection.bufferLimit``,
-``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1).
+``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1); request headers with
+underscores in their names (``headers.withUnderscoresAction``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,24 @@ IMPLEMENTED: frozenset[str] = frozenset({
     "timeout.tcp", "timeout.tcp.idleTimeout",
     "connection", "connection.connectionLimit", "connection.connectionLimit.value", "connection.bufferLimit",
     "connection.maxAcceptPerSocketEvent",
+    "headers", "headers.withUnderscoresAction",
 })
+
+_UNDERSCORES = ("Allow", "RejectRequest", "DropHeader")
+
+
+def _underscores(spec: dict[str, Any], out: list[str]) -> str:
+    """``headers.withUnderscoresAction`` ("" when unset); problems go to ``out``."""
+    headers = spec.get("headers")
+    action = headers.get("withUnderscoresAction") if isinstance(headers, dict) else None
+    if headers is not None and not isinstance(headers, dict):
+        out.append(f"spec.headers: {headers!r} is not an object")
+    if action is None:
+        return ""
+    if action not in _UNDERSCORES:
+        out.append(f"spec.headers.withUnderscoresAction: {action!r} is not one of {', '.join(_UNDERSCORES)}")
+        return ""
+    return str(action)
 
 _UINT32 = 2**32 - 1
 
@@ -126,6 +144,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
         out.append(f"spec.proxyProtocol: {proxy!r} is not an object")
     _timeouts(spec, out)
     _connection(spec, out)
+    _underscores(spec, out)
     return out
 
 
@@ -141,5 +160,6 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
                                  proxy_protocol_optional=optional is True,
                                  request_received_timeout_s=request, http_idle_timeout_s=http_idle,
                                  tcp_idle_timeout_s=tcp_idle, max_connections=max_connections,
-                                 buffer_limit_bytes=buffer_limit, max_accept_per_event=accept)
+                                 buffer_limit_bytes=buffer_limit, max_accept_per_event=accept,
+                                 headers_with_underscores=_underscores(spec, []))
     return None if settings == ir.ClientSettings() else settings
