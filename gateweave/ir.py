@@ -459,6 +459,7 @@ class Route(_IR, kw_only=True, frozen=True):
     api_key_auth: ApiKeyAuth | None = None
     jwt: Jwt | None = None
     authorization: Authorization | None = None
+    compression: tuple[str, ...] = ()  # Gzip | Brotli | Zstd, preferred first (BackendTrafficPolicy compressor)
 
 
     cluster_policy: ClusterPolicy | None = None  # its backends are reached through policy_cluster copies

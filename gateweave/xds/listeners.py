@@ -26,7 +26,7 @@ from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
 
 from gateweave import ir
-from gateweave.xds import extauth, security, telemetry, tls
+from gateweave.xds import compression, extauth, security, telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import pack, stat_name
 from gateweave.xds.routes import (
@@ -72,6 +72,7 @@ def _listener(name: str, address: str, port: int, udp: bool = False) -> listener
 def http_connection_manager(
     gw: ir.XdsGateway, listener: str, route_config_name: str, ext_auths: Sequence[ir.ExtAuth] = (),
     local_rate_limit: bool = False, security_filters: Sequence[hcm_pb2.HttpFilter] = (),
+    compressors: Sequence[hcm_pb2.HttpFilter] = (),
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
 
@@ -86,7 +87,9 @@ def http_connection_manager(
     CORS (a preflight needs no authorisation), each off but where a route turns it on.
     ``local_rate_limit``: some route has a rate limit (the filter, without a limit of its own,
     then limits the routes that configure one). ``security_filters``: SecurityPolicy's filters its
-    routes turn on (:mod:`gateweave.xds.security`), after the ExternalAuth ones.
+    routes turn on (:mod:`gateweave.xds.security`), after the ExternalAuth ones. ``compressors``:
+    the compressor filters its routes turn on (:mod:`gateweave.xds.compression`), last before the
+    router (so they compress the backend's answer, as the client gets it).
     """
     out = hcm_pb2.HttpConnectionManager(
         stat_prefix=stat_name(listener),
@@ -100,6 +103,7 @@ def http_connection_manager(
             hcm_pb2.HttpFilter(
                 name=SESSION_FILTER, typed_config=pack(stateful_session_pb2.StatefulSession()), disabled=True
             ),
+            *compressors,
             hcm_pb2.HttpFilter(name=ROUTER_FILTER, typed_config=pack(router_pb2.Router())),
         ],
         use_remote_address=wrappers_pb2.BoolValue(value=True),
@@ -126,7 +130,8 @@ def _rate_limited(config: ir.RouteConfig) -> bool:
 def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client: ir.ClientSettings | None) -> lc.Filter:
     ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
     security_filters = security.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
-    hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config), security_filters)
+    compressors = compression.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
+    hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config), security_filters, compressors)
     if client is not None:
         apply_client_settings(hcm, client)
     return lc.Filter(name=HCM_FILTER, typed_config=pack(hcm))

@@ -25,6 +25,8 @@ from urllib.parse import parse_qsl, urlencode
 
 import httpx
 
+from gateweave_conformance import encoding
+
 POLL = 0.1
 REQUEST_TIMEOUT = 10.0
 TRAFFIC_TIMEOUT = 30.0
@@ -234,8 +236,16 @@ async def send_http(req: HttpRequest) -> HttpAnswer:
     ) as client:
         request = client.build_request(req.method, url, headers=headers, content=req.body or None)
         request.extensions.update(extensions)
-        resp = await client.send(request, follow_redirects=False)
-        body = await resp.aread()
+        # The raw bytes (httpx would decode only the codings whose packages it finds): decoded here.
+        resp = await client.send(request, follow_redirects=False, stream=True)
+        try:
+            raw = b"".join([chunk async for chunk in resp.aiter_raw()])
+        finally:
+            await resp.aclose()
+        try:
+            body = encoding.decode(resp.headers.get("content-encoding"), raw)
+        except encoding.EncodingError as exc:
+            raise StepFailed(str(exc)) from exc
         asked = False
         stream = resp.extensions.get("network_stream")
         if stream is not None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gateweave_bench import harness as h
+from tests.support.flaky import FlakyServer
 from tests.support.netns import Netns
 
 
@@ -44,3 +45,13 @@ def short_tmp() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def flaky() -> Iterator[FlakyServer]:
+    """A backend the test steers by path (tests.support.flaky), answering ``<status> <path>``."""
+    server = FlakyServer()
+    try:
+        yield server
+    finally:
+        server.close()

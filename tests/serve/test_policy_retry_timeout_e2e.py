@@ -7,7 +7,6 @@ longer to answer than the policy's ``timeout.http.requestTimeout`` gets 504.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ from tests.support.policies import backend_traffic_policy as btp
 pytestmark = pytest.mark.timeout(60)
 
 IP = "127.40.17.1"
-
-
-@pytest.fixture
-def flaky() -> Iterator[FlakyServer]:
-    server = FlakyServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 async def test_retry_and_request_timeout(tmp_path: Path, flaky: FlakyServer) -> None:

@@ -9,7 +9,7 @@ route the policy governs, on each listener, through
 
 Implemented: local rate limits with client selectors (ratelimit.py); retry and the request
 timeout (retry.py); load balancing, circuit breakers, the connect timeout and health checks of
-the upstream clusters (upstream.py).
+the upstream clusters (upstream.py); compression of the answers (compression.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateweave import ir
-from gateweave.translate.policies import ratelimit, retry, upstream
+from gateweave.translate.policies import compression, ratelimit, retry, upstream
 
-_FEATURES = (ratelimit, retry, upstream)
+_FEATURES = (ratelimit, retry, upstream, compression)
 
 IMPLEMENTED: frozenset[str] = frozenset().union(*(feature.FIELDS for feature in _FEATURES))
 
