@@ -16,7 +16,6 @@ from gateweave import ir
 from gateweave.translate.policies import specvalue
 
 TYPES: tuple[str, ...] = ("Gzip", "Brotli", "Zstd")
-_OWN = {"Gzip": "gzip", "Brotli": "brotli", "Zstd": "zstd"}  # each type's own (empty) settings object
 
 FIELDS: frozenset[str] = frozenset(
     f"{field}{sub}" for field in ("compression", "compressor") for sub in ("", ".type", ".gzip", ".brotli", ".zstd")
@@ -46,9 +45,11 @@ def _types(spec: dict[str, Any], out: list[str]) -> tuple[str, ...]:
             if entry.type not in TYPES:
                 out.append(f"{at}.type: {entry.type!r} is not one of {', '.join(TYPES)}")
                 continue
-            for other, key in _OWN.items():
-                if other != entry.type and getattr(entry, key) is not None:
-                    out.append(f"{at}.{key} is for type {other}, not {entry.type}")
+            # Each type's own (empty) settings object.
+            own = {"Gzip": entry.gzip, "Brotli": entry.brotli, "Zstd": entry.zstd}
+            for other, settings in own.items():
+                if other != entry.type and settings is not None:
+                    out.append(f"{at}.{other.lower()} is for type {other}, not {entry.type}")
             if entry.type in found:
                 out.append(f"{at}.type: {entry.type} is listed twice")
                 continue
