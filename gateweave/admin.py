@@ -103,7 +103,9 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # kubelet probes: no token
 
 def authorized(request: web.Request, token: str) -> bool:
     """Whether ``request`` carries ``token``: as a bearer header, or the dashboard's cookie."""
-    return matches(bearer(request.headers.get("Authorization")), token) or matches(request.cookies.get(COOKIE), token)
+    return matches(bearer(request.headers.get("Authorization")), token) or matches(
+        request.cookies.get(COOKIE), token
+    )
 
 
 def guard(bound: str, token: str, where: str, metrics_auth: bool = False) -> Middleware:
@@ -113,16 +115,24 @@ def guard(bound: str, token: str, where: str, metrics_auth: bool = False) -> Mid
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        sockname = (
+            request.transport.get_extra_info("sockname") if request.transport is not None else None
+        )
         local = sockname[0] if isinstance(sockname, tuple) else ""
         if not loopback_host(request.host, bound, local):
-            return web.Response(status=421, text="misdirected request: Host must name this machine's loopback "
-                                "or the admin address\n")
+            return web.Response(
+                status=421,
+                text="misdirected request: Host must name this machine's loopback "
+                "or the admin address\n",
+            )
         if request.path == "/" and matches(request.query.get("token"), token):
             return dashboard_login(token)
         if request.path not in open_paths and not authorized(request, token):
-            return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="gateweave"'},
-                                text=f"unauthorized: send Authorization: Bearer <token>; the token is in {where}\n")
+            return web.Response(
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="gateweave"'},
+                text=f"unauthorized: send Authorization: Bearer <token>; the token is in {where}\n",
+            )
         response = await handler(request)
         if isinstance(response, web.Response) and isinstance(response.body, bytes):
             response.body = redact(response.body)
@@ -146,8 +156,15 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 class AdminServer:
-    def __init__(self, runtime: Runtime, errors: ErrorBook | None = None, address: str = DEFAULT_ADMIN_ADDRESS,
-                 token: str | None = None, token_where: str = "the admin token file", metrics_auth: bool = False) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        errors: ErrorBook | None = None,
+        address: str = DEFAULT_ADMIN_ADDRESS,
+        token: str | None = None,
+        token_where: str = "the admin token file",
+        metrics_auth: bool = False,
+    ) -> None:
         self.runtime = runtime
         # None: a random one (in-process users read it here, e.g. tests)
         self.token = token if token is not None else secrets.token_urlsafe(32)
@@ -157,19 +174,23 @@ class AdminServer:
         # The running Envoys (the host data plane's), set while there are any.
         self.envoys: Envoys | None = None
         self.traffic = TrafficMonitor(lambda: self.envoys, self._xds)
-        self.app = web.Application(middlewares=[guard(self.host, self.token, token_where, metrics_auth)])
-        self.app.add_routes([
-            web.get("/api/objects", self.objects),
-            web.get("/api/errors", self.errors_view),
-            web.get("/api/ir", self.ir),
-            web.get("/api/explain/{kind}/{namespace}/{name}", self.explain),
-            web.get("/healthz", self.healthz),
-            web.get("/readyz", self.readyz),
-            web.get("/metrics", self.metrics),
-            web.get("/api/traffic", self.traffic_view),
-            web.get("/api/traffic/stream", self.traffic_stream),
-            web.get("/api/logs/{namespace}/{name}", self.logs),
-        ])
+        self.app = web.Application(
+            middlewares=[guard(self.host, self.token, token_where, metrics_auth)]
+        )
+        self.app.add_routes(
+            [
+                web.get("/api/objects", self.objects),
+                web.get("/api/errors", self.errors_view),
+                web.get("/api/ir", self.ir),
+                web.get("/api/explain/{kind}/{namespace}/{name}", self.explain),
+                web.get("/healthz", self.healthz),
+                web.get("/readyz", self.readyz),
+                web.get("/metrics", self.metrics),
+                web.get("/api/traffic", self.traffic_view),
+                web.get("/api/traffic/stream", self.traffic_stream),
+                web.get("/api/logs/{namespace}/{name}", self.logs),
+            ]
+        )
         self.app.add_routes(Dashboard(self).routes())  # the page at /, /api/graph
 
     # ------------------------------------------------------------ lifecycle
@@ -218,7 +239,9 @@ class AdminServer:
         def status_of(key: Key, _decoded: Decoded) -> Mapping[str, Any] | None:
             return sink.get(key)
 
-        return render_objects(self.runtime.store.decoded_objects() if decoded is None else decoded, status_of)
+        return render_objects(
+            self.runtime.store.decoded_objects() if decoded is None else decoded, status_of
+        )
 
     async def objects(self, request: web.Request) -> web.Response:
         return _json({"items": self.object_items()})
@@ -238,7 +261,9 @@ class AdminServer:
 
         rt = self.runtime
         m = request.match_info
-        lines = explain(rt.store.snapshot(), rt.translation_options(), m["kind"], m["namespace"], m["name"])
+        lines = explain(
+            rt.store.snapshot(), rt.translation_options(), m["kind"], m["namespace"], m["name"]
+        )
         return _json({"lines": lines})
 
     async def healthz(self, request: web.Request) -> web.Response:
@@ -251,7 +276,9 @@ class AdminServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         addresses = self.envoys.admin_addresses() if self.envoys is not None else {}
-        traffic, texts = await asyncio.gather(self.traffic.read(), fetch(addresses, ENVOY_PROMETHEUS_PATH))
+        traffic, texts = await asyncio.gather(
+            self.traffic.read(), fetch(addresses, ENVOY_PROMETHEUS_PATH)
+        )
         passed = await asyncio.to_thread(prometheus.relabel, texts, self._xds())
         dataplane = prometheus.render(traffic, passed)
         resp = web.Response(body=self.runtime.metrics.render() + dataplane)
@@ -267,7 +294,9 @@ class AdminServer:
 
     async def traffic_stream(self, request: web.Request) -> web.StreamResponse:
         """The ``/api/traffic`` object as server-sent events, until the client goes away."""
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         with contextlib.suppress(ConnectionError):
             while True:
@@ -281,7 +310,11 @@ class AdminServer:
         gateway = f"{request.match_info['namespace']}/{request.match_info['name']}"
         path = self.envoys.access_log(gateway) if self.envoys is not None else None
         if path is None:
-            why = "no Envoy on this host runs it" if self.envoys is not None else "this server runs no Envoy on this host"
+            why = (
+                "no Envoy on this host runs it"
+                if self.envoys is not None
+                else "this server runs no Envoy on this host"
+            )
             return _json({"error": f"no access log for Gateway {gateway}: {why}"}, status=404)
         follow = request.query.get("follow", "") not in ("", "0", "false")
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})

@@ -2,7 +2,8 @@
 
 The server's token is read from ``serve --admin-token-file FILE`` (a file nobody but its
 owner may read: a group- or world-readable one is refused), else ``$GATEWEAVE_ADMIN_TOKEN``
-(in Kubernetes: from a Secret), else a fresh random one is written to ``<state dir>/admin-token`` (0600) at every start, where the operator's CLI on
+(in Kubernetes: from a Secret), else a fresh random one is written to ``<state dir>/admin-token``
+(0600) at every start, where the operator's CLI on
 this machine finds it. A client (``gateweave status``, ``logs``, ``explain``) takes
 ``--admin-token-file``, else ``$GATEWEAVE_ADMIN_TOKEN``, else the ``admin-token`` of the
 state directory of ``--config-dir`` (the served directory's default state directory) or
@@ -34,21 +35,29 @@ def read_token_file(path: str | Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
-        raise AdminTokenError(f"cannot read admin token file {path}: {exc.strerror or exc}") from None
+        raise AdminTokenError(
+            f"cannot read admin token file {path}: {exc.strerror or exc}"
+        ) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise AdminTokenError(f"admin token file {path} is not a regular file")
         if info.st_mode & 0o077:
-            raise AdminTokenError(f"admin token file {path} is readable by others (mode {stat.S_IMODE(info.st_mode):04o});"
-                                  f" chmod 600 {path}")
+            raise AdminTokenError(
+                f"admin token file {path} is readable by others (mode "
+                f"{stat.S_IMODE(info.st_mode):04o});"
+                f" chmod 600 {path}"
+            )
         raw = os.read(fd, _MAX_BYTES + 1)
     finally:
         os.close(fd)
     lines = raw.decode(errors="replace").splitlines()
     token = lines[0].strip() if lines else ""
     if len(raw) > _MAX_BYTES or not token:
-        raise AdminTokenError(f"admin token file {path}: its first line must hold the token (at most {_MAX_BYTES} bytes)")
+        raise AdminTokenError(
+            f"admin token file {path}: its first line must hold the token (at most {_MAX_BYTES} "
+            "bytes)"
+        )
     return token
 
 
@@ -66,15 +75,19 @@ def write_new_token(path: Path) -> str:
             os.close(fd)
         tmp.replace(path)
     except OSError as exc:
-        raise AdminTokenError(f"cannot write the admin token to {path}: {exc.strerror or exc}"
-                              " (pass --admin-token-file)") from None
+        raise AdminTokenError(
+            f"cannot write the admin token to {path}: {exc.strerror or exc}"
+            " (pass --admin-token-file)"
+        ) from None
     return token
 
 
 def matches(given: str | None, token: str) -> bool:
     """Whether ``given`` is ``token`` (compared in constant time)."""
     # (a hostile header may hold anything: replaced, it still never equals a token)
-    return given is not None and hmac.compare_digest(given.encode(errors="replace"), token.encode(errors="replace"))
+    return given is not None and hmac.compare_digest(
+        given.encode(errors="replace"), token.encode(errors="replace")
+    )
 
 
 def bearer(header: str | None) -> str | None:
@@ -83,7 +96,9 @@ def bearer(header: str | None) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-def client_token(token_file: str | None, config_dir: str | None = None, state_dir: str | None = None) -> str | None:
+def client_token(
+    token_file: str | None, config_dir: str | None = None, state_dir: str | None = None
+) -> str | None:
     """The token a CLI client sends: ``--admin-token-file``, else ``$GATEWEAVE_ADMIN_TOKEN``,
     else the state directory's (``--state-dir``, else the default one of ``--config-dir``);
     ``None`` when none is found (the server will say 401)."""
@@ -93,7 +108,9 @@ def client_token(token_file: str | None, config_dir: str | None = None, state_di
         return os.environ[TOKEN_ENV].strip()
     from gateweave.infra.statedir import default_state_dir
 
-    directory = Path(state_dir) if state_dir else default_state_dir(config_dir) if config_dir else None
+    directory = (
+        Path(state_dir) if state_dir else default_state_dir(config_dir) if config_dir else None
+    )
     if directory is not None and (directory / TOKEN_FILE).is_file():
         return read_token_file(directory / TOKEN_FILE)
     return None
@@ -103,5 +120,7 @@ def client_headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-HOW_TO_PASS = (f"pass --admin-token-file FILE, set ${TOKEN_ENV}, or --config-dir/--state-dir of the served"
-               f" configuration (whose {TOKEN_FILE} serve wrote)")
+HOW_TO_PASS = (
+    f"pass --admin-token-file FILE, set ${TOKEN_ENV}, or --config-dir/--state-dir of the served"
+    f" configuration (whose {TOKEN_FILE} serve wrote)"
+)

@@ -34,7 +34,10 @@ from gateweave.translate import TranslateOptions
 
 app = typer.Typer(
     name="gateweave",
-    help="A Gateway API control plane for Envoy: one pure translation of the whole system on every event.",
+    help=(
+        "A Gateway API control plane for Envoy: one pure translation of the whole system on every "
+        "event."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -59,7 +62,8 @@ class LogLevel(StrEnum):
     error = "error"
 
 
-# Commands whose output is their result lines: without --log-level, only warnings and errors are logged.
+# Commands whose output is their result lines: without --log-level, only warnings and errors are
+# logged.
 _QUIET_COMMANDS = frozenset({"conformance"})
 
 
@@ -68,7 +72,10 @@ def _configure(
     ctx: typer.Context,
     log_level: Annotated[
         LogLevel | None,
-        typer.Option("--log-level", help="Log verbosity (logs go to stderr; default info, for conformance warning)."),
+        typer.Option(
+            "--log-level",
+            help="Log verbosity (logs go to stderr; default info, for conformance warning).",
+        ),
     ] = None,
 ) -> None:
     from gateweave import logs
@@ -90,39 +97,74 @@ def _dump(data: Any, output: Output, wrap_items: bool) -> None:
         payload = {"items": data} if wrap_items else data
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     elif wrap_items:
-        sys.stdout.write(yaml.dump_all(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False) if data else "")
+        sys.stdout.write(
+            yaml.dump_all(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+            if data
+            else ""
+        )
     else:
         sys.stdout.write(yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False))
 
 
-def _problems(statuses: dict[tuple[str, str, str], dict[str, Any]], sources: dict[Key, str]) -> list[str]:
-    """One located line per False Accepted/ResolvedRefs/Programmed condition: what the user should look at."""
+def _problems(
+    statuses: dict[tuple[str, str, str], dict[str, Any]], sources: dict[Key, str]
+) -> list[str]:
+    """One located line per False Accepted/ResolvedRefs/Programmed condition: what the user should
+    look at.
+    """
     lines: list[str] = []
     for (kind, ns, name), status in sorted(statuses.items()):
         where = sources.get(Key(kind, ns, name), "")
         who = f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
         scopes: list[tuple[str, list[dict[str, Any]]]] = [("", status.get("conditions", []))]
-        scopes += [(f"listener {lst['name']}: ", lst.get("conditions", [])) for lst in status.get("listeners", [])]
+        scopes += [
+            (f"listener {lst['name']}: ", lst.get("conditions", []))
+            for lst in status.get("listeners", [])
+        ]
         for entry in status.get("parents", []) + status.get("ancestors", []):
             ref = entry.get("parentRef") or entry.get("ancestorRef") or {}
             section = f"/{ref['sectionName']}" if ref.get("sectionName") else ""
-            scopes.append((f"parent {ref.get('kind', '')} {ref.get('namespace', ns)}/{ref.get('name', '')}{section}: ", entry.get("conditions", [])))
+            scopes.append(
+                (
+                    f"parent {ref.get('kind', '')} "
+                    f"{ref.get('namespace', ns)}/{ref.get('name', '')}{section}: ",
+                    entry.get("conditions", []),
+                )
+            )
         for prefix, conds in scopes:
             for cond in conds:
-                bad = cond["status"] == "False" if cond["type"] in ("Accepted", "ResolvedRefs", "Programmed") else cond["type"] == "Conflicted" and cond["status"] == "True"
+                bad = (
+                    cond["status"] == "False"
+                    if cond["type"] in ("Accepted", "ResolvedRefs", "Programmed")
+                    else cond["type"] == "Conflicted" and cond["status"] == "True"
+                )
                 if bad:
-                    lines.append(f"{where + ': ' if where else ''}{who}: {prefix}{cond['type']}={cond['status']} {cond['reason']}: {cond['message']}")
+                    lines.append(
+                        f"{where + ': ' if where else ''}{who}: "
+                        f"{prefix}{cond['type']}={cond['status']} {cond['reason']}: "
+                        f"{cond['message']}"
+                    )
     return lines
 
 
 @app.command("translate")
 def translate_cmd(
-    files: Annotated[list[str], typer.Option("-f", "--filename", help="File, directory (recursive) or - for stdin.")],
+    files: Annotated[
+        list[str],
+        typer.Option("-f", "--filename", help="File, directory (recursive) or - for stdin."),
+    ],
     output: Annotated[Output, typer.Option("-o", "--output")] = Output.yaml,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
-    show: Annotated[Show, typer.Option("--show", help="status: objects with status; ir: the IRs; xds: Envoy resources.")] = Show.status,
+    show: Annotated[
+        Show,
+        typer.Option(
+            "--show", help="status: objects with status; ir: the IRs; xds: Envoy resources."
+        ),
+    ] = Show.status,
     address_pool: PoolOpt = "127.10.0.0/16",
-    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Do not list rejected conditions on stderr.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("-q", "--quiet", help="Do not list rejected conditions on stderr.")
+    ] = False,
 ) -> None:
     """Translate manifests offline and print every Gateway API object with its computed status."""
     from gateweave.offline import translate_paths
@@ -139,17 +181,28 @@ def translate_cmd(
         _err(f"error: {rejected}")
     assert run.result is not None
     if show is Show.status:
-        _dump(objects_with_status(run.objects, run.result.statuses, controller_name), output, wrap_items=True)
+        _dump(
+            objects_with_status(run.objects, run.result.statuses, controller_name),
+            output,
+            wrap_items=True,
+        )
     elif show is Show.ir:
         _dump(
-            {"infra": msgspec.to_builtins(run.result.infra), "xds": msgspec.to_builtins(run.result.xds)},
+            {
+                "infra": msgspec.to_builtins(run.result.infra),
+                "xds": msgspec.to_builtins(run.result.xds),
+            },
             output,
             wrap_items=False,
         )
     else:
         from gateweave.xds.dump import dump_resources
 
-        _dump({name: dump_resources(gw) for name, gw in sorted(run.result.xds.items())}, output, wrap_items=False)
+        _dump(
+            {name: dump_resources(gw) for name, gw in sorted(run.result.xds.items())},
+            output,
+            wrap_items=False,
+        )
     if not quiet:
         for line in _problems(run.result.statuses, run.sources):
             _err(f"warning: {line}")
@@ -158,29 +211,130 @@ def translate_cmd(
 
 @app.command("serve")
 def serve_cmd(
-    config_dir: Annotated[str | None, typer.Option("--config-dir", help="Directory of manifests to watch (file provider).")] = None,
-    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")] = "127.0.0.1:19000",
+    config_dir: Annotated[
+        str | None,
+        typer.Option("--config-dir", help="Directory of manifests to watch (file provider)."),
+    ] = None,
+    admin_address: Annotated[
+        str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")
+    ] = "127.0.0.1:19000",
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
-    no_dataplane: Annotated[bool, typer.Option("--no-dataplane", help="Translate and publish status only: no Envoy.")] = False,
+    no_dataplane: Annotated[
+        bool, typer.Option("--no-dataplane", help="Translate and publish status only: no Envoy.")
+    ] = False,
     address_pool: PoolOpt = "127.10.0.0/16",
     default_address: DefaultAddressOpt = "pool",
-    provider: Annotated[str, typer.Option("--provider", help="Where objects come from: file (--config-dir) or kubernetes (the API server).")] = "file",
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="kubeconfig file (kubernetes provider; default: in-cluster, then $KUBECONFIG or ~/.kube/config).")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", help="Watch namespaced kinds in this namespace only (kubernetes provider).")] = None,
-    leader_elect: Annotated[bool, typer.Option("--leader-elect", help="Only the holder of a coordination.k8s.io Lease writes status (kubernetes provider).")] = False,
-    dataplane_kind: Annotated[str, typer.Option("--dataplane", help="With --provider kubernetes: none (default), kubernetes (an Envoy Deployment+Service per Gateway) or host (Envoy processes here).")] = "none",
-    xds_host: Annotated[str, typer.Option("--xds-host", help="With --dataplane kubernetes: the host Envoy pods reach this controller's xDS server at.")] = "gateweave.gateweave-system.svc",
-    xds_port: Annotated[int, typer.Option("--xds-port", help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).")] = 18000,
-    xds_plaintext: Annotated[bool, typer.Option("--xds-plaintext", help="With --dataplane kubernetes: plain-text xDS, any client served (development only; default: mutual TLS with gateweave's CA).")] = False,
+    provider: Annotated[
+        str,
+        typer.Option(
+            "--provider",
+            help="Where objects come from: file (--config-dir) or kubernetes (the API server).",
+        ),
+    ] = "file",
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help=(
+                "kubeconfig file (kubernetes provider; default: in-cluster, then $KUBECONFIG or "
+                "~/.kube/config)."
+            ),
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            help="Watch namespaced kinds in this namespace only (kubernetes provider).",
+        ),
+    ] = None,
+    leader_elect: Annotated[
+        bool,
+        typer.Option(
+            "--leader-elect",
+            help=(
+                "Only the holder of a coordination.k8s.io Lease writes status (kubernetes "
+                "provider)."
+            ),
+        ),
+    ] = False,
+    dataplane_kind: Annotated[
+        str,
+        typer.Option(
+            "--dataplane",
+            help=(
+                "With --provider kubernetes: none (default), kubernetes (an Envoy "
+                "Deployment+Service per Gateway) or host (Envoy processes here)."
+            ),
+        ),
+    ] = "none",
+    xds_host: Annotated[
+        str,
+        typer.Option(
+            "--xds-host",
+            help=(
+                "With --dataplane kubernetes: the host Envoy pods reach this controller's xDS "
+                "server at."
+            ),
+        ),
+    ] = "gateweave.gateweave-system.svc",
+    xds_port: Annotated[
+        int,
+        typer.Option(
+            "--xds-port",
+            help="With --dataplane kubernetes: the xDS server's port (bound on 0.0.0.0).",
+        ),
+    ] = 18000,
+    xds_plaintext: Annotated[
+        bool,
+        typer.Option(
+            "--xds-plaintext",
+            help=(
+                "With --dataplane kubernetes: plain-text xDS, any client served (development only; "
+                "default: mutual TLS with gateweave's CA)."
+            ),
+        ),
+    ] = False,
     state_dir: StateDirOpt = None,
     check_incremental: CheckIncrementalOpt = False,
-    access_log: Annotated[str, typer.Option("--access-log", help="The access log of every Gateway whose GatewayParameters set none (JSON lines): file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the pod's stdout), stdout (Envoy's) or off.")] = "file",
-    tracing_endpoint: Annotated[str | None, typer.Option("--tracing-endpoint", help="HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it, unless a Gateway's GatewayParameters say otherwise. Default: no tracing.")] = None,
-    tracing_sampling: Annotated[float, typer.Option("--tracing-sampling", help="With --tracing-endpoint: the percentage of requests traced.")] = 100.0,
+    access_log: Annotated[
+        str,
+        typer.Option(
+            "--access-log",
+            help=(
+                "The access log of every Gateway whose GatewayParameters set none (JSON lines): "
+                "file (in its Envoy's directory; `gateweave logs` reads it; in Kubernetes the "
+                "pod's stdout), stdout (Envoy's) or off."
+            ),
+        ),
+    ] = "file",
+    tracing_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--tracing-endpoint",
+            help=(
+                "HOST:PORT of an OpenTelemetry collector (OTLP/gRPC): Envoy traces requests to it, "
+                "unless a Gateway's GatewayParameters say otherwise. Default: no tracing."
+            ),
+        ),
+    ] = None,
+    tracing_sampling: Annotated[
+        float,
+        typer.Option(
+            "--tracing-sampling", help="With --tracing-endpoint: the percentage of requests traced."
+        ),
+    ] = 100.0,
     admin_token_file: AdminTokenFileOpt = None,
-    admin_metrics_auth: Annotated[bool, typer.Option("--admin-metrics-auth", help="/metrics needs the admin token too (default: open, like /healthz and /readyz).")] = False,
+    admin_metrics_auth: Annotated[
+        bool,
+        typer.Option(
+            "--admin-metrics-auth",
+            help="/metrics needs the admin token too (default: open, like /healthz and /readyz).",
+        ),
+    ] = False,
 ) -> None:
-    """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it defines.
+    """Watch a directory of manifests (or the Kubernetes API) and run Envoy for the Gateways it
+    defines.
 
     The Envoys outlive this process if it dies, and the next serve on the same state directory
     adopts them; Ctrl-C or SIGTERM drains and stops them."""
@@ -189,23 +343,32 @@ def serve_cmd(
     _check_pool(address_pool)
     check_default_address(default_address)
     telemetry = _telemetry(access_log, tracing_endpoint, tracing_sampling)
-    dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane(state_dir=state_dir)
+    dataplane: gw_app.HostDataplane | gw_app.KubeDataplane | None = gw_app.HostDataplane(
+        state_dir=state_dir
+    )
     source: gw_app.FileSettings | gw_app.KubeSettings
     if provider == "kubernetes":
         if dataplane_kind not in ("none", "host", "kubernetes"):
             _err(f"error: unknown data plane {dataplane_kind!r} (none, kubernetes or host)")
             raise typer.Exit(2)
-        source = gw_app.KubeSettings(kubeconfig=kubeconfig, namespace=namespace, leader_elect=leader_elect)
+        source = gw_app.KubeSettings(
+            kubeconfig=kubeconfig, namespace=namespace, leader_elect=leader_elect
+        )
         if dataplane_kind == "none":
             dataplane = None
         elif dataplane_kind == "kubernetes":
-            dataplane = gw_app.KubeDataplane(xds_host=xds_host, xds_port=xds_port, xds_plaintext=xds_plaintext)
+            dataplane = gw_app.KubeDataplane(
+                xds_host=xds_host, xds_port=xds_port, xds_plaintext=xds_plaintext
+            )
     elif provider == "file":
         if config_dir is None:
             _err("error: --config-dir is required with the file provider")
             raise typer.Exit(2)
         if kubeconfig or namespace or leader_elect or dataplane_kind != "none":
-            _err("error: --kubeconfig, --namespace, --leader-elect and --dataplane need --provider kubernetes")
+            _err(
+                "error: --kubeconfig, --namespace, --leader-elect and --dataplane need --provider "
+                "kubernetes"
+            )
             raise typer.Exit(2)
         source = gw_app.FileSettings(config_dir)
     else:
@@ -217,8 +380,12 @@ def serve_cmd(
         controller_name=controller_name,
         address_pool=address_pool,
         default_address=default_address,
-        admin=gw_app.AdminSettings(admin_address, token_file=admin_token_file, token=_env_token(),
-                                   metrics_auth=admin_metrics_auth),
+        admin=gw_app.AdminSettings(
+            admin_address,
+            token_file=admin_token_file,
+            token=_env_token(),
+            metrics_auth=admin_metrics_auth,
+        ),
         runtime=gw_app.RuntimeSettings(check_incremental=check_incremental),
         telemetry=telemetry,
     )
@@ -267,7 +434,9 @@ def _telemetry(access_log: str, tracing_endpoint: str | None, sampling: float) -
     return ir.Telemetry(access_log=access_log, tracing=tracing)
 
 
-def _client_token(token_file: str | None, config_dir: str | None, state_dir: str | None = None) -> str | None:
+def _client_token(
+    token_file: str | None, config_dir: str | None, state_dir: str | None = None
+) -> str | None:
     """The admin token this client sends (gateweave/admintoken.py), ``None`` if none is found."""
     from gateweave.admintoken import AdminTokenError, client_token
 
@@ -281,7 +450,10 @@ def _client_token(token_file: str | None, config_dir: str | None, state_dir: str
 def _unauthorized(admin_address: str) -> None:
     from gateweave.admintoken import HOW_TO_PASS
 
-    _err(f"error: the gateweave admin API at {admin_address} refused this client's token (401): {HOW_TO_PASS}")
+    _err(
+        f"error: the gateweave admin API at {admin_address} refused this client's token (401): "
+        f"{HOW_TO_PASS}"
+    )
     raise typer.Exit(2)
 
 
@@ -291,7 +463,9 @@ def _fetch(admin_address: str, path: str, token: str | None) -> Any:
     from gateweave.admintoken import client_headers
 
     try:
-        resp = httpx.get(f"http://{admin_address}{path}", headers=client_headers(token), timeout=5.0)
+        resp = httpx.get(
+            f"http://{admin_address}{path}", headers=client_headers(token), timeout=5.0
+        )
         if resp.status_code == 401:
             _unauthorized(admin_address)
         resp.raise_for_status()
@@ -303,15 +477,31 @@ def _fetch(admin_address: str, path: str, token: str | None) -> Any:
 
 @app.command("status")
 def status_cmd(
-    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
-    files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Translate these files instead of asking a server.")] = None,
+    admin_address: Annotated[
+        str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")
+    ] = "127.0.0.1:19000",
+    files: Annotated[
+        list[str] | None,
+        typer.Option("-f", "--filename", help="Translate these files instead of asking a server."),
+    ] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
-    state_dir: Annotated[str | None, typer.Option("--state-dir", help="List the Envoys of this state directory and whether a controller runs them (no server needed).")] = None,
+    state_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--state-dir",
+            help=(
+                "List the Envoys of this state directory and whether a controller runs them (no "
+                "server needed)."
+            ),
+        ),
+    ] = None,
     admin_token_file: ClientTokenFileOpt = None,
     config_dir: ServedDirOpt = None,
 ) -> None:
-    """A table of Gateways, listeners, routes (with request and error rates, from a server) and Envoy Gateway Backends with their conditions, and the configuration errors;
-    with --state-dir, the Envoys of a state directory (those running without a controller among them)."""
+    """A table of Gateways, listeners, routes (with request and error rates, from a server) and
+    Envoy Gateway Backends with their conditions, and the configuration errors;
+    with --state-dir, the Envoys of a state directory (those running without a controller among
+    them)."""
     from gateweave.statusview import render
 
     if state_dir is not None:
@@ -334,8 +524,16 @@ def status_cmd(
         assert run.result is not None
         items = objects_with_status(run.objects, run.result.statuses, controller_name)
         errors = [{"source": e.source, "message": e.message} for e in run.load_errors]
-        errors += [{"source": e.source, "kind": e.kind, "namespace": e.namespace, "name": e.name, "message": e.message}
-                   for e in run.rejected]
+        errors += [
+            {
+                "source": e.source,
+                "kind": e.kind,
+                "namespace": e.namespace,
+                "name": e.name,
+                "message": e.message,
+            }
+            for e in run.rejected
+        ]
     else:
         token = _client_token(admin_token_file, config_dir)
         items = _fetch(admin_address, "/api/objects", token)["items"]
@@ -347,11 +545,21 @@ def status_cmd(
 @app.command("logs")
 def logs_cmd(
     gateway: Annotated[str, typer.Argument(help="The Gateway, NAMESPACE/NAME.")],
-    follow: Annotated[bool, typer.Option("-f", "--follow", help="Keep printing what is appended.")] = False,
-    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Keep printing what is appended.")
+    ] = False,
+    admin_address: Annotated[
+        str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")
+    ] = "127.0.0.1:19000",
     admin_token_file: ClientTokenFileOpt = None,
     config_dir: ServedDirOpt = None,
-    state_dir: Annotated[str | None, typer.Option("--state-dir", help="The server's state directory: its admin-token authenticates this client.")] = None,
+    state_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--state-dir",
+            help="The server's state directory: its admin-token authenticates this client.",
+        ),
+    ] = None,
 ) -> None:
     """A Gateway's access log (JSON lines, as its Envoy wrote them), from a running server."""
     import httpx
@@ -367,7 +575,9 @@ def logs_cmd(
     out = sys.stdout.buffer
     try:
         # No read timeout when following: the server sends only what Envoy appends.
-        with httpx.stream("GET", url, headers=headers, timeout=httpx.Timeout(5.0, read=None if follow else 30.0)) as resp:
+        with httpx.stream(
+            "GET", url, headers=headers, timeout=httpx.Timeout(5.0, read=None if follow else 30.0)
+        ) as resp:
             if resp.status_code == 401:
                 _unauthorized(admin_address)
             if resp.status_code != 200:
@@ -390,15 +600,29 @@ def logs_cmd(
 
 @app.command("explain")
 def explain_cmd(
-    kind: Annotated[str, typer.Argument(help="Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, Backend, or an Envoy Gateway policy kind.")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help=(
+                "Gateway, ListenerSet, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, "
+                "Backend, or an Envoy Gateway policy kind."
+            )
+        ),
+    ],
     name: Annotated[str, typer.Argument(help="NAMESPACE/NAME (NAME alone: namespace default).")],
-    files: Annotated[list[str] | None, typer.Option("-f", "--filename", help="Explain from these files instead of a server.")] = None,
-    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    files: Annotated[
+        list[str] | None,
+        typer.Option("-f", "--filename", help="Explain from these files instead of a server."),
+    ] = None,
+    admin_address: Annotated[
+        str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")
+    ] = "127.0.0.1:19000",
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
     admin_token_file: ClientTokenFileOpt = None,
     config_dir: ServedDirOpt = None,
 ) -> None:
-    """Why a route is (not) attached to each listener, why a Gateway's listeners are (not) programmed,
+    """Why a route is (not) attached to each listener, why a Gateway's listeners are (not)
+    programmed,
     what an Envoy Gateway Backend resolves to and which routes use it, which Envoy Gateway policies
     govern a route or Gateway, or what became of a policy."""
     from gateweave.api.kinds import KINDS
@@ -416,7 +640,9 @@ def explain_cmd(
         for problem in [*run.load_errors, *run.rejected]:
             _err(f"error: {problem}")
         snapshot = Snapshot.from_objects(d.model for d in run.objects)
-        lines = explain(snapshot, TranslateOptions(controller_name=controller_name), kind, namespace, short)
+        lines = explain(
+            snapshot, TranslateOptions(controller_name=controller_name), kind, namespace, short
+        )
     else:
         token = _client_token(admin_token_file, config_dir)
         lines = _fetch(admin_address, f"/api/explain/{kind}/{namespace}/{short}", token)["lines"]
@@ -428,7 +654,9 @@ def explain_cmd(
 
 @app.command("dashboard")
 def dashboard_cmd(
-    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")] = "127.0.0.1:19000",
+    admin_address: Annotated[
+        str, typer.Option("--admin-address", help="HOST:PORT of a running gateweave.")
+    ] = "127.0.0.1:19000",
     admin_token_file: ClientTokenFileOpt = None,
     config_dir: ServedDirOpt = None,
 ) -> None:
@@ -444,22 +672,38 @@ def dashboard_cmd(
 
 @app.command("quickstart")
 def quickstart_cmd(
-    config_dir: Annotated[str, typer.Option("--config-dir", help="The example to serve.")] = "examples/quickstart",
-    admin_address: Annotated[str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")] = "127.0.0.1:19000",
-    backend: Annotated[str, typer.Option("--backend", help="HOST:PORT of the demo backend the example routes to.")] = "127.0.0.1:18000",
-    once: Annotated[bool, typer.Option("--once", help="Exit after proving the route works (default: keep serving).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the route to answer.")] = 60.0,
+    config_dir: Annotated[
+        str, typer.Option("--config-dir", help="The example to serve.")
+    ] = "examples/quickstart",
+    admin_address: Annotated[
+        str, typer.Option("--admin-address", help="HOST:PORT of the admin API (loopback).")
+    ] = "127.0.0.1:19000",
+    backend: Annotated[
+        str, typer.Option("--backend", help="HOST:PORT of the demo backend the example routes to.")
+    ] = "127.0.0.1:18000",
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Exit after proving the route works (default: keep serving)."),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the route to answer.")
+    ] = 60.0,
     check_incremental: CheckIncrementalOpt = False,
     state_dir: StateDirOpt = None,
     admin_token_file: AdminTokenFileOpt = None,
 ) -> None:
-    """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers through it."""
+    """Start the demo backend and serve the quickstart with a real Envoy; print a curl that answers
+    through it.
+    """
     from gateweave import app as gw_app
     from gateweave.demo import start_demo_backend
     from gateweave.quickstart import prove
 
     if not os.path.isdir(config_dir):
-        _err(f"error: {config_dir} is not a directory (run from the repository root, or pass --config-dir)")
+        _err(
+            f"error: {config_dir} is not a directory (run from the repository root, or pass "
+            "--config-dir)"
+        )
         raise typer.Exit(2)
     host, _, port = backend.rpartition(":")
     try:
@@ -478,12 +722,17 @@ def quickstart_cmd(
                 outcome["error"] = str(exc)
                 stop.set()
                 return
-            typer.echo(f"\nEnvoy is serving the quickstart route. Try it:\n\n  {curl}\n\nanswer ({code}):\n{body}")
+            typer.echo(
+                f"\nEnvoy is serving the quickstart route. Try it:\n\n  {curl}\n\nanswer "
+                f"({code}):\n{body}"
+            )
             if once:
                 stop.set()
             else:
-                typer.echo(f"gateweave is serving {config_dir} (admin API {running.admin.url}, dashboard"
-                           f" {running.admin.dashboard_url}); edit the files to change it, Ctrl-C to stop.")
+                typer.echo(
+                    f"gateweave is serving {config_dir} (admin API {running.admin.url}, dashboard"
+                    f" {running.admin.dashboard_url}); edit the files to change it, Ctrl-C to stop."
+                )
 
         outcome["task"] = asyncio.get_running_loop().create_task(check())
 
@@ -504,14 +753,19 @@ def quickstart_cmd(
 
 # `gateweave conformance` and `gateweave bench` belong to the development harnesses
 # (harness/ in the source tree, installed by `python3 dev.py`), not to the product.
-HARNESS_COMMANDS = {"bench": "gateweave_bench.command", "conformance": "gateweave_conformance.command"}
+HARNESS_COMMANDS = {
+    "bench": "gateweave_bench.command",
+    "conformance": "gateweave_conformance.command",
+}
 
 
 def _harness_missing(name: str) -> Callable[[], None]:
     def missing() -> None:
         _err(
-            f"error: `gateweave {name}` is part of gateweave's development harness, which is not installed here;"
-            " in a clone of the repository, `python3 dev.py` installs it (or: pip install -e harness)"
+            f"error: `gateweave {name}` is part of gateweave's development harness, which is not "
+            "installed here;"
+            " in a clone of the repository, `python3 dev.py` installs it (or: pip install -e "
+            "harness)"
         )
         raise typer.Exit(2)
 
@@ -527,7 +781,10 @@ def _add_harness_commands() -> None:
                 raise  # the harness is there but broken: say so
             app.command(
                 name,
-                help="Not installed here: part of the development harness (harness/ in the source tree).",
+                help=(
+                    "Not installed here: part of the development harness (harness/ in the source "
+                    "tree)."
+                ),
                 context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
             )(_harness_missing(name))
         else:
@@ -556,6 +813,7 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
+
 
 if __name__ == "__main__":
     main()

@@ -13,9 +13,16 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        body = json.dumps(
-            {"message": "hello from the gateweave demo backend", "path": self.path, "host": self.headers.get("Host", "")}
-        ).encode() + b"\n"
+        body = (
+            json.dumps(
+                {
+                    "message": "hello from the gateweave demo backend",
+                    "path": self.path,
+                    "host": self.headers.get("Host", ""),
+                }
+            ).encode()
+            + b"\n"
+        )
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

@@ -29,7 +29,9 @@ class _IR(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True, gc=Fals
 
 
 class InfraPort(_IR, kw_only=True, frozen=True):
-    name: str  # listener name(s) using this port, joined by ","; merged: "<ns>/<gateway>/<listener>"s
+    name: (
+        str  # listener name(s) using this port, joined by ","; merged: "<ns>/<gateway>/<listener>"s
+    )
     port: int
     protocol: str  # "TCP" or "UDP"
 
@@ -92,8 +94,11 @@ GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 
 
 def envoy_labels(gateway_name: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/managed-by": "gateweave",
-            GATEWAY_NAME_LABEL: gateway_name}
+    return {
+        "app.kubernetes.io/name": "envoy",
+        "app.kubernetes.io/managed-by": "gateweave",
+        GATEWAY_NAME_LABEL: gateway_name,
+    }
 
 
 # ---------------------------------------------------------------- upstreams
@@ -109,7 +114,9 @@ class Endpoint(_IR, kw_only=True, frozen=True):
     address: str  # an IP address, a host name (type FQDN) or a unix socket path (type Unix)
     port: int  # 0 for a unix socket
     type: str = ENDPOINT_IP
-    hostname: str = ""  # the endpoint's host name as Envoy reports it (a Backend's endpoints[].hostname)
+    hostname: str = (
+        ""  # the endpoint's host name as Envoy reports it (a Backend's endpoints[].hostname)
+    )
 
 
 class UpstreamTLS(_IR, kw_only=True, frozen=True):
@@ -171,7 +178,9 @@ class ClusterPolicy(_IR, kw_only=True, frozen=True):
     """A BackendTrafficPolicy's settings for the upstreams of the routes it governs: each such
     route sends to copies of its clusters carrying them (:func:`policy_cluster`)."""
 
-    lb: str = ""  # RoundRobin | LeastRequest | Random | ConsistentHash; "": Envoy's default (round robin)
+    lb: str = (
+        ""  # RoundRobin | LeastRequest | Random | ConsistentHash; "": Envoy's default (round robin)
+    )
     hash_on: str = ""  # ConsistentHash: SourceIP | Header | Cookie
     hash_name: str = ""  # the header's or cookie's name
     hash_cookie_ttl_s: float | None = None  # Cookie: Envoy sets the cookie when the client has none
@@ -347,7 +356,8 @@ class JwtProvider(_IR, kw_only=True, frozen=True):
     jwks: str
     issuer: str = ""
     audiences: tuple[str, ...] = ()
-    # where the token is: (header, value prefix), query parameters, cookies; none: Authorization: Bearer
+    # where the token is: (header, value prefix), query parameters, cookies; none: Authorization:
+    # Bearer
     headers: tuple[tuple[str, str], ...] = ()
     params: tuple[str, ...] = ()
     cookies: tuple[str, ...] = ()
@@ -410,8 +420,12 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
     # The request headers the auth service gets. GRPC: none listed means all; HTTP: Host, Method,
     # Path, Content-Length and Authorization always, and these.
     allowed_headers: tuple[str, ...] = ()
-    allowed_response_headers: tuple[str, ...] = ()  # HTTP: its headers the request takes on (none listed: all)
-    max_body_bytes: int = 0  # forwardBody.maxSize: as much of the body is sent (0: none); more is refused
+    allowed_response_headers: tuple[
+        str, ...
+    ] = ()  # HTTP: its headers the request takes on (none listed: all)
+    max_body_bytes: int = (
+        0  # forwardBody.maxSize: as much of the body is sent (0: none); more is refused
+    )
     # A SecurityPolicy's extAuth: none of its headers when none are listed (headersToBackend);
     # an unreachable or failing service lets the request through (failOpen).
     only_listed_response_headers: bool = False
@@ -459,10 +473,13 @@ class Route(_IR, kw_only=True, frozen=True):
     api_key_auth: ApiKeyAuth | None = None
     jwt: Jwt | None = None
     authorization: Authorization | None = None
-    compression: tuple[str, ...] = ()  # Gzip | Brotli | Zstd, preferred first (BackendTrafficPolicy compressor)
+    compression: tuple[
+        str, ...
+    ] = ()  # Gzip | Brotli | Zstd, preferred first (BackendTrafficPolicy compressor)
 
-
-    cluster_policy: ClusterPolicy | None = None  # its backends are reached through policy_cluster copies
+    cluster_policy: ClusterPolicy | None = (
+        None  # its backends are reached through policy_cluster copies
+    )
 
 
 class VirtualHost(_IR, kw_only=True, frozen=True):
@@ -507,18 +524,28 @@ class TCPProxy(_IR, kw_only=True, frozen=True):
 class ClientSettings(_IR, kw_only=True, frozen=True):
     """How an HTTP connection manager treats its clients (a ClientTrafficPolicy's effect)."""
 
-    xff_trusted_hops: int = 0  # the client address is the Nth X-Forwarded-For entry from the right (0: the peer)
-    proxy_protocol: bool = False  # connections start with a PROXY protocol header (v1 or v2) giving the client address
+    xff_trusted_hops: int = (
+        0  # the client address is the Nth X-Forwarded-For entry from the right (0: the peer)
+    )
+    proxy_protocol: bool = (
+        False  # connections start with a PROXY protocol header (v1 or v2) giving the client address
+    )
     proxy_protocol_optional: bool = False  # ... or may come without one
     # Seconds (0: none; None: Envoy's default): a request's whole reception, an HTTP connection
     # without requests, a TCP proxy's connection without bytes either way.
     request_received_timeout_s: float | None = None
     http_idle_timeout_s: float | None = None
     tcp_idle_timeout_s: float | None = None
-    max_connections: int | None = None  # concurrent connections per filter chain; beyond: closed at once
-    buffer_limit_bytes: int | None = None  # the Envoy listener's per-connection read and write buffers
+    max_connections: int | None = (
+        None  # concurrent connections per filter chain; beyond: closed at once
+    )
+    buffer_limit_bytes: int | None = (
+        None  # the Envoy listener's per-connection read and write buffers
+    )
     max_accept_per_event: int | None = None  # connections accepted per socket event (0: any number)
-    headers_with_underscores: str = ""  # Allow, RejectRequest (400) or DropHeader; "": Envoy's default (Allow)
+    headers_with_underscores: str = (
+        ""  # Allow, RejectRequest (400) or DropHeader; "": Envoy's default (Allow)
+    )
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):
@@ -534,7 +561,9 @@ class FilterChain(_IR, kw_only=True, frozen=True):
     tls: TLSTermination | None = None  # None: passthrough
     http: RouteConfig | None = None
     tcp: TCPProxy | None = None
-    client: ClientSettings | None = None  # its listener's ClientTrafficPolicy effect (HTTPS; TLS: the TCP proxy)
+    client: ClientSettings | None = (
+        None  # its listener's ClientTrafficPolicy effect (HTTPS; TLS: the TCP proxy)
+    )
 
 
 class Port(_IR, kw_only=True, frozen=True):
@@ -553,7 +582,9 @@ class Port(_IR, kw_only=True, frozen=True):
     filter_chains: tuple[FilterChain, ...] = ()
     tcp: TCPProxy | None = None
     udp: TCPProxy | None = None
-    client: ClientSettings | None = None  # its listeners' ClientTrafficPolicy effect (HTTP, TLS, TCP)
+    client: ClientSettings | None = (
+        None  # its listeners' ClientTrafficPolicy effect (HTTP, TLS, TCP)
+    )
 
 
 # ---------------------------------------------------------------- telemetry

@@ -97,9 +97,12 @@ class LeaderElector:
         except KubeError as exc:
             if exc.code != 404:
                 raise
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(0, None)}
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(0, None),
+            }
             try:
                 await self.client.create(LEASES.collection(self.namespace), body)
             except KubeError as err:
@@ -114,7 +117,9 @@ class LeaderElector:
         if record != self._observed:
             self._observed, self._observed_at = record, now
         mine = holder == self.identity
-        expired = not holder or now - self._observed_at > float(spec.get("leaseDurationSeconds") or 0)
+        expired = not holder or now - self._observed_at > float(
+            spec.get("leaseDurationSeconds") or 0
+        )
         if not mine and not expired:
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
@@ -153,8 +158,15 @@ class LeaderElector:
         spec = lease.get("spec") or {}
         if spec.get("holderIdentity") != self.identity:
             return
-        body = {**lease, "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,
-                                  "renewTime": micro_time()}}
+        body = {
+            **lease,
+            "spec": {
+                **spec,
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "renewTime": micro_time(),
+            },
+        }
         try:
             await self.client.replace(self.path, body)
         except Exception as exc:

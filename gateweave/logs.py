@@ -17,7 +17,9 @@ LEVELS = ("debug", "info", "warning", "error")
 
 
 class _StderrLogger:
-    """structlog output to whatever ``sys.stderr`` is when a line is written (never a stale stream)."""
+    """structlog output to whatever ``sys.stderr`` is when a line is written (never a stale
+    stream).
+    """
 
     def __init__(self, *args: Any) -> None:
         pass

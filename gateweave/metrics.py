@@ -14,22 +14,35 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events = Counter(
-            "gateweave_events", "Store changes seen by the processor, by kind.", ["kind"], registry=r
+            "gateweave_events",
+            "Store changes seen by the processor, by kind.",
+            ["kind"],
+            registry=r,
         )
         self.translations = Counter("gateweave_translations", "Translations run.", registry=r)
         self.translation_failures = Counter(
-            "gateweave_translation_failures", "Translations that raised (a bug: translate is total).", registry=r
+            "gateweave_translation_failures",
+            "Translations that raised (a bug: translate is total).",
+            registry=r,
         )
         self.translation_seconds = Histogram(
-            "gateweave_translation_seconds", "Time spent in one translation.", registry=r,
+            "gateweave_translation_seconds",
+            "Time spent in one translation.",
+            registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
         )
         self.publishes = Counter(
-            "gateweave_publishes", "Changes handed to a sink, by sink (status, xds, infra).", ["sink"], registry=r
+            "gateweave_publishes",
+            "Changes handed to a sink, by sink (status, xds, infra).",
+            ["sink"],
+            registry=r,
         )
-        self.status_writes = Counter("gateweave_status_writes", "Object statuses written.", registry=r)
+        self.status_writes = Counter(
+            "gateweave_status_writes", "Object statuses written.", registry=r
+        )
         self.config_errors = Gauge(
-            "gateweave_config_errors", "Current configuration errors (malformed files, rejected objects).",
+            "gateweave_config_errors",
+            "Current configuration errors (malformed files, rejected objects).",
             registry=r,
         )
         self.quarantined = Gauge(
@@ -37,14 +50,19 @@ class Metrics:
             "Route objects left out because a Gateway's Envoy rejects them (until they change).",
             registry=r,
         )
-        self.ready = Gauge("gateweave_ready", "1 once the first translation is published.", registry=r)
+        self.ready = Gauge(
+            "gateweave_ready", "1 once the first translation is published.", registry=r
+        )
         self.envoys_orphaned = Gauge(
             "gateweave_envoys_orphaned",
-            "Envoys a controller before this one left running (state directory) that are not adopted or stopped yet.",
+            "Envoys a controller before this one left running (state directory) that are not "
+            "adopted or stopped yet.",
             registry=r,
         )
         self.envoys_adopted = Counter(
-            "gateweave_envoys_adopted", "Running Envoys taken over from a controller before this one.", registry=r
+            "gateweave_envoys_adopted",
+            "Running Envoys taken over from a controller before this one.",
+            registry=r,
         )
 
     def render(self) -> bytes:

@@ -3,7 +3,8 @@
 The modules of :mod:`gateweave.translate` (but its entry point and the incremental
 translator) are plain, typed Python. ``python3 dev.py`` compiles them with mypyc - the
 compiler that ships with mypy - into C extensions, which run a full translation 8-16%
-faster (docs/benchmarks.md). Nothing about the code changes: the same sources, type-checked the same way.
+faster (docs/benchmarks.md). Nothing about the code changes: the same sources, type-checked the same
+way.
 
 The build lives outside the package, in ``build/native`` at the project root, beside a
 digest of the sources it was built from. On import, :func:`activate` compares that digest
@@ -52,7 +53,9 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def digest(files: Sequence[Path], root: Path = ROOT) -> str:
-    """What a build is valid for: the Python version and every compiled source, by name and content."""
+    """What a build is valid for: the Python version and every compiled source, by name and
+    content.
+    """
     h = hashlib.sha256(f"{sys.implementation.cache_tag}\n".encode())
     for path in files:
         h.update(path.relative_to(root).as_posix().encode() + b"\n")
@@ -66,7 +69,9 @@ class NativeFinder:
     def __init__(self, extensions: dict[str, Path]) -> None:
         self.extensions = extensions
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         ext = self.extensions.get(fullname)
         if ext is None:
             return None
@@ -75,7 +80,9 @@ class NativeFinder:
 
 
 def extension_path(build_dir: Path, name: str) -> Path:
-    return build_dir.joinpath(*name.split(".")).with_name(name.rsplit(".", 1)[-1] + importlib.machinery.EXTENSION_SUFFIXES[0])
+    return build_dir.joinpath(*name.split(".")).with_name(
+        name.rsplit(".", 1)[-1] + importlib.machinery.EXTENSION_SUFFIXES[0]
+    )
 
 
 def check(root: Path = ROOT, build_dir: Path | None = None) -> tuple[str, dict[str, Path]]:
@@ -89,7 +96,9 @@ def check(root: Path = ROOT, build_dir: Path | None = None) -> tuple[str, dict[s
     files = module_files(root / "gateweave")
     if stamp.read_text().strip() != digest(files, root):
         return "stale", {}
-    extensions = {module_name(p, root): extension_path(build_dir, module_name(p, root)) for p in files}
+    extensions = {
+        module_name(p, root): extension_path(build_dir, module_name(p, root)) for p in files
+    }
     if not all(e.is_file() for e in extensions.values()):
         return "not built", {}
     return "active", extensions
@@ -128,7 +137,8 @@ from mypyc.build import mypycify
 files, out, tmp, config = json.loads(sys.argv[1])
 setup(
     name="gateweave-native",
-    ext_modules=mypycify(["--config-file", config, *files], group_name="gateweave_native", target_dir=tmp),
+    ext_modules=mypycify(["--config-file", config, *files], group_name="gateweave_native",
+    target_dir=tmp),
     script_args=["-q", "build_ext", "--build-lib", out, "--build-temp", tmp, "-j", "2"],
 )
 """
@@ -144,7 +154,9 @@ def build(root: Path = ROOT) -> float:
 
     started = time.monotonic()
     files = module_files(root / "gateweave")
-    built_from = digest(files, root)  # before compiling: a source edited meanwhile leaves the build stale
+    built_from = digest(
+        files, root
+    )  # before compiling: a source edited meanwhile leaves the build stale
     out = root / "build" / "native"
     tmp = root / "build" / "native-tmp"
     for d in (out, tmp):
@@ -155,13 +167,20 @@ def build(root: Path = ROOT) -> float:
     # In a directory of its own, so setuptools reads none of the project's configuration.
     # The project's mypy configuration: the type check mypyc runs is the one CI runs.
     config = root / "pyproject.toml"
-    args = [sys.executable, "-c", _SETUP, json.dumps([[str(p) for p in files], str(out), str(tmp), str(config)])]
+    args = [
+        sys.executable,
+        "-c",
+        _SETUP,
+        json.dumps([[str(p) for p in files], str(out), str(tmp), str(config)]),
+    ]
     done = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         # Remembered for these sources, so that dev.py does not try again until they change.
         (out / "failed.log").write_text(f"{done.stdout}{done.stderr}")
         (out / "failed").write_text(built_from + "\n")
-        raise BuildError(f"mypyc exited with {done.returncode}; its output is in {out / 'failed.log'}")
+        raise BuildError(
+            f"mypyc exited with {done.returncode}; its output is in {out / 'failed.log'}"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     (out / "digest").write_text(built_from + "\n")
     return time.monotonic() - started
@@ -179,13 +198,20 @@ def main(argv: Sequence[str], root: Path = ROOT) -> int:
                 return 0
             failed = build_dir / "failed"
             if failed.is_file() and failed.read_text().strip() == digest(files, root):
-                print(f"gateweave.native: not compiled (the build failed for these sources: {build_dir / 'failed.log'})")
+                print(
+                    "gateweave.native: not compiled (the build failed for these sources: "
+                    f"{build_dir / 'failed.log'})"
+                )
                 return 0
         print("gateweave.native: compiling the translation with mypyc", flush=True)
         try:
             took = build(root)
         except (OSError, BuildError) as err:
-            print(f"gateweave.native: build failed ({err}); the translation runs from its Python sources", file=sys.stderr)
+            print(
+                f"gateweave.native: build failed ({err}); the translation runs from its Python "
+                "sources",
+                file=sys.stderr,
+            )
             return 1
         print(f"gateweave.native: compiled {len(files)} modules in {took:.0f} s", flush=True)
         return 0

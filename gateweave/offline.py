@@ -28,7 +28,9 @@ class OfflineRun:
 
 
 def read_objects(paths: Iterable[str]) -> OfflineRun:
-    """Load and decode every object under ``paths``; a second definition of an object is rejected."""
+    """Load and decode every object under ``paths``; a second
+    definition of an object is rejected.
+    """
     run = OfflineRun()
     with gc_paused():  # (as the file provider reads a directory)
         loaded = load_paths(paths)
@@ -48,7 +50,10 @@ def read_objects(paths: Iterable[str]) -> OfflineRun:
                     kind=key.kind,
                     namespace=key.namespace,
                     name=key.name,
-                    message=f"defined again (first defined at {run.sources[key]}); this definition is ignored",
+                    message=(
+                        f"defined again (first defined at {run.sources[key]}); this definition is "
+                        "ignored"
+                    ),
                 )
             )
             continue

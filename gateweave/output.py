@@ -56,7 +56,11 @@ def objects_with_status(
             return None
         current = decoded.raw.get("status")
         return merge_status(
-            key.kind, current if isinstance(current, dict) else None, computed, controller_name, now,
+            key.kind,
+            current if isinstance(current, dict) else None,
+            computed,
+            controller_name,
+            now,
             namespace=key.namespace,
         )
 

@@ -49,7 +49,9 @@ def _translate_gc_paused(fn: TranslateFn, snapshot: Snapshot, options: Translate
         return fn(snapshot, options)
 
 
-QUARANTINE_MESSAGE_CAP = 1024  # characters of Envoy's message a quarantined object's condition carries
+QUARANTINE_MESSAGE_CAP = (
+    1024  # characters of Envoy's message a quarantined object's condition carries
+)
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,9 @@ class Runtime:
     def close(self) -> None:
         self._unsubscribe()
 
-    def attach(self, *, xds_sink: XdsSink | None = None, infra_sink: InfraSink | None = None) -> None:
+    def attach(
+        self, *, xds_sink: XdsSink | None = None, infra_sink: InfraSink | None = None
+    ) -> None:
         """Plug in data-plane sinks (at any time): each new sink is sent everything on
         the next translation, which this schedules."""
         if xds_sink is not None:
@@ -193,9 +197,19 @@ class Runtime:
             stored = self.store.get(key)
             if stored is None:
                 continue
-            cut = message if len(message) <= QUARANTINE_MESSAGE_CAP else message[:QUARANTINE_MESSAGE_CAP] + " ..."
+            cut = (
+                message
+                if len(message) <= QUARANTINE_MESSAGE_CAP
+                else message[:QUARANTINE_MESSAGE_CAP] + " ..."
+            )
             self._quarantine[key] = Quarantined(stored.generation, gateway, cut)
-            log.warning("quarantined", object=str(key), generation=stored.generation, gateway=gateway, envoy=cut)
+            log.warning(
+                "quarantined",
+                object=str(key),
+                generation=stored.generation,
+                gateway=gateway,
+                envoy=cut,
+            )
         self._quarantine_changed()
         self._kick()
 
@@ -273,7 +287,10 @@ class Runtime:
         gc.collect()
         gc.freeze()
         self._froze_gc = True
-        log.info("objects of the initial state frozen for the garbage collector", count=gc.get_freeze_count())
+        log.info(
+            "objects of the initial state frozen for the garbage collector",
+            count=gc.get_freeze_count(),
+        )
 
     async def _lead(self) -> None:
         if self.lead > 0:
@@ -298,7 +315,10 @@ class Runtime:
         return msgspec.structs.replace(
             self.options,
             dataplane=dict(self._dataplane_states) if self.dataplane else None,
-            rejected={key: f"the Envoy of Gateway {q.gateway} rejects it: {q.message}" for key, q in sorted(self._quarantine.items())},
+            rejected={
+                key: f"the Envoy of Gateway {q.gateway} rejects it: {q.message}"
+                for key, q in sorted(self._quarantine.items())
+            },
         )
 
     async def _translate_and_publish(self) -> None:
@@ -309,7 +329,9 @@ class Runtime:
         started = time.perf_counter()
         try:
             if self.offload:
-                result = await asyncio.to_thread(_translate_gc_paused, self.translate_fn, snapshot, options)
+                result = await asyncio.to_thread(
+                    _translate_gc_paused, self.translate_fn, snapshot, options
+                )
             else:
                 result = _translate_gc_paused(self.translate_fn, snapshot, options)
         except Exception:
@@ -331,7 +353,9 @@ class Runtime:
     async def _publish(self, result: Result) -> None:
         # The data plane first: Envoy configuration is what a change waits for.
         xds_changed, xds_removed = _diff(self.published_xds, result.xds)
-        if (xds_changed or xds_removed) and await self._send("xds", self.xds_sink, xds_changed, xds_removed):
+        if (xds_changed or xds_removed) and await self._send(
+            "xds", self.xds_sink, xds_changed, xds_removed
+        ):
             self.published_xds = dict(result.xds)
         self.status_sink.retain(set(self.store.keys()))
         with gc_paused():
@@ -345,7 +369,9 @@ class Runtime:
         ):
             self.published_infra = dict(result.infra)
 
-    async def _send(self, name: str, sink: Any, changed: Mapping[str, Any], removed: Sequence[str]) -> bool:
+    async def _send(
+        self, name: str, sink: Any, changed: Mapping[str, Any], removed: Sequence[str]
+    ) -> bool:
         """Hand a change to a sink; True when it took it (``published_*`` then follows)."""
         if sink is None:
             return False

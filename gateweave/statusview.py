@@ -47,19 +47,33 @@ def _why(conds: Iterable[dict[str, Any]]) -> str:
 
 def _nn(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata", {})
-    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    return (
+        f"{meta.get('namespace')}/{meta.get('name')}"
+        if meta.get("namespace")
+        else str(meta.get("name"))
+    )
 
 
 def _errors_table(errors: list[dict[str, Any]]) -> Table:
     """``/api/errors`` items (source, message, and kind, namespace, name when about an object)."""
-    table = Table(title=f"Configuration errors ({len(errors)})", title_justify="left", title_style="bold red")
+    table = Table(
+        title=f"Configuration errors ({len(errors)})", title_justify="left", title_style="bold red"
+    )
     for col in ("SOURCE", "OBJECT", "MESSAGE"):
         table.add_column(col)
     for err in errors:
         who = ""
         if err.get("kind"):
-            who = f"{err['kind']} {err['namespace']}/{err.get('name', '')}" if err.get("namespace") else f"{err['kind']} {err.get('name', '')}"
-        table.add_row(escape(str(err.get("source", ""))), escape(who), f"[red]{escape(str(err.get('message', '')))}[/red]")
+            who = (
+                f"{err['kind']} {err['namespace']}/{err.get('name', '')}"
+                if err.get("namespace")
+                else f"{err['kind']} {err.get('name', '')}"
+            )
+        table.add_row(
+            escape(str(err.get("source", ""))),
+            escape(who),
+            f"[red]{escape(str(err.get('message', '')))}[/red]",
+        )
     return table
 
 
@@ -70,8 +84,13 @@ def _rates(traffic: dict[str, Any], route: str) -> tuple[str, str]:
     return f"{seen.get('rate', 0):g}", f"{seen.get('error_rate', 0):g}"
 
 
-def render(items: list[dict[str, Any]], controller_name: str, console: Console | None = None,
-           errors: list[dict[str, Any]] | None = None, traffic: dict[str, Any] | None = None) -> None:
+def render(
+    items: list[dict[str, Any]],
+    controller_name: str,
+    console: Console | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    traffic: dict[str, Any] | None = None,
+) -> None:
     """``traffic``: a running server's ``/api/traffic``, which adds each route's request and
     error rates (per second) to the routes table."""
     console = console or Console(width=None if sys.stdout.isatty() else 200)
@@ -80,20 +99,44 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
     for col in ("NAME", "CLASS", "ADDRESS", "ACCEPTED", "PROGRAMMED", "WHY"):
         gw_table.add_column(col)
     ls_table = Table(title="Listeners", title_justify="left")
-    for col in ("GATEWAY", "LISTENER", "PORT", "PROTOCOL", "ROUTES", "ACCEPTED", "PROGRAMMED", "REFS", "WHY"):
+    for col in (
+        "GATEWAY",
+        "LISTENER",
+        "PORT",
+        "PROTOCOL",
+        "ROUTES",
+        "ACCEPTED",
+        "PROGRAMMED",
+        "REFS",
+        "WHY",
+    ):
         ls_table.add_column(col)
     for gw in gateways:
         st = gw["status"]
         conds = st.get("conditions", [])
         addrs = ",".join(a.get("value", "") for a in st.get("addresses", [])) or "-"
-        gw_table.add_row(_nn(gw), gw.get("spec", {}).get("gatewayClassName", ""), addrs, _cell(conds, "Accepted"), _cell(conds, "Programmed"), _why(conds))
+        gw_table.add_row(
+            _nn(gw),
+            gw.get("spec", {}).get("gatewayClassName", ""),
+            addrs,
+            _cell(conds, "Accepted"),
+            _cell(conds, "Programmed"),
+            _why(conds),
+        )
         spec_listeners = {lst.get("name"): lst for lst in gw.get("spec", {}).get("listeners", [])}
         for lst in st.get("listeners", []):
             spec = spec_listeners.get(lst["name"], {})
             lconds = lst.get("conditions", [])
             ls_table.add_row(
-                _nn(gw), lst["name"], str(spec.get("port", "")), str(spec.get("protocol", "")), str(lst.get("attachedRoutes", 0)),
-                _cell(lconds, "Accepted"), _cell(lconds, "Programmed"), _cell(lconds, "ResolvedRefs"), _why(lconds),
+                _nn(gw),
+                lst["name"],
+                str(spec.get("port", "")),
+                str(spec.get("protocol", "")),
+                str(lst.get("attachedRoutes", 0)),
+                _cell(lconds, "Accepted"),
+                _cell(lconds, "Programmed"),
+                _cell(lconds, "ResolvedRefs"),
+                _why(lconds),
             )
     rt_table = Table(title="Routes", title_justify="left")
     rate_columns = ("REQ/S", "ERR/S") if traffic is not None else ()
@@ -106,14 +149,25 @@ def render(items: list[dict[str, Any]], controller_name: str, console: Console |
             if entry.get("controllerName") != controller_name:
                 continue
             ref = entry.get("parentRef", {})
-            parent = f"{ref.get('kind', 'Gateway')} {ref.get('namespace') or obj['metadata'].get('namespace')}/{ref.get('name')}"
+            parent = (
+                f"{ref.get('kind', 'Gateway')} "
+                f"{ref.get('namespace') or obj['metadata'].get('namespace')}/{ref.get('name')}"
+            )
             if ref.get("sectionName"):
                 parent += f"/{ref['sectionName']}"
             if ref.get("port"):
                 parent += f":{ref['port']}"
             conds = entry.get("conditions", [])
             rates = _rates(traffic, f"{obj['kind']}/{_nn(obj)}") if traffic is not None else ()
-            rt_table.add_row(obj["kind"], _nn(obj), parent, _cell(conds, "Accepted"), _cell(conds, "ResolvedRefs"), *rates, _why(conds))
+            rt_table.add_row(
+                obj["kind"],
+                _nn(obj),
+                parent,
+                _cell(conds, "Accepted"),
+                _cell(conds, "ResolvedRefs"),
+                *rates,
+                _why(conds),
+            )
     be_table = Table(title="Backends", title_justify="left")
     for col in ("KIND", "NAME", "ACCEPTED", "WHY"):
         be_table.add_column(col)
@@ -138,7 +192,10 @@ def render_envoys(survey: Survey, console: Console | None = None) -> None:
     if survey.holder is None:
         title = f"Envoys in {survey.path}: no controller"
         if survey.envoys:
-            title += " (they keep serving their last configuration; a serve on this state directory adopts them)"
+            title += (
+                " (they keep serving their last configuration; a serve on this state directory "
+                "adopts them)"
+            )
     else:
         title = f"Envoys in {survey.path}: controller pid {survey.holder.pid}"
     console.print(escape(title), soft_wrap=True)
@@ -146,7 +203,9 @@ def render_envoys(survey: Survey, console: Console | None = None) -> None:
     for col in ("GATEWAY", "PID", "SINCE", "ADMIN", "CONTROLLER"):
         table.add_column(col)
     for record in survey.envoys:
-        since = datetime.datetime.fromtimestamp(record.started_at, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        since = datetime.datetime.fromtimestamp(record.started_at, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
         who = "[red]none[/red]" if survey.holder is None else str(survey.holder.pid)
         table.add_row(escape(record.gateway), str(record.pid), since, record.admin_address, who)
     console.print(table)

@@ -97,7 +97,9 @@ class Store:
         self._unsorted: set[str] = set()  # kinds that gained a key since the last snapshot
         self._listeners: list[Listener] = []
         self._version = 0
-        self.changelog = ChangeLog()  # keys whose model changed: lets translation diff snapshots cheaply
+        self.changelog = (
+            ChangeLog()
+        )  # keys whose model changed: lets translation diff snapshots cheaply
         self.changed = asyncio.Event()  # set when a model changed; consumers clear it
 
     # ------------------------------------------------------------ reading
@@ -156,7 +158,9 @@ class Store:
 
     # ------------------------------------------------------------ writing
 
-    def apply(self, decoded: Decoded, *, source: str = "", authoritative: bool = False) -> Change | None:
+    def apply(
+        self, decoded: Decoded, *, source: str = "", authoritative: bool = False
+    ) -> Change | None:
         """Create or update an object; returns the change, or None when nothing changed.
 
         ``authoritative``: the provider's metadata (generation) is the truth (Kubernetes);

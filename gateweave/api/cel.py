@@ -76,7 +76,16 @@ class Duration:
         return f"duration({self.ns}ns)"
 
 
-_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+_UNITS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
 _DURATION_PART = re2.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
@@ -161,9 +170,15 @@ FORMAT_LIB = FormatLib()
 def _type_name(v: Any) -> str:
     if v is None:
         return "null_type"
-    return {bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes", list: "list", dict: "map"}.get(
-        type(v), type(v).__name__
-    )
+    return {
+        bool: "bool",
+        int: "int",
+        float: "double",
+        str: "string",
+        bytes: "bytes",
+        list: "list",
+        dict: "map",
+    }.get(type(v), type(v).__name__)
 
 
 def _overload(name: str, *args: Any) -> CelError:
@@ -292,7 +307,9 @@ def _not(a: Any) -> bool:
 
 # ---------------------------------------------------------------- regexes
 
-RE_CACHE_SIZE = 1024  # compiled regexes kept (least recently used dropped): patterns may come from input
+RE_CACHE_SIZE = (
+    1024  # compiled regexes kept (least recently used dropped): patterns may come from input
+)
 _RE_OPTIONS = re2.Options()
 _RE_OPTIONS.log_errors = False
 
@@ -486,7 +503,9 @@ def _sum(lst: Any) -> Any:
 
 def _min(lst: Any) -> Any:
     if type(lst) is not list or not lst:
-        raise CelError("min called on an empty list" if type(lst) is list else "no such overload: min")
+        raise CelError(
+            "min called on an empty list" if type(lst) is list else "no such overload: min"
+        )
     best = lst[0]
     for x in lst[1:]:
         if _lt(x, best):
@@ -496,7 +515,9 @@ def _min(lst: Any) -> Any:
 
 def _max(lst: Any) -> Any:
     if type(lst) is not list or not lst:
-        raise CelError("max called on an empty list" if type(lst) is list else "no such overload: max")
+        raise CelError(
+            "max called on an empty list" if type(lst) is list else "no such overload: max"
+        )
     best = lst[0]
     for x in lst[1:]:
         if _lt(best, x):
@@ -671,7 +692,18 @@ def _uint(v: Any) -> int:
 def _bool(v: Any) -> bool:
     if type(v) is bool:
         return v
-    if type(v) is str and v in ("true", "false", "True", "False", "TRUE", "FALSE", "t", "f", "1", "0"):
+    if type(v) is str and v in (
+        "true",
+        "false",
+        "True",
+        "False",
+        "TRUE",
+        "FALSE",
+        "t",
+        "f",
+        "1",
+        "0",
+    ):
         return v in ("true", "True", "TRUE", "t", "1")
     raise _overload("bool", v)
 
@@ -715,12 +747,41 @@ _DNS1035_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
 _QUALIFIED_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _FORMATS: dict[str, tuple[str, int, str]] = {
     # name: (regex, max length, message)
-    "dns1123Label": (_DNS1123_LABEL, 63, "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"),
-    "dns1123Subdomain": (_DNS1123_SUBDOMAIN, 253, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
-    "dns1035Label": (_DNS1035_LABEL, 63, "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"),
-    "qualifiedName": (r"(" + _DNS1123_SUBDOMAIN + r"/)?" + _QUALIFIED_NAME, 316, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
-    "labelValue": (r"(" + _QUALIFIED_NAME + r")?", 63, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"),
-    "uuid": (r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", 36, "does not match the UUID format"),
+    "dns1123Label": (
+        _DNS1123_LABEL,
+        63,
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+        "must start and end with an alphanumeric character",
+    ),
+    "dns1123Subdomain": (
+        _DNS1123_SUBDOMAIN,
+        253,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+        "'.', and must start and end with an alphanumeric character",
+    ),
+    "dns1035Label": (
+        _DNS1035_LABEL,
+        63,
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+        "alphabetic character, and end with an alphanumeric character",
+    ),
+    "qualifiedName": (
+        r"(" + _DNS1123_SUBDOMAIN + r"/)?" + _QUALIFIED_NAME,
+        316,
+        "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+        "end with an alphanumeric character",
+    ),
+    "labelValue": (
+        r"(" + _QUALIFIED_NAME + r")?",
+        63,
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+        "'.', and must start and end with an alphanumeric character",
+    ),
+    "uuid": (
+        r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+        36,
+        "does not match the UUID format",
+    ),
     "date": (r"\d{4}-\d{2}-\d{2}", 10, "invalid date"),
 }
 
@@ -807,12 +868,26 @@ METHODS: dict[str, Callable[..., Any]] = {
     "isLoopback": _ip_pred("isLoopback", lambda a: a.is_loopback),
     "isLinkLocalMulticast": _ip_pred(
         "isLinkLocalMulticast",
-        lambda a: a in ipaddress.ip_network("224.0.0.0/24") if a.version == 4 else a in ipaddress.ip_network("ff02::/16"),
+        lambda a: (
+            a in ipaddress.ip_network("224.0.0.0/24")
+            if a.version == 4
+            else a in ipaddress.ip_network("ff02::/16")
+        ),
     ),
-    "isLinkLocalUnicast": _ip_pred("isLinkLocalUnicast", lambda a: a.is_link_local and not a.is_multicast),
+    "isLinkLocalUnicast": _ip_pred(
+        "isLinkLocalUnicast", lambda a: a.is_link_local and not a.is_multicast
+    ),
     "isGlobalUnicast": _ip_pred(
         "isGlobalUnicast",
-        lambda a: not (a.is_unspecified or a.is_loopback or a.is_multicast or a.is_link_local or a == ipaddress.ip_address("255.255.255.255")),
+        lambda a: (
+            not (
+                a.is_unspecified
+                or a.is_loopback
+                or a.is_multicast
+                or a.is_link_local
+                or a == ipaddress.ip_address("255.255.255.255")
+            )
+        ),
     ),
     "ip": _ip,
     "containsIP": _contains_ip,
@@ -822,8 +897,10 @@ METHODS: dict[str, Callable[..., Any]] = {
     "string": _string,
     "getScheme": _url_part("getScheme", lambda p: p.scheme),
     "getHost": _url_part("getHost", lambda p: p.netloc.rpartition("@")[2]),
-    "getHostname": _url_part("getHostname", lambda p: (p.hostname or "")),
-    "getPort": _url_part("getPort", lambda p: p.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]),
+    "getHostname": _url_part("getHostname", lambda p: p.hostname or ""),
+    "getPort": _url_part(
+        "getPort", lambda p: p.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    ),
     "getEscapedPath": _url_part("getEscapedPath", lambda p: p.path),
     "getQuery": _url_part("getQuery", lambda p: p.query),
     "getHours": _dur_part("getHours", 3600 * 10**9),
@@ -833,7 +910,10 @@ METHODS: dict[str, Callable[..., Any]] = {
     "validate": _format_validate,
     "named": lambda lib, name: _named_format(name),
     **{name: _format_method(name) for name in _FORMATS},
-    **{name + "Prefix": _format_method(name + "Prefix") for name in ("dns1123Label", "dns1123Subdomain", "dns1035Label")},
+    **{
+        name + "Prefix": _format_method(name + "Prefix")
+        for name in ("dns1123Label", "dns1123Subdomain", "dns1035Label")
+    },
 }
 
 
@@ -841,14 +921,35 @@ METHODS: dict[str, Callable[..., Any]] = {
 
 _RESERVED = frozenset(
     {
-        "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
-        "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
     }
 )
 
 
 def unescape(name: str) -> str:
-    """Kubernetes CEL property-name unescaping (``__namespace__`` -> ``namespace``, ``a__dash__b`` -> ``a-b``)."""
+    """Kubernetes CEL property-name unescaping (``__namespace__`` -> ``namespace``, ``a__dash__b``
+    -> ``a-b``).
+    """
     if name.startswith("__") and name.endswith("__") and name[2:-2] in _RESERVED:
         return name[2:-2]
     if "__" not in name:

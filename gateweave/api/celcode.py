@@ -33,7 +33,9 @@ import lark
 from gateweave.api import cel, patterns
 
 Schema = dict[str, Any]
-Kind = Callable[[Any], "type | None"]  # a schema node -> the type every value checked against it has
+Kind = Callable[
+    [Any], "type | None"
+]  # a schema node -> the type every value checked against it has
 
 # No string, list or map can hold this many elements (it exceeds any memory): a sum of a
 # few sizes is far below INT64_MAX, so adding sizes needs no overflow check.
@@ -169,7 +171,11 @@ _BINARY = {
 # Methods and functions whose cel.py implementation returns a bool whenever it returns.
 _BOOL_CALLS = frozenset(("contains", "startsWith", "endsWith", "matches"))
 # String methods with a string literal argument, as Python's (the receiver a str).
-_STR_METHODS = {"startsWith": "{s}.startswith({p})", "endsWith": "{s}.endswith({p})", "contains": "({p} in {s})"}
+_STR_METHODS = {
+    "startsWith": "{s}.startswith({p})",
+    "endsWith": "{s}.endswith({p})",
+    "contains": "({p} in {s})",
+}
 _MACROS = ("all", "exists", "exists_one", "map", "filter")
 
 
@@ -182,7 +188,14 @@ def _valid_pattern(pattern: str) -> bool:
 
 
 class _Writer:
-    def __init__(self, names: Names, self_name: str, self_node: Schema | None, kind: Kind, fields: dict[str, str]) -> None:
+    def __init__(
+        self,
+        names: Names,
+        self_name: str,
+        self_node: Schema | None,
+        kind: Kind,
+        fields: dict[str, str],
+    ) -> None:
         self.names = names
         self.self_name = self_name
         self.self_node = self_node
@@ -220,7 +233,12 @@ class _Writer:
         cond, yes, no = self.e(ch[0]), self.e(ch[1]), self.e(ch[2])
         same = yes.kind if yes.kind is no.kind else None
         bound = max(yes.bound, no.bound) if yes.bound is not None and no.bound is not None else None
-        return Expr(f"({yes.code} if {self._bool(cond)} else {no.code})", yes.boolean and no.boolean, same, bound=bound)
+        return Expr(
+            f"({yes.code} if {self._bool(cond)} else {no.code})",
+            yes.boolean and no.boolean,
+            same,
+            bound=bound,
+        )
 
     def w_conditionalor(self, t: lark.Tree) -> Expr:
         return self._logical(t, "or")
@@ -248,7 +266,11 @@ class _Writer:
                 # Python's == against a str is CEL's: equal only to an equal string, false
                 # for any other value (no number or bool equals a string in either language)
                 return Expr(f"({a.code} {py} {b.code})", True, bool)
-            slow = f"_cel_eq({a.code}, {b.code})" if py == "==" else f"(not _cel_eq({a.code}, {b.code}))"
+            slow = (
+                f"_cel_eq({a.code}, {b.code})"
+                if py == "=="
+                else f"(not _cel_eq({a.code}, {b.code}))"
+            )
             return Expr(self._same_kind(a, b, f"({a.code} {py} {b.code})", slow), True, bool)
         if op in _ORDER:
             py, template = _ORDER[op]
@@ -262,10 +284,19 @@ class _Writer:
             # raises; any other value that is not a string is in neither)
             values = self.names.add("c_", b.literal, ("strset", tuple(sorted(b.literal))))
             return Expr(f"({a.code} in {values})", True, bool)
-        if op == "addition_add" and a.bound is not None and b.bound is not None and a.bound + b.bound <= cel.INT64_MAX:
+        if (
+            op == "addition_add"
+            and a.bound is not None
+            and b.bound is not None
+            and a.bound + b.bound <= cel.INT64_MAX
+        ):
             # two non-negative ints whose sum cannot overflow: Python's + is CEL's
             return Expr(f"({a.code} + {b.code})", kind=int, bound=a.bound + b.bound)
-        return Expr(_BINARY[op].format(a=a.code, b=b.code), op == "relation_in", bool if op == "relation_in" else None)
+        return Expr(
+            _BINARY[op].format(a=a.code, b=b.code),
+            op == "relation_in",
+            bool if op == "relation_in" else None,
+        )
 
     @staticmethod
     def _same_kind(a: Expr, b: Expr, fast: str, slow: str) -> str:
@@ -310,7 +341,9 @@ class _Writer:
         if obj.kind is dict and obj.node is not None:
             props = obj.node.get("properties") or {}
             extra = obj.node.get("additionalProperties")
-            return self._checked(code, props.get(field, extra if isinstance(extra, dict) else None), simple)
+            return self._checked(
+                code, props.get(field, extra if isinstance(extra, dict) else None), simple
+            )
         return Expr(code, simple=simple)
 
     def w_member_index(self, t: lark.Tree) -> Expr:
@@ -341,7 +374,11 @@ class _Writer:
         if name == "size" and len(args) == 1:
             # len() is size() for a string, list, map or bytes, and raises for every other
             # value gateweave's CEL has (none of its own types has a length)
-            if args[0].code == self.self_name and args[0].kind in (str, list, dict) and SIZE in self.fields:
+            if (
+                args[0].code == self.self_name
+                and args[0].kind in (str, list, dict)
+                and SIZE in self.fields
+            ):
                 self.used.add(SIZE)  # size(self), once per node
                 return Expr(self.fields[SIZE], kind=int, simple=True, bound=_SIZE_BOUND)
             return Expr(f"len({args[0].code})", kind=int, simple=args[0].simple, bound=_SIZE_BOUND)
@@ -360,7 +397,10 @@ class _Writer:
                 if self.names.values[passed] is known:
                     _MATCHED.append(known)
                 program = self.names.add("c_", cel.search_program(literal), ("program", literal))
-                code = f"({receiver.code} in {passed} or _cel_matches({program}, {passed}, {receiver.code}))"
+                code = (
+                    f"({receiver.code} in {passed} or _cel_matches({program}, {passed}, "
+                    f"{receiver.code}))"
+                )
                 return Expr(_typed(receiver, str, code, slow), True, bool)
         boolean = name in _BOOL_CALLS
         return Expr(slow, boolean, bool if boolean else None)
@@ -428,7 +468,11 @@ class _Writer:
         if not (isinstance(node, lark.Tree) and node.data == "member_dot"):
             raise Untranslatable("has() argument")
         obj, field = self.e(node.children[0]), cel.unescape(str(node.children[1]))
-        return Expr(_typed(obj, dict, f"({field!r} in {obj.code})", f"_cel_has({obj.code}, {field!r})"), True, bool)
+        return Expr(
+            _typed(obj, dict, f"({field!r} in {obj.code})", f"_cel_has({obj.code}, {field!r})"),
+            True,
+            bool,
+        )
 
     def w_ident(self, t: lark.Tree) -> Expr:
         name = str(t.children[0])
@@ -454,7 +498,9 @@ class _Writer:
 
     def w_map_lit(self, t: lark.Tree) -> Expr:
         kids = list(t.children[0].children) if t.children else []
-        pairs = [f"({self.e(kids[i]).code}, {self.e(kids[i + 1]).code})" for i in range(0, len(kids), 2)]
+        pairs = [
+            f"({self.e(kids[i]).code}, {self.e(kids[i + 1]).code})" for i in range(0, len(kids), 2)
+        ]
         return Expr(f"_cel_map(({''.join(p + ', ' for p in pairs)}))", kind=dict)
 
     def w_literal(self, t: lark.Tree) -> Expr:
@@ -463,12 +509,24 @@ class _Writer:
         kind = type(value)
         if value is None or kind in (bool, str, int):
             bound = value if kind is int and value >= 0 else None
-            return Expr(repr(value), kind is bool, kind, True, value if kind is str else None, bound=bound)
-        return Expr(self.names.add("c_", value, ("literal", kind.__name__, repr(value))), kind=kind, simple=True)
+            return Expr(
+                repr(value), kind is bool, kind, True, value if kind is str else None, bound=bound
+            )
+        return Expr(
+            self.names.add("c_", value, ("literal", kind.__name__, repr(value))),
+            kind=kind,
+            simple=True,
+        )
 
 
-def transpile(source: str, names: Names, self_name: str, self_node: Schema | None = None,
-              kind: Kind = lambda node: None, fields: dict[str, str] | None = None) -> tuple[Expr, set[str]]:
+def transpile(
+    source: str,
+    names: Names,
+    self_name: str,
+    self_node: Schema | None = None,
+    kind: Kind = lambda node: None,
+    fields: dict[str, str] | None = None,
+) -> tuple[Expr, set[str]]:
     """``source`` as a Python expression over the variable ``self_name``, whose value was
     checked against the schema node ``self_node``; ``kind(node)`` is the Python type of
     every value checked against ``node`` (None when not known). ``fields`` names the

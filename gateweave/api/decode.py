@@ -44,7 +44,9 @@ class ObjectError(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str
     name: str
     message: str
-    field: str = ""  # path of the offending field ("spec.rules[0].matches[0].path.type"); "": the object
+    field: str = (
+        ""  # path of the offending field ("spec.rules[0].matches[0].path.type"); "": the object
+    )
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
@@ -97,12 +99,24 @@ def _refused_kind(raw: dict[str, Any], source: str, default_namespace: str) -> l
     field, message = refusal
     meta = raw["metadata"] if isinstance(raw.get("metadata"), dict) else {}
     ns = clip(str(meta.get("namespace") or default_namespace))
-    return [ObjectError(source=source, kind=clip(kind), namespace=ns, name=clip(str(meta.get("name") or ""), 253),
-                        message=message, field=field)]
+    return [
+        ObjectError(
+            source=source,
+            kind=clip(kind),
+            namespace=ns,
+            name=clip(str(meta.get("name") or ""), 253),
+            message=message,
+            field=field,
+        )
+    ]
 
 
 def decode(
-    raw: Any, source: str = "", default_namespace: str = "default", *, mode: Decoding = Decoding.VALIDATE,
+    raw: Any,
+    source: str = "",
+    default_namespace: str = "default",
+    *,
+    mode: Decoding = Decoding.VALIDATE,
     owned: bool = False,
 ) -> tuple[Decoded | None, list[ObjectError]]:
     """Decode one manifest.
@@ -118,13 +132,17 @@ def decode(
     """
     info = kind_info(raw)
     if info is None:
-        return None, _refused_kind(raw, source, default_namespace) if mode is Decoding.STRICT and isinstance(raw, dict) else []
+        return None, _refused_kind(
+            raw, source, default_namespace
+        ) if mode is Decoding.STRICT and isinstance(raw, dict) else []
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     ns = clip(str(meta.get("namespace") or (default_namespace if info.namespaced else "")))
     name = clip(str(meta.get("name") or ""), 253)
 
     def rejected(message: str, field: str = "") -> ObjectError:
-        return ObjectError(source=source, kind=info.kind, namespace=ns, name=name, message=message, field=field)
+        return ObjectError(
+            source=source, kind=info.kind, namespace=ns, name=name, message=message, field=field
+        )
 
     if mode is Decoding.STORED:
         defaulted = schema.default(raw, info, owned=owned)

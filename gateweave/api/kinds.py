@@ -20,7 +20,11 @@ class Key(NamedTuple):
     name: str
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+        return (
+            f"{self.kind} {self.namespace}/{self.name}"
+            if self.namespace
+            else f"{self.kind} {self.name}"
+        )
 
 
 @dataclass(frozen=True)
@@ -50,26 +54,91 @@ E = m.ENVOY_GATEWAY_GROUP
 KINDS: dict[str, KindInfo] = {
     k.kind: k
     for k in (
-        KindInfo("GatewayClass", G, ("v1", "v1beta1"), "gatewayclasses", False, m.GatewayClass, "gatewayclasses"),
+        KindInfo(
+            "GatewayClass",
+            G,
+            ("v1", "v1beta1"),
+            "gatewayclasses",
+            False,
+            m.GatewayClass,
+            "gatewayclasses",
+        ),
         KindInfo("Gateway", G, ("v1", "v1beta1"), "gateways", True, m.Gateway, "gateways"),
         KindInfo("ListenerSet", G, ("v1",), "listenersets", True, m.ListenerSet, "listenersets"),
         KindInfo("HTTPRoute", G, ("v1", "v1beta1"), "httproutes", True, m.HTTPRoute, "httproutes"),
         KindInfo("GRPCRoute", G, ("v1",), "grpcroutes", True, m.GRPCRoute, "grpcroutes"),
-        KindInfo("TLSRoute", G, ("v1", "v1alpha3", "v1alpha2"), "tlsroutes", True, m.TLSRoute, "tlsroutes"),
+        KindInfo(
+            "TLSRoute",
+            G,
+            ("v1", "v1alpha3", "v1alpha2"),
+            "tlsroutes",
+            True,
+            m.TLSRoute,
+            "tlsroutes",
+        ),
         KindInfo("TCPRoute", G, ("v1", "v1alpha2"), "tcproutes", True, m.TCPRoute, "tcproutes"),
         KindInfo("UDPRoute", G, ("v1", "v1alpha2"), "udproutes", True, m.UDPRoute, "udproutes"),
-        KindInfo("ReferenceGrant", G, ("v1beta1", "v1"), "referencegrants", True, m.ReferenceGrant, "referencegrants"),
-        KindInfo("BackendTLSPolicy", G, ("v1", "v1alpha3"), "backendtlspolicies", True, m.BackendTLSPolicy, "backendtlspolicies"),
-        KindInfo("Backend", m.ENVOY_GATEWAY_GROUP, ("v1alpha1",), "backends", True, m.Backend, "backends"),
-        KindInfo("BackendTrafficPolicy", E, ("v1alpha1",), "backendtrafficpolicies", True, m.BackendTrafficPolicy,
-                 "backendtrafficpolicies"),
-        KindInfo("ClientTrafficPolicy", E, ("v1alpha1",), "clienttrafficpolicies", True, m.ClientTrafficPolicy,
-                 "clienttrafficpolicies"),
-        KindInfo("SecurityPolicy", E, ("v1alpha1",), "securitypolicies", True, m.SecurityPolicy, "securitypolicies"),
-        KindInfo("GatewayParameters", m.GATEWEAVE_GROUP, ("v1alpha1",), "gatewayparameters", True,
-                 m.GatewayParameters, "gatewayparameters"),
+        KindInfo(
+            "ReferenceGrant",
+            G,
+            ("v1beta1", "v1"),
+            "referencegrants",
+            True,
+            m.ReferenceGrant,
+            "referencegrants",
+        ),
+        KindInfo(
+            "BackendTLSPolicy",
+            G,
+            ("v1", "v1alpha3"),
+            "backendtlspolicies",
+            True,
+            m.BackendTLSPolicy,
+            "backendtlspolicies",
+        ),
+        KindInfo(
+            "Backend", m.ENVOY_GATEWAY_GROUP, ("v1alpha1",), "backends", True, m.Backend, "backends"
+        ),
+        KindInfo(
+            "BackendTrafficPolicy",
+            E,
+            ("v1alpha1",),
+            "backendtrafficpolicies",
+            True,
+            m.BackendTrafficPolicy,
+            "backendtrafficpolicies",
+        ),
+        KindInfo(
+            "ClientTrafficPolicy",
+            E,
+            ("v1alpha1",),
+            "clienttrafficpolicies",
+            True,
+            m.ClientTrafficPolicy,
+            "clienttrafficpolicies",
+        ),
+        KindInfo(
+            "SecurityPolicy",
+            E,
+            ("v1alpha1",),
+            "securitypolicies",
+            True,
+            m.SecurityPolicy,
+            "securitypolicies",
+        ),
+        KindInfo(
+            "GatewayParameters",
+            m.GATEWEAVE_GROUP,
+            ("v1alpha1",),
+            "gatewayparameters",
+            True,
+            m.GatewayParameters,
+            "gatewayparameters",
+        ),
         KindInfo("Service", "", ("v1",), "services", True, m.Service),
-        KindInfo("EndpointSlice", "discovery.k8s.io", ("v1",), "endpointslices", True, m.EndpointSlice),
+        KindInfo(
+            "EndpointSlice", "discovery.k8s.io", ("v1",), "endpointslices", True, m.EndpointSlice
+        ),
         KindInfo("Namespace", "", ("v1",), "namespaces", False, m.Namespace),
         KindInfo("Secret", "", ("v1",), "secrets", True, m.Secret),
         KindInfo("ConfigMap", "", ("v1",), "configmaps", True, m.ConfigMap),
@@ -77,7 +146,8 @@ KINDS: dict[str, KindInfo] = {
 }
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
-# Envoy Gateway's policy kinds (translate/policies attaches them; status.ancestors like BackendTLSPolicy).
+# Envoy Gateway's policy kinds (translate/policies attaches them; status.ancestors like
+# BackendTLSPolicy).
 POLICY_KINDS = ("BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy")
 
 
@@ -132,4 +202,8 @@ def unknown_kind(api_version: str, kind: str) -> tuple[str, str] | None:
         return "kind", f"{where} (did you mean {near.kind}?)"
     if not group:
         return None  # a core kind gateweave does not read
-    return "kind", f"{where} (kinds of {group}: {', '.join(i.kind for i in KINDS.values() if i.group == group)})"
+    return (
+        "kind",
+        f"{where} (kinds of {group}: "
+        f"{', '.join(i.kind for i in KINDS.values() if i.group == group)})",
+    )

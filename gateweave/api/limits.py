@@ -46,4 +46,4 @@ def quote(text: str, limit: int = MAX_ECHO_CHARS) -> str:
     """``text`` as a JSON string for an error message; a long one is cut as :func:`clip` does."""
     if len(text) <= limit:
         return json.dumps(text)
-    return f"{json.dumps(text[:limit])[:-1]}...\" ({len(text.encode('utf-8', 'replace'))} bytes)"
+    return f'{json.dumps(text[:limit])[:-1]}..." ({len(text.encode("utf-8", "replace"))} bytes)'

@@ -48,7 +48,9 @@ class Origin:
     prefix: tuple[str | int, ...] = ()  # the object's path in its document (("items", 3) in a List)
 
     def line_of(self, path: str) -> int | None:
-        found = yamlread.line_of(self.text[self.start : self.end], [*self.prefix, *yamlread.parse_path(path)])
+        found = yamlread.line_of(
+            self.text[self.start : self.end], [*self.prefix, *yamlread.parse_path(path)]
+        )
         return None if found is None else found + self.first_line
 
 
@@ -146,7 +148,9 @@ def _is_list(doc: dict[str, Any]) -> bool:
     return kind == "List" or (kind.endswith("List") and kind[: -len("List")] in KINDS)
 
 
-def _flatten(doc: Any, line: int, item_lines: tuple[int, ...], origin: Origin, out: list[Sourced], file: str) -> None:
+def _flatten(
+    doc: Any, line: int, item_lines: tuple[int, ...], origin: Origin, out: list[Sourced], file: str
+) -> None:
     if doc is None:
         return
     if not isinstance(doc, dict):
@@ -161,7 +165,9 @@ def _flatten(doc: Any, line: int, item_lines: tuple[int, ...], origin: Origin, o
         if item_kind and isinstance(item, dict):
             # <Kind>List items may leave out their apiVersion and kind.
             item = {"apiVersion": doc.get("apiVersion"), "kind": item_kind, **item}
-        item_origin = Origin(origin.text, origin.start, origin.end, origin.first_line, (*origin.prefix, "items", i))
+        item_origin = Origin(
+            origin.text, origin.start, origin.end, origin.first_line, (*origin.prefix, "items", i)
+        )
         _flatten(item, item_line, (), item_origin, out, file)
 
 
@@ -215,7 +221,9 @@ def _json_problem(yaml_text: str, message: str) -> _Malformed:
 
 
 def _parse_json(text: str, file: str) -> list[Sourced]:
-    yaml_text = text.replace("\t", " ")  # JSON allows tabs only as whitespace; YAML never as indentation
+    yaml_text = text.replace(
+        "\t", " "
+    )  # JSON allows tabs only as whitespace; YAML never as indentation
     try:
         doc = json.loads(text, object_pairs_hook=_strict_object)
     except json.JSONDecodeError as exc:
@@ -244,7 +252,14 @@ def _parse_yaml(text: str, file: str) -> list[Sourced]:
         raise _Malformed(exc.line, exc.message) from None
     out: list[Sourced] = []
     for doc in docs:
-        _flatten(doc.value, doc.line, doc.item_lines, Origin(text, doc.start, doc.end, doc.first_line), out, file)
+        _flatten(
+            doc.value,
+            doc.line,
+            doc.item_lines,
+            Origin(text, doc.start, doc.end, doc.first_line),
+            out,
+            file,
+        )
     return out
 
 
@@ -323,7 +338,9 @@ def _read_limited(fd: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     if size > MAX_FILE_BYTES:
-        raise _Refused(f"refused: larger than {MAX_FILE_BYTES} bytes (the limit on one manifest file)")
+        raise _Refused(
+            f"refused: larger than {MAX_FILE_BYTES} bytes (the limit on one manifest file)"
+        )
     return b"".join(chunks)
 
 
@@ -334,7 +351,9 @@ def read_bytes(path: str, root: str | None = None) -> bytes:
     if path == STDIN:
         data: bytes = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
-            raise ValueError(f"refused: larger than {MAX_FILE_BYTES} bytes (the limit on one manifest file)")
+            raise ValueError(
+                f"refused: larger than {MAX_FILE_BYTES} bytes (the limit on one manifest file)"
+            )
         return data
     try:
         fd = _open_in(path, root) if root is not None else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -359,7 +378,9 @@ def load_file(path: str, name: str | None = None, *, root: str | None = None) ->
         if isinstance(exc, UnicodeDecodeError):
             line = exc.object[: exc.start].count(b"\n") + 1
             return LoadResult(errors=[LoadError(name, line, "not UTF-8 text")])
-        return LoadResult(errors=[LoadError(name, 1, str(exc))])  # refused as a whole: from its first line
+        return LoadResult(
+            errors=[LoadError(name, 1, str(exc))]
+        )  # refused as a whole: from its first line
     return load_text(text, name)
 
 

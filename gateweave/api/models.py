@@ -21,7 +21,9 @@ ENVOY_GATEWAY_GROUP = "gateway.envoyproxy.io"
 GATEWEAVE_GROUP = "gateweave.io"
 
 
-class _Base(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False):
+class _Base(
+    msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, frozen=True, gc=False
+):
     pass
 
 
@@ -564,7 +566,9 @@ class SubjectAltName(_Base, kw_only=True, frozen=True):
 class BackendTLSPolicyValidation(_Base, kw_only=True, frozen=True):
     ca_certificate_refs: tuple[LocalObjectReference, ...] = ()
     # The one field name of the API whose camel case has two capitals in a row: named explicitly.
-    well_known_ca_certificates: str | None = msgspec.field(default=None, name="wellKnownCACertificates")
+    well_known_ca_certificates: str | None = msgspec.field(
+        default=None, name="wellKnownCACertificates"
+    )
     hostname: str = ""
     subject_alt_names: tuple[SubjectAltName, ...] = ()
 
@@ -611,12 +615,16 @@ class BackendEndpoint(_Base, kw_only=True, frozen=True):
 
 class BackendTLSSettings(_Base, kw_only=True, frozen=True):
     ca_certificate_refs: tuple[LocalObjectReference, ...] = ()
-    well_known_ca_certificates: str | None = msgspec.field(default=None, name="wellKnownCACertificates")
+    well_known_ca_certificates: str | None = msgspec.field(
+        default=None, name="wellKnownCACertificates"
+    )
     insecure_skip_verify: bool = False
     sni: str | None = None
     client_certificate_ref: SecretObjectReference | None = None
     # Read so that a Backend using them can be refused by name (gateweave does not implement them).
-    auto_sni_from_endpoint_hostname: bool | None = msgspec.field(default=None, name="autoSNIFromEndpointHostname")
+    auto_sni_from_endpoint_hostname: bool | None = msgspec.field(
+        default=None, name="autoSNIFromEndpointHostname"
+    )
     alpn_protocols: tuple[str, ...] | None = None
     ciphers: tuple[str, ...] | None = None
     ecdh_curves: tuple[str, ...] | None = None
@@ -697,6 +705,7 @@ class ClientTrafficPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
 
 class SecurityPolicy(_EnvoyGatewayPolicy, kw_only=True, frozen=True):
     kind: str = "SecurityPolicy"
+
 
 # ---------------------------------------------------------------- gateweave's parameters kind
 # Every field None when unset: a Gateway's parameters replace its class's field by field

@@ -28,7 +28,9 @@ def remember(passed: set[str], text: str) -> None:
 _LOWER_DIGITS = "abcdefghijklmnopqrstuvwxyz0123456789"
 _LABEL_CHARS = frozenset(_LOWER_DIGITS + "-")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
-_PATH_CHARS = frozenset("-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._~!$&'()*+,;=:@")
+_PATH_CHARS = frozenset(
+    "-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._~!$&'()*+,;=:@"
+)
 _HEX = frozenset("0123456789abcdefABCDEF")
 _VISIBLE = frozenset(chr(c) for c in range(0x21, 0x7F))  # [!-~]
 _VISIBLE_OR_BLANK = _VISIBLE | {" ", "\t"}
@@ -40,13 +42,17 @@ def dns1123_label(value: str) -> bool:
 
 
 def dns1123_subdomain(value: str) -> bool:
-    """``^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$``: labels joined by dots."""
+    """``^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$``: labels joined by
+    dots.
+    """
     return all(dns1123_label(label) for label in value.split("."))
 
 
 def dns1035_label(value: str) -> bool:
     """``^[a-z]([-a-z0-9]*[a-z0-9])?$``"""
-    return bool(value) and value[0] in _LETTERS and value[-1] != "-" and _LABEL_CHARS.issuperset(value)
+    return (
+        bool(value) and value[0] in _LETTERS and value[-1] != "-" and _LABEL_CHARS.issuperset(value)
+    )
 
 
 def hostname(value: str) -> bool:
@@ -63,7 +69,10 @@ def http_path(value: str) -> bool:
     first, *escaped = value.split("%")
     if not _PATH_CHARS.issuperset(first):
         return False
-    return all(len(p) >= 2 and p[0] in _HEX and p[1] in _HEX and _PATH_CHARS.issuperset(p[2:]) for p in escaped)
+    return all(
+        len(p) >= 2 and p[0] in _HEX and p[1] in _HEX and _PATH_CHARS.issuperset(p[2:])
+        for p in escaped
+    )
 
 
 def header_value(value: str) -> bool:

@@ -34,12 +34,14 @@ _SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {}
 _ROOT_KEEP = ("apiVersion", "kind", "metadata")
 
 DNS1123_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must "
     "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', "
     "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
     "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 )
@@ -54,10 +56,16 @@ _DNS1123_SUBDOMAIN_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 
 
 def load_schemas(group: str, plural: str) -> dict[str, Schema]:
-    """The openAPIV3Schema of each served version of the custom resource ``plural`` of ``group`` (cached)."""
+    """The openAPIV3Schema of each served version of the custom resource ``plural`` of ``group``
+    (cached).
+    """
     schemas = _SCHEMAS.get((group, plural))
     if schemas is None:
-        text = resources.files("gateweave.api").joinpath("schemas", group, f"{plural}.json").read_text()
+        text = (
+            resources.files("gateweave.api")
+            .joinpath("schemas", group, f"{plural}.json")
+            .read_text()
+        )
         schemas = json.loads(text)
         _SCHEMAS[(group, plural)] = schemas
     return schemas
@@ -141,12 +149,18 @@ def copy_json(value: Any) -> Any:
 def _unknown_field(path: str, key: Any, known: Any) -> FieldError:
     """As the API server's strict decoding says it, with the closest known field if any."""
     key = str(key)
-    close = difflib.get_close_matches(key, list(known or ()), n=1, cutoff=0.75) if len(key) < 256 else []
+    close = (
+        difflib.get_close_matches(key, list(known or ()), n=1, cutoff=0.75)
+        if len(key) < 256
+        else []
+    )
     hint = f" (did you mean {quote(close[0])}?)" if close else ""
     return FieldError(path, f"unknown field {quote(path, MAX_MESSAGE_CHARS // 4)}{hint}")
 
 
-def _prepare(value: Any, schema: Schema | None, unknown: list[FieldError] | None = None, path: str = "") -> Any:
+def _prepare(
+    value: Any, schema: Schema | None, unknown: list[FieldError] | None = None, path: str = ""
+) -> Any:
     """A copy of value with nulls dropped, defaults applied and unknown fields pruned;
     with ``unknown``, each pruned field is also reported there (``path``: where value is)."""
     if schema is None:
@@ -160,7 +174,11 @@ def _prepare(value: Any, schema: Schema | None, unknown: list[FieldError] | None
             sub = props.get(key) if props else None
             at = ""
             if unknown is not None:
-                at = _child(path, key) if sub is not None or not isinstance(extra, dict) else f"{path}[{key}]"
+                at = (
+                    _child(path, key)
+                    if sub is not None or not isinstance(extra, dict)
+                    else f"{path}[{key}]"
+                )
             if sub is None and isinstance(extra, dict):
                 sub = extra
             if sub is None:
@@ -247,8 +265,12 @@ _FORMATS: dict[str, Any] = {
     "ipv6": _is_ipv6,
     "cidr": _is_cidr,
     "hostname": lambda s: len(s) <= 253 and _matches(_DNS1123_SUBDOMAIN_RE, s.lower()),
-    "uuid": lambda s: _matches(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", s),
-    "byte": lambda s: _matches(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$", s),
+    "uuid": lambda s: _matches(
+        r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", s
+    ),
+    "byte": lambda s: _matches(
+        r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$", s
+    ),
     "date": lambda s: _matches(r"^\d{4}-\d{2}-\d{2}$", s),
     "duration": lambda s: _go_duration(s),
 }
@@ -294,7 +316,9 @@ def _list_key(item: Any, keys: list[str]) -> Any:
 class _Validator:
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
-        self.type_errors = 0  # values CEL cannot see as their schema says: rules above them are skipped
+        self.type_errors = (
+            0  # values CEL cannot see as their schema says: rules above them are skipped
+        )
 
     def node(self, value: Any, schema: Schema, path: str, cel_rules: bool = True) -> None:
         """Validate one value against one schema node; add every problem to self.errors."""
@@ -302,12 +326,22 @@ class _Validator:
         if value is None:
             if not schema.get("nullable"):
                 t = schema.get("type", "object")
-                errs.append(_invalid(path, value, f"{path} in body must be of type {t}: \"null\""))
+                errs.append(_invalid(path, value, f'{path} in body must be of type {t}: "null"'))
                 self.type_errors += 1
             return
         if not _type_ok(value, schema):
-            t = "integer or string" if schema.get("x-kubernetes-int-or-string") else schema.get("type")
-            errs.append(_invalid(path, _json_type(value), f"{path} in body must be of type {t}: \"{_json_type(value)}\""))
+            t = (
+                "integer or string"
+                if schema.get("x-kubernetes-int-or-string")
+                else schema.get("type")
+            )
+            errs.append(
+                _invalid(
+                    path,
+                    _json_type(value),
+                    f'{path} in body must be of type {t}: "{_json_type(value)}"',
+                )
+            )
             self.type_errors += 1
             return
         type_errors_before = self.type_errors
@@ -315,7 +349,9 @@ class _Validator:
             enum = schema["enum"]
             if not any(cel.cel_eq(value, e) for e in enum):
                 allowed = ", ".join(_go(e) for e in enum)
-                errs.append(_err(path, f"Unsupported value: {_go(value)}: supported values: {allowed}"))
+                errs.append(
+                    _err(path, f"Unsupported value: {_go(value)}: supported values: {allowed}")
+                )
         if isinstance(value, str):
             self.string(value, schema, path)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -327,7 +363,11 @@ class _Validator:
         for key in ("allOf", "anyOf", "oneOf", "not"):
             if key in schema:
                 self.combinator(key, value, schema[key], path)
-        if cel_rules and "x-kubernetes-validations" in schema and self.type_errors == type_errors_before:
+        if (
+            cel_rules
+            and "x-kubernetes-validations" in schema
+            and self.type_errors == type_errors_before
+        ):
             self.cel(value, schema, path)
 
     def string(self, value: str, schema: Schema, path: str) -> None:
@@ -336,7 +376,13 @@ class _Validator:
         if "maxLength" in schema and n > schema["maxLength"]:
             errs.append(_err(path, f"Too long: may not be more than {schema['maxLength']} bytes"))
         if "minLength" in schema and n < schema["minLength"]:
-            errs.append(_invalid(path, value, f"{path} in body should be at least {schema['minLength']} chars long"))
+            errs.append(
+                _invalid(
+                    path,
+                    value,
+                    f"{path} in body should be at least {schema['minLength']} chars long",
+                )
+            )
         pattern = schema.get("pattern")
         if pattern is not None:
             try:
@@ -349,7 +395,9 @@ class _Validator:
         fmt = schema.get("format")
         check = _FORMATS.get(fmt) if isinstance(fmt, str) else None
         if check is not None and not check(value):
-            errs.append(_invalid(path, value, f"{path} in body must be of type {fmt}: {_go(value)}"))
+            errs.append(
+                _invalid(path, value, f"{path} in body must be of type {fmt}: {_go(value)}")
+            )
 
     def number(self, value: float, schema: Schema, path: str) -> None:
         errs = self.errors
@@ -364,10 +412,16 @@ class _Validator:
         if "minimum" in schema:
             mn = schema["minimum"]
             if value < mn or (schema.get("exclusiveMinimum") and value == mn):
-                rel = "greater than" if schema.get("exclusiveMinimum") else "greater than or equal to"
+                rel = (
+                    "greater than" if schema.get("exclusiveMinimum") else "greater than or equal to"
+                )
                 errs.append(_invalid(path, value, f"{path} in body should be {rel} {mn}"))
         if "multipleOf" in schema and schema["multipleOf"] and value % schema["multipleOf"] != 0:
-            errs.append(_invalid(path, value, f"{path} in body should be a multiple of {schema['multipleOf']}"))
+            errs.append(
+                _invalid(
+                    path, value, f"{path} in body should be a multiple of {schema['multipleOf']}"
+                )
+            )
 
     def array(self, value: list[Any], schema: Schema, path: str, cel_rules: bool) -> None:
         errs = self.errors
@@ -375,7 +429,9 @@ class _Validator:
         if "maxItems" in schema and n > schema["maxItems"]:
             errs.append(_err(path, f"Too many: {n}: must have at most {schema['maxItems']} items"))
         if "minItems" in schema and n < schema["minItems"]:
-            errs.append(_invalid(path, n, f"{path} in body should have at least {schema['minItems']} items"))
+            errs.append(
+                _invalid(path, n, f"{path} in body should have at least {schema['minItems']} items")
+            )
         items = schema.get("items")
         if isinstance(items, dict):
             for i, item in enumerate(value):
@@ -386,7 +442,13 @@ class _Validator:
             for i, item in enumerate(value):
                 key = json.dumps(item, sort_keys=True)
                 if key in seen:
-                    errs.append(_err(f"{path}[{i}]", f"Duplicate value: {_go(item) if not isinstance(item, (dict, list)) else clip(key)}"))
+                    errs.append(
+                        _err(
+                            f"{path}[{i}]",
+                            "Duplicate value: "
+                            f"{_go(item) if not isinstance(item, (dict, list)) else clip(key)}",
+                        )
+                    )
                 seen.add(key)
         elif list_type == "map":
             keys = schema.get("x-kubernetes-list-map-keys") or []
@@ -407,9 +469,17 @@ class _Validator:
                 errs.append(_err(_child(path, req), "Required value"))
         n = len(value)
         if "maxProperties" in schema and n > schema["maxProperties"]:
-            errs.append(_err(path, f"Too many: {n}: must have at most {schema['maxProperties']} items"))
+            errs.append(
+                _err(path, f"Too many: {n}: must have at most {schema['maxProperties']} items")
+            )
         if "minProperties" in schema and n < schema["minProperties"]:
-            errs.append(_invalid(path, n, f"{path} in body should have at least {schema['minProperties']} properties"))
+            errs.append(
+                _invalid(
+                    path,
+                    n,
+                    f"{path} in body should have at least {schema['minProperties']} properties",
+                )
+            )
         props: dict[str, Schema] = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():
@@ -420,7 +490,9 @@ class _Validator:
                 self.node(item, extra, f"{path}[{key}]", cel_rules)
 
     def combinator(self, key: str, value: Any, sub: Any, path: str) -> None:
-        """allOf/anyOf/oneOf/not: value validations only (structural schemas keep types out of them)."""
+        """allOf/anyOf/oneOf/not: value validations only (structural schemas keep types out of
+        them).
+        """
         branches = [sub] if key == "not" else list(sub) if isinstance(sub, list) else []
         results: list[list[FieldError]] = []
         for branch in branches:
@@ -434,15 +506,23 @@ class _Validator:
             for r in results:
                 self.errors.extend(r)
         elif key == "anyOf" and passed == 0 and results:
-            self.errors.append(_invalid(path, value, f"{path} in body must validate at least one schema (anyOf)"))
+            self.errors.append(
+                _invalid(path, value, f"{path} in body must validate at least one schema (anyOf)")
+            )
             self.errors.extend(results[0])
         elif key == "oneOf" and passed != 1 and results:
-            self.errors.append(_invalid(path, value, f"{path} in body must validate one and only one schema (oneOf)"))
+            self.errors.append(
+                _invalid(
+                    path, value, f"{path} in body must validate one and only one schema (oneOf)"
+                )
+            )
             if passed == 0:
                 for r in results:
                     self.errors.extend(e for e in r if e not in self.errors)
         elif key == "not" and passed == 1:
-            self.errors.append(_invalid(path, value, f"{path} in body must not validate the schema (not)"))
+            self.errors.append(
+                _invalid(path, value, f"{path} in body must not validate the schema (not)")
+            )
 
     def cel(self, value: Any, schema: Schema, path: str) -> None:
         for rule in schema["x-kubernetes-validations"]:
@@ -479,7 +559,11 @@ class _Validator:
             except (cel.CelError, cel.CelCompileError):
                 pass
         field_path = rule.get("fieldPath")
-        where = path + field_path if isinstance(field_path, str) and field_path.startswith((".", "[")) else path
+        where = (
+            path + field_path
+            if isinstance(field_path, str) and field_path.startswith((".", "["))
+            else path
+        )
         reason = rule.get("reason") or "FieldValueInvalid"
         if reason == "FieldValueRequired":
             return _err(where, f"Required value: {message}")
@@ -494,11 +578,25 @@ class _Validator:
 
 # The fields of ObjectMeta, and the top-level fields of the core kinds gateweave reads
 # (whose schemas gateweave does not carry: strict decoding checks them at the top level).
-_OBJECT_META = frozenset((
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
-    "ownerReferences", "finalizers", "managedFields",
-))
+_OBJECT_META = frozenset(
+    (
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    )
+)
 _CORE_FIELDS: dict[str, frozenset[str]] = {
     "Service": frozenset(("spec", "status")),
     "Namespace": frozenset(("spec", "status")),
@@ -508,10 +606,14 @@ _CORE_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
-def _unknown_fields_without_schema(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> None:
+def _unknown_fields_without_schema(
+    raw: dict[str, Any], info: KindInfo, errors: list[FieldError]
+) -> None:
     meta = raw.get("metadata")
     if isinstance(meta, dict):
-        errors.extend(_unknown_field(f"metadata.{k}", k, _OBJECT_META) for k in meta if k not in _OBJECT_META)
+        errors.extend(
+            _unknown_field(f"metadata.{k}", k, _OBJECT_META) for k in meta if k not in _OBJECT_META
+        )
     known = _CORE_FIELDS.get(info.kind)
     if info.crd is None and known is not None:
         fields = known | set(_ROOT_KEEP)
@@ -524,13 +626,25 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
         errors.append(_err("metadata.name", "Required value: name or generateName is required"))
         return
     if not isinstance(meta, dict):
-        errors.append(_invalid("metadata", _json_type(meta), 'metadata in body must be of type object: "' + _json_type(meta) + '"'))
+        errors.append(
+            _invalid(
+                "metadata",
+                _json_type(meta),
+                'metadata in body must be of type object: "' + _json_type(meta) + '"',
+            )
+        )
         return
     name = meta.get("name")
     if name is None or name == "":
         errors.append(_err("metadata.name", "Required value: name or generateName is required"))
     elif not isinstance(name, str):
-        errors.append(_invalid("metadata.name", _json_type(name), 'metadata.name in body must be of type string: "' + _json_type(name) + '"'))
+        errors.append(
+            _invalid(
+                "metadata.name",
+                _json_type(name),
+                'metadata.name in body must be of type string: "' + _json_type(name) + '"',
+            )
+        )
     elif info.kind == "Namespace":
         _dns_label("metadata.name", name, errors)
     elif info.kind == "Service":
@@ -543,7 +657,13 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
     ns = meta.get("namespace")
     if ns is not None and ns != "":
         if not isinstance(ns, str):
-            errors.append(_invalid("metadata.namespace", _json_type(ns), 'metadata.namespace in body must be of type string: "' + _json_type(ns) + '"'))
+            errors.append(
+                _invalid(
+                    "metadata.namespace",
+                    _json_type(ns),
+                    'metadata.namespace in body must be of type string: "' + _json_type(ns) + '"',
+                )
+            )
         else:
             _dns_label("metadata.namespace", ns, errors)
     for field in ("labels", "annotations"):
@@ -551,7 +671,13 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
         if m is None:
             continue
         if not isinstance(m, dict) or not all(isinstance(v, str) for v in m.values()):
-            errors.append(_invalid(f"metadata.{field}", _json_type(m), f"metadata.{field} must be a map of string to string"))
+            errors.append(
+                _invalid(
+                    f"metadata.{field}",
+                    _json_type(m),
+                    f"metadata.{field} must be a map of string to string",
+                )
+            )
 
 
 def _dns_label(path: str, value: str, errors: list[FieldError]) -> None:
@@ -565,24 +691,48 @@ def _core(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> None
     spec = raw.get("spec")
     if info.kind == "Service" and spec is not None:
         if not isinstance(spec, dict):
-            errors.append(_invalid("spec", _json_type(spec), 'spec in body must be of type object: "' + _json_type(spec) + '"'))
+            errors.append(
+                _invalid(
+                    "spec",
+                    _json_type(spec),
+                    'spec in body must be of type object: "' + _json_type(spec) + '"',
+                )
+            )
             return
         ports = spec.get("ports")
         if ports is None:
             return
         if not isinstance(ports, list):
-            errors.append(_invalid("spec.ports", _json_type(ports), 'spec.ports in body must be of type array: "' + _json_type(ports) + '"'))
+            errors.append(
+                _invalid(
+                    "spec.ports",
+                    _json_type(ports),
+                    'spec.ports in body must be of type array: "' + _json_type(ports) + '"',
+                )
+            )
             return
         for i, port in enumerate(ports):
             p = f"spec.ports[{i}]"
             if not isinstance(port, dict):
-                errors.append(_invalid(p, _json_type(port), f'{p} in body must be of type object: "{_json_type(port)}"'))
+                errors.append(
+                    _invalid(
+                        p,
+                        _json_type(port),
+                        f'{p} in body must be of type object: "{_json_type(port)}"',
+                    )
+                )
                 continue
             num = port.get("port")
             if num is None:
                 errors.append(_err(f"{p}.port", "Required value"))
             elif isinstance(num, bool) or not isinstance(num, int):
-                errors.append(_invalid(f"{p}.port", _json_type(num), f'{p}.port in body must be of type integer: "{_json_type(num)}"'))
+                errors.append(
+                    _invalid(
+                        f"{p}.port",
+                        _json_type(num),
+                        f'{p}.port in body must be of type integer: "{_json_type(num)}"',
+                    )
+                )
             elif not 1 <= num <= 65535:
                 errors.append(_invalid(f"{p}.port", num, "must be between 1 and 65535, inclusive"))
     elif info.kind == "EndpointSlice":
@@ -590,7 +740,12 @@ def _core(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> None
         if at is None:
             errors.append(_err("addressType", "Required value"))
         elif at not in ("IPv4", "IPv6", "FQDN"):
-            errors.append(_err("addressType", f'Unsupported value: {_go(at)}: supported values: "FQDN", "IPv4", "IPv6"'))
+            errors.append(
+                _err(
+                    "addressType",
+                    f'Unsupported value: {_go(at)}: supported values: "FQDN", "IPv4", "IPv6"',
+                )
+            )
 
 
 # ---------------------------------------------------------------- entry points
@@ -618,9 +773,16 @@ def validate(
     try:
         return _validate(raw, info, strict, owned)
     except RecursionError:
-        return raw, [_invalid("<root>", "object", "object is nested too deeply (or refers to itself)")]
+        return raw, [
+            _invalid("<root>", "object", "object is nested too deeply (or refers to itself)")
+        ]
     except Exception as exc:  # defensive: validation must never take the process down
-        return raw, [_err("<root>", f"Internal error: validation failed: {type(exc).__name__}: {clip(str(exc))}")]
+        return raw, [
+            _err(
+                "<root>",
+                f"Internal error: validation failed: {type(exc).__name__}: {clip(str(exc))}",
+            )
+        ]
 
 
 def default(raw: dict[str, Any], info: KindInfo, *, owned: bool = False) -> dict[str, Any]:
@@ -639,14 +801,18 @@ def default(raw: dict[str, Any], info: KindInfo, *, owned: bool = False) -> dict
 
 
 def _root(raw: dict[str, Any], info: KindInfo) -> Schema | None:
-    """The schema of the version ``raw`` is written in (None: no schema, or not a version served)."""
+    """The schema of the version ``raw`` is written in (None: no
+    schema, or not a version served).
+    """
     if info.crd is None:
         return None
     version = str(raw.get("apiVersion", "")).rpartition("/")[2]
     return load_schemas(info.group, info.crd).get(version)
 
 
-_GENERATED: dict[tuple[str, str], Any] = {}  # (kind, apiVersion) -> the schema's generated validator
+_GENERATED: dict[
+    tuple[str, str], Any
+] = {}  # (kind, apiVersion) -> the schema's generated validator
 _UNKNOWN = object()
 
 
@@ -673,7 +839,9 @@ def _compiled(raw: dict[str, Any], info: KindInfo, owned: bool) -> dict[str, Any
         return None
 
 
-def _defaulted(raw: dict[str, Any], info: KindInfo, unknown: list[FieldError] | None) -> tuple[dict[str, Any], Schema | None]:
+def _defaulted(
+    raw: dict[str, Any], info: KindInfo, unknown: list[FieldError] | None
+) -> tuple[dict[str, Any], Schema | None]:
     """(raw defaulted and pruned, the schema of its version); (raw, None) without a schema."""
     if info.crd is None or not isinstance(raw, dict):
         return raw, None
@@ -689,7 +857,9 @@ def _defaulted(raw: dict[str, Any], info: KindInfo, unknown: list[FieldError] | 
     return result, root
 
 
-def _validate(raw: dict[str, Any], info: KindInfo, strict: bool, owned: bool) -> tuple[dict[str, Any], list[FieldError]]:
+def _validate(
+    raw: dict[str, Any], info: KindInfo, strict: bool, owned: bool
+) -> tuple[dict[str, Any], list[FieldError]]:
     errors: list[FieldError] = []
     if not isinstance(raw, dict):
         return raw, [_invalid("<root>", _json_type(raw), "object must be a map")]
@@ -706,7 +876,9 @@ def _validate(raw: dict[str, Any], info: KindInfo, strict: bool, owned: bool) ->
     result, root = _defaulted(raw, info, errors if strict else None)
     if root is None:
         version = str(raw.get("apiVersion", "")).rpartition("/")[2]
-        errors.append(_invalid("apiVersion", raw.get("apiVersion"), f"version {quote(version)} is not served"))
+        errors.append(
+            _invalid("apiVersion", raw.get("apiVersion"), f"version {quote(version)} is not served")
+        )
         return raw, errors
     validator = _Validator()
     validator.node(result, root, "")

@@ -41,20 +41,56 @@ class Unsure(Exception):
 
 # Keywords the generated code checks itself; a node with any other keyword the schema walk
 # reads goes to the schema walk as a whole.
-_WRITTEN = frozenset((
-    "type", "properties", "required", "default", "items", "additionalProperties", "enum",
-    "maxLength", "minLength", "pattern", "format", "maximum", "minimum", "exclusiveMaximum",
-    "exclusiveMinimum", "maxItems", "minItems", "maxProperties", "minProperties",
-    "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-validations",
-))
-# Keywords the schema walk reads (anything else, description or x-kubernetes-map-type, has no effect).
-_READ = _WRITTEN | frozenset((
-    "nullable", "x-kubernetes-int-or-string", "multipleOf", "uniqueItems", "allOf", "anyOf", "oneOf", "not",
-    "x-kubernetes-preserve-unknown-fields",
-))
+_WRITTEN = frozenset(
+    (
+        "type",
+        "properties",
+        "required",
+        "default",
+        "items",
+        "additionalProperties",
+        "enum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "format",
+        "maximum",
+        "minimum",
+        "exclusiveMaximum",
+        "exclusiveMinimum",
+        "maxItems",
+        "minItems",
+        "maxProperties",
+        "minProperties",
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-validations",
+    )
+)
+# Keywords the schema walk reads (anything else, description or x-kubernetes-map-type, has no
+# effect).
+_READ = _WRITTEN | frozenset(
+    (
+        "nullable",
+        "x-kubernetes-int-or-string",
+        "multipleOf",
+        "uniqueItems",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "x-kubernetes-preserve-unknown-fields",
+    )
+)
 _SCALARS = {"string": "str", "integer": "int", "boolean": "bool"}
 # The Python type of a value the generated code has checked against a node of each type.
-_KINDS: dict[str, type] = {"object": dict, "array": list, "string": str, "integer": int, "boolean": bool}
+_KINDS: dict[str, type] = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "integer": int,
+    "boolean": bool,
+}
 
 
 def _pattern(pattern: str, value: str) -> None:
@@ -142,7 +178,11 @@ def _handled(node: Any) -> bool:
         isinstance(node, dict)
         and node.get("type") in (*_KINDS, "number")
         and not any(k in node for k in _READ - _WRITTEN)
-        and not (node["type"] == "object" and node.get("properties") and node.get("additionalProperties") not in (None, False))
+        and not (
+            node["type"] == "object"
+            and node.get("properties")
+            and node.get("additionalProperties") not in (None, False)
+        )
         and node.get("additionalProperties") is not True
         and not (node["type"] == "array" and not isinstance(node.get("items"), dict))
     )
@@ -156,11 +196,20 @@ def _kind(node: Any) -> type | None:
 class _Gen:
     def __init__(self) -> None:
         self.names = celcode.Names()
-        self.names.values.update({
-            "Unsure": Unsure, "_pattern": _pattern, "_format": _format, "_enum": _enum,
-            "_unique_map": _unique_map, "_unique_set": _unique_set, "_rules_hold": _rules_hold,
-            "_walk": _walk, "_copy": exact.copy_json, "_isfinite": math.isfinite,
-        })
+        self.names.values.update(
+            {
+                "Unsure": Unsure,
+                "_pattern": _pattern,
+                "_format": _format,
+                "_enum": _enum,
+                "_unique_map": _unique_map,
+                "_unique_set": _unique_set,
+                "_rules_hold": _rules_hold,
+                "_walk": _walk,
+                "_copy": exact.copy_json,
+                "_isfinite": math.isfinite,
+            }
+        )
         self.funcs: dict[int, str] = {}
         self.blocks: list[list[str]] = []
         self.keep: list[Schema] = []  # the nodes named by id stay alive while generating
@@ -170,15 +219,23 @@ class _Gen:
     def scalar(self, node: Schema, x: str, out: list[str], pad: str) -> None:
         t = node["type"]
         if t == "number":
-            out.append(f"{pad}if type({x}) is not int and (type({x}) is not float or not _isfinite({x})): raise Unsure")
+            out.append(
+                f"{pad}if type({x}) is not int and (type({x}) is not float or not _isfinite({x})): "
+                "raise Unsure"
+            )
         else:
             out.append(f"{pad}if type({x}) is not {_SCALARS[t]}: raise Unsure")
         enum = node.get("enum")
         if enum is not None:
             if all(type(e) is str for e in enum) and t == "string":
-                out.append(f"{pad}if {x} not in {self.names.add('E', frozenset(enum), ('enum', tuple(enum)))}: raise Unsure")
+                out.append(
+                    f"{pad}if {x} not in "
+                    f"{self.names.add('E', frozenset(enum), ('enum', tuple(enum)))}: raise Unsure"
+                )
             else:
-                out.append(f"{pad}_enum({x}, {self.names.add('E', tuple(enum), ('enumt', repr(enum)))})")
+                out.append(
+                    f"{pad}_enum({x}, {self.names.add('E', tuple(enum), ('enumt', repr(enum)))})"
+                )
         if t == "string":
             low, high = int(node.get("minLength", 0)), node.get("maxLength")
             if high is not None and low > 0:
@@ -190,7 +247,9 @@ class _Gen:
             pattern = node.get("pattern")
             if pattern is not None:
                 # the strings schema._matches found to match (checked inline: most repeat)
-                passed = self.names.add("P", exact._MATCHED.setdefault(pattern, set()), ("pattern", pattern))
+                passed = self.names.add(
+                    "P", exact._MATCHED.setdefault(pattern, set()), ("pattern", pattern)
+                )
                 pat = self.names.add("S", pattern, ("str", pattern))
                 out.append(f"{pad}if {x} not in {passed}: _pattern({pat}, {x})")
             fmt = node.get("format")
@@ -207,10 +266,15 @@ class _Gen:
         self.rules(node, x, out, pad)
 
     def bounds(self, node: Schema, x: str, out: list[str], pad: str) -> None:
-        for key, excl, op in (("maximum", "exclusiveMaximum", ">"), ("minimum", "exclusiveMinimum", "<")):
+        for key, excl, op in (
+            ("maximum", "exclusiveMaximum", ">"),
+            ("minimum", "exclusiveMinimum", "<"),
+        ):
             if key in node:
                 limit = self.names.add("N", node[key], ("num", repr(node[key])))
-                out.append(f"{pad}if {x} {op + '=' if node.get(excl) else op} {limit}: raise Unsure")
+                out.append(
+                    f"{pad}if {x} {op + '=' if node.get(excl) else op} {limit}: raise Unsure"
+                )
 
     # ---- CEL rules
 
@@ -224,7 +288,12 @@ class _Gen:
         fields: dict[str, str] = {}
         if node.get("type") == "object" and x == "d":
             props = node.get("properties") or {}
-            always = [k for k in props if k in (node.get("required") or ()) or self.default(props[k]) not in (None, "_raise_unsure()")]
+            always = [
+                k
+                for k in props
+                if k in (node.get("required") or ())
+                or self.default(props[k]) not in (None, "_raise_unsure()")
+            ]
             fields = {k: f"s_{i}" for i, k in enumerate(always)}
         if node.get("type") in ("object", "array", "string"):
             fields[celcode.SIZE] = "s_len"
@@ -235,7 +304,9 @@ class _Gen:
             try:
                 program = cel.compile_rule(rule["rule"])
             except cel.CelCompileError:
-                out.append(f"{pad}raise Unsure  # a rule that does not compile: an error for every value")
+                out.append(
+                    f"{pad}raise Unsure  # a rule that does not compile: an error for every value"
+                )
                 return
             if program.uses_old_self:
                 continue  # transition rule: only evaluated on update
@@ -244,15 +315,23 @@ class _Gen:
                 expr, reads = celcode.transpile(rule["rule"], self.names, x, node, _kind, fields)
                 used |= reads
             except (celcode.Untranslatable, cel.CelCompileError):
-                parts.append(f"_rules_hold(({self.names.add('R', program, ('program', rule['rule']))},), {x})")
+                parts.append(
+                    f"_rules_hold(({self.names.add('R', program, ('program', rule['rule']))},), "
+                    f"{x})"
+                )
                 continue
             parts.append(expr.code if expr.boolean else f"({expr.code}) is True")
         if not programs:
             return
-        progs = self.names.add("R", tuple(programs), ("programs", tuple(p.source for p in programs)))
+        progs = self.names.add(
+            "R", tuple(programs), ("programs", tuple(p.source for p in programs))
+        )
         out += [
             f"{pad}try:",
-            *(f"{pad}    {fields[k]} = {f'len({x})' if k == celcode.SIZE else f'{x}[{k!r}]'}" for k in sorted(used)),
+            *(
+                f"{pad}    {fields[k]} = {f'len({x})' if k == celcode.SIZE else f'{x}[{k!r}]'}"
+                for k in sorted(used)
+            ),
             f"{pad}    ok = {' and '.join(parts)}",
             f"{pad}except Exception:",
             f"{pad}    ok = _rules_hold({progs}, {x})",
@@ -292,7 +371,11 @@ class _Gen:
         loop: list[str] = []
         replace = self.value(node["items"], "x", loop, "        ")
         if replace is not None:
-            out += ["    for i, x in enumerate(d):", "        if x is None: raise Unsure", f"        d[i] = {replace}"]
+            out += [
+                "    for i, x in enumerate(d):",
+                "        if x is None: raise Unsure",
+                f"        d[i] = {replace}",
+            ]
         elif loop:
             out += ["    for x in d:", *loop]
         list_type = node.get("x-kubernetes-list-type")
@@ -310,7 +393,9 @@ class _Gen:
         required = list(node.get("required") or ())
         out = ["    if type(d) is not dict: raise Unsure"]
         if isinstance(extra, dict):  # a map: any keys, each value checked against one node
-            out.append("    if None in d.values(): raise Unsure  # a null: dropped, defaulted or nullable")
+            out.append(
+                "    if None in d.values(): raise Unsure  # a null: dropped, defaulted or nullable"
+            )
             loop: list[str] = []
             replace = self.value(extra, "x", loop, "        ")
             if replace is not None:
@@ -323,20 +408,38 @@ class _Gen:
             out += [f"    raise Unsure  # {key!r} is required" for key in required[:1]]
         else:
             known = self.names.add("K", frozenset(props), ("keys", tuple(props)))
-            out.append(f"    if not {known}.issuperset(d): raise Unsure  # an unknown field: refused or pruned")
-            out += [f"    raise Unsure  # {key!r} is required but not a field" for key in required if key not in props][:1]
+            out.append(
+                f"    if not {known}.issuperset(d): raise Unsure  # an unknown field: refused or "
+                "pruned"
+            )
+            out += [
+                f"    raise Unsure  # {key!r} is required but not a field"
+                for key in required
+                if key not in props
+            ][:1]
             # the fields present, each checked by its branch (cheaper than a lookup per field
             # when most are absent); then the defaults of the absent ones, in field order
             out.append("    for k, x in d.items():")
-            out.append("        if x is None: raise Unsure  # a null: dropped, defaulted or nullable")
+            out.append(
+                "        if x is None: raise Unsure  # a null: dropped, defaulted or nullable"
+            )
             branch = "if"
             for key, sub in props.items():
                 checks: list[str] = []
                 if root and key in exact._ROOT_KEEP:
                     # kept as written (never pruned or defaulted): only its type is checked
-                    if not isinstance(sub, dict) or set(sub) - {"type", "description"} or sub.get("type") not in ("object", "string"):
-                        raise ValueError(f"root field {key} has a schema this module does not check")
-                    checks.append(f"            if type(x) is not {'dict' if sub['type'] == 'object' else 'str'}: raise Unsure")
+                    if (
+                        not isinstance(sub, dict)
+                        or set(sub) - {"type", "description"}
+                        or sub.get("type") not in ("object", "string")
+                    ):
+                        raise ValueError(
+                            f"root field {key} has a schema this module does not check"
+                        )
+                    checks.append(
+                        "            if type(x) is not "
+                        f"{'dict' if sub['type'] == 'object' else 'str'}: raise Unsure"
+                    )
                 else:
                     replace = self.value(sub, "x", checks, "            ")
                     if replace is not None:
@@ -353,7 +456,9 @@ class _Gen:
                     needed.append(key)
             if needed:
                 names = self.names.add("K", frozenset(needed), ("keys", tuple(needed)))
-                out.append(f"    if not {names} <= d.keys(): raise Unsure  # a required field is missing")
+                out.append(
+                    f"    if not {names} <= d.keys(): raise Unsure  # a required field is missing"
+                )
         if "maxProperties" in node:
             out.append(f"    if len(d) > {int(node['maxProperties'])}: raise Unsure")
         if "minProperties" in node:

@@ -54,7 +54,9 @@ Loader = _loader_class()
 
 
 class YamlError(Exception):
-    """Text that is not YAML (``syntax``) or that this reader refuses; ``line`` is 1-based, 0 when unknown."""
+    """Text that is not YAML (``syntax``) or that this reader refuses; ``line`` is 1-based, 0 when
+    unknown.
+    """
 
     def __init__(self, line: int, message: str, *, syntax: bool = False) -> None:
         super().__init__(message)
@@ -73,17 +75,25 @@ class Document:
     start: int
     end: int
     first_line: int
-    item_lines: tuple[int, ...] = ()  # 1-based lines of the elements of the root mapping's ``items``
+    item_lines: tuple[
+        int, ...
+    ] = ()  # 1-based lines of the elements of the root mapping's ``items``
 
 
 def _syntax_error(exc: yaml.YAMLError, text: str) -> YamlError:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         parts = [p for p in (exc.context, exc.problem) if p]
-        return YamlError(mark.line + 1 if mark else 0, "invalid YAML: " + ", ".join(parts), syntax=True)
+        return YamlError(
+            mark.line + 1 if mark else 0, "invalid YAML: " + ", ".join(parts), syntax=True
+        )
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow
         line = text.count("\n", 0, max(0, exc.position)) + 1
-        return YamlError(line, f"invalid YAML: unacceptable character #x{exc.character:04x}: {exc.reason}", syntax=True)
+        return YamlError(
+            line,
+            f"invalid YAML: unacceptable character #x{exc.character:04x}: {exc.reason}",
+            syntax=True,
+        )
     return YamlError(1, f"invalid YAML: {exc}", syntax=True)
 
 
@@ -145,11 +155,15 @@ class _Reader:
         while not ld.check_event(yaml.StreamEndEvent):
             start = ld.get_event()  # DocumentStartEvent
             if len(docs) >= MAX_DOCUMENTS:
-                raise YamlError(start.start_mark.line + 1, f"more than {MAX_DOCUMENTS} documents in one file")
+                raise YamlError(
+                    start.start_mark.line + 1, f"more than {MAX_DOCUMENTS} documents in one file"
+                )
             value, line, items = self.document()
             end = ld.get_event()  # DocumentEndEvent
             begin = self.text.rfind("\n", 0, start.start_mark.index) + 1
-            docs.append(Document(value, line, begin, end.end_mark.index, start.start_mark.line, items))
+            docs.append(
+                Document(value, line, begin, end.end_mark.index, start.start_mark.line, items)
+            )
         return docs
 
     def document(self) -> tuple[Any, int, tuple[int, ...]]:
@@ -170,7 +184,9 @@ class _Reader:
                 elif stack[-1].item_lines is not None:
                     stack[-1].item_lines.append(line)
             if cls is yaml.ScalarEvent:
-                value = self.scalar(ev, line, bool(stack) and stack[-1].is_map and stack[-1].key is _NO_KEY)
+                value = self.scalar(
+                    ev, line, bool(stack) and stack[-1].is_map and stack[-1].key is _NO_KEY
+                )
                 size, height, anchor = 1, 0, ev.anchor
             elif cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
                 is_map = cls is yaml.MappingStartEvent
@@ -190,11 +206,18 @@ class _Reader:
                     self.merge(frame, stack)
                 if frame.item_lines is not None:
                     items = tuple(frame.item_lines)
-                value, size, height, anchor = frame.container, frame.size, frame.height + 1, open_anchors.pop()
+                value, size, height, anchor = (
+                    frame.container,
+                    frame.size,
+                    frame.height + 1,
+                    open_anchors.pop(),
+                )
             elif cls is yaml.AliasEvent:
                 name = ev.anchor
                 if name in open_anchors:
-                    raise YamlError(line, f"the alias *{quote(name)[1:-1]} is inside the node it names")
+                    raise YamlError(
+                        line, f"the alias *{quote(name)[1:-1]} is inside the node it names"
+                    )
                 target = anchors.get(name)
                 if target is None:
                     raise YamlError(line, f"the alias *{quote(name)[1:-1]} names no anchor")
@@ -203,7 +226,11 @@ class _Reader:
                 if self.alias_nodes > MAX_ALIAS_NODES:
                     raise YamlError(line, f"aliases expand to more than {MAX_ALIAS_NODES} nodes")
                 if len(stack) + height > MAX_DEPTH:
-                    raise YamlError(line, f"nested deeper than {MAX_DEPTH} levels (through the alias *{quote(name)[1:-1]})")
+                    raise YamlError(
+                        line,
+                        f"nested deeper than {MAX_DEPTH} levels (through the alias "
+                        f"*{quote(name)[1:-1]})",
+                    )
                 anchor = None
             else:  # pragma: no cover - libyaml emits nothing else inside a document
                 raise YamlError(line, f"unexpected {cls.__name__}")
@@ -213,7 +240,9 @@ class _Reader:
                 return value, root_line, items
             self.add(stack, value, size, height, ev, line)
 
-    def add(self, stack: list[_Frame], value: Any, size: int, height: int, ev: Any, line: int) -> None:
+    def add(
+        self, stack: list[_Frame], value: Any, size: int, height: int, ev: Any, line: int
+    ) -> None:
         parent = stack[-1]
         parent.size += size
         if height > parent.height:
@@ -269,7 +298,11 @@ class _Reader:
             if plain:
                 value = self.plain.get(text, _UNSET)
                 if value is not _UNSET:
-                    return _MERGE if value is _MERGE and is_key else ("<<" if value is _MERGE else value)
+                    return (
+                        _MERGE
+                        if value is _MERGE and is_key
+                        else ("<<" if value is _MERGE else value)
+                    )
             tag = self.loader.resolve(yaml.ScalarNode, text, ev.implicit)
             value = self.construct(tag, text, line)
             if plain:
@@ -305,7 +338,8 @@ class _Reader:
 
 
 def parse_path(path: str) -> list[str | int]:
-    """``spec.rules[0].matches[0].path.type`` -> ``["spec", "rules", 0, "matches", 0, "path", "type"]``;
+    """``spec.rules[0].matches[0].path.type`` -> ``["spec", "rules", 0, "matches", 0, "path",
+    "type"]``;
     ``metadata.labels[app.kubernetes.io/name]`` keeps its bracketed key whole."""
     parts: list[str | int] = []
     i, n = 0, len(path)
@@ -366,7 +400,12 @@ def line_of(text: str, parts: Sequence[str | int]) -> int | None:
                 if stack and stack[-1].is_map:
                     stack[-1].expect_key = not stack[-1].expect_key
                 continue
-            if cls not in (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent):
+            if cls not in (
+                yaml.ScalarEvent,
+                yaml.AliasEvent,
+                yaml.MappingStartEvent,
+                yaml.SequenceStartEvent,
+            ):
                 continue
             line = ev.start_mark.line + 1
             # Is this node on the path, and does it end the search?
@@ -378,8 +417,12 @@ def line_of(text: str, parts: Sequence[str | int]) -> int | None:
                 depth = parent.depth + 1
                 on = False
                 if parent.is_map and parent.expect_key:
-                    match = (parent.on and parent.depth < want and cls is yaml.ScalarEvent
-                             and ev.value == str(parts[parent.depth]))
+                    match = (
+                        parent.on
+                        and parent.depth < want
+                        and cls is yaml.ScalarEvent
+                        and ev.value == str(parts[parent.depth])
+                    )
                     parent.value_on = match
                     if match:
                         best = line
@@ -391,7 +434,9 @@ def line_of(text: str, parts: Sequence[str | int]) -> int | None:
                 else:
                     index = parent.index
                     parent.index += 1
-                    on = parent.on and parent.depth < want and str(parts[parent.depth]) == str(index)
+                    on = (
+                        parent.on and parent.depth < want and str(parts[parent.depth]) == str(index)
+                    )
                     if on:
                         best = line
                         if parent.depth + 1 == want:

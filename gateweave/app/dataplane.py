@@ -37,8 +37,9 @@ def claim_state(settings: Settings) -> StateDir | None:
     return state
 
 
-def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None,
-              state: StateDir | None) -> AbstractAsyncContextManager[Envoys | None]:
+def dataplane(
+    settings: Settings, runtime: Runtime, kube: KubeSource | None, state: StateDir | None
+) -> AbstractAsyncContextManager[Envoys | None]:
     """The data plane of ``settings``, attached to ``runtime`` for the duration of the context
     (``state``: what :func:`claim_state` gave); the context's value is its Envoys on this
     host, if it runs any."""
@@ -47,7 +48,9 @@ def dataplane(settings: Settings, runtime: Runtime, kube: KubeSource | None,
         assert state is not None
         return _host(state, chosen, runtime)
     if isinstance(chosen, KubeDataplane):
-        assert kube is not None  # Settings refuses a Kubernetes data plane without the Kubernetes provider
+        assert (
+            kube is not None
+        )  # Settings refuses a Kubernetes data plane without the Kubernetes provider
         return _kubernetes(chosen, runtime, kube)
     return contextlib.nullcontext()
 
@@ -62,8 +65,12 @@ async def _host(state: StateDir, chosen: HostDataplane, runtime: Runtime) -> Asy
     try:
         # The Envoys' xDS transport: a unix socket only this user can connect to.
         await server.start_unix(str(state.socket))
-        infra = HostInfra(work_dir=state.envoys, xds_pipe=str(state.socket), delta=chosen.delta,
-                          metrics=runtime.metrics)
+        infra = HostInfra(
+            work_dir=state.envoys,
+            xds_pipe=str(state.socket),
+            delta=chosen.delta,
+            metrics=runtime.metrics,
+        )
         publisher = XdsPublisher(server, runtime.set_dataplane_state, runtime.quarantine)
         runtime.attach(xds_sink=publisher, infra_sink=HostInfraSink(infra))
         try:
@@ -82,7 +89,9 @@ async def _host(state: StateDir, chosen: HostDataplane, runtime: Runtime) -> Asy
 
 
 @contextlib.asynccontextmanager
-async def _kubernetes(settings: KubeDataplane, runtime: Runtime, kube: KubeSource) -> AsyncIterator[None]:
+async def _kubernetes(
+    settings: KubeDataplane, runtime: Runtime, kube: KubeSource
+) -> AsyncIterator[None]:
     """An ADS server and an Envoy Deployment + Service per Gateway (managed by the leader only).
     xDS is mutual TLS with gateweave's CA (unless ``xds_plaintext``), its certificates renewed
     while it runs."""
@@ -92,25 +101,46 @@ async def _kubernetes(settings: KubeDataplane, runtime: Runtime, kube: KubeSourc
 
     certs: XdsCertificates | None = None
     if not settings.xds_plaintext:
-        certs = XdsCertificates(kube.client, controller_namespace(kube.settings), [settings.xds_host],
-                                settings.certificates)
-    server = AdsServer(registry=runtime.metrics.registry, tls=await certs.start() if certs is not None else None)
+        certs = XdsCertificates(
+            kube.client,
+            controller_namespace(kube.settings),
+            [settings.xds_host],
+            settings.certificates,
+        )
+    server = AdsServer(
+        registry=runtime.metrics.registry, tls=await certs.start() if certs is not None else None
+    )
     await server.start(settings.xds_bind, settings.xds_port)
-    infra = KubernetesInfra(kube.client, xds_host=settings.xds_host, xds_port=settings.xds_port,
-                            image=settings.envoy_image or DEFAULT_IMAGE, service_type=settings.service_type,
-                            certs=certs)
+    infra = KubernetesInfra(
+        kube.client,
+        xds_host=settings.xds_host,
+        xds_port=settings.xds_port,
+        image=settings.envoy_image or DEFAULT_IMAGE,
+        service_type=settings.service_type,
+        certs=certs,
+    )
     infra.enabled = kube.leading
     kube.infra = infra
     report = runtime.set_dataplane_state
     if kube.elector is not None:  # several replicas: Envoy acknowledgements shared through the API
         from gateweave.sinks.sharedacks import SharedAcks
 
-        kube.acks = SharedAcks(kube.client, namespace=kube.elector.namespace, identity=kube.elector.identity,
-                               publish=report, pods=lambda gw: server.status(gw).streams,
-                               lease_duration=kube.elector.lease_duration, period=kube.elector.retry_period)
+        kube.acks = SharedAcks(
+            kube.client,
+            namespace=kube.elector.namespace,
+            identity=kube.elector.identity,
+            publish=report,
+            pods=lambda gw: server.status(gw).streams,
+            lease_duration=kube.elector.lease_duration,
+            period=kube.elector.retry_period,
+        )
         report = kube.acks.report
     publisher = XdsPublisher(server, report, runtime.quarantine)
-    renewal = asyncio.create_task(certs.run(infra.renew), name="gateweave-xds-certificates") if certs else None
+    renewal = (
+        asyncio.create_task(certs.run(infra.renew), name="gateweave-xds-certificates")
+        if certs
+        else None
+    )
     try:
         runtime.attach(xds_sink=publisher, infra_sink=infra)
         yield

@@ -48,18 +48,40 @@ def controller_namespace(kube: KubeSettings) -> str:
 
 
 class KubeSource:
-    def __init__(self, settings: Settings, client: KubeClient, store: Store, errors: ErrorBook, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: KubeClient,
+        store: Store,
+        errors: ErrorBook,
+        metrics: Metrics,
+    ) -> None:
         kube = settings.provider
         assert isinstance(kube, KubeSettings)
         self.settings = kube
         self.client = client
-        self.provider = KubernetesProvider(client, store, errors, namespace=kube.namespace,
-                                           backoff=kube.backoff, watch_timeout=kube.watch_timeout)
-        self.status_writer = KubeStatusSink(client, store, self.provider.path, settings.controller_name,
-                                            rate=kube.status_rate, burst=kube.status_burst, metrics=metrics)
+        self.provider = KubernetesProvider(
+            client,
+            store,
+            errors,
+            namespace=kube.namespace,
+            backoff=kube.backoff,
+            watch_timeout=kube.watch_timeout,
+        )
+        self.status_writer = KubeStatusSink(
+            client,
+            store,
+            self.provider.path,
+            settings.controller_name,
+            rate=kube.status_rate,
+            burst=kube.status_burst,
+            metrics=metrics,
+        )
         self.elector: LeaderElector | None = None
         self.infra: KubernetesInfra | None = None
-        self.acks: SharedAcks | None = None  # with leader election and a data plane (gateweave.app.dataplane)
+        self.acks: SharedAcks | None = (
+            None  # with leader election and a data plane (gateweave.app.dataplane)
+        )
         if kube.leader_elect:
             from gateweave.leader import LeaderElector
 
@@ -76,7 +98,9 @@ class KubeSource:
             )
 
     @classmethod
-    async def open(cls, settings: Settings, store: Store, errors: ErrorBook, metrics: Metrics) -> KubeSource:
+    async def open(
+        cls, settings: Settings, store: Store, errors: ErrorBook, metrics: Metrics
+    ) -> KubeSource:
         kube = settings.provider
         assert isinstance(kube, KubeSettings)
         if kube.kubeconfig and not os.path.isfile(kube.kubeconfig):

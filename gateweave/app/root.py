@@ -54,7 +54,9 @@ class Hooks:
     the conformance runner, tests). The command line plugs in nothing."""
 
     stop: asyncio.Event | None = None  # set it to shut down (as SIGINT/SIGTERM do)
-    on_started: Callable[[App], None] | None = None  # once the admin API listens and the processor runs
+    on_started: Callable[[App], None] | None = (
+        None  # once the admin API listens and the processor runs
+    )
     # The translator (default: the incremental one, see RuntimeSettings.check_incremental).
     translator: TranslateFn | None = None
 
@@ -97,7 +99,9 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
         status_sink = kube.status_writer
     else:
         provider = FileProvider(file.config_dir, store, errors, debounce_ms=file.debounce_ms)
-        await provider.refresh()  # the first translation sees the whole directory (read off the loop)
+        await (
+            provider.refresh()
+        )  # the first translation sees the whole directory (read off the loop)
         status_sink = LocalStatusSink(settings.controller_name, metrics=metrics)
     runtime = Runtime(
         store,
@@ -111,8 +115,14 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
         errors=errors,
         gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
     )
-    admin = AdminServer(runtime, errors, settings.admin.address, token=token, token_where=token_path,
-                        metrics_auth=settings.admin.metrics_auth)
+    admin = AdminServer(
+        runtime,
+        errors,
+        settings.admin.address,
+        token=token,
+        token_where=token_path,
+        metrics_auth=settings.admin.metrics_auth,
+    )
     addresses = _watch_addresses(settings, runtime)
 
     loop = asyncio.get_running_loop()
@@ -129,7 +139,10 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
         try:
             await admin.start()
         except OSError as exc:
-            raise OperatorError(f"cannot listen on the admin address {settings.admin.address}: {exc.strerror or exc}") from None
+            raise OperatorError(
+                f"cannot listen on the admin address {settings.admin.address}: "
+                f"{exc.strerror or exc}"
+            ) from None
         log.info("admin API listening", url=admin.url)
         # Whether the translation runs compiled (gateweave.native) or from its Python sources.
         log.info("translation", compiled=native.state() == "active", native_build=native.state())

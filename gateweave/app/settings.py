@@ -38,7 +38,9 @@ class KubeSettings:
     kubeconfig: str | None = None  # None: in-cluster, else $KUBECONFIG / ~/.kube/config
     namespace: str | None = None  # None: every namespace
     leader_elect: bool = False
-    lease_namespace: str = ""  # "": the pod's namespace in a cluster, else namespace, else "default"
+    lease_namespace: str = (
+        ""  # "": the pod's namespace in a cluster, else namespace, else "default"
+    )
     lease_name: str = "gateweave-controller"
     identity: str = ""  # "": hostname + pid
     lease_duration: float = 15.0
@@ -104,8 +106,12 @@ class Settings:
     # None: translate and write statuses only (a valid Gateway counts as Programmed).
     dataplane: HostDataplane | KubeDataplane | None = field(default_factory=HostDataplane)
     controller_name: str = DEFAULT_CONTROLLER_NAME
-    address_pool: str = DEFAULT_ADDRESS_POOL  # standalone addresses of Gateways without spec.addresses...
-    default_address: str = "pool"  # ... or this address (e.g. 0.0.0.0: every interface); "pool": the pool
+    address_pool: str = (
+        DEFAULT_ADDRESS_POOL  # standalone addresses of Gateways without spec.addresses...
+    )
+    default_address: str = (
+        "pool"  # ... or this address (e.g. 0.0.0.0: every interface); "pool": the pool
+    )
     admin: AdminSettings = field(default_factory=AdminSettings)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     # Every Gateway's access log (file, stdout, off) and OpenTelemetry tracing (serve
@@ -115,7 +121,9 @@ class Settings:
     telemetry: ir.Telemetry = field(default_factory=ir.Telemetry)
 
     def __post_init__(self) -> None:
-        if isinstance(self.dataplane, KubeDataplane) and not isinstance(self.provider, KubeSettings):
+        if isinstance(self.dataplane, KubeDataplane) and not isinstance(
+            self.provider, KubeSettings
+        ):
             raise ValueError("the Kubernetes data plane needs the Kubernetes provider")
 
     def state_dir(self) -> Path:
@@ -123,12 +131,15 @@ class Settings:
         given = self.dataplane.state_dir if isinstance(self.dataplane, HostDataplane) else None
         if given:
             return Path(given)
-        served = self.provider.config_dir if isinstance(self.provider, FileSettings) else "kubernetes"
+        served = (
+            self.provider.config_dir if isinstance(self.provider, FileSettings) else "kubernetes"
+        )
         return default_state_dir(served)
 
     def admin_token(self) -> tuple[str, str]:
         """The admin API's token and where it is (said to a client refused): read from
-        ``admin.token_file``, else ``admin.token``, else a new one written to the state directory."""
+        ``admin.token_file``, else ``admin.token``, else a new one written to the state
+        directory."""
         if self.admin.token_file:
             return read_token_file(self.admin.token_file), self.admin.token_file
         if self.admin.token:
@@ -144,7 +155,9 @@ class Settings:
             controller_name=self.controller_name,
             address_pool=self.address_pool,
             default_address=self.default_address,
-            privileged_ports_below=privileged_ports_below() if isinstance(self.dataplane, HostDataplane) else 0,
+            privileged_ports_below=privileged_ports_below()
+            if isinstance(self.dataplane, HostDataplane)
+            else 0,
             address_mode="kubernetes" if kubernetes else "standalone",
             default_concurrency=0 if kubernetes else machine_cpus(),
             telemetry=self.telemetry,
@@ -152,7 +165,9 @@ class Settings:
 
 
 def machine_cpus() -> int:
-    """The CPUs this process may run on (its affinity), the default of each Envoy's --concurrency."""
+    """The CPUs this process may run on (its affinity), the default
+    of each Envoy's --concurrency.
+    """
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -51,7 +51,13 @@ OK, WARN, FAIL, NONE = "ok", "warn", "fail", "none"
 _FAILING_TYPES = ("Accepted", "Programmed")
 
 # Columns, left to right (empty ones take no room).
-COLUMN = {"GatewayClass": 0, "Gateway": 1, "ListenerSet": 2, "Listener": 3, **dict.fromkeys(ROUTE_KINDS, 4)}
+COLUMN = {
+    "GatewayClass": 0,
+    "Gateway": 1,
+    "ListenerSet": 2,
+    "Listener": 3,
+    **dict.fromkeys(ROUTE_KINDS, 4),
+}
 BACKEND_COLUMN, BINDING_COLUMN = 5, 6  # backends; ReferenceGrants and policies
 
 
@@ -64,7 +70,9 @@ class Condition(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Node(msgspec.Struct, kw_only=True, omit_defaults=True):
-    id: str  # "<Kind>/<namespace>/<name>" ("" namespace when cluster-scoped); listeners: "<parent id>/listener/<name>"
+    # "<Kind>/<namespace>/<name>" ("" namespace when cluster-scoped); listeners: "<parent
+    # id>/listener/<name>"
+    id: str
     kind: str
     name: str
     namespace: str = ""
@@ -84,7 +92,8 @@ class Node(msgspec.Struct, kw_only=True, omit_defaults=True):
 class Edge(msgspec.Struct, kw_only=True, omit_defaults=True):
     source: str
     target: str
-    kind: str  # class | listener | listenerset | attach | rejected | unjudged | backend | grant | policy
+    # class | listener | listenerset | attach | rejected | unjudged | backend | grant | policy
+    kind: str
     label: str = ""
     health: str = ""
 
@@ -115,7 +124,9 @@ def health(conditions: Sequence[Condition]) -> tuple[str, str]:
     bad = [c for c in conditions if is_bad({"type": c.type, "status": c.status})]
     if not bad:
         return OK, ""
-    failing = any((c.type in _FAILING_TYPES and c.reason != "Pending") or c.type == "Conflicted" for c in bad)
+    failing = any(
+        (c.type in _FAILING_TYPES and c.reason != "Pending") or c.type == "Conflicted" for c in bad
+    )
     return (FAIL if failing else WARN), _why(bad[0])
 
 
@@ -147,8 +158,13 @@ class _Listener:
 
 def _conditions(raw: Iterable[Mapping[str, Any]], scope: str = "") -> list[Condition]:
     return [
-        Condition(type=str(c.get("type", "")), status=str(c.get("status", "")), reason=str(c.get("reason", "")),
-                  message=str(c.get("message", "")), scope=scope)
+        Condition(
+            type=str(c.get("type", "")),
+            status=str(c.get("status", "")),
+            reason=str(c.get("reason", "")),
+            message=str(c.get("message", "")),
+            scope=scope,
+        )
         for c in raw
     ]
 
@@ -170,15 +186,21 @@ class _Builder:
         self.ctx = Ctx.build(inputs.snapshot, inputs.options)  # its ReferenceGrant index only
         self.nodes: dict[str, Node] = {}
         self.edges: dict[tuple[str, str, str], Edge] = {}
-        self.listeners: dict[str, list[_Listener]] = defaultdict(list)  # by Gateway / ListenerSet id
-        self.gateway_of: dict[str, str] = {}  # Gateway / ListenerSet id -> the IR's Gateway name "ns/name"
+        self.listeners: dict[str, list[_Listener]] = defaultdict(
+            list
+        )  # by Gateway / ListenerSet id
+        self.gateway_of: dict[
+            str, str
+        ] = {}  # Gateway / ListenerSet id -> the IR's Gateway name "ns/name"
         self.errors: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for err in inputs.errors:
             if err.kind:
                 self.errors[node_id(err.kind, err.namespace, err.name)].append(err.to_dict())
         result = inputs.result
         clusters = {c.name: c for gw in result.xds.values() for c in gw.clusters} if result else {}
-        self.clusters: dict[tuple[str, str, str], list[ir.Cluster]] = defaultdict(list)  # by backend
+        self.clusters: dict[tuple[str, str, str], list[ir.Cluster]] = defaultdict(
+            list
+        )  # by backend
         for cname, cluster in sorted(clusters.items()):
             backend = cluster_backend(cname)
             if backend is not None:
@@ -195,7 +217,9 @@ class _Builder:
             self.gateway_of[gid] = f"{ns}/{name}"
             self._edge(node_id("GatewayClass", "", gw.spec.gateway_class_name), gid, "class")
             self._listener_nodes(gid, gw, "Gateway", gw.spec.listeners)
-            hostnames.update(((f"{ns}/{name}", lst.name), lst.hostname) for lst in gw.spec.listeners)
+            hostnames.update(
+                ((f"{ns}/{name}", lst.name), lst.hostname) for lst in gw.spec.listeners
+            )
         for (ns, _), ls in sorted(snap.listener_sets.items()):
             lid = self._object_node(ls, sublabel=f"ListenerSet · {ns}")
             ref = ls.spec.parent_ref
@@ -206,21 +230,31 @@ class _Builder:
             for lst in ls.spec.listeners:
                 hostnames.setdefault((f"{parent_ns}/{ref.name}", lst.name), lst.hostname)
         if self.inputs.result is not None:
-            self.served = served_listeners(self.inputs.result.xds, self.inputs.result.infra, hostnames)
+            self.served = served_listeners(
+                self.inputs.result.xds, self.inputs.result.infra, hostnames
+            )
         for kind in ROUTE_KINDS:
             for _, route in sorted(snap.by_kind(kind).items()):
                 self._route(kind, route)
         for _, grant in sorted(snap.reference_grants.items()):
-            self._object_node(grant, column=BINDING_COLUMN, sublabel=f"ReferenceGrant · {grant.metadata.namespace}")
+            self._object_node(
+                grant,
+                column=BINDING_COLUMN,
+                sublabel=f"ReferenceGrant · {grant.metadata.namespace}",
+            )
         self._certificate_grants()
-        for obj in sorted(snap.objects(), key=lambda o: (o.kind, o.metadata.namespace, o.metadata.name)):
+        for obj in sorted(
+            snap.objects(), key=lambda o: (o.kind, o.metadata.namespace, o.metadata.name)
+        ):
             if getattr(getattr(obj, "spec", None), "target_refs", None) is not None:
                 self._policy(obj)
         self._drop_dangling_edges()
         binding = {e.source for e in self.edges.values() if e.kind == "grant"}
         for node in self.nodes.values():
             if node.kind == "ReferenceGrant":
-                node.health, node.why = (OK, "") if node.id in binding else (NONE, "permits no reference that is made")
+                node.health, node.why = (
+                    (OK, "") if node.id in binding else (NONE, "permits no reference that is made")
+                )
 
     # ------------------------------------------------------------ nodes
 
@@ -230,17 +264,31 @@ class _Builder:
         raw = self.inputs.objects.get(Key(obj.kind, meta.namespace, meta.name))
         status: Mapping[str, Any] = (raw or {}).get("status") or {}
         conds = _conditions(status.get("conditions", []))
-        node = Node(id=nid, kind=obj.kind, name=meta.name, namespace=meta.namespace, label=meta.name,
-                    sublabel=sublabel, column=COLUMN.get(obj.kind, BINDING_COLUMN) if column is None else column,
-                    conditions=conds,
-                    errors=self.errors.get(nid, []),
-                    explain=f"/api/explain/{obj.kind}/{meta.namespace}/{meta.name}" if obj.kind in EXPLAINABLE else "")
+        node = Node(
+            id=nid,
+            kind=obj.kind,
+            name=meta.name,
+            namespace=meta.namespace,
+            label=meta.name,
+            sublabel=sublabel,
+            column=COLUMN.get(obj.kind, BINDING_COLUMN) if column is None else column,
+            conditions=conds,
+            errors=self.errors.get(nid, []),
+            explain=f"/api/explain/{obj.kind}/{meta.namespace}/{meta.name}"
+            if obj.kind in EXPLAINABLE
+            else "",
+        )
         node.health, node.why = health(conds)
         self.nodes[nid] = node
         return nid
 
-    def _listener_nodes(self, parent_id: str, owner: Any, owner_kind: str, listeners: Sequence[m.Listener]) -> None:
-        raw = self.inputs.objects.get(Key(owner_kind, owner.metadata.namespace, owner.metadata.name)) or {}
+    def _listener_nodes(
+        self, parent_id: str, owner: Any, owner_kind: str, listeners: Sequence[m.Listener]
+    ) -> None:
+        raw = (
+            self.inputs.objects.get(Key(owner_kind, owner.metadata.namespace, owner.metadata.name))
+            or {}
+        )
         specs = {lst.get("name"): lst for lst in (raw.get("spec") or {}).get("listeners", [])}
         statuses = {s.get("name"): s for s in (raw.get("status") or {}).get("listeners", [])}
         for lst in listeners:
@@ -248,10 +296,21 @@ class _Builder:
             st = statuses.get(lst.name, {})
             conds = _conditions(st.get("conditions", []))
             where = f"{lst.protocol} :{lst.port}" + (f" {lst.hostname}" if lst.hostname else "")
-            node = Node(id=lid, kind="Listener", name=lst.name, namespace=owner.metadata.namespace, label=lst.name,
-                        sublabel=where, column=COLUMN["Listener"], conditions=conds,
-                        details={"listener": specs.get(lst.name, {}), "of": parent_id,
-                                 **{k: st[k] for k in ("attachedRoutes", "supportedKinds") if k in st}})
+            node = Node(
+                id=lid,
+                kind="Listener",
+                name=lst.name,
+                namespace=owner.metadata.namespace,
+                label=lst.name,
+                sublabel=where,
+                column=COLUMN["Listener"],
+                conditions=conds,
+                details={
+                    "listener": specs.get(lst.name, {}),
+                    "of": parent_id,
+                    **{k: st[k] for k in ("attachedRoutes", "supportedKinds") if k in st},
+                },
+            )
             node.health, node.why = health(conds)
             self.nodes[lid] = node
             self._edge(parent_id, lid, "listener")
@@ -263,17 +322,37 @@ class _Builder:
         if nid in self.nodes:
             return nid
         if kind == "Backend" and (ns, name) in self.snapshot.backends:
-            self._object_node(self.snapshot.backends[(ns, name)], column=BACKEND_COLUMN, sublabel=f"Backend · {ns}")
+            self._object_node(
+                self.snapshot.backends[(ns, name)],
+                column=BACKEND_COLUMN,
+                sublabel=f"Backend · {ns}",
+            )
         else:
-            self.nodes[nid] = Node(id=nid, kind=kind, name=name, namespace=ns, label=name, sublabel=f"{kind} · {ns}",
-                                   column=BACKEND_COLUMN)
+            self.nodes[nid] = Node(
+                id=nid,
+                kind=kind,
+                name=name,
+                namespace=ns,
+                label=name,
+                sublabel=f"{kind} · {ns}",
+                column=BACKEND_COLUMN,
+            )
         node = self.nodes[nid]
         clusters = self.clusters.get((kind, ns, name), [])
-        node.details = {"clusters": [
-            {"name": c.name, "protocol": c.protocol, "tls": c.tls is not None,
-             "endpoints": [e.address if e.type == "Unix" else f"{e.address}:{e.port}" for e in c.endpoints]}
-            for c in clusters
-        ]}
+        node.details = {
+            "clusters": [
+                {
+                    "name": c.name,
+                    "protocol": c.protocol,
+                    "tls": c.tls is not None,
+                    "endpoints": [
+                        e.address if e.type == "Unix" else f"{e.address}:{e.port}"
+                        for e in c.endpoints
+                    ],
+                }
+                for c in clusters
+            ]
+        }
         if kind == "Service":
             svc = self.snapshot.services.get((ns, name))
             if svc is None:
@@ -302,33 +381,59 @@ class _Builder:
                 continue
             ref = entry.get("parentRef") or {}
             judged.add(_ref_key(ref, ns))
-            entry_conds = _conditions(entry.get("conditions", []), scope=f"parent {_ref_label(ref, ns)}")
+            entry_conds = _conditions(
+                entry.get("conditions", []), scope=f"parent {_ref_label(ref, ns)}"
+            )
             conds.extend(entry_conds)
             self._parent_edges(kind, rid, ns, ref, entry_conds)
         node.conditions = conds
         node.health, node.why = health(conds)
         for pref in route.spec.parent_refs:
-            ref = {"kind": pref.kind, "namespace": pref.namespace, "name": pref.name,
-                   "sectionName": pref.section_name, "port": pref.port}
+            ref = {
+                "kind": pref.kind,
+                "namespace": pref.namespace,
+                "name": pref.name,
+                "sectionName": pref.section_name,
+                "port": pref.port,
+            }
             if _ref_key(ref, ns) not in judged:
-                self._edge(node_id(pref.kind, pref.namespace or ns, pref.name), rid, "unjudged",
-                           label="not ours to judge", health=NONE)
+                self._edge(
+                    node_id(pref.kind, pref.namespace or ns, pref.name),
+                    rid,
+                    "unjudged",
+                    label="not ours to judge",
+                    health=NONE,
+                )
         for ref, role in _backend_refs(route):
             self._backend_edge(kind, rid, ns, ref, role)
 
-    def _parent_edges(self, kind: str, rid: str, ns: str, ref: Mapping[str, Any], conds: list[Condition]) -> None:
-        parent = node_id(ref.get("kind", "Gateway"), ref.get("namespace") or ns, str(ref.get("name")))
+    def _parent_edges(
+        self, kind: str, rid: str, ns: str, ref: Mapping[str, Any], conds: list[Condition]
+    ) -> None:
+        parent = node_id(
+            ref.get("kind", "Gateway"), ref.get("namespace") or ns, str(ref.get("name"))
+        )
         section, port = ref.get("sectionName"), ref.get("port")
-        candidates = [lst for lst in self.listeners.get(parent, [])
-                      if (section is None or lst.name == section) and (port is None or lst.port == port)]
+        candidates = [
+            lst
+            for lst in self.listeners.get(parent, [])
+            if (section is None or lst.name == section) and (port is None or lst.port == port)
+        ]
         accepted = next((c for c in conds if c.type == "Accepted"), None)
         if accepted is None or accepted.status != "True":
             source = candidates[0].id if section is not None and candidates else parent
-            self._edge(source, rid, "rejected", label=accepted.reason if accepted else "not accepted", health=FAIL)
+            self._edge(
+                source,
+                rid,
+                "rejected",
+                label=accepted.reason if accepted else "not accepted",
+                health=FAIL,
+            )
             return
         served = self.served.get((self.gateway_of.get(parent, ""), rid), set())
         chosen = [lst.id for lst in candidates if lst.name in served] or [
-            lst.id for lst in candidates if kind in lst.kinds]
+            lst.id for lst in candidates if kind in lst.kinds
+        ]
         edge_health, _ = health(conds)
         for source in chosen or [parent]:
             self._edge(source, rid, "attach", health=edge_health)
@@ -348,16 +453,24 @@ class _Builder:
         else:
             self._edge(rid, target, "backend", label=label)
         if ns != route_ns:
-            grant = self.ctx.granting(m.GATEWAY_GROUP, route_kind, route_ns, group, kind, ns, ref.name)
+            grant = self.ctx.granting(
+                m.GATEWAY_GROUP, route_kind, route_ns, group, kind, ns, ref.name
+            )
             if grant is not None:
-                self._edge(node_id("ReferenceGrant", ns, grant.metadata.name), target, "grant",
-                           label=f"from {route_kind} in {route_ns}")
+                self._edge(
+                    node_id("ReferenceGrant", ns, grant.metadata.name),
+                    target,
+                    "grant",
+                    label=f"from {route_kind} in {route_ns}",
+                )
 
     # ------------------------------------------------------------ bindings
 
     def _certificate_grants(self) -> None:
         """A grant that lets a listener use a Secret of another namespace binds to that listener."""
-        owners: list[tuple[str, Any]] = [("Gateway", gw) for _, gw in sorted(self.snapshot.gateways.items())]
+        owners: list[tuple[str, Any]] = [
+            ("Gateway", gw) for _, gw in sorted(self.snapshot.gateways.items())
+        ]
         owners += [("ListenerSet", ls) for _, ls in sorted(self.snapshot.listener_sets.items())]
         for owner_kind, owner in owners:
             ons = owner.metadata.namespace
@@ -366,11 +479,17 @@ class _Builder:
                     ns = ref.namespace or ons
                     if ns == ons:
                         continue
-                    grant = self.ctx.granting(m.GATEWAY_GROUP, owner_kind, ons, ref.group, ref.kind, ns, ref.name)
+                    grant = self.ctx.granting(
+                        m.GATEWAY_GROUP, owner_kind, ons, ref.group, ref.kind, ns, ref.name
+                    )
                     if grant is not None:
                         lid = f"{node_id(owner_kind, ons, owner.metadata.name)}/listener/{lst.name}"
-                        self._edge(node_id("ReferenceGrant", ns, grant.metadata.name), lid, "grant",
-                                   label=f"{ref.kind} {ns}/{ref.name}")
+                        self._edge(
+                            node_id("ReferenceGrant", ns, grant.metadata.name),
+                            lid,
+                            "grant",
+                            label=f"{ref.kind} {ns}/{ref.name}",
+                        )
 
     def _policy(self, policy: Any) -> None:
         ns = policy.metadata.namespace
@@ -389,7 +508,9 @@ class _Builder:
             backend = backend_kind(ref.group, ref.kind)
             if backend is not None:  # a Service (BackendTLSPolicy) or a Backend: its backend node
                 kind = backend[0]
-                exists = (ns, ref.name) in (self.snapshot.services if kind == "Service" else self.snapshot.backends)
+                exists = (ns, ref.name) in (
+                    self.snapshot.services if kind == "Service" else self.snapshot.backends
+                )
                 if not exists and node_id(kind, ns, ref.name) not in self.nodes:
                     continue
                 target = self._backend_node(kind, ns, ref.name)
@@ -402,21 +523,37 @@ class _Builder:
 
     # ------------------------------------------------------------ edges
 
-    def _edge(self, source: str, target: str, kind: str, *, label: str = "", health: str = "") -> None:
-        self.edges.setdefault((source, target, kind), Edge(source=source, target=target, kind=kind, label=label, health=health))
+    def _edge(
+        self, source: str, target: str, kind: str, *, label: str = "", health: str = ""
+    ) -> None:
+        self.edges.setdefault(
+            (source, target, kind),
+            Edge(source=source, target=target, kind=kind, label=label, health=health),
+        )
 
     def _drop_dangling_edges(self) -> None:
-        """Edges to or from what is not there (a Gateway's missing class, a policy's missing target)."""
-        self.edges = {k: e for k, e in self.edges.items() if e.source in self.nodes and e.target in self.nodes}
+        """Edges to or from what is not there (a Gateway's missing class, a policy's missing
+        target).
+        """
+        self.edges = {
+            k: e for k, e in self.edges.items() if e.source in self.nodes and e.target in self.nodes
+        }
 
 
 def _ref_key(ref: Mapping[str, Any], default_ns: str) -> tuple[Any, ...]:
-    return (ref.get("kind") or "Gateway", ref.get("namespace") or default_ns, ref.get("name"),
-            ref.get("sectionName"), ref.get("port"))
+    return (
+        ref.get("kind") or "Gateway",
+        ref.get("namespace") or default_ns,
+        ref.get("name"),
+        ref.get("sectionName"),
+        ref.get("port"),
+    )
 
 
 def _backend_refs(route: Any) -> Iterable[tuple[Any, str]]:
-    """(backendRef, role) of every rule of a route: role "" for a backend, "mirror" for a mirror's."""
+    """(backendRef, role) of every rule of a route: role "" for a
+    backend, "mirror" for a mirror's.
+    """
     for rule in route.spec.rules:
         for ref in rule.backend_refs:
             yield ref, ""

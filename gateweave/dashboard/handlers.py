@@ -32,7 +32,8 @@ _ASSETS = {
 }
 _HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src "
+        "'self' data:; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -45,7 +46,8 @@ def _asset(name: str) -> bytes:
 
 
 class Dashboard:
-    """``GET /`` (the page), ``GET /dashboard/<asset>``, ``GET /api/object``, ``GET /api/graph`` (see
+    """``GET /`` (the page), ``GET /dashboard/<asset>``, ``GET /api/object``, ``GET /api/graph``
+    (see
     :mod:`gateweave.dashboard.graph`; with an ETag, so that polling an unchanged system
     costs a 304, and built once for every page that polls it)."""
 
@@ -73,7 +75,9 @@ class Dashboard:
         return self._static(name)
 
     def _static(self, name: str) -> web.Response:
-        return web.Response(body=self.assets[name], content_type=_ASSETS[name], charset="utf-8", headers=_HEADERS)
+        return web.Response(
+            body=self.assets[name], content_type=_ASSETS[name], charset="utf-8", headers=_HEADERS
+        )
 
     async def graph(self, request: web.Request) -> web.Response:
         body, etag = await self._graph()
@@ -86,7 +90,9 @@ class Dashboard:
         """One object as ``/api/objects`` serves it (the page shows it on a click): ``?kind=K&
         namespace=NS&name=N`` (no namespace for a cluster-scoped kind)."""
         q = request.query
-        stored = self.admin.runtime.store.get(Key(q.get("kind", ""), q.get("namespace", ""), q.get("name", "")))
+        stored = self.admin.runtime.store.get(
+            Key(q.get("kind", ""), q.get("namespace", ""), q.get("name", ""))
+        )
         items = self.admin.object_items([stored.decoded]) if stored is not None else []
         if not items:
             raise web.HTTPNotFound(text="no such object\n")
@@ -96,8 +102,12 @@ class Dashboard:
         """What the graph is a function of, cheaply: the last translation (held, so compared by
         identity), the store's change position, the status writes and the errors."""
         runtime = self.admin.runtime
-        return (runtime.translations, runtime.store.changelog.position,
-                runtime.metrics.value("gateweave_status_writes_total"), tuple(self.admin.errors.all()))
+        return (
+            runtime.translations,
+            runtime.store.changelog.position,
+            runtime.metrics.value("gateweave_status_writes_total"),
+            tuple(self.admin.errors.all()),
+        )
 
     async def _graph(self) -> tuple[bytes, str]:
         """The encoded graph and its ETag: built again when what it is made of changed, but at
@@ -107,18 +117,32 @@ class Dashboard:
             cached = self._cached
             runtime = self.admin.runtime
             version = self._version()
-            fresh = cached is not None and cached.result is runtime.last_result and cached.version == version
+            fresh = (
+                cached is not None
+                and cached.result is runtime.last_result
+                and cached.version == version
+            )
             if cached is not None and (fresh or time.monotonic() - cached.built < 3 * cached.cost):
                 return cached.body, cached.etag
             items = self.admin.object_items()
-            objects = {Key(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in items}
+            objects = {
+                Key(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+                for o in items
+            }
             result = runtime.last_result
-            inputs = graph.Inputs(snapshot=runtime.store.snapshot(), objects=objects, result=result,
-                                  errors=self.admin.errors.all(), options=runtime.options)
+            inputs = graph.Inputs(
+                snapshot=runtime.store.snapshot(),
+                objects=objects,
+                result=result,
+                errors=self.admin.errors.all(),
+                options=runtime.options,
+            )
             started = time.monotonic()
             body = await asyncio.to_thread(lambda: msgspec.json.encode(graph.build(inputs)))
             etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-            self._cached = _Built(body, etag, result, version, time.monotonic(), time.monotonic() - started)
+            self._cached = _Built(
+                body, etag, result, version, time.monotonic(), time.monotonic() - started
+            )
             return body, etag
 
 

@@ -55,10 +55,14 @@ def served_listeners(
     for node, gw in xds.items():
         ports = infra.get(node)
         for port in gw.ports:
-            gw_name = "/".join(port.name.split("/", 2)[:2])  # its Gateway (a merged class's node has several)
+            gw_name = "/".join(
+                port.name.split("/", 2)[:2]
+            )  # its Gateway (a merged class's node has several)
             on_port = _listeners_on(ports, port, None if gw_name == node else gw_name)
             if port.http is not None:
-                ranked = sorted(on_port, key=lambda name: (specificity(hostnames.get((gw_name, name))), name))
+                ranked = sorted(
+                    on_port, key=lambda name: (specificity(hostnames.get((gw_name, name))), name)
+                )
                 sel = selectors([(name, hostnames.get((gw_name, name))) for name in ranked])
                 for vhost in port.http.virtual_hosts:
                     owner = first_selecting(sel, vhost.domains[0])
@@ -67,13 +71,20 @@ def served_listeners(
             for chain in port.filter_chains:
                 listener, _, rest = chain.name[len(port.name) + 1 :].partition("/")
                 if chain.http is not None:
-                    _add(out, gw_name, listener, (r.name for vh in chain.http.virtual_hosts for r in vh.routes))
+                    _add(
+                        out,
+                        gw_name,
+                        listener,
+                        (r.name for vh in chain.http.virtual_hosts for r in vh.routes),
+                    )
                 elif rest:
                     out[(gw_name, f"TLSRoute/{rest}")].add(listener)
     return dict(out)
 
 
-def _listeners_on(ports: ir.InfraGateway | None, port: ir.Port, merged_gateway: str | None) -> list[str]:
+def _listeners_on(
+    ports: ir.InfraGateway | None, port: ir.Port, merged_gateway: str | None
+) -> list[str]:
     """The names of the Gateway's listeners on an Envoy listener (from the infrastructure IR;
     a merged class's names each listener with its Gateway, ``merged_gateway``)."""
     transport = "UDP" if port.protocol == "UDP" else "TCP"

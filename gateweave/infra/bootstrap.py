@@ -60,25 +60,44 @@ def is_ip(host: str) -> bool:
 def sds_files(tls: XdsClientTls) -> dict[str, str]:
     """The SDS files (name -> JSON) the bootstrap's xDS TLS reads, for ``tls.sds_dir``."""
     watched = {"path": tls.cert_dir}
-    client = {"@type": _TLS_SECRET, "name": "xds_client", "tls_certificate": {
-        "certificate_chain": {"filename": f"{tls.cert_dir}/{CERT_FILE}"},
-        "private_key": {"filename": f"{tls.cert_dir}/{KEY_FILE}"},
-        "watched_directory": watched,
-    }}
-    ca = {"@type": _TLS_SECRET, "name": "xds_ca", "validation_context": {
-        "trusted_ca": {"filename": f"{tls.cert_dir}/{CA_FILE}"},
-        "watched_directory": watched,
-        "match_typed_subject_alt_names": [{"san_type": "IP_ADDRESS" if is_ip(tls.server_name) else "DNS",
-                                           "matcher": {"exact": tls.server_name}}],
-    }}
-    return {name: json.dumps({"resources": [secret]}, indent=2, sort_keys=True) + "\n"
-            for name, secret in ((CLIENT_SDS, client), (CA_SDS, ca))}
+    client = {
+        "@type": _TLS_SECRET,
+        "name": "xds_client",
+        "tls_certificate": {
+            "certificate_chain": {"filename": f"{tls.cert_dir}/{CERT_FILE}"},
+            "private_key": {"filename": f"{tls.cert_dir}/{KEY_FILE}"},
+            "watched_directory": watched,
+        },
+    }
+    ca = {
+        "@type": _TLS_SECRET,
+        "name": "xds_ca",
+        "validation_context": {
+            "trusted_ca": {"filename": f"{tls.cert_dir}/{CA_FILE}"},
+            "watched_directory": watched,
+            "match_typed_subject_alt_names": [
+                {
+                    "san_type": "IP_ADDRESS" if is_ip(tls.server_name) else "DNS",
+                    "matcher": {"exact": tls.server_name},
+                }
+            ],
+        },
+    }
+    return {
+        name: json.dumps({"resources": [secret]}, indent=2, sort_keys=True) + "\n"
+        for name, secret in ((CLIENT_SDS, client), (CA_SDS, ca))
+    }
 
 
 def _transport_socket(tls: XdsClientTls) -> dict[str, Any]:
     def sds(name: str, file: str) -> dict[str, Any]:
-        return {"name": name, "sds_config": {"path_config_source": {"path": f"{tls.sds_dir}/{file}"},
-                                             "resource_api_version": "V3"}}
+        return {
+            "name": name,
+            "sds_config": {
+                "path_config_source": {"path": f"{tls.sds_dir}/{file}"},
+                "resource_api_version": "V3",
+            },
+        }
 
     context: dict[str, Any] = {
         "@type": _UPSTREAM_TLS,
@@ -180,15 +199,7 @@ def _render(params: BootstrapParams) -> dict[str, Any]:
                     "load_assignment": {
                         "cluster_name": XDS_CLUSTER,
                         "endpoints": [
-                            {
-                                "lb_endpoints": [
-                                    {
-                                        "endpoint": {
-                                            "address": _xds_address(params)
-                                        }
-                                    }
-                                ]
-                            }
+                            {"lb_endpoints": [{"endpoint": {"address": _xds_address(params)}}]}
                         ],
                     },
                     "typed_extension_protocol_options": {

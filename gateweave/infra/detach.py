@@ -39,7 +39,13 @@ async def spawn_detached(cmd: Sequence[str], log_path: Path, cwd: Path) -> int:
         raise OSError(f"{cmd[0]} is not an executable")
     with log_path.open("ab") as log:
         helper = await asyncio.create_subprocess_exec(
-            _INTERPRETER, "-I", "-S", _HELPER, str(cwd), str(log_path), *cmd,
+            _INTERPRETER,
+            "-I",
+            "-S",
+            _HELPER,
+            str(cwd),
+            str(log_path),
+            *cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,

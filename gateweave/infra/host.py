@@ -87,7 +87,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-async def http_status(host: str, port: int, path: str, timeout: float = 1.0, method: str = "GET") -> int | None:
+async def http_status(
+    host: str, port: int, path: str, timeout: float = 1.0, method: str = "GET"
+) -> int | None:
     """The status code of ``METHOD path`` (a fresh connection), ``None`` if unreachable."""
     try:
         async with asyncio.timeout(timeout):
@@ -138,7 +140,9 @@ def in_flight(gauges: Mapping[str, int]) -> int:
             key = (parts[0], parts[2])
             by_stat[key] = by_stat.get(key, 0) + value
     requests = by_stat.get(("http", "downstream_rq_active"), 0)
-    sessions = by_stat.get(("listener", "downstream_cx_active"), 0) - by_stat.get(("http", "downstream_cx_active"), 0)
+    sessions = by_stat.get(("listener", "downstream_cx_active"), 0) - by_stat.get(
+        ("http", "downstream_cx_active"), 0
+    )
     return requests + max(0, sessions) + by_stat.get(("udp", "downstream_sess_active"), 0)
 
 
@@ -189,7 +193,9 @@ class _Envoy:
         deadline = loop.time() + limit
         address = f"{self.admin_host}:{self.admin_port}"
         while self.running and (left := deadline - loop.time()) > 0:
-            body = (await stats.fetch({"envoy": address}, _IN_FLIGHT_PATH, min(left, 1.0))).get("envoy")
+            body = (await stats.fetch({"envoy": address}, _IN_FLIGHT_PATH, min(left, 1.0))).get(
+                "envoy"
+            )
             if body is not None and in_flight(stats.parse(body).counters) == 0:
                 return
             with contextlib.suppress(TimeoutError):
@@ -218,10 +224,17 @@ class _Envoy:
 class _Supervisor:
     """Keeps one Gateway's Envoy running until stopped (or detached)."""
 
-    def __init__(self, infra: HostInfra, gateway: InfraGateway, adopt: EnvoyRecord | None = None,
-                 parent: EnvoyRecord | None = None) -> None:
+    def __init__(
+        self,
+        infra: HostInfra,
+        gateway: InfraGateway,
+        adopt: EnvoyRecord | None = None,
+        parent: EnvoyRecord | None = None,
+    ) -> None:
         self.infra = infra
-        self.parent = parent  # a running Envoy of this Gateway the first one started takes over from
+        self.parent = (
+            parent  # a running Envoy of this Gateway the first one started takes over from
+        )
         self.gateway = gateway
         self.key = infra.spec(gateway)
         self.dir = infra.work_dir / _dir_name(gateway.name)
@@ -258,8 +271,13 @@ class _Supervisor:
         config = bootstrap.write(self.dir / "bootstrap.json", params)
         parent, self.parent = self.parent, None
         epoch, restart = self.infra.hot_restart(self.dir, parent)
-        # Its working directory is its own: its access log goes there (a relative path, see xds.telemetry).
-        pid = await spawn_detached(self.infra.command(self.gateway, config, self.log_path, restart), self.log_path, self.dir)
+        # Its working directory is its own: its access log goes there (a relative path, see
+        # xds.telemetry).
+        pid = await spawn_detached(
+            self.infra.command(self.gateway, config, self.log_path, restart),
+            self.log_path,
+            self.dir,
+        )
         proc = _Envoy(pid, self.infra.admin_host, self.admin_port)
         self.record = EnvoyRecord(
             gateway=self.gateway.name,
@@ -271,7 +289,9 @@ class _Supervisor:
             spec=self.key,
             started_at=time.time(),
             epoch=epoch,
-            base_id=int(restart[restart.index("--base-id") + 1]) if "--base-id" in restart else None,
+            base_id=int(restart[restart.index("--base-id") + 1])
+            if "--base-id" in restart
+            else None,
             drain_s=self.infra.stop_drain(self.gateway),
         )
         self.record.save()
@@ -349,7 +369,9 @@ class _Supervisor:
         if record is None or record.base_id is not None:
             return
         with contextlib.suppress(OSError, ValueError):
-            self.record = dataclasses.replace(record, base_id=int((self.dir / BASE_ID_FILE).read_text()))
+            self.record = dataclasses.replace(
+                record, base_id=int((self.dir / BASE_ID_FILE).read_text())
+            )
             self.record.save()
 
     async def stop(self, *, graceful: bool = True) -> None:
@@ -357,8 +379,11 @@ class _Supervisor:
         self.stopping = True
         self._wake.set()
         if self.proc is not None:
-            await self.proc.quit(drain=self.infra.stop_drain(self.gateway), timeout=self.infra.stop_timeout,
-                                 graceful=graceful)
+            await self.proc.quit(
+                drain=self.infra.stop_drain(self.gateway),
+                timeout=self.infra.stop_timeout,
+                graceful=graceful,
+            )
         if self._task is not None:
             await self._task
         log.info("Envoy stopped", gateway=self.gateway.name)
@@ -416,7 +441,9 @@ class HostInfra:
         self.stable_after = stable_after
         self.drain_time_s = drain_time_s  # Envoy's own drain sequence (--drain-time-s)
         self.drain_s = drain_s  # how long a stop waits for connections to finish (see stop_drain)
-        self.ready_timeout = ready_timeout  # how long an Envoy being replaced waits for its successor
+        self.ready_timeout = (
+            ready_timeout  # how long an Envoy being replaced waits for its successor
+        )
         self.metrics = metrics
         self._supervisors: dict[str, _Supervisor] = {}
         self._pids: set[int] = set()
@@ -426,7 +453,11 @@ class HostInfra:
         self._found: dict[str, list[EnvoyRecord]] = {}
         for record in records(self.work_dir):
             self._found.setdefault(record.gateway, []).append(record)
-            log.info("found an Envoy running without a controller", gateway=record.gateway, pid=record.pid)
+            log.info(
+                "found an Envoy running without a controller",
+                gateway=record.gateway,
+                pid=record.pid,
+            )
         self._count_orphans()
         self._atexit = register_atexit
         if register_atexit:
@@ -456,7 +487,9 @@ class HostInfra:
 
     def drain_time(self, gateway: InfraGateway) -> int:
         """The Gateway's drain time (its GatewayParameters' drainTimeout, else the data plane's)."""
-        return self.drain_time_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
+        return (
+            self.drain_time_s if gateway.envoy.drain_time_s is None else gateway.envoy.drain_time_s
+        )
 
     def stop_drain(self, gateway: InfraGateway) -> float:
         """How long stopping the Gateway's Envoy (explicit stop, Gateway removed) lets its
@@ -486,8 +519,18 @@ class HostInfra:
             and record.alive()
         )
 
-    def command(self, gateway: InfraGateway, config: Path, log_path: Path, restart: list[str]) -> list[str]:
-        return [self.envoy_path, "-c", str(config), "--log-path", str(log_path), *restart, *self.envoy_args(gateway)]
+    def command(
+        self, gateway: InfraGateway, config: Path, log_path: Path, restart: list[str]
+    ) -> list[str]:
+        return [
+            self.envoy_path,
+            "-c",
+            str(config),
+            "--log-path",
+            str(log_path),
+            *restart,
+            *self.envoy_args(gateway),
+        ]
 
     @staticmethod
     def hot_restart(directory: Path, parent: EnvoyRecord | None) -> tuple[int, list[str]]:
@@ -497,7 +540,13 @@ class HostInfra:
         if parent is not None and parent.base_id is not None and parent.alive():
             epoch = parent.epoch + 1
             return epoch, ["--base-id", str(parent.base_id), "--restart-epoch", str(epoch)]
-        return 0, ["--use-dynamic-base-id", "--base-id-path", str(directory / BASE_ID_FILE), "--restart-epoch", "0"]
+        return 0, [
+            "--use-dynamic-base-id",
+            "--base-id-path",
+            str(directory / BASE_ID_FILE),
+            "--restart-epoch",
+            "0",
+        ]
 
     def spec(self, gateway: InfraGateway) -> tuple[str, ...]:
         """Everything an Envoy of ``gateway`` is started with but the paths and the admin port:
@@ -508,8 +557,15 @@ class HostInfra:
         identity = (gateway.name, gateway.namespace, gateway.gateway_name, gateway.gateway_class)
         labels = [f"label:{k}={v}" for k, v in sorted(gateway.labels.items())]
         annotations = [f"annotation:{k}={v}" for k, v in sorted(gateway.annotations.items())]
-        return (*identity, *labels, *annotations, xds, "delta" if self.delta else "sotw", self.envoy_path,
-                *self.envoy_args(gateway))
+        return (
+            *identity,
+            *labels,
+            *annotations,
+            xds,
+            "delta" if self.delta else "sotw",
+            self.envoy_path,
+            *self.envoy_args(gateway),
+        )
 
     # -- reconciling
 
@@ -536,7 +592,9 @@ class HostInfra:
                     olds.append(replaced.pop(name))
                 parents = [o.record if isinstance(o, _Supervisor) else o for o in olds]
                 parent = next((p for p in parents if p is not None and p.base_id is not None), None)
-                sup = self._supervisors[name] = _Supervisor(self, gateway, adopt=keep, parent=parent)
+                sup = self._supervisors[name] = _Supervisor(
+                    self, gateway, adopt=keep, parent=parent
+                )
                 sup.start()
                 started.append(sup)
                 for old in olds:
@@ -559,7 +617,10 @@ class HostInfra:
             try:
                 await asyncio.wait_for(successor.ready.wait(), self.ready_timeout)
             except TimeoutError:
-                log.warning("the replacing Envoy is not ready; stopping the old one anyway", gateway=successor.gateway.name)
+                log.warning(
+                    "the replacing Envoy is not ready; stopping the old one anyway",
+                    gateway=successor.gateway.name,
+                )
         if isinstance(old, _Supervisor):
             await old.stop(graceful=graceful)
             return
@@ -618,7 +679,9 @@ class HostInfra:
     # -- the end
 
     async def close(self) -> None:
-        """An explicit stop: drain and stop every Envoy, ours and any left by a controller before."""
+        """An explicit stop: drain and stop every Envoy, ours and any
+        left by a controller before.
+        """
         await self.reconcile({})
         for found in self._found.values():
             for record in found:
@@ -636,7 +699,10 @@ class HostInfra:
         await asyncio.gather(*self._retiring, return_exceptions=True)
         for sup in self._supervisors.values():
             await sup.detach()
-        log.warning("leaving the Envoys running for the next gateweave serve on this state", count=len(self._supervisors))
+        log.warning(
+            "leaving the Envoys running for the next gateweave serve on this state",
+            count=len(self._supervisors),
+        )
         self._supervisors.clear()
         self._unregister()
 

@@ -60,7 +60,8 @@ def _addresses_in(data: bytes, out: set[str]) -> bool:
                     break
                 attrs[atype] = data[pos + _RTATTR.size : pos + alen]
                 pos += _align(alen)
-            # IPv4: IFA_LOCAL is this host's address (IFA_ADDRESS is the peer on point-to-point links).
+            # IPv4: IFA_LOCAL is this host's address (IFA_ADDRESS is the peer on point-to-point
+            # links).
             raw = attrs.get(_IFA_LOCAL) or attrs.get(_IFA_ADDRESS)
             if family == socket.AF_INET and raw is not None and len(raw) == 4:
                 out.add(str(ipaddress.IPv4Address(raw)))
@@ -115,7 +116,9 @@ class AddressWatch:
     """Calls ``on_change(addresses)`` when the host's set of addresses changes (netlink
     address notifications wake it; the set is then read again and compared)."""
 
-    def __init__(self, on_change: Callable[[frozenset[str]], None], current: frozenset[str]) -> None:
+    def __init__(
+        self, on_change: Callable[[frozenset[str]], None], current: frozenset[str]
+    ) -> None:
         self.on_change = on_change
         self.current = current
         self._sock: socket.socket | None = None

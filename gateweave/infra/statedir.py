@@ -52,7 +52,9 @@ def state_root() -> Path:
         return Path(os.environ[STATE_ROOT_ENV])
     if os.geteuid() == 0:
         return Path("/var/lib/gateweave")
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(base) / "gateweave"
 
 
@@ -109,7 +111,9 @@ class EnvoyRecord:
     spec: tuple[str, ...]  # what it was started with: a different one means a replacement
     started_at: float  # wall clock (seconds since the epoch)
     epoch: int = 0  # its hot restart epoch (a replacement is the next one) ...
-    base_id: int | None = None  # ... and base id (known once it runs; None: cannot be hot restarted)
+    base_id: int | None = (
+        None  # ... and base id (known once it runs; None: cannot be hot restarted)
+    )
     drain_s: float | None = None  # how long stopping it lets connections finish (None: the default)
 
     @property
@@ -223,13 +227,18 @@ class StateDir:
         """Create (0700) and lock ``path``; :class:`StateDirError` says why not."""
         path = Path(path).absolute()
         if len(os.fsencode(path / SOCKET_FILE)) > _SUN_PATH_MAX:
-            raise StateDirError(f"state directory {path} is too long a path for a unix socket "
-                                f"(at most {_SUN_PATH_MAX - len(SOCKET_FILE) - 1} bytes); pass a shorter --state-dir")
+            raise StateDirError(
+                f"state directory {path} is too long a path for a unix socket "
+                f"(at most {_SUN_PATH_MAX - len(SOCKET_FILE) - 1} bytes); pass a shorter "
+                "--state-dir"
+            )
         try:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             info = path.stat()
             if info.st_uid != os.geteuid():
-                raise StateDirError(f"state directory {path} belongs to another user (uid {info.st_uid})")
+                raise StateDirError(
+                    f"state directory {path} belongs to another user (uid {info.st_uid})"
+                )
             if stat.S_IMODE(info.st_mode) != 0o700:
                 path.chmod(0o700)
             (path / ENVOYS_DIR).mkdir(mode=0o700, exist_ok=True)
@@ -239,15 +248,23 @@ class StateDir:
         except NotADirectoryError:
             raise StateDirError(f"state directory {path} is not a directory") from None
         except OSError as exc:
-            raise StateDirError(f"cannot use state directory {path}: {exc.strerror or exc}") from None
+            raise StateDirError(
+                f"cannot use state directory {path}: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             found = _read_holder(path / LOCK_FILE)
             who = f" (pid {found.pid})" if found else ""
-            raise StateDirError(f"another gateweave serve{who} is running on state directory {path}") from None
-        me = {"pid": os.getpid(), "start_time": process_start_time(os.getpid()), "since": time.time()}
+            raise StateDirError(
+                f"another gateweave serve{who} is running on state directory {path}"
+            ) from None
+        me = {
+            "pid": os.getpid(),
+            "start_time": process_start_time(os.getpid()),
+            "since": time.time(),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
         # A socket left by a serve that died: nobody listens on it any more (we hold the lock).

@@ -83,10 +83,16 @@ class KubeClient:
         self.api = api_client
 
     @classmethod
-    async def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
+    async def from_kubeconfig(
+        cls, path: str | None = None, context: str | None = None
+    ) -> KubeClient:
         configuration = kclient.Configuration()
-        await kconfig.load_kube_config(config_file=path, context=context,
-                                       client_configuration=configuration, persist_config=False)
+        await kconfig.load_kube_config(
+            config_file=path,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
         return cls(kclient.ApiClient(configuration))
 
     @classmethod
@@ -111,18 +117,34 @@ class KubeClient:
 
     # ------------------------------------------------------------ requests
 
-    async def request(self, method: str, path: str, *, query: dict[str, Any] | None = None,
-                      body: Any = None, content_type: str = "application/json",
-                      timeout: float | None = 30.0) -> JSON:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = 30.0,
+    ) -> JSON:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
             data = await self.api.call_api(
-                path, method, query_params=list((query or {}).items()), header_params=headers,
-                body=body, auth_settings=["BearerToken"], response_types_map={200: "object", 201: "object"},
-                _return_http_data_only=True, _preload_content=True, _request_timeout=timeout,
+                path,
+                method,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                response_types_map={200: "object", 201: "object"},
+                _return_http_data_only=True,
+                _preload_content=True,
+                _request_timeout=timeout,
             )
         except ApiException as exc:
-            raise _error(int(exc.status or 0), exc.body if isinstance(exc.body, str) else "") from None
+            raise _error(
+                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
+            ) from None
         return data if isinstance(data, dict) else {}
 
     async def get(self, path: str) -> JSON:
@@ -147,8 +169,15 @@ class KubeClient:
     async def replace(self, path: str, body: JSON) -> JSON:
         return await self.request("PUT", path, body=body)
 
-    async def patch(self, path: str, body: Any, content_type: str = MERGE_PATCH,
-                    *, field_manager: str = "", force: bool = False) -> JSON:
+    async def patch(
+        self,
+        path: str,
+        body: Any,
+        content_type: str = MERGE_PATCH,
+        *,
+        field_manager: str = "",
+        force: bool = False,
+    ) -> JSON:
         query: dict[str, Any] = {}
         if field_manager:
             query["fieldManager"] = field_manager
@@ -159,8 +188,14 @@ class KubeClient:
     async def delete(self, path: str) -> JSON:
         return await self.request("DELETE", path)
 
-    async def watch(self, path: str, resource_version: str, *, timeout_seconds: int = 300,
-                    bookmarks: bool = True) -> AsyncIterator[JSON]:
+    async def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+    ) -> AsyncIterator[JSON]:
         """The events of one watch request, decoded, until the server ends it.
 
         An ERROR event with code 410 (or an HTTP 410) raises :class:`Gone`; another ERROR
@@ -174,12 +209,20 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         try:
             resp = await self.api.call_api(
-                path, "GET", query_params=list(query.items()), header_params=headers,
-                auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=timeout_seconds + 30),
+                path,
+                "GET",
+                query_params=list(query.items()),
+                header_params=headers,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(
+                    sock_connect=10, sock_read=timeout_seconds + 30
+                ),
             )
         except ApiException as exc:
-            raise _error(int(exc.status or 0), exc.body if isinstance(exc.body, str) else "") from None
+            raise _error(
+                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
+            ) from None
         try:
             if not 200 <= resp.status < 300:
                 raise _error(resp.status, (await resp.read()).decode("utf-8", "replace"))
@@ -195,4 +238,3 @@ class KubeClient:
                 yield event
         finally:
             resp.release()
-

@@ -62,16 +62,29 @@ def _text(data: Mapping[str, Any], key: str) -> str:
     return base64.b64decode(value).decode() if isinstance(value, str) else ""
 
 
-def ca_secret(namespace: str, authority: pki.Authority, resource_version: str = "") -> dict[str, Any]:
+def ca_secret(
+    namespace: str, authority: pki.Authority, resource_version: str = ""
+) -> dict[str, Any]:
     data = {"ca.crt": authority.current.cert_pem, "ca.key": authority.current.key_pem}
     if authority.previous is not None:
-        data |= {"previous.crt": authority.previous.cert_pem, "previous.key": authority.previous.key_pem}
-    meta: dict[str, Any] = {"name": CA_SECRET, "namespace": namespace,
-                            "labels": {"app.kubernetes.io/managed-by": "gateweave"}}
+        data |= {
+            "previous.crt": authority.previous.cert_pem,
+            "previous.key": authority.previous.key_pem,
+        }
+    meta: dict[str, Any] = {
+        "name": CA_SECRET,
+        "namespace": namespace,
+        "labels": {"app.kubernetes.io/managed-by": "gateweave"},
+    }
     if resource_version:
         meta["resourceVersion"] = resource_version
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque",
-            "data": {k: _b64(v) for k, v in data.items()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "data": {k: _b64(v) for k, v in data.items()},
+    }
 
 
 def authority_of(secret: Mapping[str, Any]) -> pki.Authority:
@@ -84,8 +97,14 @@ def authority_of(secret: Mapping[str, Any]) -> pki.Authority:
 
 
 class XdsCertificates:
-    def __init__(self, client: KubeClient, namespace: str, server_hosts: list[str],
-                 lifetimes: CertLifetimes | None = None, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        server_hosts: list[str],
+        lifetimes: CertLifetimes | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.server_hosts = server_hosts
@@ -123,7 +142,9 @@ class XdsCertificates:
         if secret is None:
             created = pki.Authority.generate(self.clock(), self._ca_lifetime)
             try:
-                secret = await self.client.create(SECRETS.collection(self.namespace), ca_secret(self.namespace, created))
+                secret = await self.client.create(
+                    SECRETS.collection(self.namespace), ca_secret(self.namespace, created)
+                )
                 log.info("xDS CA created", secret=f"{self.namespace}/{CA_SECRET}")
             except KubeError as exc:
                 if exc.code != 409:
@@ -142,8 +163,10 @@ class XdsCertificates:
     async def _rotate(self, authority: pki.Authority) -> pki.Authority:
         rotated = authority.rotated(self.clock(), self._ca_lifetime)
         try:
-            secret = await self.client.replace(SECRETS.item(self.namespace, CA_SECRET),
-                                               ca_secret(self.namespace, rotated, self._resource_version))
+            secret = await self.client.replace(
+                SECRETS.item(self.namespace, CA_SECRET),
+                ca_secret(self.namespace, rotated, self._resource_version),
+            )
         except KubeError as exc:
             if exc.code != 409:
                 raise
@@ -164,10 +187,17 @@ class XdsCertificates:
         before = self.authority
         self.authority = authority
         issuer = self._issuer(authority, now)
-        changed = before is None or before.bundle(now) != authority.bundle(now) or (
-            self._issuer(before, now) != issuer)
-        if self.server is None or changed or pki.due(self.server.cert_pem, now) or not pki.issued_by(
-                self.server.cert_pem, issuer):
+        changed = (
+            before is None
+            or before.bundle(now) != authority.bundle(now)
+            or (self._issuer(before, now) != issuer)
+        )
+        if (
+            self.server is None
+            or changed
+            or pki.due(self.server.cert_pem, now)
+            or not pki.issued_by(self.server.cert_pem, issuer)
+        ):
             self.server = pki.issue_server(issuer, self.server_hosts, now, self._leaf_lifetime)
             if self.tls is None:
                 self.tls = ServerTls(authority.bundle(now), self.server)
@@ -199,15 +229,22 @@ class XdsCertificates:
 
     # ------------------------------------------------------------ Gateways
 
-    def client_files(self, node_id: str, current: Mapping[str, str] | None = None) -> dict[str, str]:
+    def client_files(
+        self, node_id: str, current: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """The files of the Gateway ``node_id``'s client Secret: ``current`` if still good,
         else newly issued."""
         assert self.authority is not None, "start() first"
         now = self.clock()
         issuer = self._issuer(self.authority, now)
         bundle = self.authority.bundle(now)
-        if current and current.get(CA_FILE) == bundle and current.get(CERT_FILE) and not pki.due(
-                current[CERT_FILE], now) and pki.issued_by(current[CERT_FILE], issuer):
+        if (
+            current
+            and current.get(CA_FILE) == bundle
+            and current.get(CERT_FILE)
+            and not pki.due(current[CERT_FILE], now)
+            and pki.issued_by(current[CERT_FILE], issuer)
+        ):
             return dict(current)
         pair = pki.issue_client(issuer, node_id, now, self._leaf_lifetime)
         return {CERT_FILE: pair.cert_pem, KEY_FILE: pair.key_pem, CA_FILE: bundle}

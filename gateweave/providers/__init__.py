@@ -32,7 +32,11 @@ class ConfigError:
     def __str__(self) -> str:
         who = ""
         if self.kind:
-            who = f"{self.kind} {self.namespace}/{self.name}: " if self.namespace else f"{self.kind} {self.name}: "
+            who = (
+                f"{self.kind} {self.namespace}/{self.name}: "
+                if self.namespace
+                else f"{self.kind} {self.name}: "
+            )
         return f"{self.source}: {who}{self.message}" if self.source else f"{who}{self.message}"
 
 

@@ -58,7 +58,9 @@ StatKey = tuple[int, int, int]
 @dataclass
 class _File:
     stat: StatKey | None
-    objects: dict[Key, tuple[Decoded, str]] = field(default_factory=dict)  # last accepted, with source
+    objects: dict[Key, tuple[Decoded, str]] = field(
+        default_factory=dict
+    )  # last accepted, with source
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,9 @@ class FileProvider:
 
     # ------------------------------------------------------------ reading (any thread)
 
-    def scan(self, known: Mapping[str, StatKey | None], forced: frozenset[str] = frozenset()) -> Scan:
+    def scan(
+        self, known: Mapping[str, StatKey | None], forced: frozenset[str] = frozenset()
+    ) -> Scan:
         """Find the manifest files and read those whose stat is not ``known`` (or that are
         ``forced``). Touches nothing of the provider's state: safe in a worker thread."""
         present = frozenset(os.path.abspath(p) for p in iter_manifest_files(self.root))
@@ -140,7 +144,9 @@ class FileProvider:
             return self._read_objects(path, display, stat)
         except Exception as exc:  # a bug in reading must not stop the provider
             log.exception("reading failed", file=display)
-            return FileRead(stat, [ConfigError(display, f"internal error while reading: {exc!r}")], {}, [])
+            return FileRead(
+                stat, [ConfigError(display, f"internal error while reading: {exc!r}")], {}, []
+            )
 
     def _read_objects(self, path: str, display: str, stat: StatKey | None) -> FileRead:
         result = load_file(path, display, root=self.root)
@@ -162,8 +168,13 @@ class FileProvider:
             if key in objects:
                 first = objects[key][1]
                 problems.append(
-                    ConfigError(item.source, f"defined again in the same file (first at {first}); using the first",
-                                key.kind, key.namespace, key.name)
+                    ConfigError(
+                        item.source,
+                        f"defined again in the same file (first at {first}); using the first",
+                        key.kind,
+                        key.namespace,
+                        key.name,
+                    )
                 )
                 continue
             objects[key] = (decoded, item.source)
@@ -243,10 +254,18 @@ class FileProvider:
                 self.errors.clear(scope)
                 continue
             others = ", ".join(self._files[p].objects[key][1] for p in definers[1:])
-            self.errors.set(scope, [ConfigError(
-                source, f"defined in more than one file: {source} and {others}; using {source}",
-                key.kind, key.namespace, key.name,
-            )])
+            self.errors.set(
+                scope,
+                [
+                    ConfigError(
+                        source,
+                        f"defined in more than one file: {source} and {others}; using {source}",
+                        key.kind,
+                        key.namespace,
+                        key.name,
+                    )
+                ],
+            )
 
     # ------------------------------------------------------------ watching
 

@@ -54,6 +54,7 @@ def decode_stored(raw: Any, source: str) -> tuple[Decoded | None, list[ObjectErr
     """An object as the API server stored it: defaulted and pruned, not validated again."""
     return decode(raw, source, mode=Decoding.STORED)
 
+
 _RETRYABLE = (KubeError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
 
@@ -71,7 +72,9 @@ class Backoff:
         return self._next * random.uniform(0.8, 1.2)
 
 
-async def discover(client: KubeClient, kinds: Mapping[str, KindInfo] = KINDS) -> dict[str, ResourcePath]:
+async def discover(
+    client: KubeClient, kinds: Mapping[str, KindInfo] = KINDS
+) -> dict[str, ResourcePath]:
     """For each kind, the first of its versions (in kinds.py order) that the server serves."""
     served: dict[tuple[str, str], dict[str, bool]] = {}  # (group, version) -> plural -> namespaced
 
@@ -86,14 +89,16 @@ async def discover(client: KubeClient, kinds: Mapping[str, KindInfo] = KINDS) ->
                 listing = {}
             served[(group, version)] = {
                 str(r.get("name")): bool(r.get("namespaced"))
-                for r in listing.get("resources") or [] if isinstance(r, dict)
+                for r in listing.get("resources") or []
+                if isinstance(r, dict)
             }
         return served[(group, version)]
 
     groups = await client.get("/apis")
     versions_of = {
         str(g.get("name")): {str(v.get("version")) for v in g.get("versions") or []}
-        for g in groups.get("groups") or [] if isinstance(g, dict)
+        for g in groups.get("groups") or []
+        if isinstance(g, dict)
     }
     found: dict[str, ResourcePath] = {}
     for kind, info in kinds.items():
@@ -148,7 +153,9 @@ class KubernetesProvider:
 
     def caught_up(self, resource_version: int) -> bool:
         """True when every watched kind has seen ``resource_version`` (tests, readiness)."""
-        return bool(self.paths) and all(self.seen.get(k, -1) >= resource_version for k in self.paths)
+        return bool(self.paths) and all(
+            self.seen.get(k, -1) >= resource_version for k in self.paths
+        )
 
     def _see(self, kind: str, rv: Any) -> None:
         if rv in (None, ""):
@@ -161,18 +168,37 @@ class KubernetesProvider:
         if not isinstance(raw, dict):
             return None
         meta = raw.get("metadata") or {}
-        key = Key(kind, str(meta.get("namespace") or "") if self.paths[kind].namespaced else "",
-                  str(meta.get("name") or ""))
-        source = f"kubernetes:{kind}/{key.namespace}/{key.name}" if key.namespace else f"kubernetes:{kind}/{key.name}"
+        key = Key(
+            kind,
+            str(meta.get("namespace") or "") if self.paths[kind].namespaced else "",
+            str(meta.get("name") or ""),
+        )
+        source = (
+            f"kubernetes:{kind}/{key.namespace}/{key.name}"
+            if key.namespace
+            else f"kubernetes:{kind}/{key.name}"
+        )
         scope = f"kube:{kind}/{key.namespace}/{key.name}"
         try:
             decoded, errs = self.decode_fn(raw, source)
         except Exception as exc:  # a bug in decoding must not stop the provider
             log.exception("decoding failed", source=source)
-            decoded, errs = None, [ObjectError(source=source, kind=kind, namespace=key.namespace,
-                                               name=key.name, message=f"internal error while decoding: {exc!r}")]
+            decoded, errs = (
+                None,
+                [
+                    ObjectError(
+                        source=source,
+                        kind=kind,
+                        namespace=key.namespace,
+                        name=key.name,
+                        message=f"internal error while decoding: {exc!r}",
+                    )
+                ],
+            )
         if decoded is None:
-            self.errors.set(scope, [ConfigError(e.source, e.message, e.kind, e.namespace, e.name) for e in errs])
+            self.errors.set(
+                scope, [ConfigError(e.source, e.message, e.kind, e.namespace, e.name) for e in errs]
+            )
             self._rejected.setdefault(kind, set()).add(key)
             self.store.delete(key)
             return key
@@ -188,8 +214,11 @@ class KubernetesProvider:
 
     def _delete(self, kind: str, raw: Any) -> None:
         meta = (raw or {}).get("metadata") or {}
-        key = Key(kind, str(meta.get("namespace") or "") if self.paths[kind].namespaced else "",
-                  str(meta.get("name") or ""))
+        key = Key(
+            kind,
+            str(meta.get("namespace") or "") if self.paths[kind].namespaced else "",
+            str(meta.get("name") or ""),
+        )
         self._forget_error(kind, key)
         self.store.delete(key)
 
@@ -227,7 +256,9 @@ class KubernetesProvider:
                 raise
             except _RETRYABLE as exc:
                 delay = backoff.delay()
-                log.warning("initial sync failed; retrying", error=str(exc), retry_in=round(delay, 2))
+                log.warning(
+                    "initial sync failed; retrying", error=str(exc), retry_in=round(delay, 2)
+                )
                 await asyncio.sleep(delay)
 
     async def _sync_once(self) -> None:
@@ -243,13 +274,17 @@ class KubernetesProvider:
                 if exc.code not in (401, 403):
                     raise
                 self._report(kind, exc)  # retried by follow(); the kind starts empty
+
         await asyncio.gather(*(first(k) for k in sorted(self.paths)))
         self.synced.set()
 
     def _report(self, kind: str, exc: BaseException) -> None:
         path = self.paths[kind]
         where = path.collection(self._scope(kind))
-        self.errors.set(f"kube-list:{kind}", [ConfigError(f"kubernetes:{where}", f"cannot list/watch: {exc}", kind)])
+        self.errors.set(
+            f"kube-list:{kind}",
+            [ConfigError(f"kubernetes:{where}", f"cannot list/watch: {exc}", kind)],
+        )
 
     async def follow(self, kind: str) -> None:
         """Watch ``kind`` forever (re-listing when needed)."""
@@ -261,7 +296,9 @@ class KubernetesProvider:
                 if not self._rv.get(kind):
                     await self.list_kind(kind)
                 events = 0
-                async for event in self.client.watch(collection, self._rv[kind], timeout_seconds=self.watch_timeout):
+                async for event in self.client.watch(
+                    collection, self._rv[kind], timeout_seconds=self.watch_timeout
+                ):
                     events += 1
                     etype = event.get("type")
                     obj = event.get("object") or {}
@@ -284,14 +321,19 @@ class KubernetesProvider:
                 if isinstance(exc, KubeError) and exc.code in (401, 403):
                     self._report(kind, exc)
                 delay = backoff.delay()
-                log.warning("watch failed; retrying", kind=kind, error=str(exc), retry_in=round(delay, 2))
+                log.warning(
+                    "watch failed; retrying", kind=kind, error=str(exc), retry_in=round(delay, 2)
+                )
                 await asyncio.sleep(delay)
 
     async def run(self) -> None:
         """Sync (if not done yet), then follow every kind until cancelled."""
         if not self.synced.is_set():
             await self.sync()
-        tasks = [asyncio.create_task(self.follow(k), name=f"gateweave-watch-{k}") for k in sorted(self.paths)]
+        tasks = [
+            asyncio.create_task(self.follow(k), name=f"gateweave-watch-{k}")
+            for k in sorted(self.paths)
+        ]
         try:
             await asyncio.gather(*tasks)
         finally:

@@ -50,10 +50,14 @@ class StatusSink(Protocol):
 class XdsSink(Protocol):
     """Takes each Gateway's xDS IR: ``changed`` (new or different) and ``removed`` names."""
 
-    def update(self, changed: Mapping[str, XdsGateway], removed: Sequence[str]) -> Awaitable[None] | None: ...
+    def update(
+        self, changed: Mapping[str, XdsGateway], removed: Sequence[str]
+    ) -> Awaitable[None] | None: ...
 
 
 class InfraSink(Protocol):
     """Takes each Gateway's infrastructure IR: ``changed`` and ``removed`` names."""
 
-    def update(self, changed: Mapping[str, InfraGateway], removed: Sequence[str]) -> Awaitable[None] | None: ...
+    def update(
+        self, changed: Mapping[str, InfraGateway], removed: Sequence[str]
+    ) -> Awaitable[None] | None: ...

@@ -89,10 +89,15 @@ def drain_hook(drain_s: int, admin_port: int = ENVOY_ADMIN_PORT) -> dict[str, An
     HTTP client), then wait the drain time; only then does Kubernetes send SIGTERM. Every
     listener drains (not ``inboundonly``: that skips listeners without a traffic direction,
     which gateweave's are)."""
-    request = ("POST /drain_listeners?graceful HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
-               "Content-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
-    script = (f"exec 3<>/dev/tcp/127.0.0.1/{admin_port} && printf '{request}' >&3 && timeout 5 cat <&3 >/dev/null; "
-              f"sleep {drain_s}")
+    request = (
+        "POST /drain_listeners?graceful HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n"
+        "Content-Length: 0\\r\\nConnection: close\\r\\n\\r\\n"
+    )
+    script = (
+        f"exec 3<>/dev/tcp/127.0.0.1/{admin_port} && printf '{request}' >&3 && timeout 5 cat <&3 "
+        ">/dev/null; "
+        f"sleep {drain_s}"
+    )
     return {"preStop": {"exec": {"command": ["/bin/bash", "-c", script]}}}
 
 
@@ -105,16 +110,28 @@ def object_name(gateway_name: str) -> str:
     return f"{name[:54].rstrip('-')}-{digest}"
 
 
-def pod_tls(xds_host: str, cert_dir: str = XDS_CERT_DIR, sds_dir: str = BOOTSTRAP_DIR) -> XdsClientTls:
+def pod_tls(
+    xds_host: str, cert_dir: str = XDS_CERT_DIR, sds_dir: str = BOOTSTRAP_DIR
+) -> XdsClientTls:
     """A pod's xDS TLS: the server must be ``xds_host``; the files where the pod mounts them."""
     return XdsClientTls(server_name=xds_host, cert_dir=cert_dir, sds_dir=sds_dir)
 
 
-def bootstrap(gw: InfraGateway, xds_host: str, xds_port: int, tls: XdsClientTls | None = None) -> dict[str, Any]:
+def bootstrap(
+    gw: InfraGateway, xds_host: str, xds_port: int, tls: XdsClientTls | None = None
+) -> dict[str, Any]:
     """The Envoy bootstrap for a Gateway's pod: ADS to the control plane's Service."""
-    doc = render(BootstrapParams(node_id=gw.name, xds_host=xds_host, xds_port=xds_port,
-                                 admin_port=ENVOY_ADMIN_PORT, admin_host="127.0.0.1", tls=tls,
-                                 metadata=node_metadata(gw)))
+    doc = render(
+        BootstrapParams(
+            node_id=gw.name,
+            xds_host=xds_host,
+            xds_port=xds_port,
+            admin_port=ENVOY_ADMIN_PORT,
+            admin_host="127.0.0.1",
+            tls=tls,
+            metadata=node_metadata(gw),
+        )
+    )
     if not is_ip(xds_host):  # a Service DNS name: resolve it
         for cluster in doc["static_resources"]["clusters"]:
             cluster["type"] = "STRICT_DNS"
@@ -182,20 +199,38 @@ class KubernetesInfra:
 
     def _secret(self, gw: InfraGateway, files: Mapping[str, str]) -> dict[str, Any]:
         data = {k: base64.b64encode(v.encode()).decode() for k, v in sorted(files.items())}
-        return {"apiVersion": "v1", "kind": "Secret", "metadata": self._meta(gw), "type": "kubernetes.io/tls",
-                "data": data}
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": self._meta(gw),
+            "type": "kubernetes.io/tls",
+            "data": data,
+        }
 
     @staticmethod
     def _owner(gw: InfraGateway) -> list[dict[str, Any]]:
         if not gw.uid:
             return []
-        return [{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "name": gw.gateway_name,
-                 "uid": gw.uid, "controller": True, "blockOwnerDeletion": True}]
+        return [
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway",
+                "name": gw.gateway_name,
+                "uid": gw.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
 
-    def _meta(self, gw: InfraGateway, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def _meta(
+        self, gw: InfraGateway, extra_labels: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         labels = {**gw.labels, **self.selector(gw), **(extra_labels or {})}
-        meta: dict[str, Any] = {"name": object_name(gw.gateway_name), "namespace": gw.namespace,
-                                "labels": dict(sorted(labels.items()))}
+        meta: dict[str, Any] = {
+            "name": object_name(gw.gateway_name),
+            "namespace": gw.namespace,
+            "labels": dict(sorted(labels.items())),
+        }
         if gw.annotations:
             meta["annotations"] = dict(sorted(gw.annotations.items()))
         owner = self._owner(gw)
@@ -209,7 +244,9 @@ class KubernetesInfra:
 
     def manifests(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
         name = object_name(gw.gateway_name)
-        boot = json.dumps(bootstrap(gw, self.xds_host, self.xds_port, self.tls), indent=2, sort_keys=True)
+        boot = json.dumps(
+            bootstrap(gw, self.xds_host, self.xds_port, self.tls), indent=2, sort_keys=True
+        )
         boot_hash = hashlib.sha256(boot.encode()).hexdigest()[:16]
         sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": self._meta(gw)}
         files = {"bootstrap.json": boot, **(sds_files(self.tls) if self.tls is not None else {})}
@@ -219,21 +256,40 @@ class KubernetesInfra:
         if self.tls is not None:
             mounts.append({"name": "xds-tls", "mountPath": XDS_CERT_DIR, "readOnly": True})
             volumes.append({"name": "xds-tls", "secret": {"secretName": name}})
-        ports = [{"name": f"{p.protocol.lower()}-{p.port}", "containerPort": p.port, "protocol": p.protocol}
-                 for p in gw.ports]
+        ports = [
+            {
+                "name": f"{p.protocol.lower()}-{p.port}",
+                "containerPort": p.port,
+                "protocol": p.protocol,
+            }
+            for p in gw.ports
+        ]
         pod_annotations = {**gw.annotations, "gateweave.io/bootstrap-hash": boot_hash}
         envoy, kube = gw.envoy, gw.kubernetes
-        args = ["--config-path", f"{BOOTSTRAP_DIR}/bootstrap.json", "--log-level", envoy.log_level or "warn",
-                "--disable-hot-restart"]
+        args = [
+            "--config-path",
+            f"{BOOTSTRAP_DIR}/bootstrap.json",
+            "--log-level",
+            envoy.log_level or "warn",
+            "--disable-hot-restart",
+        ]
         if envoy.concurrency:
             args += ["--concurrency", str(envoy.concurrency)]
         drain_s = DEFAULT_DRAIN_S if envoy.drain_time_s is None else envoy.drain_time_s
-        args += ["--drain-time-s", str(drain_s), "--service-node", node_id(gw.name, f"$({POD_NAME_ENV})")]
+        args += [
+            "--drain-time-s",
+            str(drain_s),
+            "--service-node",
+            node_id(gw.name, f"$({POD_NAME_ENV})"),
+        ]
         args += envoy.extra_args
         container: dict[str, Any] = {
-            "name": "envoy", "image": self.image,
+            "name": "envoy",
+            "image": self.image,
             "args": args,
-            "env": [{"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "env": [
+                {"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+            ],
             "ports": ports,
             "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
             "lifecycle": drain_hook(drain_s),
@@ -244,13 +300,19 @@ class KubernetesInfra:
             container["resources"] = resources
         service_type = kube.service_type or self.service_type
         deployment = {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": self._meta(gw),
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": self._meta(gw),
             "spec": {
-                **({} if kube.autoscaling is not None else {"replicas": kube.replicas}),  # else the HPA's
+                **(
+                    {} if kube.autoscaling is not None else {"replicas": kube.replicas}
+                ),  # else the HPA's
                 "selector": {"matchLabels": self.selector(gw)},
                 "template": {
-                    "metadata": {"labels": dict(sorted({**gw.labels, **self.selector(gw)}.items())),
-                                 "annotations": dict(sorted(pod_annotations.items()))},
+                    "metadata": {
+                        "labels": dict(sorted({**gw.labels, **self.selector(gw)}.items())),
+                        "annotations": dict(sorted(pod_annotations.items())),
+                    },
                     "spec": {
                         "serviceAccountName": name,
                         "automountServiceAccountToken": False,
@@ -264,20 +326,38 @@ class KubernetesInfra:
         service_spec: dict[str, Any] = {
             "type": service_type,
             "selector": self.selector(gw),
-            "ports": [{"name": f"{p.protocol.lower()}-{p.port}", "port": p.port, "targetPort": p.port,
-                       "protocol": p.protocol} for p in gw.ports],
+            "ports": [
+                {
+                    "name": f"{p.protocol.lower()}-{p.port}",
+                    "port": p.port,
+                    "targetPort": p.port,
+                    "protocol": p.protocol,
+                }
+                for p in gw.ports
+            ],
         }
         if gw.requested_addresses and service_type == "LoadBalancer":
             service_spec["loadBalancerIP"] = gw.requested_addresses[0]
         elif gw.requested_addresses:
             service_spec["externalIPs"] = list(gw.requested_addresses)
-        service = {"apiVersion": "v1", "kind": "Service", "metadata": self._meta(gw), "spec": service_spec}
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": self._meta(gw),
+            "spec": service_spec,
+        }
         secret = []
         if self.tls is not None:
             files = self.client_files[gw.name] = self._files(gw)
             secret = [(SECRETS, self._secret(gw, files))]
-        return [(SERVICE_ACCOUNTS, sa), *secret, (CONFIG_MAPS, cm), (DEPLOYMENTS, deployment), (SERVICES, service),
-                *self._fleet(gw)]
+        return [
+            (SERVICE_ACCOUNTS, sa),
+            *secret,
+            (CONFIG_MAPS, cm),
+            (DEPLOYMENTS, deployment),
+            (SERVICES, service),
+            *self._fleet(gw),
+        ]
 
     def _fleet(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
         """The PodDisruptionBudget and HorizontalPodAutoscaler the parameters ask for."""
@@ -289,24 +369,62 @@ class KubernetesInfra:
                 pdb_spec["minAvailable"] = budget.min_available
             if budget.max_unavailable is not None:
                 pdb_spec["maxUnavailable"] = budget.max_unavailable
-            out.append((DISRUPTION_BUDGETS, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                                             "metadata": self._meta(gw), "spec": pdb_spec}))
+            out.append(
+                (
+                    DISRUPTION_BUDGETS,
+                    {
+                        "apiVersion": "policy/v1",
+                        "kind": "PodDisruptionBudget",
+                        "metadata": self._meta(gw),
+                        "spec": pdb_spec,
+                    },
+                )
+            )
         if scaling is not None:
-            metrics = [{"type": "Resource", "resource": {"name": resource, "target": {
-                "type": "Utilization", "averageUtilization": target}}}
-                for resource, target in (("cpu", scaling.cpu_utilization), ("memory", scaling.memory_utilization))
-                if target is not None]
-            out.append((AUTOSCALERS, {
-                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": self._meta(gw),
-                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
-                                            "name": object_name(gw.gateway_name)},
-                         "minReplicas": scaling.min_replicas, "maxReplicas": scaling.max_replicas,
-                         "metrics": metrics}}))
+            metrics = [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": resource,
+                        "target": {"type": "Utilization", "averageUtilization": target},
+                    },
+                }
+                for resource, target in (
+                    ("cpu", scaling.cpu_utilization),
+                    ("memory", scaling.memory_utilization),
+                )
+                if target is not None
+            ]
+            out.append(
+                (
+                    AUTOSCALERS,
+                    {
+                        "apiVersion": "autoscaling/v2",
+                        "kind": "HorizontalPodAutoscaler",
+                        "metadata": self._meta(gw),
+                        "spec": {
+                            "scaleTargetRef": {
+                                "apiVersion": "apps/v1",
+                                "kind": "Deployment",
+                                "name": object_name(gw.gateway_name),
+                            },
+                            "minReplicas": scaling.min_replicas,
+                            "maxReplicas": scaling.max_replicas,
+                            "metrics": metrics,
+                        },
+                    },
+                )
+            )
         return out
 
     async def _write(self, path: ResourcePath, obj: dict[str, Any], gw: InfraGateway) -> None:
-        await self.client.patch(path.item(gw.namespace, obj["metadata"]["name"]), obj, APPLY_PATCH,
-                                field_manager=FIELD_MANAGER, force=True)
+        await self.client.patch(
+            path.item(gw.namespace, obj["metadata"]["name"]),
+            obj,
+            APPLY_PATCH,
+            field_manager=FIELD_MANAGER,
+            force=True,
+        )
 
     async def _apply(self, gw: InfraGateway) -> None:
         manifests = self.manifests(gw)
@@ -330,4 +448,3 @@ class KubernetesInfra:
             except KubeError as exc:
                 if exc.code != 404:
                     raise
-

@@ -44,7 +44,9 @@ log = structlog.get_logger("gateweave.sinks.kubestatus")
 class TokenBucket:
     """``rate`` tokens per second, at most ``burst`` saved up."""
 
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = rate
         self.burst = max(1, burst)
         self.clock = clock
@@ -177,14 +179,18 @@ class KubeStatusSink(StatusWrites):
         current, _, obj = self._current(key)
         if obj is None:
             return False
-        merged = merge_status(key.kind, current, desired, self.controller_name, now, namespace=key.namespace)
+        merged = merge_status(
+            key.kind, current, desired, self.controller_name, now, namespace=key.namespace
+        )
         return merged != dict(current or {})
 
     def _on_change(self, change: Change) -> None:
         if change.op == "deleted":
             self._forget(change.key)
-        elif not change.model_changed and change.key in self._desired and self._differs(
-            change.key, self._desired[change.key], None
+        elif (
+            not change.model_changed
+            and change.key in self._desired
+            and self._differs(change.key, self._desired[change.key], None)
         ):
             # Someone else changed the status (ours are recognised as no difference).
             self._pending.add(change.key)
@@ -245,14 +251,27 @@ class KubeStatusSink(StatusWrites):
         for _ in range(self.max_attempts):
             if obj is None:
                 return
-            merged = merge_status(key.kind, current, desired, self.controller_name, self.clock(),
-                                  namespace=key.namespace)
+            merged = merge_status(
+                key.kind,
+                current,
+                desired,
+                self.controller_name,
+                self.clock(),
+                namespace=key.namespace,
+            )
             if merged == dict(current or {}):
                 return
-            body = {**obj, "apiVersion": path.api_version, "kind": key.kind,
-                    "metadata": {**(obj.get("metadata") or {}), "resourceVersion": rv}, "status": merged}
+            body = {
+                **obj,
+                "apiVersion": path.api_version,
+                "kind": key.kind,
+                "metadata": {**(obj.get("metadata") or {}), "resourceVersion": rv},
+                "status": merged,
+            }
             try:
-                written = await self.client.replace(path.item(key.namespace, key.name, "status"), body)
+                written = await self.client.replace(
+                    path.item(key.namespace, key.name, "status"), body
+                )
             except KubeError as exc:
                 if exc.code == 404:
                     return  # deleted meanwhile; the watch will tell the store

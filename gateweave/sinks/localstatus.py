@@ -29,7 +29,9 @@ class LocalStatusSink(StatusWrites):
 
     _status: dict[Key, Status] = field(default_factory=dict, init=False)
     # For each key of ``_status``: the computed status it was merged from (when known).
-    _computed: dict[tuple[str, str, str], Mapping[str, Any]] = field(default_factory=dict, init=False)
+    _computed: dict[tuple[str, str, str], Mapping[str, Any]] = field(
+        default_factory=dict, init=False
+    )
 
     def get(self, key: Key) -> Status | None:
         return self._status.get(key)
@@ -81,10 +83,14 @@ class LocalStatusSink(StatusWrites):
         shared = owned_list(key.kind)
         kept: Status = {}
         if shared is not None:
-            kept = {**current, shared: [
-                e for e in current.get(shared) or []
-                if not (isinstance(e, dict) and e.get("controllerName") == self.controller_name)
-            ]}
+            kept = {
+                **current,
+                shared: [
+                    e
+                    for e in current.get(shared) or []
+                    if not (isinstance(e, dict) and e.get("controllerName") == self.controller_name)
+                ],
+            }
         before = dict(given or {})
         if shared is None or kept == before or (not before and not any(kept.values())):
             del self._status[key]  # back to the status the object came with

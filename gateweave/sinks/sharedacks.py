@@ -60,7 +60,9 @@ def report_name(identity: str) -> str:
     return (PREFIX + cleaned)[:253]
 
 
-def merge(own: DataplaneState, reports: list[PodsReport], was_acked: bool = False) -> DataplaneState:
+def merge(
+    own: DataplaneState, reports: list[PodsReport], was_acked: bool = False
+) -> DataplaneState:
     """A Gateway's state from every replica's report of it (this replica's included), given
     whether it counted as acknowledged before: a pod that has just connected (a new pod, or
     one moving from a replica that went away) and not answered yet keeps it so, as on one
@@ -70,14 +72,21 @@ def merge(own: DataplaneState, reports: list[PodsReport], was_acked: bool = Fals
         return own
     rejecting = next((r for r in connected if r.error), None)
     error = own.error or (rejecting.error if rejecting is not None else "")
-    rejected_by = own.rejected_by if own.error else (rejecting.rejected_by if rejecting is not None else "")
+    rejected_by = (
+        own.rejected_by if own.error else (rejecting.rejected_by if rejecting is not None else "")
+    )
     settled = all(r.acked for r in connected) or (was_acked and any(r.acked for r in connected))
     # A named pod runs the configuration if a report says so (one moving between replicas
     # is waiting on the new one while the old one's report still stands).
     running = sorted({p for r in connected for p in r.running})
     waiting = sorted({p for r in connected for p in r.waiting} - set(running))
-    return DataplaneState(acked=not error and settled, error=error, running=tuple(running),
-                          waiting=tuple(waiting), rejected_by=rejected_by)
+    return DataplaneState(
+        acked=not error and settled,
+        error=error,
+        running=tuple(running),
+        waiting=tuple(waiting),
+        rejected_by=rejected_by,
+    )
 
 
 class SharedAcks:
@@ -107,7 +116,9 @@ class SharedAcks:
         self.clock = clock
         self._own: dict[str, DataplaneState] = {}
         self._mine: Reports = {}
-        self._others: dict[str, tuple[str, float, Reports]] = {}  # name -> (resourceVersion, seen at, reports)
+        self._others: dict[
+            str, tuple[str, float, Reports]
+        ] = {}  # name -> (resourceVersion, seen at, reports)
         self._merged: dict[str, DataplaneState] = {}
         self._written: Reports | None = None
         self._written_at = 0.0
@@ -123,20 +134,36 @@ class SharedAcks:
             self._mine.pop(gateway, None)
         else:
             self._own[gateway] = state
-            self._mine[gateway] = PodsReport(pods=self.pods(gateway), acked=state.acked, error=state.error,
-                                             running=state.running, waiting=state.waiting,
-                                             rejected_by=state.rejected_by)
+            self._mine[gateway] = PodsReport(
+                pods=self.pods(gateway),
+                acked=state.acked,
+                error=state.error,
+                running=state.running,
+                waiting=state.waiting,
+                rejected_by=state.rejected_by,
+            )
         self._recompute({gateway})
         self._wake.set()
 
     def _recompute(self, gateways: set[str]) -> None:
         now = self.clock()
-        live = [reports for rv, seen, reports in self._others.values() if now - seen <= self.lease_duration]
+        live = [
+            reports
+            for rv, seen, reports in self._others.values()
+            if now - seen <= self.lease_duration
+        ]
         for gw in sorted(gateways):
             own = self._own.get(gw)
             before = self._merged.get(gw)
-            merged = None if own is None else merge(
-                own, [r[gw] for r in [self._mine, *live] if gw in r], was_acked=before is not None and before.acked)
+            merged = (
+                None
+                if own is None
+                else merge(
+                    own,
+                    [r[gw] for r in [self._mine, *live] if gw in r],
+                    was_acked=before is not None and before.acked,
+                )
+            )
             if before == merged:
                 continue
             if merged is None:
@@ -184,11 +211,18 @@ class SharedAcks:
     async def _write(self, reports: Reports) -> None:
         self._beat += 1
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": self.name, "namespace": self.namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "gateweave"}},
-            "data": {"replica": self.identity, "beat": str(self._beat),
-                     "gateways": msgspec.json.encode(reports).decode()},
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "gateweave"},
+            },
+            "data": {
+                "replica": self.identity,
+                "beat": str(self._beat),
+                "gateways": msgspec.json.encode(reports).decode(),
+            },
         }
         try:
             current = await self.client.get(CONFIGMAPS.item(self.namespace, self.name))
@@ -197,7 +231,9 @@ class SharedAcks:
                 raise
             await self.client.create(CONFIGMAPS.collection(self.namespace), body)
         else:
-            body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+            body["metadata"]["resourceVersion"] = (current.get("metadata") or {}).get(
+                "resourceVersion"
+            )
             await self.client.replace(CONFIGMAPS.item(self.namespace, self.name), body)
         self._written = reports
 
@@ -208,5 +244,7 @@ def _decode(data: Mapping[str, Any]) -> Reports:
         raw = json.loads(str(data.get("gateways") or "{}"))
         return msgspec.convert(raw, Reports)
     except (ValueError, msgspec.ValidationError) as exc:
-        log.warning("malformed acknowledgement report ignored", replica=data.get("replica"), error=str(exc))
+        log.warning(
+            "malformed acknowledgement report ignored", replica=data.get("replica"), error=str(exc)
+        )
         return {}

@@ -3,7 +3,8 @@
 Translate computes each object's status without ``lastTransitionTime`` and with only
 this controller's entries. :func:`merge_status` turns that into the status to store:
 
-* route ``parents`` and policy (BackendTLSPolicy, Envoy Gateway's) ``ancestors`` entries of other controllers
+* route ``parents`` and policy (BackendTLSPolicy, Envoy Gateway's) ``ancestors`` entries of other
+controllers
   (by ``controllerName``) are kept; ours are replaced by the computed ones (an entry of
   ours that is no longer computed disappears);
 * a condition keeps its ``lastTransitionTime`` while its status is unchanged, and gets
@@ -61,7 +62,9 @@ def _stamp_conditions(conditions: Any, previous: Any, now: str | None) -> Any:
     if not isinstance(conditions, list):
         return conditions
     before = {
-        c.get("type"): c for c in (previous if isinstance(previous, list) else []) if isinstance(c, dict)
+        c.get("type"): c
+        for c in (previous if isinstance(previous, list) else [])
+        if isinstance(c, dict)
     }
     out = []
     for cond in conditions:
@@ -71,7 +74,11 @@ def _stamp_conditions(conditions: Any, previous: Any, now: str | None) -> Any:
         stamped = {k: v for k, v in cond.items() if k != "lastTransitionTime"}
         prev = before.get(cond.get("type"))
         when = now
-        if prev is not None and prev.get("status") == cond.get("status") and prev.get("lastTransitionTime"):
+        if (
+            prev is not None
+            and prev.get("status") == cond.get("status")
+            and prev.get("lastTransitionTime")
+        ):
             when = prev["lastTransitionTime"]
         if when is not None:
             stamped["lastTransitionTime"] = when
@@ -91,7 +98,9 @@ def _stamp(obj: Any, previous: Any, now: str | None, namespace: str) -> Any:
         elif field == "listeners" and isinstance(value, list):
             before = {e.get("name"): e for e in prev.get("listeners") or [] if isinstance(e, dict)}
             out[field] = [
-                _stamp(e, before.get(e.get("name")) if isinstance(e, dict) else None, now, namespace)
+                _stamp(
+                    e, before.get(e.get("name")) if isinstance(e, dict) else None, now, namespace
+                )
                 for e in value
             ]
         elif field in _REF_FIELD and isinstance(value, list):
@@ -102,8 +111,14 @@ def _stamp(obj: Any, previous: Any, now: str | None, namespace: str) -> Any:
                 if rid is not None:
                     before.setdefault((rid, e.get("controllerName")), e)
             out[field] = [
-                _stamp(e, before.get((_ref_id(e, ref_field, namespace), e.get("controllerName")))
-                       if isinstance(e, dict) else None, now, namespace)
+                _stamp(
+                    e,
+                    before.get((_ref_id(e, ref_field, namespace), e.get("controllerName")))
+                    if isinstance(e, dict)
+                    else None,
+                    now,
+                    namespace,
+                )
                 for e in value
             ]
         else:
@@ -131,11 +146,13 @@ def merge_status(
     if shared is None:
         return merged
     theirs = [
-        e for e in current.get(shared) or []
+        e
+        for e in current.get(shared) or []
         if not (isinstance(e, dict) and e.get("controllerName") == controller_name)
     ]
     ours = [
-        e for e in merged.get(shared) or []
+        e
+        for e in merged.get(shared) or []
         if isinstance(e, dict) and e.get("controllerName", controller_name) == controller_name
     ]
     merged[shared] = theirs + ours

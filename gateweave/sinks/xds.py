@@ -11,7 +11,8 @@ configuration once it ACKed a complete snapshot, until it disconnects or rejects
 
 When Envoy rejects a Gateway's route tables, the sink finds the route objects responsible
 (:mod:`gateweave.xds.culprits`: trials against the live Envoy, each one xDS round trip
-awaited on the event loop) and hands them to ``quarantine`` (the runtime's), which translates again without them:
+awaited on the event loop) and hands them to ``quarantine`` (the runtime's), which translates again
+without them:
 one object can never freeze the others. While a search runs, the Gateway's reports wait
 (a trial is not the Gateway's configuration); a newer snapshot of the Gateway ends it.
 """
@@ -60,7 +61,9 @@ class XdsPublisher:
         # Each Gateway's last build, so a change costs what changed (gateweave.xds.incremental).
         self.snapshots = IncrementalSnapshots()
         self._acked_once: set[str] = set()
-        self._pods_acked: dict[str, set[str]] = {}  # Gateway -> its pods that ACKed since connecting
+        self._pods_acked: dict[
+            str, set[str]
+        ] = {}  # Gateway -> its pods that ACKed since connecting
         self._build_errors: dict[str, str] = {}
         # Per Gateway: the IR published (and its snapshot version), the IR its Envoy last ACKed.
         self._current: dict[str, tuple[XdsGateway, str]] = {}
@@ -69,7 +72,9 @@ class XdsPublisher:
         self._unexplained: dict[str, str] = {}  # snapshot version whose rejection no route explains
         # A trial waits for its snapshot version's answer: an ACK, or a NACK newer than the last
         # one seen before it was published (the previous NACK stays in the status until an ACK).
-        self._waiters: dict[str, tuple[str, Nack | None, asyncio.Future[tuple[bool, str] | None]]] = {}
+        self._waiters: dict[
+            str, tuple[str, Nack | None, asyncio.Future[tuple[bool, str] | None]]
+        ] = {}
         self.searches_run = 0  # (tests and tooling)
         server.on_status(self._on_status)
 
@@ -137,8 +142,13 @@ class XdsPublisher:
         running = tuple(p.name for p in status.pods if p.name in acked and p.error is None)
         waiting = tuple(p.name for p in status.pods if p.name not in running)
         rejecting = next((p for p in status.pods if p.error is not None), None)
-        return DataplaneState(acked=not waiting and not error, error=error, running=running, waiting=waiting,
-                              rejected_by=rejecting.name if rejecting is not None and error else "")
+        return DataplaneState(
+            acked=not waiting and not error,
+            error=error,
+            running=running,
+            waiting=waiting,
+            rejected_by=rejecting.name if rejecting is not None and error else "",
+        )
 
     # ------------------------------------------------------------ culprits
 
@@ -161,14 +171,21 @@ class XdsPublisher:
             self._unexplained[node_id] = version
             return False
         self.searches_run += 1
-        log.info("route tables rejected: finding the route objects responsible", gateway=node_id, suspects=len(found))
+        log.info(
+            "route tables rejected: finding the route objects responsible",
+            gateway=node_id,
+            suspects=len(found),
+        )
         task = asyncio.get_running_loop().create_task(
-            self._search(node_id, rejected, version, found, status.error or ""), name=f"gateweave-culprits-{node_id}"
+            self._search(node_id, rejected, version, found, status.error or ""),
+            name=f"gateweave-culprits-{node_id}",
         )
         self._searches[node_id] = task
         return True
 
-    async def _search(self, name: str, rejected: XdsGateway, version: str, found: list[Key], message: str) -> None:
+    async def _search(
+        self, name: str, rejected: XdsGateway, version: str, found: list[Key], message: str
+    ) -> None:
         async def trial(left_out: frozenset[Key]) -> tuple[bool, str] | None:
             return await self._trial(name, without(rejected, left_out))
 
@@ -199,7 +216,9 @@ class XdsPublisher:
         self._publish(name, rejected)
 
     async def _trial(self, name: str, gw: XdsGateway) -> tuple[bool, str] | None:
-        """Serve ``gw`` to the Gateway's Envoy: (it ACKed, its message if not), None if no answer."""
+        """Serve ``gw`` to the Gateway's Envoy: (it ACKed, its
+        message if not), None if no answer.
+        """
         future: asyncio.Future[tuple[bool, str] | None] = asyncio.get_running_loop().create_future()
         self._publish(name, gw, waiter=future)
         try:
@@ -213,7 +232,12 @@ class XdsPublisher:
             self._acked[name] = gw
         return answer
 
-    def _publish(self, name: str, gw: XdsGateway, waiter: asyncio.Future[tuple[bool, str] | None] | None = None) -> None:
+    def _publish(
+        self,
+        name: str,
+        gw: XdsGateway,
+        waiter: asyncio.Future[tuple[bool, str] | None] | None = None,
+    ) -> None:
         with gc_paused():
             snapshot = self.snapshots.snapshot(gw)
         if waiter is not None:

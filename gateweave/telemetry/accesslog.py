@@ -30,7 +30,9 @@ def _read_at(path: Path, offset: int) -> tuple[bytes, int]:
 
 
 async def read(path: Path, follow: bool = False) -> AsyncIterator[bytes]:
-    """The file's content, chunk by chunk; with ``follow``, then what is appended, until cancelled."""
+    """The file's content, chunk by chunk; with ``follow``, then
+    what is appended, until cancelled.
+    """
     offset = 0
     while True:
         data, size = await asyncio.to_thread(_read_at, path, offset)

@@ -85,21 +85,45 @@ class _Families(Collector):
         t = self.traffic
         route = ["gateway", "listener", "route", "rule"]
         listener = ["gateway", "listener"]
-        yield _counter("gateweave_route_requests", "Responses of a route rule (proxied or Envoy's own), by response class.",
-                       route, t.routes)
-        yield _histogram("gateweave_route_request_duration_seconds", "Upstream request time of a route rule.",
-                         route, t.route_times)
-        yield _counter("gateweave_listener_requests", "Requests a Gateway's listener answered, by response class.",
-                       listener, t.listeners)
-        yield _histogram("gateweave_listener_request_duration_seconds", "Request time on a Gateway's listener.",
-                         listener, t.listener_times)
-        yield _counter("gateweave_backend_requests", "Requests sent to a backend, by response class.",
-                       ["gateway", "backend"], t.backends)
+        yield _counter(
+            "gateweave_route_requests",
+            "Responses of a route rule (proxied or Envoy's own), by response class.",
+            route,
+            t.routes,
+        )
+        yield _histogram(
+            "gateweave_route_request_duration_seconds",
+            "Upstream request time of a route rule.",
+            route,
+            t.route_times,
+        )
+        yield _counter(
+            "gateweave_listener_requests",
+            "Requests a Gateway's listener answered, by response class.",
+            listener,
+            t.listeners,
+        )
+        yield _histogram(
+            "gateweave_listener_request_duration_seconds",
+            "Request time on a Gateway's listener.",
+            listener,
+            t.listener_times,
+        )
+        yield _counter(
+            "gateweave_backend_requests",
+            "Requests sent to a backend, by response class.",
+            ["gateway", "backend"],
+            t.backends,
+        )
 
 
 # Envoy's labels that carry a name it generated from ours: label -> (our label, which names)
-_RELABEL = {"envoy_cluster_name": "backend", "envoy_http_conn_manager_prefix": "listener",
-            "envoy_tcp_prefix": "listener", "envoy_udp_prefix": "listener"}
+_RELABEL = {
+    "envoy_cluster_name": "backend",
+    "envoy_http_conn_manager_prefix": "listener",
+    "envoy_tcp_prefix": "listener",
+    "envoy_udp_prefix": "listener",
+}
 
 
 def relabel(texts: Mapping[str, bytes], xds: Mapping[str, ir.XdsGateway]) -> list[Metric]:
@@ -117,7 +141,9 @@ def relabel(texts: Mapping[str, bytes], xds: Mapping[str, ir.XdsGateway]) -> lis
         for family in parsed:
             if family.name.startswith(("envoy_vhost_", f"envoy_{ROUTE_COUNTER_PREFIX}_")):
                 continue
-            out = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+            out = families.setdefault(
+                family.name, Metric(family.name, family.documentation, family.type)
+            )
             if out.type != family.type:
                 continue
             for sample in family.samples:
@@ -146,7 +172,9 @@ class _Passed(Collector):
 
 
 def render(traffic: Traffic, envoys: list[Metric] | None = None) -> bytes:
-    """The data plane's families in Prometheus text format (then ``envoys``, from :func:`relabel`)."""
+    """The data plane's families in Prometheus text format (then
+    ``envoys``, from :func:`relabel`).
+    """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(traffic))
     if envoys:

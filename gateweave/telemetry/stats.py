@@ -93,7 +93,9 @@ def parse(body: bytes) -> EnvoyStats:
     return EnvoyStats(counters, histograms)
 
 
-async def fetch(addresses: Mapping[str, str], path: str, timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, bytes]:
+async def fetch(
+    addresses: Mapping[str, str], path: str, timeout: float = SCRAPE_TIMEOUT_S
+) -> dict[str, bytes]:
     """``GET path`` from each Envoy's admin (by Gateway): the bodies of those that answered 200
     within ``timeout``."""
     if not addresses:
@@ -112,7 +114,9 @@ async def fetch(addresses: Mapping[str, str], path: str, timeout: float = SCRAPE
     return {name: body for name, body in zip(names, got, strict=True) if body is not None}
 
 
-async def scrape(addresses: Mapping[str, str], timeout: float = SCRAPE_TIMEOUT_S) -> dict[str, EnvoyStats]:
+async def scrape(
+    addresses: Mapping[str, str], timeout: float = SCRAPE_TIMEOUT_S
+) -> dict[str, EnvoyStats]:
     """The stats of each Envoy (by Gateway) that answered within ``timeout``."""
     out: dict[str, EnvoyStats] = {}
     for name, body in (await fetch(addresses, STATS_PATH, timeout)).items():
@@ -132,7 +136,9 @@ class GatewayNames:
 
     vhosts: dict[str, str] = field(default_factory=dict)  # virtual host -> listener
     routes: dict[str, tuple[str, str]] = field(default_factory=dict)  # stat prefix -> (route, rule)
-    listeners: dict[str, str] = field(default_factory=dict)  # HCM / TCP proxy stat prefix -> listener
+    listeners: dict[str, str] = field(
+        default_factory=dict
+    )  # HCM / TCP proxy stat prefix -> listener
     backends: dict[str, str] = field(default_factory=dict)  # cluster alt_stat_name -> cluster name
 
 
@@ -170,7 +176,7 @@ def gateway_names(gw: ir.XdsGateway) -> GatewayNames:
 def _response_class(metric: str, prefix: str) -> str | None:
     """``"5xx"`` of ``upstream_rq_5xx`` (with ``prefix="upstream_rq_"``)."""
     if metric.startswith(prefix):
-        rest = metric[len(prefix):]
+        rest = metric[len(prefix) :]
         if rest in RESPONSE_CLASSES:
             return rest
     return None
@@ -243,7 +249,11 @@ def _route_count(gateway: str, names: GatewayNames, rest: str) -> tuple[RouteKey
     rule), response class); ``None`` for a response without route (the listener counts it) or
     without a code. Every part is stat-safe: no dots."""
     parts = rest.split(".")
-    if len(parts) != 7 or parts[0] != ROUTE_COUNTER or parts[1:6:2] != ["listener", "route", "code"]:
+    if (
+        len(parts) != 7
+        or parts[0] != ROUTE_COUNTER
+        or parts[1:6:2] != ["listener", "route", "code"]
+    ):
         return None
     listener, identity, code = names.listeners.get(parts[2]), names.routes.get(parts[4]), parts[6]
     cls = f"{code[:1]}xx"

@@ -14,7 +14,8 @@ The ``/api/traffic`` object (the dashboard's contract, docs/observability.md)::
      "window_s": W}
 
 ``requests`` and ``errors`` (5xx) count since each Envoy started: a route's, every response of
-its rules, proxied or Envoy's own (summed over the Gateways it is attached to); a Gateway's, every request its
+its rules, proxied or Envoy's own (summed over the Gateways it is attached to); a Gateway's, every
+request its
 listeners answered (a 404 without route included). Rates are per second over ``window_s``.
 """
 
@@ -32,7 +33,9 @@ from gateweave.telemetry.stats import Traffic, name_stats, scrape
 
 WINDOW_S = 10.0  # rates are measured over (at most) this long
 
-_Counts = dict[tuple[str, ...], tuple[int, int]]  # ("route", r) | ("rule", r, i) | ("gateway", g) -> (requests, errors)
+_Counts = dict[
+    tuple[str, ...], tuple[int, int]
+]  # ("route", r) | ("rule", r, i) | ("gateway", g) -> (requests, errors)
 
 
 def _counts(traffic: Traffic) -> _Counts:

@@ -58,9 +58,7 @@ def _usable(ip: IP, local: frozenset[str]) -> bool:
     return ip.is_loopback or ip.is_unspecified or str(ip) in local
 
 
-def requested_ips(
-    gw: m.Gateway, res: AddressResult
-) -> list[tuple[str, IP]] | None:
+def requested_ips(gw: m.Gateway, res: AddressResult) -> list[tuple[str, IP]] | None:
     """The IP addresses ``spec.addresses`` asks for, as (value as given, address) (empty values
     ask for one to be picked), or None, with ``res.not_accepted`` set, when an entry is not a
     supported IP address."""
@@ -81,7 +79,9 @@ def requested_ips(
     return out
 
 
-def assign(gateways: list[m.Gateway], options: TranslateOptions) -> dict[tuple[str, str], AddressResult]:
+def assign(
+    gateways: list[m.Gateway], options: TranslateOptions
+) -> dict[tuple[str, str], AddressResult]:
     local = frozenset(_normal_ip(a) for a in options.local_addresses)
     default = None if options.default_address == "pool" else options.default_address
     results: dict[tuple[str, str], AddressResult] = {}
@@ -99,14 +99,17 @@ def assign(gateways: list[m.Gateway], options: TranslateOptions) -> dict[tuple[s
             try:
                 ips = [(default, ipaddress.ip_address(default))]
             except ValueError:
-                res.not_programmed = c.gateway_address_not_usable(f"the default address {default!r} is not an IP address")
+                res.not_programmed = c.gateway_address_not_usable(
+                    f"the default address {default!r} is not an IP address"
+                )
                 continue
             source = "default address (serve --default-address)"
         requested: list[str] = []
         for value, ip in ips:
             if not _usable(ip, local):
                 res.not_programmed = c.gateway_address_not_usable(
-                    f"{source} {value} is not assigned to an interface of this host (nor is it 0.0.0.0 or ::)"
+                    f"{source} {value} is not assigned to an interface of this host (nor is it "
+                    "0.0.0.0 or ::)"
                 )
                 continue
             requested.append(str(ip))
@@ -132,7 +135,9 @@ def assign(gateways: list[m.Gateway], options: TranslateOptions) -> dict[tuple[s
         for i in range(size):
             candidate = net.network_address + ((start + i) % size)
             text = str(candidate)
-            if candidate == net.network_address or (size > 2 and candidate == net.broadcast_address):
+            if candidate == net.network_address or (
+                size > 2 and candidate == net.broadcast_address
+            ):
                 continue
             if text not in taken:
                 taken[text] = key
@@ -189,7 +194,9 @@ def service_addresses(svc: m.Service) -> list[tuple[str, str]]:
     return list(dict.fromkeys(out))
 
 
-def assign_kubernetes(gateways: list[m.Gateway], services: Mapping[NN, m.Service]) -> dict[NN, AddressResult]:
+def assign_kubernetes(
+    gateways: list[m.Gateway], services: Mapping[NN, m.Service]
+) -> dict[NN, AddressResult]:
     by_gateway = envoy_services(services)
     results: dict[NN, AddressResult] = {}
     for gw in gateways:
@@ -201,14 +208,17 @@ def assign_kubernetes(gateways: list[m.Gateway], services: Mapping[NN, m.Service
         res.requested = tuple(dict.fromkeys(str(ip) for _, ip in ips))
         svc = by_gateway.get(key)
         if svc is None:
-            res.not_programmed = c.gateway_address_not_assigned("waiting for the Gateway's Envoy Service to be created")
+            res.not_programmed = c.gateway_address_not_assigned(
+                "waiting for the Gateway's Envoy Service to be created"
+            )
             continue
         where = f"Service {svc.metadata.namespace}/{svc.metadata.name}"
         res.found = service_addresses(svc)
         if not res.found:
             res.not_programmed = c.gateway_address_not_assigned(
                 f"waiting for the load balancer to assign an address to {where}"
-                if svc.spec.type == "LoadBalancer" else f"{where} has no cluster IP yet"
+                if svc.spec.type == "LoadBalancer"
+                else f"{where} has no cluster IP yet"
             )
             continue
         have = {value for kind, value in res.found if kind == "IPAddress"}

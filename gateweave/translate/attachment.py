@@ -25,14 +25,19 @@ class RouteTranslation:
     http: list[PrecedenceKey] = field(default_factory=list)
     # TLSRoute/TCPRoute/UDPRoute: where connections go (empty: reject them).
     tcp: tuple[ir.WeightedCluster, ...] = ()
-    # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per BackendTLSPolicy.
+    # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per
+    # BackendTLSPolicy.
     tcp_terminated: tuple[ir.WeightedCluster, ...] = ()
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
     # HTTPRoute/GRPCRoute: names of the clusters its IR routes send to (backends and mirrors;
     # a name may repeat), added as each rule's routes are made.
     http_clusters: list[str] = field(default_factory=list)
-    services: set[ServicePortKey] = field(default_factory=set)  # Service ports it sends to (BackendTLSPolicy ancestors)
-    backends: set[tuple[str, str]] = field(default_factory=set)  # Envoy Gateway Backends it refers to (their status)
+    services: set[ServicePortKey] = field(
+        default_factory=set
+    )  # Service ports it sends to (BackendTLSPolicy ancestors)
+    backends: set[tuple[str, str]] = field(
+        default_factory=set
+    )  # Envoy Gateway Backends it refers to (their status)
     refs_problem: c.Condition | None = None  # the first ResolvedRefs=False found
     # TLSRoute: a ResolvedRefs problem only behind a listener that terminates TLS (a backend's
     # BackendTLSPolicy cannot be met; behind passthrough no policy applies).
@@ -55,7 +60,9 @@ class RouteTranslation:
 
     @property
     def all_rules_invalid(self) -> bool:
-        return bool(self.rejected) or (self.rule_count > 0 and len(self.invalid_rules) == self.rule_count)
+        return bool(self.rejected) or (
+            self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
+        )
 
     # Computed on first use by the xDS IR assembly, once the translation is complete.
     _sorted_http: tuple[ir.Route, ...] | None = field(default=None, repr=False, compare=False)
@@ -70,9 +77,14 @@ class RouteTranslation:
         return self._sorted_http
 
     def use_clusters(
-        self, backends: tuple[ir.WeightedCluster, ...], mirrors: tuple[ir.Mirror, ...], auth: ir.ExtAuth | None = None
+        self,
+        backends: tuple[ir.WeightedCluster, ...],
+        mirrors: tuple[ir.Mirror, ...],
+        auth: ir.ExtAuth | None = None,
     ) -> None:
-        """Record the clusters a rule's IR routes send to (see ``http_clusters``), its auth service's too."""
+        """Record the clusters a rule's IR routes send to (see ``http_clusters``), its auth
+        service's too.
+        """
         used = self.http_clusters
         for w in backends:
             used.append(w.cluster)
@@ -91,7 +103,8 @@ class Attachment:
     # IR routes (by name) as the Envoy Gateway policies governing them on this listener
     # change them (translate/policies/effects.py); None: no policy applies.
     effects: dict[str, ir.Route] | None = None
-    # the clusters those changed routes send to beyond the route's own (a SecurityPolicy's auth service)
+    # the clusters those changed routes send to beyond the route's own (a SecurityPolicy's auth
+    # service)
     effect_clusters: dict[str, ir.Cluster] | None = None
 
     @property

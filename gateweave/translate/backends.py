@@ -74,8 +74,12 @@ class Backend:
 
     cluster: ir.Cluster | None = None
     problem: c.Condition | None = None
-    service: tuple[str, str, str] | None = None  # (namespace, name, port name) of a resolved Service port
-    backend: tuple[str, str] | None = None  # (namespace, name) of an Envoy Gateway Backend it may use
+    service: tuple[str, str, str] | None = (
+        None  # (namespace, name, port name) of a resolved Service port
+    )
+    backend: tuple[str, str] | None = (
+        None  # (namespace, name) of an Envoy Gateway Backend it may use
+    )
 
 
 def backend_kind(group: str, kind: str) -> tuple[str, str] | None:
@@ -91,16 +95,20 @@ def backend_kind(group: str, kind: str) -> tuple[str, str] | None:
 class BackendResolver:
     """Resolves backendRefs for one translation; clusters are built once per Service port."""
 
-    def __init__(self, ctx: Ctx, tls: BackendTLSIndex, *, touched: set[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self, ctx: Ctx, tls: BackendTLSIndex, *, touched: set[tuple[str, str]] | None = None
+    ) -> None:
         self.ctx = ctx
         self.tls = tls
         # When a set: every Service (namespace, name) a backendRef names, found or not, is added
         # to it (the incremental translator's record of what a route depends on).
         self.touched = touched
-        # (route kind, route namespace, group, kind, namespace, name, port, terminated, family) -> Backend
+        # (route kind, route namespace, group, kind, namespace, name, port, terminated, family) ->
+        # Backend
         self._cache: dict[tuple[str, str, str, str, str, str, int | None, bool, str], Backend] = {}
         # What a Service port or a Backend resolves to whichever namespace refers to it (the
-        # ReferenceGrant check aside): (route kind, kind, namespace, name, port, terminated, family) -> Backend
+        # ReferenceGrant check aside): (route kind, kind, namespace, name, port, terminated, family)
+        # -> Backend
         self._targets: dict[tuple[str, str, str, str, int | None, bool, str], Backend] = {}
         # (route kind, route namespace, kind, namespace, name) -> ReferenceGrant verdict
         self._grants: dict[tuple[str, str, str, str, str], bool] = {}
@@ -110,7 +118,12 @@ class BackendResolver:
         self.memo = RuleMemo()
 
     def resolve(
-        self, route_kind: str, route_ns: str, ref: BackendRefLike, terminated: bool = False, family: str = ""
+        self,
+        route_kind: str,
+        route_ns: str,
+        ref: BackendRefLike,
+        terminated: bool = False,
+        family: str = "",
     ) -> Backend:
         """``terminated``: a TLSRoute backend behind a listener that terminates TLS, which a
         BackendTLSPolicy re-encrypts (behind a passthrough listener the client's TLS goes through).
@@ -120,21 +133,45 @@ class BackendResolver:
         if self.touched is not None:
             self.touched.add((ns, ref.name))
         family = family or FAMILY_BY_KIND[route_kind]
-        key = (route_kind, route_ns, ref.group, ref.kind, ns, ref.name, ref.port, terminated, family)
+        key = (
+            route_kind,
+            route_ns,
+            ref.group,
+            ref.kind,
+            ns,
+            ref.name,
+            ref.port,
+            terminated,
+            family,
+        )
         hit = self._cache.get(key)
         if hit is None:
             hit = self._resolve(route_kind, route_ns, ref, ns, terminated, family)
             self._cache[key] = hit
         return hit
 
-    def _resolve(self, route_kind: str, route_ns: str, ref: BackendRefLike, ns: str, terminated: bool, family: str) -> Backend:
+    def _resolve(
+        self,
+        route_kind: str,
+        route_ns: str,
+        ref: BackendRefLike,
+        ns: str,
+        terminated: bool,
+        family: str,
+    ) -> Backend:
         target = backend_kind(ref.group, ref.kind)
         if target is None:
-            return Backend(problem=c.route_invalid_kind(f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind"))
+            return Backend(
+                problem=c.route_invalid_kind(
+                    f"backendRef {ref.group}/{ref.kind} {ref.name}: unsupported kind"
+                )
+            )
         kind, group = target
         if ns != route_ns and not self._permitted(route_kind, route_ns, group, kind, ns, ref.name):
             return Backend(
-                problem=c.route_ref_not_permitted(f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant")
+                problem=c.route_ref_not_permitted(
+                    f"backendRef {kind} {ns}/{ref.name}: not permitted by any ReferenceGrant"
+                )
             )
         port = ref.port if kind == "Service" else None  # a Backend's endpoints carry their ports
         key = (route_kind, kind, ns, ref.name, port, terminated, family)
@@ -147,12 +184,18 @@ class BackendResolver:
             self._targets[key] = hit
         return hit
 
-    def _permitted(self, route_kind: str, route_ns: str, group: str, kind: str, ns: str, name: str) -> bool:
-        """Whether a ReferenceGrant lets a route of ``route_kind`` in ``route_ns`` refer to ``kind`` ``ns/name``."""
+    def _permitted(
+        self, route_kind: str, route_ns: str, group: str, kind: str, ns: str, name: str
+    ) -> bool:
+        """Whether a ReferenceGrant lets a route of ``route_kind`` in ``route_ns`` refer to
+        ``kind`` ``ns/name``.
+        """
         key = (route_kind, route_ns, kind, ns, name)
         hit = self._grants.get(key)
         if hit is None:
-            hit = self._grants[key] = self.ctx.reference_allowed(m.GATEWAY_GROUP, route_kind, route_ns, group, kind, ns, name)
+            hit = self._grants[key] = self.ctx.reference_allowed(
+                m.GATEWAY_GROUP, route_kind, route_ns, group, kind, ns, name
+            )
         return hit
 
     def verdict(self, backend: m.Backend) -> egbackend.BackendVerdict:
@@ -163,7 +206,9 @@ class BackendResolver:
             hit = self._verdicts[key] = egbackend.judge(self.ctx, backend)
         return hit
 
-    def _eg_backend(self, route_kind: str, family: str, ns: str, name: str, terminated: bool) -> Backend:
+    def _eg_backend(
+        self, route_kind: str, family: str, ns: str, name: str, terminated: bool
+    ) -> Backend:
         """A permitted reference to Envoy Gateway Backend ``ns/name``."""
         be: m.Backend | None = self.ctx.snapshot.backends.get((ns, name))
         if be is None:
@@ -171,11 +216,17 @@ class BackendResolver:
         key = (ns, name)
         verdict = self.verdict(be)
         if not verdict.accepted:
-            return Backend(problem=c.route_backend_not_found(f"Backend {ns}/{name} is not accepted: {'; '.join(verdict.problems)}"),
-                           backend=key)
+            return Backend(
+                problem=c.route_backend_not_found(
+                    f"Backend {ns}/{name} is not accepted: {'; '.join(verdict.problems)}"
+                ),
+                backend=key,
+            )
         protocol, problem = egbackend.upstream_protocol(family, be, verdict)
         if problem:
-            return Backend(problem=c.route_unsupported_protocol(f"Backend {ns}/{name}: {problem}"), backend=key)
+            return Backend(
+                problem=c.route_unsupported_protocol(f"Backend {ns}/{name}: {problem}"), backend=key
+            )
         # TLS to the Backend, except where the client's TLS passes through untouched.
         tls = verdict.tls if family != "TCP" or route_kind != "TLSRoute" or terminated else None
         if tls is not None and protocol == "H2C":
@@ -186,32 +237,45 @@ class BackendResolver:
         cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=verdict.endpoints, tls=tls)
         return Backend(cluster=cluster, backend=key)
 
-    def _service_port(self, route_kind: str, family: str, ns: str, name: str, port: int | None, terminated: bool) -> Backend:
+    def _service_port(
+        self, route_kind: str, family: str, ns: str, name: str, port: int | None, terminated: bool
+    ) -> Backend:
         """A permitted reference to Service ``ns/name`` port ``port``."""
         svc: m.Service | None = self.ctx.snapshot.services.get((ns, name))
         if svc is None:
             return Backend(problem=c.route_backend_not_found(f"Service {ns}/{name} not found"))
         if port is None:
-            return Backend(problem=c.route_backend_not_found(f"backendRef Service {ns}/{name}: port is required"))
+            return Backend(
+                problem=c.route_backend_not_found(
+                    f"backendRef Service {ns}/{name}: port is required"
+                )
+            )
         external = svc.spec.type == "ExternalName"
         sport = next((p for p in svc.spec.ports if p.port == port), None)
         if sport is None and external and not svc.spec.ports:
             sport = m.ServicePort(port=port)  # an ExternalName Service without ports: any port, TCP
         if sport is None:
-            return Backend(problem=c.route_backend_not_found(f"Service {ns}/{name} has no port {port}"))
+            return Backend(
+                problem=c.route_backend_not_found(f"Service {ns}/{name} has no port {port}")
+            )
         endpoints: tuple[ir.Endpoint, ...]
         if external:
             target = _named_endpoint(svc.spec.external_name or "", port)
             if target is None:
-                return Backend(problem=c.route_backend_not_found(
-                    f"ExternalName Service {ns}/{name} has no valid externalName ({svc.spec.external_name!r})"
-                ))
+                return Backend(
+                    problem=c.route_backend_not_found(
+                        f"ExternalName Service {ns}/{name} has no valid externalName "
+                        f"({svc.spec.external_name!r})"
+                    )
+                )
             endpoints = (target,)
         else:
             endpoints = self._endpoints(ns, name, sport)
         protocol, problem = _protocol(family, sport)
         if problem:
-            return Backend(problem=c.route_unsupported_protocol(f"Service {ns}/{name} port {port}: {problem}"))
+            return Backend(
+                problem=c.route_unsupported_protocol(f"Service {ns}/{name} port {port}: {problem}")
+            )
         service = (ns, name, sport.name)
         tls: ir.UpstreamTLS | None = None
         if family in ("HTTP", "GRPC") or (route_kind == "TLSRoute" and terminated):
@@ -228,7 +292,8 @@ class BackendResolver:
                     why = policy.accepted.message
                     return Backend(
                         problem=c.route_invalid_backend_tls(
-                            f"Service {ns}/{name}: BackendTLSPolicy {meta.namespace}/{meta.name} cannot be met: {why}"
+                            f"Service {ns}/{name}: BackendTLSPolicy {meta.namespace}/{meta.name} "
+                            f"cannot be met: {why}"
                         ),
                         service=service,
                     )
@@ -237,7 +302,9 @@ class BackendResolver:
                     protocol = "HTTP2"
         cname = f"{ns}/{name}/{port}/{protocol.lower()}"
         if tls is not None and family == "TCP":
-            cname += "/tls"  # a TLSRoute's re-encrypting variant, beside the plain one passthrough uses
+            cname += (
+                "/tls"  # a TLSRoute's re-encrypting variant, beside the plain one passthrough uses
+            )
         cluster = ir.Cluster(name=cname, protocol=protocol, endpoints=endpoints, tls=tls)
         return Backend(cluster=cluster, service=service)
 
@@ -250,7 +317,9 @@ class BackendResolver:
             fqdn = eps.address_type == "FQDN"
             if not fqdn and eps.address_type not in ("IPv4", "IPv6"):
                 continue
-            port = next((p for p in eps.ports if (p.name or "") == sport.name and p.port is not None), None)
+            port = next(
+                (p for p in eps.ports if (p.name or "") == sport.name and p.port is not None), None
+            )
             if port is None or port.port is None:
                 continue
             for ep in eps.endpoints:

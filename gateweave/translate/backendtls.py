@@ -1,4 +1,5 @@
-"""BackendTLSPolicy: which Service ports are reached over TLS, how they are verified, and policy status.
+"""BackendTLSPolicy: which Service ports are reached over TLS, how they are verified, and policy
+status.
 
 A policy targets Services (optionally one port, by ``sectionName``). When several policies
 target the same Service port, the oldest (creationTimestamp, then namespace/name) wins and
@@ -55,7 +56,9 @@ class BackendTLSIndex:
                     self.by_target[target] = res
 
     def for_service_port(self, ns: str, name: str, port_name: str) -> PolicyResult | None:
-        """The policy that governs a Service port: one naming the port wins over one for the whole Service."""
+        """The policy that governs a Service port: one naming the port wins over one for the whole
+        Service.
+        """
         if port_name:
             hit = self.by_target.get((ns, name, port_name))
             if hit is not None:
@@ -63,7 +66,9 @@ class BackendTLSIndex:
         return self.by_target.get((ns, name, None))
 
     def write_statuses(self, gateways_using: dict[ServicePortKey, list[GatewayCtx]]) -> None:
-        """Status of every BackendTLSPolicy: one ancestor entry per Gateway of ours that uses a target."""
+        """Status of every BackendTLSPolicy: one ancestor entry per Gateway of ours that uses a
+        target.
+        """
         ctx = self.ctx
         for res in self.results:
             policy = res.policy
@@ -74,14 +79,26 @@ class BackendTLSIndex:
                 if sns != ns:
                     continue
                 for ref in policy.spec.target_refs:
-                    if ref.group in ("", "core") and ref.kind == "Service" and ref.name == sname and ref.section_name in (None, sport):
+                    if (
+                        ref.group in ("", "core")
+                        and ref.kind == "Service"
+                        and ref.name == sname
+                        and ref.section_name in (None, sport)
+                    ):
                         for gw in gws:
                             ancestors[gw.key] = gw
-            accepted = c.policy_conflicted() if res.conflicted and res.accepted.status else res.accepted
+            accepted = (
+                c.policy_conflicted() if res.conflicted and res.accepted.status else res.accepted
+            )
             conds = [c.to_status(accepted, gen), c.to_status(res.resolved, gen)]
             entries: list[dict[str, Any]] = [
                 {
-                    "ancestorRef": {"group": m.GATEWAY_GROUP, "kind": "Gateway", "namespace": key[0], "name": key[1]},
+                    "ancestorRef": {
+                        "group": m.GATEWAY_GROUP,
+                        "kind": "Gateway",
+                        "namespace": key[0],
+                        "name": key[1],
+                    },
                     "controllerName": ctx.options.controller_name,
                     "conditions": conds,
                 }
@@ -96,11 +113,15 @@ def _validate(ctx: Ctx, policy: m.BackendTLSPolicy) -> PolicyResult:
     ok_acc = c.policy_accepted()
     ok_ref = c.policy_refs_resolved()
     sans = tuple(
-        ir.SANMatch(type="DNS", value=s.hostname or "") if s.type == "Hostname" else ir.SANMatch(type="URI", value=s.uri or "")
+        ir.SANMatch(type="DNS", value=s.hostname or "")
+        if s.type == "Hostname"
+        else ir.SANMatch(type="URI", value=s.uri or "")
         for s in v.subject_alt_names
     )
     if not v.hostname:
-        return PolicyResult(policy, None, c.policy_invalid("validation.hostname is required"), ok_ref)
+        return PolicyResult(
+            policy, None, c.policy_invalid("validation.hostname is required"), ok_ref
+        )
     if v.well_known_ca_certificates is not None:
         if v.ca_certificate_refs:
             msg = "caCertificateRefs and wellKnownCACertificates are mutually exclusive"
@@ -108,12 +129,16 @@ def _validate(ctx: Ctx, policy: m.BackendTLSPolicy) -> PolicyResult:
         if v.well_known_ca_certificates != "System":
             msg = f"wellKnownCACertificates {v.well_known_ca_certificates} is not supported"
             return PolicyResult(policy, None, c.policy_invalid(msg), ok_ref)
-        return PolicyResult(policy, ir.UpstreamTLS(sni=v.hostname, subject_alt_names=sans), ok_acc, ok_ref)
+        return PolicyResult(
+            policy, ir.UpstreamTLS(sni=v.hostname, subject_alt_names=sans), ok_acc, ok_ref
+        )
     pems: list[str] = []
     bad: c.Condition | None = None
     for ref in v.ca_certificate_refs:
         if ref.group not in ("", "core") or ref.kind != "ConfigMap":
-            bad = bad or c.policy_invalid_kind(f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps are supported")
+            bad = bad or c.policy_invalid_kind(
+                f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps are supported"
+            )
             continue
         cm = ctx.snapshot.config_maps.get((ns, ref.name))
         if cm is None:
@@ -121,12 +146,19 @@ def _validate(ctx: Ctx, policy: m.BackendTLSPolicy) -> PolicyResult:
             continue
         pem = cm.data.get("ca.crt", "")
         if not _valid_pem(pem):
-            bad = bad or c.policy_invalid_ca_certificate_ref(f"ConfigMap {ns}/{ref.name} has no valid PEM certificate in ca.crt")
+            bad = bad or c.policy_invalid_ca_certificate_ref(
+                f"ConfigMap {ns}/{ref.name} has no valid PEM certificate in ca.crt"
+            )
             continue
         pems.append(pem.strip() + "\n")
     if not pems:
         msg = "no valid CA certificate" if v.ca_certificate_refs else "no CA certificate given"
-        return PolicyResult(policy, None, c.policy_no_valid_ca_certificate(msg), bad or c.policy_invalid_ca_certificate_ref(msg))
+        return PolicyResult(
+            policy,
+            None,
+            c.policy_no_valid_ca_certificate(msg),
+            bad or c.policy_invalid_ca_certificate_ref(msg),
+        )
     tls = ir.UpstreamTLS(sni=v.hostname, ca_pem="".join(pems), subject_alt_names=sans)
     return PolicyResult(policy, tls, ok_acc, bad or ok_ref)
 

@@ -30,7 +30,9 @@ class PortBook:
 
     def __init__(self, options: TranslateOptions) -> None:
         self.privileged_below = options.privileged_ports_below
-        self._held: dict[_Bind, list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, GatewayCtx]]] = {}
+        self._held: dict[
+            _Bind, list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, GatewayCtx]]
+        ] = {}
 
     def claim(self, gctx: GatewayCtx, lcs: list[ListenerCtx]) -> None:
         """Claims the ports of ``gctx``'s valid listeners; marks those it cannot have."""
@@ -44,8 +46,10 @@ class PortBook:
                 continue
             if lc.port < self.privileged_below:
                 lc.not_accepted = c.listener_port_unavailable(
-                    f"port {lc.port} is privileged: binding it needs root or CAP_NET_BIND_SERVICE, and "
-                    f"this process has neither (net.ipv4.ip_unprivileged_port_start is {self.privileged_below})"
+                    f"port {lc.port} is privileged: binding it needs root or CAP_NET_BIND_SERVICE, "
+                    "and "
+                    "this process has neither (net.ipv4.ip_unprivileged_port_start is "
+                    f"{self.privileged_below})"
                 )
                 continue
             bind: _Bind = ("UDP" if lc.protocol == "UDP" else "TCP", lc.port, int(ip.version))
@@ -54,8 +58,10 @@ class PortBook:
                 if holder is not None:
                     other, at = holder
                     lc.not_accepted = c.listener_port_unavailable(
-                        f"{bind[0]} port {lc.port} on {ip} is held by Gateway {other.name} (bound at "
-                        f"{_where(at, lc.port)}), which comes first (creationTimestamp, then namespace/name)"
+                        f"{bind[0]} port {lc.port} on {ip} is held by Gateway {other.name} (bound "
+                        "at "
+                        f"{_where(at, lc.port)}), which comes first (creationTimestamp, then "
+                        "namespace/name)"
                     )
                     continue
             mine.add(bind)

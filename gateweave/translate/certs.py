@@ -66,7 +66,10 @@ def _keypair_problem(cert_pem: str, key_pem: str) -> str:
     # A key matches its certificate when their public keys are the same (any algorithm: RSA,
     # ECDSA, Ed25519...); compared in their one DER encoding. Envoy refuses a mismatched pair.
     if _public_der(leaf_key) != _public_der(key.public_key()):
-        return "tls.key is not the private key of the certificate in tls.crt (their public keys differ)"
+        return (
+            "tls.key is not the private key of the certificate in tls.crt (their public keys "
+            "differ)"
+        )
     return ""
 
 
@@ -84,13 +87,21 @@ def dns_names(cert_pem: str) -> tuple[str, ...]:
         leaf = x509.load_pem_x509_certificates(cert_pem.encode())[0]
         san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         names = san.get_values_for_type(x509.DNSName)
-    except (ValueError, IndexError, x509.ExtensionNotFound, x509.DuplicateExtension, x509.UnsupportedGeneralNameType):
+    except (
+        ValueError,
+        IndexError,
+        x509.ExtensionNotFound,
+        x509.DuplicateExtension,
+        x509.UnsupportedGeneralNameType,
+    ):
         return ()
     return tuple(sorted({n.lower() for n in names}))
 
 
 def tls_keypair(secret: m.Secret) -> tuple[str, str] | str:
-    """(cert_pem, key_pem) from a kubernetes.io/tls style Secret, or a message saying what is wrong."""
+    """(cert_pem, key_pem) from a kubernetes.io/tls style Secret, or a message saying what is
+    wrong.
+    """
     cert, key = secret_value(secret, "tls.crt"), secret_value(secret, "tls.key")
     if not cert or not key:
         return "Secret must contain tls.crt and tls.key"

@@ -119,10 +119,13 @@ def gateway_class_invalid_parameters(message: str) -> Condition:
 
 
 def gateway_class_supported_version() -> Condition:
-    return Condition(SUPPORTED_VERSION, True, R_SUPPORTED_VERSION, "Gateway API v1.6 CRDs are supported")
+    return Condition(
+        SUPPORTED_VERSION, True, R_SUPPORTED_VERSION, "Gateway API v1.6 CRDs are supported"
+    )
 
 
-# ---------------------------------------------------------------- Gateway (gateway.py, addresses.py)
+# ---------------------------------------------------------------- Gateway (gateway.py,
+# addresses.py)
 
 
 def gateway_accepted() -> Condition:
@@ -147,7 +150,9 @@ def gateway_no_valid_listener() -> Condition:
 
 def gateway_listeners_not_valid(names: list[str]) -> Condition:
     """Accepted, though some listeners are not valid."""
-    return Condition(ACCEPTED, True, R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(names)}")
+    return Condition(
+        ACCEPTED, True, R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(names)}"
+    )
 
 
 def gateway_programmed() -> Condition:
@@ -173,7 +178,9 @@ def gateway_address_not_assigned(message: str) -> Condition:
 
 
 def gateway_waiting_for_envoy() -> Condition:
-    return Condition(PROGRAMMED, False, R_PENDING, "waiting for Envoy to acknowledge the configuration")
+    return Condition(
+        PROGRAMMED, False, R_PENDING, "waiting for Envoy to acknowledge the configuration"
+    )
 
 
 def gateway_envoy_rejected(error: str, pod: str = "") -> Condition:
@@ -185,9 +192,16 @@ def gateway_pods_waiting(running: int, expected: int, waiting: tuple[str, ...]) 
     """Not every Envoy pod of the Gateway runs the current configuration (``expected``: the
     pods it should have, at least those connected); names the connected ones that do not."""
     missing = expected - running - len(waiting)
-    names = [*waiting, *([f"{missing} more not connected"] if missing > 0 else [])] or ["their acknowledgements"]
-    return Condition(PROGRAMMED, False, R_PENDING,
-                     f"{running} of {expected} Envoy pods run the current configuration; waiting for {', '.join(names)}")
+    names = [*waiting, *([f"{missing} more not connected"] if missing > 0 else [])] or [
+        "their acknowledgements"
+    ]
+    return Condition(
+        PROGRAMMED,
+        False,
+        R_PENDING,
+        f"{running} of {expected} Envoy pods run the current configuration; waiting for "
+        f"{', '.join(names)}",
+    )
 
 
 def gateway_refs_resolved() -> Condition:
@@ -211,7 +225,8 @@ def gateway_insecure_frontend_validation() -> Condition:
     )
 
 
-# ---------------------------------------------------------------- listeners (listeners.py, tlsoverlap.py)
+# ---------------------------------------------------------------- listeners (listeners.py,
+# tlsoverlap.py)
 
 
 def listener_accepted() -> Condition:
@@ -242,7 +257,12 @@ def listener_invalid(message: str) -> Condition:
 def listener_gateway_not_programmed(cause: Condition | None) -> Condition:
     """Programmed=False of a valid listener of a Gateway that is not programmed, for the
     reason of the Gateway's Programmed=False finding (``cause``; Invalid when it has none)."""
-    return Condition(PROGRAMMED, False, cause.reason if cause is not None else R_INVALID, "the Gateway is not programmed")
+    return Condition(
+        PROGRAMMED,
+        False,
+        cause.reason if cause is not None else R_INVALID,
+        "the Gateway is not programmed",
+    )
 
 
 def listener_pending() -> Condition:
@@ -306,7 +326,9 @@ def listener_set_not_allowed(message: str) -> Condition:
 
 
 def listener_set_parent_not_accepted(gateway_name: str) -> Condition:
-    return Condition(ACCEPTED, False, R_PARENT_NOT_ACCEPTED, f"parent Gateway {gateway_name} is not accepted")
+    return Condition(
+        ACCEPTED, False, R_PARENT_NOT_ACCEPTED, f"parent Gateway {gateway_name} is not accepted"
+    )
 
 
 def listener_set_no_valid_listener() -> Condition:
@@ -315,7 +337,9 @@ def listener_set_no_valid_listener() -> Condition:
 
 def listener_set_listeners_not_valid(names: list[str]) -> Condition:
     """Accepted, though some listeners are not valid."""
-    return Condition(ACCEPTED, True, R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(names)}")
+    return Condition(
+        ACCEPTED, True, R_LISTENERS_NOT_VALID, f"listeners not valid: {', '.join(names)}"
+    )
 
 
 def listener_set_programmed() -> Condition:
@@ -323,7 +347,9 @@ def listener_set_programmed() -> Condition:
 
 
 def listener_set_parent_not_programmed(gateway_name: str) -> Condition:
-    return Condition(PROGRAMMED, False, R_PENDING, f"parent Gateway {gateway_name} is not programmed")
+    return Condition(
+        PROGRAMMED, False, R_PENDING, f"parent Gateway {gateway_name} is not programmed"
+    )
 
 
 # ---------------------------------------------------------------- routes (routes.py, parentrefs.py,
@@ -360,7 +386,12 @@ def route_no_matching_parent(message: str) -> Condition:
 
 
 def route_no_matching_listener_hostname() -> Condition:
-    return Condition(ACCEPTED, False, R_NO_MATCHING_LISTENER_HOSTNAME, "no listener hostname intersects the route's hostnames")
+    return Condition(
+        ACCEPTED,
+        False,
+        R_NO_MATCHING_LISTENER_HOSTNAME,
+        "no listener hostname intersects the route's hostnames",
+    )
 
 
 def route_not_allowed_by_listeners(message: str) -> Condition:
@@ -391,7 +422,8 @@ def route_invalid_backend_tls(message: str) -> Condition:
     return Condition(RESOLVED_REFS, False, R_INVALID_BACKEND_TLS, message)
 
 
-# ---------------------------------------------------------------- Envoy Gateway Backend (egbackend.py),
+# ---------------------------------------------------------------- Envoy Gateway Backend
+# (egbackend.py),
 # as Envoy Gateway writes them
 
 
@@ -419,7 +451,9 @@ def policy_no_valid_ca_certificate(message: str) -> Condition:
 
 
 def policy_conflicted() -> Condition:
-    return Condition(ACCEPTED, False, R_CONFLICTED, "an older BackendTLSPolicy targets the same Service port")
+    return Condition(
+        ACCEPTED, False, R_CONFLICTED, "an older BackendTLSPolicy targets the same Service port"
+    )
 
 
 def policy_refs_resolved() -> Condition:
@@ -434,7 +468,8 @@ def policy_invalid_ca_certificate_ref(message: str) -> Condition:
     return Condition(RESOLVED_REFS, False, R_INVALID_CA_CERTIFICATE_REF, message)
 
 
-# ---------------------------------------------------------------- Envoy Gateway policies (policies/),
+# ---------------------------------------------------------------- Envoy Gateway policies
+# (policies/),
 # per ancestor, with Envoy Gateway's reasons and messages
 
 OVERRIDDEN = "Overridden"

@@ -66,22 +66,48 @@ class Ctx:
         return labels
 
     def reference_allowed(
-        self, from_group: str, from_kind: str, from_namespace: str, to_group: str, to_kind: str, to_namespace: str, to_name: str
+        self,
+        from_group: str,
+        from_kind: str,
+        from_namespace: str,
+        to_group: str,
+        to_kind: str,
+        to_namespace: str,
+        to_name: str,
     ) -> bool:
-        """Whether a reference is permitted: same namespace, or a ReferenceGrant in the target namespace allows it."""
-        return from_namespace == to_namespace or self.granting(
-            from_group, from_kind, from_namespace, to_group, to_kind, to_namespace, to_name
-        ) is not None
+        """Whether a reference is permitted: same namespace, or a ReferenceGrant in the target
+        namespace allows it.
+        """
+        return (
+            from_namespace == to_namespace
+            or self.granting(
+                from_group, from_kind, from_namespace, to_group, to_kind, to_namespace, to_name
+            )
+            is not None
+        )
 
     def granting(
-        self, from_group: str, from_kind: str, from_namespace: str, to_group: str, to_kind: str, to_namespace: str, to_name: str
+        self,
+        from_group: str,
+        from_kind: str,
+        from_namespace: str,
+        to_group: str,
+        to_kind: str,
+        to_namespace: str,
+        to_name: str,
     ) -> m.ReferenceGrant | None:
         """The first ReferenceGrant (by name) in the target namespace that allows a reference
         from ``from_namespace``; None when none does (the dashboard draws where grants bind)."""
         for grant in self.grants_by_namespace.get(to_namespace, ()):
-            if not any(f.group == from_group and f.kind == from_kind and f.namespace == from_namespace for f in grant.spec.from_):
+            if not any(
+                f.group == from_group and f.kind == from_kind and f.namespace == from_namespace
+                for f in grant.spec.from_
+            ):
                 continue
-            if any(t.group == to_group and t.kind == to_kind and (not t.name or t.name == to_name) for t in grant.spec.to):
+            if any(
+                t.group == to_group and t.kind == to_kind and (not t.name or t.name == to_name)
+                for t in grant.spec.to
+            ):
                 return grant
         return None
 
@@ -123,15 +149,26 @@ class ListenerCtx:
     supported_kinds: list[tuple[str, str]] = field(default_factory=list)  # (group, kind)
     accepted: bool = False  # routes may attach (Accepted=True and not Conflicted)
     ready: bool = False  # valid and its Gateway is serving: Envoy config is generated for it
-    tls: ir.TLSTermination | None = None  # resolved certificates and client validation (Terminate mode)
-    # Why the listener is not (fully) valid; None when fine. Set by the gateway side, read by its status.
-    not_accepted: Condition | None = None  # Accepted=False (UnsupportedProtocol, NoValidCACertificate)
-    refs_problem: Condition | None = None  # ResolvedRefs=False (InvalidCertificateRef, RefNotPermitted, ...)
+    tls: ir.TLSTermination | None = (
+        None  # resolved certificates and client validation (Terminate mode)
+    )
+    # Why the listener is not (fully) valid; None when fine. Set by the gateway side, read by its
+    # status.
+    not_accepted: Condition | None = (
+        None  # Accepted=False (UnsupportedProtocol, NoValidCACertificate)
+    )
+    refs_problem: Condition | None = (
+        None  # ResolvedRefs=False (InvalidCertificateRef, RefNotPermitted, ...)
+    )
     conflict: Condition | None = None  # Conflicted=True (ProtocolConflict, HostnameConflict)
-    overlap: Condition | None = None  # OverlappingTLSConfig=True (OverlappingHostnames, OverlappingCertificates)
+    overlap: Condition | None = (
+        None  # OverlappingTLSConfig=True (OverlappingHostnames, OverlappingCertificates)
+    )
     # Filled by the route side:
     attached_routes: int = 0
-    routes: list[Any] = field(default_factory=list)  # route-side attachment records, in precedence order
+    routes: list[Any] = field(
+        default_factory=list
+    )  # route-side attachment records, in precedence order
     # Filled by the policy stage: the governing ClientTrafficPolicy's effect (None: none)
     client: ir.ClientSettings | None = None
 
@@ -155,7 +192,9 @@ class ListenerCtx:
     def terminates_tls(self) -> bool:
         """HTTPS, or TLS in Terminate mode: the listener ends the client's TLS connection."""
         tls = self.listener.tls
-        return self.protocol == "HTTPS" or (self.protocol == "TLS" and tls is not None and tls.mode == "Terminate")
+        return self.protocol == "HTTPS" or (
+            self.protocol == "TLS" and tls is not None and tls.mode == "Terminate"
+        )
 
     @property
     def namespace(self) -> str:
@@ -174,7 +213,9 @@ class GatewayCtx:
     requested_addresses: tuple[str, ...] = ()
     service_addresses: list[tuple[str, str]] = field(default_factory=list)
     listeners: list[ListenerCtx] = field(default_factory=list)  # the Gateway's own listeners
-    listener_sets: list[tuple[m.ListenerSet, list[ListenerCtx]]] = field(default_factory=list)  # accepted ones
+    listener_sets: list[tuple[m.ListenerSet, list[ListenerCtx]]] = field(
+        default_factory=list
+    )  # accepted ones
     serving: bool = False  # accepted and has a usable address: its configuration is generated
     programmed: bool = False  # serving, and the data plane acknowledged the configuration
     # Gateway spec.tls.backend.clientCertificateRef, resolved (client certificate for upstream TLS).

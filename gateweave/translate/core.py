@@ -50,7 +50,9 @@ def route_side(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
 
 
 def policies(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
-    """Stage 4: Envoy Gateway's policies attached (their statuses; ``ctx.policies`` for the xDS IR)."""
+    """Stage 4: Envoy Gateway's policies attached (their statuses; ``ctx.policies`` for the xDS
+    IR).
+    """
     ctx.policies = attach_policies(ctx, gateways)
     apply_route_effects(ctx.policies, gateways)
     apply_listener_effects(ctx.policies, gateways)
@@ -78,7 +80,9 @@ def by_envoy(
     return merging.regroup({gw.name: gw.node for gw in gateways if gw.node != gw.name}, xds, infra)
 
 
-def run_pipeline(snapshot: Snapshot, options: TranslateOptions) -> tuple[Result, Ctx, list[GatewayCtx]]:
+def run_pipeline(
+    snapshot: Snapshot, options: TranslateOptions
+) -> tuple[Result, Ctx, list[GatewayCtx]]:
     """One translation, also returning its working state (``gateweave explain`` reads it)."""
     ctx = context(snapshot, options)
     gateways = gateway_side(ctx)

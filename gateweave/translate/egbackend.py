@@ -92,12 +92,21 @@ def judge(ctx: Ctx, backend: m.Backend) -> BackendVerdict:
             problems.extend(_hostname_problems(hostname, "hostname", on_host))
         if ep.fqdn is not None:
             problems.extend(_hostname_problems(ep.fqdn.hostname, "FQDN", on_host))
-            endpoints.append(ir.Endpoint(address=ep.fqdn.hostname, port=ep.fqdn.port, type=ir.ENDPOINT_FQDN, hostname=hostname))
+            endpoints.append(
+                ir.Endpoint(
+                    address=ep.fqdn.hostname,
+                    port=ep.fqdn.port,
+                    type=ir.ENDPOINT_FQDN,
+                    hostname=hostname,
+                )
+            )
         elif ep.ip is not None:
             problems.extend(_ip_problems(ep.ip.address, on_host))
             endpoints.append(ir.Endpoint(address=ep.ip.address, port=ep.ip.port, hostname=hostname))
         elif ep.unix is not None:
-            endpoints.append(ir.Endpoint(address=ep.unix.path, port=0, type=ir.ENDPOINT_UNIX, hostname=hostname))
+            endpoints.append(
+                ir.Endpoint(address=ep.unix.path, port=0, type=ir.ENDPOINT_UNIX, hostname=hostname)
+            )
     if problems:
         return BackendVerdict(problems=tuple(problems))
     return BackendVerdict(problems=(), endpoints=tuple(endpoints), tls=tls)
@@ -109,7 +118,9 @@ def _hostname_problems(hostname: str, what: str, on_host: bool) -> list[str]:
     if not is_hostname(hostname):
         return [f"hostname {hostname} is not a valid {what}"]
     if not on_host and len(hostname.split(".")) < 2:
-        return [f"hostname {hostname} should be a domain with at least two segments separated by dots"]
+        return [
+            f"hostname {hostname} should be a domain with at least two segments separated by dots"
+        ]
     if _is_ip(hostname):
         return [f"hostname {hostname} is an IP address"]
     return []
@@ -121,7 +132,10 @@ def _ip_problems(address: str, on_host: bool) -> list[str]:
     except ValueError:
         return [f"IP address {address} is invalid"]
     if ip.is_loopback and not on_host:
-        return [f"IP address {address} in the loopback range is only supported when using the Host infrastructure"]
+        return [
+            f"IP address {address} in the loopback range is only supported when using the Host "
+            "infrastructure"
+        ]
     return []
 
 
@@ -130,14 +144,24 @@ def _tls(ctx: Ctx, backend: m.Backend) -> tuple[ir.UpstreamTLS | None, list[str]
     if t is None:
         return None, []
     ns = backend.metadata.namespace
-    problems = [f"spec.tls.{name} is not supported by gateweave" for attr, name in _UNSUPPORTED_TLS if getattr(t, attr) is not None]
+    problems = [
+        f"spec.tls.{name} is not supported by gateweave"
+        for attr, name in _UNSUPPORTED_TLS
+        if getattr(t, attr) is not None
+    ]
     if t.auto_sni_from_endpoint_hostname:
         problems.append("spec.tls.autoSNIFromEndpointHostname is not supported by gateweave")
     well_known = t.well_known_ca_certificates or ""
     if not t.insecure_skip_verify and not t.ca_certificate_refs and not well_known:
-        problems.append("must specify either CACertificateRefs or WellKnownCACertificates when InsecureSkipVerify is unset or false")
+        problems.append(
+            "must specify either CACertificateRefs or WellKnownCACertificates when "
+            "InsecureSkipVerify is unset or false"
+        )
     if well_known and well_known != "System":
-        problems.append(f"spec.tls.wellKnownCACertificates {well_known} is not supported by gateweave (only System)")
+        problems.append(
+            f"spec.tls.wellKnownCACertificates {well_known} is not supported by gateweave (only "
+            "System)"
+        )
     pems: list[str] = []
     for i, ref in enumerate(t.ca_certificate_refs):
         where = f"spec.tls.caCertificateRefs[{i}]"
@@ -147,14 +171,18 @@ def _tls(ctx: Ctx, backend: m.Backend) -> tuple[ir.UpstreamTLS | None, list[str]
         elif ref.group in ("", "core") and ref.kind == "Secret":
             obj = ctx.snapshot.secrets.get((ns, ref.name))
         else:
-            problems.append(f"{where}: {ref.group}/{ref.kind} is not supported (a ConfigMap or a Secret)")
+            problems.append(
+                f"{where}: {ref.group}/{ref.kind} is not supported (a ConfigMap or a Secret)"
+            )
             continue
         if obj is None:
             problems.append(f"{where}: {ref.kind} {ns}/{ref.name} not found")
             continue
         pem = certs.ca_from_object(obj)
         if not pem:
-            problems.append(f"{where}: {ref.kind} {ns}/{ref.name} has no valid PEM certificate in ca.crt")
+            problems.append(
+                f"{where}: {ref.kind} {ns}/{ref.name} has no valid PEM certificate in ca.crt"
+            )
             continue
         pems.append(pem.strip() + "\n")
     cert_pem = key_pem = ""

@@ -1,4 +1,6 @@
-"""Pieces shared by HTTPRoute and GRPCRoute rules: durations, filters, header modifiers, mirrors, backends."""
+"""Pieces shared by HTTPRoute and GRPCRoute rules: durations, filters, header modifiers, mirrors,
+backends.
+"""
 
 from __future__ import annotations
 
@@ -52,10 +54,16 @@ def _header_mods(f: m.HTTPHeaderFilter) -> ir.HeaderMods:
     # nothing covers remove.
     for name in f.remove:
         if not name or not _NUL_CR_LF.isdisjoint(name):
-            raise RuleError(f"header {name!r} to remove: Envoy refuses an empty header name and NUL, CR and LF in one")
+            raise RuleError(
+                f"header {name!r} to remove: Envoy refuses an empty header name and NUL, CR and LF "
+                "in one"
+            )
     for h in (*f.set, *f.add):
         if not h.name or not _NUL_CR_LF.isdisjoint(h.name + h.value):
-            raise RuleError(f"header {h.name!r}: Envoy refuses an empty header name and NUL, CR and LF in a header")
+            raise RuleError(
+                f"header {h.name!r}: Envoy refuses an empty header name and NUL, CR and LF in a "
+                "header"
+            )
     return ir.HeaderMods(
         set=tuple([(h.name, h.value) for h in f.set]),
         add=tuple([(h.name, h.value) for h in f.add]),
@@ -79,7 +87,10 @@ def response_mods(mods: ir.HeaderMods | None) -> ir.HeaderMods | None:
     if mods is not None:
         for name in (*(n for n, _ in mods.set), *(n for n, _ in mods.add), *mods.remove):
             if name.lower() == "host":
-                raise RuleError(f"response header {name!r}: Envoy does not modify or remove a response's host header")
+                raise RuleError(
+                    f"response header {name!r}: Envoy does not modify or remove a response's host "
+                    "header"
+                )
     return mods
 
 
@@ -113,7 +124,8 @@ class RuleFilters:
         self.mirrors = mirrors
         self.cors = cors
         self.ext_auth = ext_auth
-        # An ExtensionRef filter (or an ExternalAuth whose service cannot be resolved): no extension kind is supported, so the filter cannot be
+        # An ExtensionRef filter (or an ExternalAuth whose service cannot be resolved): no extension
+        # kind is supported, so the filter cannot be
         # resolved, and must not be skipped: the requests it would have processed get an error.
         self.unresolved = unresolved
 
@@ -150,18 +162,39 @@ def rule_filters(
         if kind == "RequestHeaderModifier":
             req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
         elif kind == "ResponseHeaderModifier":
-            resp_h = merge_mods(resp_h, response_mods(memo_header_mods(memo, f.response_header_modifier)))
+            resp_h = merge_mods(
+                resp_h, response_mods(memo_header_mods(memo, f.response_header_modifier))
+            )
         elif kind == "RequestMirror" and f.request_mirror is not None:
             mir = mirror(tr, resolver, f.request_mirror)
             if mir is not None:
                 mirrors.append(mir)
-        elif kind == "RequestRedirect" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.request_redirect is not None:
+        elif (
+            kind == "RequestRedirect"
+            and matches is not None
+            and isinstance(f, m.HTTPRouteFilter)
+            and f.request_redirect is not None
+        ):
             red = redirect(f.request_redirect, matches)
-        elif kind == "URLRewrite" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.url_rewrite is not None:
+        elif (
+            kind == "URLRewrite"
+            and matches is not None
+            and isinstance(f, m.HTTPRouteFilter)
+            and f.url_rewrite is not None
+        ):
             rew = url_rewrite(f.url_rewrite, matches)
-        elif kind == "CORS" and matches is not None and isinstance(f, m.HTTPRouteFilter) and f.cors is not None:
+        elif (
+            kind == "CORS"
+            and matches is not None
+            and isinstance(f, m.HTTPRouteFilter)
+            and f.cors is not None
+        ):
             cors_policy = cors(f.cors)
-        elif kind == "ExternalAuth" and isinstance(f, m.HTTPRouteFilter) and f.external_auth is not None:
+        elif (
+            kind == "ExternalAuth"
+            and isinstance(f, m.HTTPRouteFilter)
+            and f.external_auth is not None
+        ):
             if auth is not None:
                 raise RuleError("more than one ExternalAuth filter is not supported")
             auth = external_auth(tr, resolver, f.external_auth)
@@ -170,16 +203,22 @@ def rule_filters(
         elif kind == "ExtensionRef":
             ext = f.extension_ref
             what = f"{ext.group}/{ext.kind} {ext.name}" if ext else "(missing extensionRef)"
-            tr.note_refs(c.route_invalid_kind(f"ExtensionRef filter {what}: unsupported extension kind"))
+            tr.note_refs(
+                c.route_invalid_kind(f"ExtensionRef filter {what}: unsupported extension kind")
+            )
             unresolved = True
         else:
             raise RuleError(f"filter type {kind} is not supported")
     if red is not None and rew is not None:
-        raise RuleError("RequestRedirect and URLRewrite filters cannot be combined", incompatible_filters=True)
+        raise RuleError(
+            "RequestRedirect and URLRewrite filters cannot be combined", incompatible_filters=True
+        )
     return RuleFilters(req_h, resp_h, red, rew, tuple(mirrors), cors_policy, unresolved, auth)
 
 
-def _path_modifier(pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]) -> tuple[str | None, str | None]:
+def _path_modifier(
+    pm: m.HTTPPathModifier | None, matches: list[ir.RouteMatch]
+) -> tuple[str | None, str | None]:
     if pm is None:
         return None, None
     for value in (pm.replace_full_path, pm.replace_prefix_match):
@@ -202,7 +241,12 @@ def redirect(f: m.HTTPRequestRedirectFilter, matches: list[ir.RouteMatch]) -> ir
         raise RuleError(f"redirect scheme {f.scheme} is not supported")
     path_type, path = _path_modifier(f.path, matches)
     return ir.Redirect(
-        scheme=f.scheme, hostname=f.hostname, port=f.port, path_type=path_type, path=path, status_code=f.status_code
+        scheme=f.scheme,
+        hostname=f.hostname,
+        port=f.port,
+        path_type=path_type,
+        path=path,
+        status_code=f.status_code,
     )
 
 
@@ -257,18 +301,29 @@ def backend_header_mods(
                 req = merge_mods(req, header_mods(bf.request_header_modifier))
             elif bf.type == "ResponseHeaderModifier":
                 resp = merge_mods(resp, response_mods(header_mods(bf.response_header_modifier)))
-            elif bf.type == "RequestRedirect" and matches is not None and isinstance(bf, m.HTTPRouteFilter):
+            elif (
+                bf.type == "RequestRedirect"
+                and matches is not None
+                and isinstance(bf, m.HTTPRouteFilter)
+            ):
                 if bf.request_redirect is None:
                     raise RuleError("backendRef RequestRedirect filter without requestRedirect")
                 red = redirect(bf.request_redirect, matches)
-            elif bf.type == "URLRewrite" and matches is not None and isinstance(bf, m.HTTPRouteFilter):
+            elif (
+                bf.type == "URLRewrite"
+                and matches is not None
+                and isinstance(bf, m.HTTPRouteFilter)
+            ):
                 if bf.url_rewrite is None:
                     raise RuleError("backendRef URLRewrite filter without urlRewrite")
                 rew = url_rewrite(bf.url_rewrite, matches)
             else:
                 raise RuleError(f"backendRef filter type {bf.type} is not supported")
         if red is not None and rew is not None:
-            raise RuleError("backendRef RequestRedirect and URLRewrite filters cannot be combined", incompatible_filters=True)
+            raise RuleError(
+                "backendRef RequestRedirect and URLRewrite filters cannot be combined",
+                incompatible_filters=True,
+            )
         out.append(BackendFilters(req, resp, red, rew))
     return out
 
@@ -276,21 +331,31 @@ def backend_header_mods(
 def mirror(
     tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPRequestMirrorFilter
 ) -> ir.Mirror | None:
-    """A RequestMirror filter; an unresolvable target is a ResolvedRefs problem and mirrors nothing."""
+    """A RequestMirror filter; an unresolvable target is a ResolvedRefs problem and mirrors
+    nothing.
+    """
     cluster = _filter_cluster(tr, resolver, f.backend_ref, "mirror")
     if cluster is None:
         return None
     if f.fraction is not None:
         if f.fraction.denominator <= 0 or not 0 <= f.fraction.numerator <= f.fraction.denominator:
-            raise RuleError("mirror fraction must satisfy 0 <= numerator <= denominator, denominator > 0")
-        return ir.Mirror(cluster=cluster, numerator=f.fraction.numerator, denominator=f.fraction.denominator)
+            raise RuleError(
+                "mirror fraction must satisfy 0 <= numerator <= denominator, denominator > 0"
+            )
+        return ir.Mirror(
+            cluster=cluster, numerator=f.fraction.numerator, denominator=f.fraction.denominator
+        )
     if f.percent is not None:
         return ir.Mirror(cluster=cluster, numerator=max(0, min(100, f.percent)), denominator=100)
     return ir.Mirror(cluster=cluster)
 
 
 def _filter_cluster(
-    tr: RouteTranslation, resolver: BackendResolver, ref: m.BackendObjectReference, what: str, family: str = ""
+    tr: RouteTranslation,
+    resolver: BackendResolver,
+    ref: m.BackendObjectReference,
+    what: str,
+    family: str = "",
 ) -> str | None:
     """The cluster of a filter's own backendRef (a mirror's, an auth service's), recorded with the
     rule's; None when it cannot be resolved, a ResolvedRefs problem prefixed with ``what``."""
@@ -307,20 +372,26 @@ def _filter_cluster(
     return backend.cluster.name
 
 
-def external_auth(tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPExternalAuthFilter) -> ir.ExtAuth | None:
+def external_auth(
+    tr: RouteTranslation, resolver: BackendResolver, f: m.HTTPExternalAuthFilter
+) -> ir.ExtAuth | None:
     """An ExternalAuth filter. Its service must speak its protocol (gRPC: HTTP/2, whatever the
     port's appProtocol); one that cannot be resolved is a ResolvedRefs problem and None: the
     rule's requests then get an error, never a pass."""
     grpc = f.protocol == "GRPC"
     if not grpc and f.protocol != "HTTP":
         raise RuleError(f"ExternalAuth protocol {f.protocol} is not supported")
-    cluster = _filter_cluster(tr, resolver, f.backend_ref, "externalAuth", family="GRPC" if grpc else "")
+    cluster = _filter_cluster(
+        tr, resolver, f.backend_ref, "externalAuth", family="GRPC" if grpc else ""
+    )
     if cluster is None:
         return None
     body = f.forward_body.max_size if f.forward_body is not None else 0
     if grpc:
         allowed = f.grpc.allowed_headers if f.grpc is not None else ()
-        return ir.ExtAuth(protocol="GRPC", cluster=cluster, allowed_headers=tuple(allowed), max_body_bytes=body)
+        return ir.ExtAuth(
+            protocol="GRPC", cluster=cluster, allowed_headers=tuple(allowed), max_body_bytes=body
+        )
     http = f.http or m.HTTPAuthConfig()
     return ir.ExtAuth(
         protocol="HTTP",
@@ -342,7 +413,8 @@ def weighted_backends(
     per_backend: Sequence[BackendFilters] | None = None,
     terminated: bool = False,
 ) -> tuple[ir.WeightedCluster, ...]:
-    """backendRefs as weighted clusters. Invalid ones keep their weight on the invalid-backend cluster.
+    """backendRefs as weighted clusters. Invalid ones keep their weight on the invalid-backend
+    cluster.
 
     Returns () when no valid backend carries any weight (the caller answers 500 / rejects).
     """
@@ -370,7 +442,9 @@ def weighted_backends(
             if weight > 0:
                 wc = shared.get((INVALID_CLUSTER.name, weight))
                 if wc is None:
-                    wc = shared[(INVALID_CLUSTER.name, weight)] = ir.WeightedCluster(cluster=INVALID_CLUSTER.name, weight=weight)
+                    wc = shared[(INVALID_CLUSTER.name, weight)] = ir.WeightedCluster(
+                        cluster=INVALID_CLUSTER.name, weight=weight
+                    )
                 out.append(wc)
                 invalid = True
             continue
@@ -382,7 +456,9 @@ def weighted_backends(
         if own is _NO_FILTERS:
             wc = shared.get((cluster.name, weight))
             if wc is None:
-                wc = shared[(cluster.name, weight)] = ir.WeightedCluster(cluster=cluster.name, weight=weight)
+                wc = shared[(cluster.name, weight)] = ir.WeightedCluster(
+                    cluster=cluster.name, weight=weight
+                )
             out.append(wc)
         else:
             out.append(

@@ -1,4 +1,6 @@
-"""Gateways and ListenerSets: acceptance, addresses, listeners, status, and the infrastructure IR."""
+"""Gateways and ListenerSets: acceptance, addresses, listeners,
+status, and the infrastructure IR.
+"""
 
 from __future__ import annotations
 
@@ -49,10 +51,14 @@ class _ListenerSetFindings:
 
 
 def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
-    """Every Gateway of one of our GatewayClasses, with its listeners checked; writes GatewayClass status."""
+    """Every Gateway of one of our GatewayClasses, with its listeners checked; writes GatewayClass
+    status.
+    """
     classes = gatewayclass.resolve_classes(ctx)
     ours = [
-        gw for gw in sorted(ctx.snapshot.gateways.values(), key=sort_key) if gw.spec.gateway_class_name in classes
+        gw
+        for gw in sorted(ctx.snapshot.gateways.values(), key=sort_key)
+        if gw.spec.gateway_class_name in classes
     ]
     kube = ctx.options.address_mode == "kubernetes"
     if kube:
@@ -97,9 +103,18 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         sets = [lf for lf in ls_findings if lf.gateway is gctx and lf.allowed]
         listeners.resolve_conflicts(gctx.listeners, [lf.listeners for lf in sets])
         f = gctx.findings
-        if ports is not None and f.not_accepted is None and f.not_programmed is None and gctx.address:
+        if (
+            ports is not None
+            and f.not_accepted is None
+            and f.not_programmed is None
+            and gctx.address
+        ):
             ports.claim(gctx, [*gctx.listeners, *(lc for lf in sets for lc in lf.listeners)])
-        if f.not_accepted is None and gctx.listeners and not any(_valid(lc) for lc in gctx.listeners):
+        if (
+            f.not_accepted is None
+            and gctx.listeners
+            and not any(_valid(lc) for lc in gctx.listeners)
+        ):
             f.not_accepted = c.gateway_no_valid_listener()
             port_problem = binds.first_port_problem(gctx.listeners)
             if port_problem is not None:
@@ -127,14 +142,17 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
 def _parameters(
     ctx: Ctx, gctx: GatewayCtx, defaults: m.GatewayParametersSpec | None, merged: bool
 ) -> c.Condition | None:
-    """Resolves the Gateway's Envoy, Kubernetes and telemetry settings (its parameters over its class's;
+    """Resolves the Gateway's Envoy, Kubernetes and telemetry settings (its parameters over its
+    class's;
     in a merged class the one Envoy runs with the class's); the InvalidParameters condition
     when its own reference cannot be used."""
     infra = gctx.gateway.spec.infrastructure
     ref = infra.parameters_ref if infra is not None else None
     own = None
     if ref is not None:
-        found = parameters.lookup(ctx, ref.group, ref.kind, gctx.gateway.metadata.namespace, ref.name)
+        found = parameters.lookup(
+            ctx, ref.group, ref.kind, gctx.gateway.metadata.namespace, ref.name
+        )
         if isinstance(found, str):
             return c.gateway_invalid_parameters(f"infrastructure.{found}")
         if found.merge_gateways is not None:
@@ -165,8 +183,10 @@ def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
         return False
     if state is not None and (state.running or state.waiting):  # Envoy pods: every one of them
         scaling = gctx.kubernetes.autoscaling
-        expected = max(scaling.min_replicas if scaling is not None else gctx.kubernetes.replicas,
-                       len(state.running) + len(state.waiting))
+        expected = max(
+            scaling.min_replicas if scaling is not None else gctx.kubernetes.replicas,
+            len(state.running) + len(state.waiting),
+        )
         if state.acked and not state.waiting and len(state.running) >= expected:
             return True
         f.not_programmed = c.gateway_pods_waiting(len(state.running), expected, state.waiting)
@@ -179,14 +199,18 @@ def _dataplane_ok(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> bool:
 
 def _resolve_backend_client_cert(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings) -> None:
     tls = gctx.gateway.spec.tls
-    ref = tls.backend.client_certificate_ref if tls is not None and tls.backend is not None else None
+    ref = (
+        tls.backend.client_certificate_ref if tls is not None and tls.backend is not None else None
+    )
     if ref is None:
         return
     gw_ns = gctx.gateway.metadata.namespace
     ns = ref.namespace or gw_ns
     where = f"clientCertificateRef {ref.kind} {ns}/{ref.name}"
     if ref.group != "" or ref.kind != "Secret":
-        f.refs_problem = c.gateway_invalid_client_certificate_ref(f"{where}: only core Secrets are supported")
+        f.refs_problem = c.gateway_invalid_client_certificate_ref(
+            f"{where}: only core Secrets are supported"
+        )
         return
     if not ctx.reference_allowed(G, "Gateway", gw_ns, "", "Secret", ns, ref.name):
         f.refs_problem = c.gateway_client_certificate_ref_not_permitted(
@@ -201,13 +225,17 @@ def _resolve_backend_client_cert(ctx: Ctx, gctx: GatewayCtx, f: _GatewayFindings
     if isinstance(pair, str):
         f.refs_problem = c.gateway_invalid_client_certificate_ref(f"{where}: {pair}")
         return
-    gctx.backend_client_cert = ir.Certificate(name=f"{ns}/{ref.name}", cert_pem=pair[0], key_pem=pair[1])
+    gctx.backend_client_cert = ir.Certificate(
+        name=f"{ns}/{ref.name}", cert_pem=pair[0], key_pem=pair[1]
+    )
 
 
 # ---------------------------------------------------------------- ListenerSets
 
 
-def _resolve_listener_sets(ctx: Ctx, gateways: dict[tuple[str, str], GatewayCtx]) -> list[_ListenerSetFindings]:
+def _resolve_listener_sets(
+    ctx: Ctx, gateways: dict[tuple[str, str], GatewayCtx]
+) -> list[_ListenerSetFindings]:
     out: list[_ListenerSetFindings] = []
     for ls in sorted(ctx.snapshot.listener_sets.values(), key=sort_key):
         ref = ls.spec.parent_ref
@@ -235,7 +263,11 @@ def _listener_set_allowed(ctx: Ctx, gw: m.Gateway, ls: m.ListenerSet) -> tuple[b
     if frm == "Same":
         if ns == gw.metadata.namespace:
             return True, ""
-        return False, f"Gateway {gw.metadata.namespace}/{gw.metadata.name} allows ListenerSets only from its own namespace"
+        return (
+            False,
+            f"Gateway {gw.metadata.namespace}/{gw.metadata.name} allows ListenerSets only from its "
+            "own namespace",
+        )
     if frm == "Selector":
         selector = allowed.namespaces.selector if allowed is not None else None
         if label_selector_matches(selector, ctx.labels_of_namespace(ns)):
@@ -250,10 +282,14 @@ def _listener_set_allowed(ctx: Ctx, gw: m.Gateway, ls: m.ListenerSet) -> tuple[b
 def write_gateway_statuses(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     for gctx in gateways:
         f = gctx.findings if isinstance(gctx.findings, _GatewayFindings) else _GatewayFindings()
-        ctx.statuses[("Gateway", *gctx.key)] = _gateway_status(gctx, f, ctx.options.address_mode == "kubernetes")
+        ctx.statuses[("Gateway", *gctx.key)] = _gateway_status(
+            gctx, f, ctx.options.address_mode == "kubernetes"
+        )
     for lf in ctx.listener_set_results:
         ls = lf.listener_set
-        ctx.statuses[("ListenerSet", ls.metadata.namespace, ls.metadata.name)] = _listener_set_status(lf)
+        ctx.statuses[("ListenerSet", ls.metadata.namespace, ls.metadata.name)] = (
+            _listener_set_status(lf)
+        )
 
 
 def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings, kube: bool) -> dict[str, Any]:
@@ -273,15 +309,25 @@ def _gateway_status(gctx: GatewayCtx, f: _GatewayFindings, kube: bool) -> dict[s
     else:
         programmed = f.not_programmed or c.gateway_not_programmed()
     conds = [accepted, programmed]
-    if gw.spec.tls is not None and gw.spec.tls.backend is not None and gw.spec.tls.backend.client_certificate_ref is not None:
+    if (
+        gw.spec.tls is not None
+        and gw.spec.tls.backend is not None
+        and gw.spec.tls.backend.client_certificate_ref is not None
+    ):
         conds.append(f.refs_problem or c.gateway_refs_resolved())
     if any(
-        lc.tls is not None and lc.tls.client_validation is not None and lc.tls.client_validation.mode == "AllowInsecureFallback"
+        lc.tls is not None
+        and lc.tls.client_validation is not None
+        and lc.tls.client_validation.mode == "AllowInsecureFallback"
         for lc in gctx.all_listeners()
     ):
         conds.append(c.gateway_insecure_frontend_validation())
     # The listeners' Programmed=False when the Gateway's doing.
-    parent = c.listener_pending() if gctx.programmed else c.listener_gateway_not_programmed(f.not_programmed)
+    parent = (
+        c.listener_pending()
+        if gctx.programmed
+        else c.listener_gateway_not_programmed(f.not_programmed)
+    )
     status: dict[str, Any] = {}
     if kube:  # the Service's addresses, whenever it has some
         if gctx.accepted and gctx.service_addresses:
@@ -311,7 +357,11 @@ def _listener_set_status(lf: _ListenerSetFindings) -> dict[str, Any]:
     good = [lc for lc in lf.listeners if lc.accepted and lc.refs_problem is None]
     conds: list[c.Condition] = []
     if not gctx.accepted or not good:
-        not_accepted = c.listener_set_parent_not_accepted(gctx.name) if not gctx.accepted else c.listener_set_no_valid_listener()
+        not_accepted = (
+            c.listener_set_parent_not_accepted(gctx.name)
+            if not gctx.accepted
+            else c.listener_set_no_valid_listener()
+        )
         conds += [not_accepted, c.restated(not_accepted, c.PROGRAMMED, False)]
     else:
         bad = [lc.name for lc in lf.listeners if lc not in good]
@@ -348,7 +398,10 @@ def build_infra(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.InfraGatew
             gateway_class=gctx.gateway.spec.gateway_class_name,
             uid=gctx.gateway.metadata.uid,
             address=gctx.address,
-            ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto) for (p, proto), names in sorted(ports.items())),
+            ports=tuple(
+                ir.InfraPort(name=",".join(names), port=p, protocol=proto)
+                for (p, proto), names in sorted(ports.items())
+            ),
             labels=dict(infra.labels) if infra is not None else {},
             annotations=dict(infra.annotations) if infra is not None else {},
             requested_addresses=gctx.requested_addresses,

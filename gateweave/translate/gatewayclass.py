@@ -9,7 +9,8 @@ from gateweave.translate import conditions as c
 from gateweave.translate import parameters
 from gateweave.translate.context import Ctx
 
-# Features gateweave implements (GatewayClass status.supportedFeatures; the conformance runner reads it).
+# Features gateweave implements (GatewayClass status.supportedFeatures; the conformance runner reads
+# it).
 SUPPORTED_FEATURES: tuple[str, ...] = tuple(
     sorted(
         {
@@ -72,7 +73,9 @@ SUPPORTED_FEATURES: tuple[str, ...] = tuple(
 @dataclass(frozen=True)
 class ClassResult:
     accepted: bool
-    parameters: m.GatewayParametersSpec | None = None  # its parametersRef's, the defaults of its Gateways
+    parameters: m.GatewayParametersSpec | None = (
+        None  # its parametersRef's, the defaults of its Gateways
+    )
 
 
 def resolve_classes(ctx: Ctx) -> dict[str, ClassResult]:
@@ -83,10 +86,15 @@ def resolve_classes(ctx: Ctx) -> dict[str, ClassResult]:
             continue
         params = _parameters(ctx, gc)
         accepted = params if isinstance(params, c.Condition) else c.gateway_class_accepted()
-        ours[name] = ClassResult(accepted.status, None if isinstance(params, c.Condition) else params)
+        ours[name] = ClassResult(
+            accepted.status, None if isinstance(params, c.Condition) else params
+        )
         gen = gc.metadata.generation
         ctx.statuses[("GatewayClass", "", name)] = {
-            "conditions": [c.to_status(accepted, gen), c.to_status(c.gateway_class_supported_version(), gen)],
+            "conditions": [
+                c.to_status(accepted, gen),
+                c.to_status(c.gateway_class_supported_version(), gen),
+            ],
             "supportedFeatures": [{"name": f} for f in SUPPORTED_FEATURES],
         }
     return ours

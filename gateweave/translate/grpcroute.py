@@ -20,7 +20,9 @@ _ANY_SEGMENT = "[^/]+"
 _ANY_MATCH = (m.GRPCRouteMatch(),)
 
 
-def translate_grpc_route(route: m.GRPCRoute, resolver: BackendResolver, order: tuple[int, str, str, str]) -> RouteTranslation:
+def translate_grpc_route(
+    route: m.GRPCRoute, resolver: BackendResolver, order: tuple[int, str, str, str]
+) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
     tr = RouteTranslation(kind="GRPCRoute", route=route)
     tr.rule_count = len(route.spec.rules)
@@ -86,7 +88,9 @@ def _match(mt: m.GRPCRouteMatch, memo: RuleMemo) -> tuple[ir.RouteMatch, tuple[i
             path_type, path = "Exact", f"/{svc}/{method}"
         else:
             path_type = "RegularExpression"
-            path = f"/{re2_escape(svc) if svc else _ANY_SEGMENT}/{re2_escape(method) if method else _ANY_SEGMENT}"
+            svc_re = re2_escape(svc) if svc else _ANY_SEGMENT
+            method_re = re2_escape(method) if method else _ANY_SEGMENT
+            path = f"/{svc_re}/{method_re}"
     elif meth.type == "RegularExpression":
         for part in (svc, method):
             if part and (err := re2_error(part)):

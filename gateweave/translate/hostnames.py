@@ -13,13 +13,17 @@ T = TypeVar("T")
 
 
 def _covers(wild: str, name: str) -> bool:
-    """Whether wildcard ``wild`` (``*.suffix``) matches ``name`` (a hostname or a narrower wildcard)."""
+    """Whether wildcard ``wild`` (``*.suffix``) matches ``name`` (a hostname or a narrower
+    wildcard).
+    """
     suffix = wild[1:]  # ".example.com"
     return name.endswith(suffix) and len(name) > len(suffix)
 
 
 def intersect(listener: str | None, route: str) -> str | None:
-    """The hostnames common to a listener hostname and one route hostname, as the narrower of the two."""
+    """The hostnames common to a listener hostname and one route hostname, as the narrower of the
+    two.
+    """
     if listener is None or listener == route:
         return route
     lw, rw = listener.startswith("*."), route.startswith("*.")
@@ -30,7 +34,9 @@ def intersect(listener: str | None, route: str) -> str | None:
     return None
 
 
-def effective_hostnames(listener: str | None, route_hostnames: tuple[str, ...]) -> tuple[str, ...] | None:
+def effective_hostnames(
+    listener: str | None, route_hostnames: tuple[str, ...]
+) -> tuple[str, ...] | None:
     """Hostnames a route serves on a listener: None = any; () = no intersection."""
     if not route_hostnames:
         return None if listener is None else (listener,)
@@ -67,7 +73,9 @@ Selectors = list[tuple[T, str | None, str | None]]
 
 
 def selectors(items: Sequence[tuple[T, str | None]]) -> Selectors[T]:
-    """``(thing, hostname)`` pairs with what :func:`first_selecting` reads of each, computed once."""
+    """``(thing, hostname)`` pairs with what
+    :func:`first_selecting` reads of each, computed once.
+    """
     return [(item, h, h[1:] if h is not None and h.startswith("*.") else None) for item, h in items]
 
 
@@ -83,6 +91,10 @@ def first_selecting(items: Selectors[T], domain: str) -> T | None:
         return None
     for item, h, suffix in items:
         # _covers inline, with the suffix computed once per thing (a hot loop of the xDS IR).
-        if h is None or h == domain or (suffix is not None and domain.endswith(suffix) and len(domain) > len(suffix)):
+        if (
+            h is None
+            or h == domain
+            or (suffix is not None and domain.endswith(suffix) and len(domain) > len(suffix))
+        ):
             return item
     return None

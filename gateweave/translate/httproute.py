@@ -27,7 +27,9 @@ _NEGATIVES = 1024
 _NEGATIVE = tuple(-n for n in range(_NEGATIVES))
 
 
-def translate_http_route(route: m.HTTPRoute, resolver: BackendResolver, order: tuple[int, str, str, str]) -> RouteTranslation:
+def translate_http_route(
+    route: m.HTTPRoute, resolver: BackendResolver, order: tuple[int, str, str, str]
+) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
     tr = RouteTranslation(kind="HTTPRoute", route=route)
     rules = route.spec.rules
@@ -59,7 +61,9 @@ def _rule(
     filters = rule_filters(tr, resolver, rule.filters, ir_matches)
     redirect = filters.redirect
 
-    timeout_s, backend_timeout_s = _timeouts(rule.timeouts) if rule.timeouts is not None else (None, None)
+    timeout_s, backend_timeout_s = (
+        _timeouts(rule.timeouts) if rule.timeouts is not None else (None, None)
+    )
     retry = _retry(rule.retry) if rule.retry is not None else None
     sticky = session(rule.session_persistence, prefix + (rule.name or f"#{i}"))
 
@@ -156,7 +160,9 @@ def _match(mt: m.HTTPRouteMatch, memo: RuleMemo) -> ir.RouteMatch:
         if isinstance(got, str):
             raise RuleError(got)
         params = got
-    return ir.RouteMatch(path_type=ptype, path=value, headers=headers, query_params=params, method=mt.method)
+    return ir.RouteMatch(
+        path_type=ptype, path=value, headers=headers, query_params=params, method=mt.method
+    )
 
 
 def _timeouts(t: m.HTTPRouteTimeouts | None) -> tuple[float | None, float | None]:

@@ -4,7 +4,8 @@ fraction of the work when little changed.
 :class:`IncrementalTranslator` is called like ``translate(snapshot, options)`` with a new
 snapshot each time. It keeps what the previous call computed and redoes only what the
 difference between the two snapshots can affect. Its output equals a full translation of the
-same snapshot (``tests/translate/test_incremental.py`` checks that with hypothesis on the conformance
+same snapshot (``tests/translate/test_incremental.py`` checks that with hypothesis on the
+conformance
 object sets and generated ones; ``check=True`` compares every call against a full
 translation and raises on the first difference).
 
@@ -18,7 +19,8 @@ object does not change, so "unchanged" is an identity check per key):
   GatewayClass, Gateway, GatewayParameters, Secret (or, in Kubernetes address mode, a Service)
   changes or the data plane reports something new; cheap, it is per Gateway. When what routes
   and the xDS assembly read from it (a fingerprint of every Gateway's acceptance, address,
-  listeners and telemetry) is unchanged, the route side is kept; Gateway, ListenerSet and GatewayClass statuses and
+  listeners and telemetry) is unchanged, the route side is kept; Gateway, ListenerSet and
+  GatewayClass statuses and
   the infrastructure IR are taken from the new run.
 * **xDS IR**, per Gateway, per Envoy listener, per virtual host: a virtual host is rebuilt
   when an attachment to its domain changed; a RouteConfig/Port/XdsGateway is rebuilt when one
@@ -70,7 +72,9 @@ _KIND_INDEX = {kind: i for i, kind in enumerate(ROUTE_KINDS)}
 _SERVICE_LABEL = "kubernetes.io/service-name"
 
 # Changes the route side cannot take incrementally: a full translation.
-_FULL_KINDS = frozenset({"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet", "Backend"})
+_FULL_KINDS = frozenset(
+    {"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet", "Backend"}
+)
 # Changes that re-run the gateway side (the route side is kept when its fingerprint holds).
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret", "GatewayParameters"})
 
@@ -155,9 +159,13 @@ def _fingerprint(gws: list[GatewayCtx]) -> tuple[Any, ...]:
             gw.serving,
             gw.address,
             gw.backend_client_cert,
-            gw.telemetry,  # its GatewayParameters' access log and tracing: a change is a full translation
+            # its GatewayParameters' access log and tracing: a change is a full translation
+            gw.telemetry,
             tuple(lfp(lc) for lc in gw.listeners),
-            tuple(((ls.metadata.namespace, ls.metadata.name), tuple(lfp(lc) for lc in lcs)) for ls, lcs in gw.listener_sets),
+            tuple(
+                ((ls.metadata.namespace, ls.metadata.name), tuple(lfp(lc) for lc in lcs))
+                for ls, lcs in gw.listener_sets
+            ),
         )
         for gw in gws
     )
@@ -203,7 +211,11 @@ def _changes(old: Snapshot, new: Snapshot) -> dict[str, set[NN]]:
     """The keys that differ between two snapshots, by kind: from the store's change log when
     both come from the same store and it still holds the span, else by comparing every key."""
     log = new.changelog
-    span = log.between(old.position, new.position) if log is not None and old.changelog is log else None
+    span = (
+        log.between(old.position, new.position)
+        if log is not None and old.changelog is log
+        else None
+    )
     changed: dict[str, set[NN]] = {}
     if span is not None:
         for kind, key in span:
@@ -247,20 +259,33 @@ class IncrementalTranslator:
             self._snapshot = None  # the next call starts from a full translation of its own
             self.full_translations += 1
             return translate_all(snapshot, options)
-        if old is None or old_options is None or _other_options(old_options) != _other_options(options):
+        if (
+            old is None
+            or old_options is None
+            or _other_options(old_options) != _other_options(options)
+        ):
             return self._full(snapshot, options)
         changed = _changes(old, snapshot)
         # A route that enters or leaves the quarantine is translated again, as if it changed.
         before, after = old_options.rejected, options.rejected
         if before != after:
             for kind, ns, name in before.keys() | after.keys():
-                if before.get((kind, ns, name)) != after.get((kind, ns, name)) and kind in _KIND_INDEX:
+                if (
+                    before.get((kind, ns, name)) != after.get((kind, ns, name))
+                    and kind in _KIND_INDEX
+                ):
                     changed.setdefault(kind, set()).add((ns, name))
         if _FULL_KINDS & changed.keys():
             return self._full(snapshot, options)
-        if "Secret" in changed and snapshot.backends and changed["Secret"] & _backend_secrets(snapshot):
+        if (
+            "Secret" in changed
+            and snapshot.backends
+            and changed["Secret"] & _backend_secrets(snapshot)
+        ):
             return self._full(snapshot, options)
-        rerun_gateways = bool(_GATEWAY_KINDS & changed.keys()) or old_options.dataplane != options.dataplane
+        rerun_gateways = (
+            bool(_GATEWAY_KINDS & changed.keys()) or old_options.dataplane != options.dataplane
+        )
         if options.address_mode == "kubernetes" and "Service" in changed:
             rerun_gateways = True
         return self._step(snapshot, options, changed, rerun_gateways)
@@ -277,7 +302,9 @@ class IncrementalTranslator:
         self._status_gws = gws
         self._ls_results = list(ctx.listener_set_results)
         self._fingerprint = _fingerprint(gws)
-        self._gateway_statuses: dict[StatusKey, dict[str, Any]] = dict(ctx.statuses)  # GatewayClass statuses
+        self._gateway_statuses: dict[StatusKey, dict[str, Any]] = dict(
+            ctx.statuses
+        )  # GatewayClass statuses
         self._infra = core.infra_ir(ctx, gws)
         # The route side, one route at a time (_add), remembering what each one did.
         self._tls = BackendTLSIndex(ctx)
@@ -289,7 +316,9 @@ class IncrementalTranslator:
                 self._slice_keys.setdefault((key[0], svc), set()).add(key)
         self._entries: dict[RouteKey, _Entry] = {}
         self._users: dict[NN, set[RouteKey]] = {}
-        self._domain_atts: dict[ListenerCtx, dict[str, dict[RouteKey, tuple[tuple[Any, ...], Attachment]]]] = {}
+        self._domain_atts: dict[
+            ListenerCtx, dict[str, dict[RouteKey, tuple[tuple[Any, ...], Attachment]]]
+        ] = {}
         self._clusters: dict[str, ir.Cluster] = {}
         self._cluster_refs: dict[str, int] = {}
         # Service port -> Gateway -> routes accepted there that use it (BackendTLSPolicy ancestors)
@@ -303,7 +332,9 @@ class IncrementalTranslator:
         self._xds: dict[str, ir.XdsGateway] = {}
         self._visited: set[str] = set()
         self._backend_users: dict[NN, int] = {}  # Backend -> routes of ours referring to it
-        self._backend_statuses: dict[NN, tuple[Any, dict[str, Any]]] = {}  # Backend -> (model, status)
+        self._backend_statuses: dict[
+            NN, tuple[Any, dict[str, Any]]
+        ] = {}  # Backend -> (model, status)
 
         resolver = BackendResolver(ctx, self._tls, touched=set())
         for kind, order, route in routes.in_order(snapshot):
@@ -322,7 +353,13 @@ class IncrementalTranslator:
 
     # ------------------------------------------------------------ an incremental step
 
-    def _step(self, snapshot: Snapshot, options: TranslateOptions, changed: dict[str, set[NN]], rerun_gateways: bool) -> Result:
+    def _step(
+        self,
+        snapshot: Snapshot,
+        options: TranslateOptions,
+        changed: dict[str, set[NN]],
+        rerun_gateways: bool,
+    ) -> Result:
         ctx = self._ctx
         ctx.snapshot = snapshot
         ctx.options = options
@@ -389,7 +426,13 @@ class IncrementalTranslator:
 
     # ------------------------------------------------------------ routes in and out
 
-    def _add(self, kind: str, route: Any, resolver: BackendResolver, order: tuple[int, str, str, str] | None = None) -> None:
+    def _add(
+        self,
+        kind: str,
+        route: Any,
+        resolver: BackendResolver,
+        order: tuple[int, str, str, str] | None = None,
+    ) -> None:
         """The route side for one route (``order``: its sort_key, when known)."""
         resolver.touched = set()
         order = order or sort_key(route)
@@ -397,7 +440,11 @@ class IncrementalTranslator:
         outcome = routes.judge_route(self._ctx, self._parents, tr)
         key = (kind, route.metadata.namespace, route.metadata.name)
         old_status = self._statuses.get(key)
-        status = old_status if old_status is not None and old_status == outcome.status else outcome.status
+        status = (
+            old_status
+            if old_status is not None and old_status == outcome.status
+            else outcome.status
+        )
         entry = _Entry(
             key=key,
             model=route,
@@ -496,7 +543,11 @@ class IncrementalTranslator:
     def _finish(self, ctx: Ctx, *, rebuild_all: bool) -> Result:
         # Gateway and ListenerSet statuses (attachedRoutes), GatewayClass, BackendTLSPolicy.
         if self._status_gws is not self._gws:
-            counts = {_listener_id(lc): lc.attached_routes for gw in self._gws for lc in gw.all_listeners()}
+            counts = {
+                _listener_id(lc): lc.attached_routes
+                for gw in self._gws
+                for lc in gw.all_listeners()
+            }
             for lc in _status_listeners(self._status_gws, self._ls_results):
                 lc.attached_routes = counts.get(_listener_id(lc), 0)
         sctx = Ctx(ctx.snapshot, ctx.options)
@@ -515,14 +566,20 @@ class IncrementalTranslator:
         self._other_keys = set(others)
 
         # xDS IR of every Gateway whose attachments changed.
-        todo = [gw for gw in self._gws if gw.serving] if rebuild_all else [gw for gw in self._dirty_gateways if gw.serving]
+        todo = (
+            [gw for gw in self._gws if gw.serving]
+            if rebuild_all
+            else [gw for gw in self._dirty_gateways if gw.serving]
+        )
         for gw in sorted(todo, key=lambda g: g.key):
             self._xds[gw.name] = self._gateway_xds(gw, rebuild_all)
         if rebuild_all:
             self._xds = {name: self._xds[name] for name in sorted(self._xds)}
         # A RouteConfig state that a dirty listener feeds but no rebuild visited is stale.
         for lc in self._dirty:
-            for name in [n for n, rc in self._rcs.items() if lc in rc.lcs and n not in self._visited]:
+            for name in [
+                n for n, rc in self._rcs.items() if lc in rc.lcs and n not in self._visited
+            ]:
                 del self._rcs[name]
         self._dirty.clear()
         self._dirty_gateways.clear()
@@ -544,7 +601,9 @@ class IncrementalTranslator:
                 hit = known[key] = (be, egbackend.backend_status(be, egbackend.judge(ctx, be)))
             out[("Backend", key[0], key[1])] = hit[1]
         if len(known) > len(out):
-            self._backend_statuses = {key: known[key] for key in known if ("Backend", key[0], key[1]) in out}
+            self._backend_statuses = {
+                key: known[key] for key in known if ("Backend", key[0], key[1]) in out
+            }
         return out
 
     def _gateway_xds(self, gw: GatewayCtx, rebuild_all: bool) -> ir.XdsGateway:
@@ -559,11 +618,20 @@ class IncrementalTranslator:
                 continue
             if family == "HTTP":
                 rc = self._route_config(name, lcs, None, None)
-                new = ir.Port(name=name, port=port, protocol="HTTP", address=gw.address, http=rc.config)
+                new = ir.Port(
+                    name=name, port=port, protocol="HTTP", address=gw.address, http=rc.config
+                )
                 used = set(rc.used)
             else:
                 rcs: list[_RouteConfigState] = []
-                new = xdsir.l4_port(name, port, gw.address, family, lcs, functools.partial(self._https_config, built=rcs))
+                new = xdsir.l4_port(
+                    name,
+                    port,
+                    gw.address,
+                    family,
+                    lcs,
+                    functools.partial(self._https_config, built=rcs),
+                )
                 used = xdsir.proxy_clusters(new)
                 for rc in rcs:
                     used.update(rc.used)
@@ -576,22 +644,34 @@ class IncrementalTranslator:
         for names in state.port_used.values():
             used_all |= names
         clusters = self._gateway_clusters(gw, state, used_all)
-        new_gw = ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports.values()), clusters=clusters,
-                              telemetry=gw.telemetry)
+        new_gw = ir.XdsGateway(
+            name=gw.name,
+            address=gw.address,
+            ports=tuple(ports.values()),
+            clusters=clusters,
+            telemetry=gw.telemetry,
+        )
         if state.xds is not None and state.xds == new_gw:
             return state.xds
         state.xds = new_gw
         return new_gw
 
     def _https_config(
-        self, cname: str, lc: ListenerCtx, peers: list[ListenerCtx], *, built: list[_RouteConfigState]
+        self,
+        cname: str,
+        lc: ListenerCtx,
+        peers: list[ListenerCtx],
+        *,
+        built: list[_RouteConfigState],
     ) -> ir.RouteConfig:
         rc = self._route_config(cname, [lc], lc, peers)
         built.append(rc)
         assert rc.config is not None
         return rc.config
 
-    def _gateway_clusters(self, gw: GatewayCtx, state: _GatewayState, used: set[str]) -> tuple[ir.Cluster, ...]:
+    def _gateway_clusters(
+        self, gw: GatewayCtx, state: _GatewayState, used: set[str]
+    ) -> tuple[ir.Cluster, ...]:
         cert = gw.backend_client_cert
         out = []
         for cname in sorted(used):
@@ -607,7 +687,11 @@ class IncrementalTranslator:
         return tuple(out)
 
     def _route_config(
-        self, name: str, lcs: list[ListenerCtx], https: ListenerCtx | None, peers: list[ListenerCtx] | None
+        self,
+        name: str,
+        lcs: list[ListenerCtx],
+        https: ListenerCtx | None,
+        peers: list[ListenerCtx] | None,
     ) -> _RouteConfigState:
         """The RouteConfig ``name`` of listeners ``lcs`` (``https``/``peers``: an HTTPS filter
         chain's listener and the port's HTTPS listeners), updated for what is dirty."""
@@ -615,7 +699,9 @@ class IncrementalTranslator:
         owners = lcs if peers is None else peers
         rc = self._rcs.get(name)
         if rc is None or rc.lcs != lcs or rc.owners != owners or rc.https is not https:
-            rc = self._rcs[name] = _RouteConfigState(name=name, lcs=list(lcs), owners=list(owners), https=https)
+            rc = self._rcs[name] = _RouteConfigState(
+                name=name, lcs=list(lcs), owners=list(owners), https=https
+            )
             domains: set[str] = set()
             for lc in lcs:
                 domains.update(self._domain_atts.get(lc, ()))
@@ -643,7 +729,11 @@ class IncrementalTranslator:
 
     def _rebuild_vhost(self, rc: _RouteConfigState, domain: str) -> None:
         owner = xdsir.owner(rc.owners, domain)
-        bucket = self._domain_atts.get(owner, {}).get(domain) if owner is not None and owner in rc.lcs else None
+        bucket = (
+            self._domain_atts.get(owner, {}).get(domain)
+            if owner is not None and owner in rc.lcs
+            else None
+        )
         old = rc.vhosts.get(domain)
         if bucket:
             atts = [att for _, att in sorted(bucket.values(), key=lambda oa: oa[0])]
@@ -672,8 +762,6 @@ class IncrementalTranslator:
                 del rc.used[n]
         for n in names - before:
             rc.used[n] = rc.used.get(n, 0) + 1
-
-
 
 
 class IncrementalMismatch(AssertionError):

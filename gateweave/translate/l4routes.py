@@ -10,7 +10,8 @@ from gateweave.translate.filters import weighted_backends
 
 
 def translate_l4_route(kind: str, route: Any, resolver: BackendResolver) -> RouteTranslation:
-    """Connections go to the backends of all rules by weight; with no valid backend they are rejected.
+    """Connections go to the backends of all rules by weight; with no valid backend they are
+    rejected.
 
     An invalid backendRef keeps its weight on the invalid-backend cluster, so that share of
     connections is refused (Gateway API: the proportion routed to an invalid backend is rejected).
@@ -23,6 +24,8 @@ def translate_l4_route(kind: str, route: Any, resolver: BackendResolver) -> Rout
         # Behind a terminating listener, a BackendTLSPolicy makes Envoy re-encrypt to the backend.
         before = tr.refs_problem
         tr.tcp_terminated = weighted_backends(tr, resolver, refs, terminated=True)
-        if tr.refs_problem is not before:  # only a policy differs: a problem of terminating listeners alone
+        if (
+            tr.refs_problem is not before
+        ):  # only a policy differs: a problem of terminating listeners alone
             tr.terminated_refs_problem, tr.refs_problem = tr.refs_problem, before
     return tr

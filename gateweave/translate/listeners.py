@@ -1,4 +1,5 @@
-"""Listeners (of Gateways and ListenerSets): protocol, route kinds, TLS, client validation, conflicts.
+"""Listeners (of Gateways and ListenerSets): protocol, route kinds, TLS, client validation,
+conflicts.
 
 Each check records its finding on the ListenerCtx as the condition it means (``not_accepted``,
 ``refs_problem``, ``conflict``; tlsoverlap.py sets ``overlap``); :func:`listener_status` turns the
@@ -60,14 +61,19 @@ def _check_kinds(lc: ListenerCtx) -> None:
         _refs_problem(
             lc,
             c.listener_invalid_route_kinds(
-                f"route kinds {', '.join(invalid)} are not supported on a {lc.listener.protocol} listener"
+                f"route kinds {', '.join(invalid)} are not supported on a {lc.listener.protocol} "
+                "listener"
             ),
         )
 
 
 def _refs_problem(lc: ListenerCtx, problem: c.Condition) -> None:
-    """Record a ResolvedRefs problem; the first one found decides the reason, messages accumulate."""
-    lc.refs_problem = problem if lc.refs_problem is None else c.extended(lc.refs_problem, problem.message)
+    """Record a ResolvedRefs problem; the first one found decides
+    the reason, messages accumulate.
+    """
+    lc.refs_problem = (
+        problem if lc.refs_problem is None else c.extended(lc.refs_problem, problem.message)
+    )
 
 
 def _owner(lc: ListenerCtx) -> tuple[str, str]:
@@ -90,17 +96,29 @@ def _check_tls(ctx: Ctx, lc: ListenerCtx) -> None:
     found: list[ir.Certificate] = []
     refs = tls.certificate_refs if tls is not None else ()
     if not refs:
-        _refs_problem(lc, c.listener_invalid_certificate_ref("TLS termination needs at least one certificateRef"))
+        _refs_problem(
+            lc,
+            c.listener_invalid_certificate_ref("TLS termination needs at least one certificateRef"),
+        )
     for ref in refs:
         ns = ref.namespace or owner_ns
         where = f"{ref.kind} {ns}/{ref.name}"
         if ref.group != "" or ref.kind != "Secret":
-            _refs_problem(lc, c.listener_invalid_certificate_ref(
-                f"certificateRef {ref.group}/{ref.kind} {ref.name}: only core Secrets are supported"
-            ))
+            _refs_problem(
+                lc,
+                c.listener_invalid_certificate_ref(
+                    f"certificateRef {ref.group}/{ref.kind} {ref.name}: only core Secrets are "
+                    "supported"
+                ),
+            )
             continue
         if not ctx.reference_allowed(G, owner_kind, owner_ns, "", "Secret", ns, ref.name):
-            _refs_problem(lc, c.listener_ref_not_permitted(f"{where} is in another namespace and no ReferenceGrant allows it"))
+            _refs_problem(
+                lc,
+                c.listener_ref_not_permitted(
+                    f"{where} is in another namespace and no ReferenceGrant allows it"
+                ),
+            )
             continue
         secret = ctx.snapshot.secrets.get((ns, ref.name))
         if secret is None:
@@ -139,24 +157,42 @@ def check_client_validation(ctx: Ctx, lc: ListenerCtx) -> None:
         ns = ref.namespace or gw_ns
         where = f"{ref.kind} {ns}/{ref.name}"
         if ref.group != "" or ref.kind not in ("ConfigMap", "Secret"):
-            _refs_problem(lc, c.listener_invalid_ca_certificate_kind(
-                f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps (and Secrets) are supported"
-            ))
+            _refs_problem(
+                lc,
+                c.listener_invalid_ca_certificate_kind(
+                    f"caCertificateRef {ref.group}/{ref.kind} {ref.name}: only ConfigMaps (and "
+                    "Secrets) are supported"
+                ),
+            )
             continue
         if not ctx.reference_allowed(G, "Gateway", gw_ns, "", ref.kind, ns, ref.name):
-            _refs_problem(lc, c.listener_ref_not_permitted(f"{where} is in another namespace and no ReferenceGrant allows it"))
+            _refs_problem(
+                lc,
+                c.listener_ref_not_permitted(
+                    f"{where} is in another namespace and no ReferenceGrant allows it"
+                ),
+            )
             continue
-        obj: Any = (ctx.snapshot.config_maps if ref.kind == "ConfigMap" else ctx.snapshot.secrets).get((ns, ref.name))
+        obj: Any = (
+            ctx.snapshot.config_maps if ref.kind == "ConfigMap" else ctx.snapshot.secrets
+        ).get((ns, ref.name))
         if obj is None:
             _refs_problem(lc, c.listener_invalid_ca_certificate_ref(f"{where} does not exist"))
             continue
         pem = certs.ca_from_object(obj)
         if not pem:
-            _refs_problem(lc, c.listener_invalid_ca_certificate_ref(f"{where} has no valid PEM certificates under ca.crt"))
+            _refs_problem(
+                lc,
+                c.listener_invalid_ca_certificate_ref(
+                    f"{where} has no valid PEM certificates under ca.crt"
+                ),
+            )
             continue
         bundles.append(pem)
     if not bundles:
-        lc.not_accepted = c.listener_no_valid_ca_certificate("none of the client CA certificate references could be used")
+        lc.not_accepted = c.listener_no_valid_ca_certificate(
+            "none of the client CA certificate references could be used"
+        )
         return
     if lc.tls is not None:
         joined = "".join(b if b.endswith("\n") else b + "\n" for b in bundles)
@@ -198,14 +234,22 @@ def resolve_conflicts(own: list[ListenerCtx], listener_sets: list[list[ListenerC
             if slot is not None:
                 family, hosts = slot
                 if family != FAMILY[lc.protocol]:
-                    _conflict(lc, c.listener_protocol_conflict(
-                        f"port {lc.port} is already used by a {family} listener of higher precedence"
-                    ))
+                    _conflict(
+                        lc,
+                        c.listener_protocol_conflict(
+                            f"port {lc.port} is already used by a {family} listener of higher "
+                            "precedence"
+                        ),
+                    )
                     continue
                 if _hostname_key(lc) in hosts:
-                    _conflict(lc, c.listener_hostname_conflict(
-                        f"port {lc.port} and hostname {lc.hostname or '(none)'} are already used by a listener of higher precedence"
-                    ))
+                    _conflict(
+                        lc,
+                        c.listener_hostname_conflict(
+                            f"port {lc.port} and hostname {lc.hostname or '(none)'} are already "
+                            "used by a listener of higher precedence"
+                        ),
+                    )
                     continue
             candidates.append(lc)
         _mark_indistinct(candidates)
@@ -225,7 +269,12 @@ def _mark_indistinct(listeners: list[ListenerCtx]) -> None:
         families = {FAMILY[lc.protocol] for lc in stream}
         if len(families) > 1:
             for lc in stream:
-                _conflict(lc, c.listener_protocol_conflict(f"port {port} is used by listeners of incompatible protocols"))
+                _conflict(
+                    lc,
+                    c.listener_protocol_conflict(
+                        f"port {port} is used by listeners of incompatible protocols"
+                    ),
+                )
         for subset in (stream, [lc for lc in group if FAMILY[lc.protocol] == "UDP"]):
             seen: dict[str, list[ListenerCtx]] = {}
             for lc in subset:
@@ -234,9 +283,13 @@ def _mark_indistinct(listeners: list[ListenerCtx]) -> None:
             for host, same in seen.items():
                 if len(same) > 1:
                     for lc in same:
-                        _conflict(lc, c.listener_hostname_conflict(
-                            f"listeners {', '.join(x.name for x in same)} share port {port} and hostname {host or '(none)'}"
-                        ))
+                        _conflict(
+                            lc,
+                            c.listener_hostname_conflict(
+                                f"listeners {', '.join(x.name for x in same)} share port {port} "
+                                f"and hostname {host or '(none)'}"
+                            ),
+                        )
 
 
 def _establish(established: dict[tuple[int, bool], tuple[str, set[str]]], lc: ListenerCtx) -> None:
@@ -251,12 +304,21 @@ def _conflict(lc: ListenerCtx, conflict: c.Condition) -> None:
 
 
 def finish(lc: ListenerCtx) -> None:
-    """Derive whether routes may attach (accepted) and whether config is generated for it (ready)."""
+    """Derive whether routes may attach (accepted) and whether
+    config is generated for it (ready).
+    """
     lc.accepted = lc.not_accepted is None and lc.conflict is None
-    lc.ready = lc.accepted and lc.refs_problem is None and (lc.tls is not None or not lc.terminates_tls) and lc.gateway.serving
+    lc.ready = (
+        lc.accepted
+        and lc.refs_problem is None
+        and (lc.tls is not None or not lc.terminates_tls)
+        and lc.gateway.serving
+    )
 
 
-def listener_status(lc: ListenerCtx, generation: int, parent_not_programmed: c.Condition) -> dict[str, Any]:
+def listener_status(
+    lc: ListenerCtx, generation: int, parent_not_programmed: c.Condition
+) -> dict[str, Any]:
     """The status entry of one listener (Gateway status.listeners or ListenerSet status.listeners).
 
     ``parent_not_programmed``: its Programmed=False condition when nothing about the listener
@@ -288,8 +350,13 @@ def listener_status(lc: ListenerCtx, generation: int, parent_not_programmed: c.C
     conds = [
         c.to_status(accepted, generation),
         c.to_status(programmed, generation),
-        c.to_status(lc.refs_problem if lc.refs_problem is not None else c.listener_refs_resolved(), generation),
-        c.to_status(lc.conflict if lc.conflict is not None else c.listener_no_conflicts(), generation),
+        c.to_status(
+            lc.refs_problem if lc.refs_problem is not None else c.listener_refs_resolved(),
+            generation,
+        ),
+        c.to_status(
+            lc.conflict if lc.conflict is not None else c.listener_no_conflicts(), generation
+        ),
     ]
     if lc.overlap is not None:
         conds.append(c.to_status(lc.overlap, generation))
@@ -301,5 +368,7 @@ def listener_status(lc: ListenerCtx, generation: int, parent_not_programmed: c.C
     }
 
 
-def new_listener(gw: GatewayCtx, listener: m.Listener, listener_set: m.ListenerSet | None = None) -> ListenerCtx:
+def new_listener(
+    gw: GatewayCtx, listener: m.Listener, listener_set: m.ListenerSet | None = None
+) -> ListenerCtx:
     return ListenerCtx(gateway=gw, listener=listener, listener_set=listener_set)

@@ -51,14 +51,18 @@ def regroup(
 T = TypeVar("T")
 
 
-def _by_node(nodes: Mapping[str, str], irs: dict[str, T], merge: Callable[[str, list[T]], T]) -> dict[str, T]:
+def _by_node(
+    nodes: Mapping[str, str], irs: dict[str, T], merge: Callable[[str, list[T]], T]
+) -> dict[str, T]:
     """``irs`` keyed by Envoy: a merged class's node gets ``merge`` of its Gateways' (by name),
     any other Gateway keeps its own under its own name."""
     groups: dict[str, list[str]] = {}
     for name in sorted(irs):
         groups.setdefault(nodes.get(name, name), []).append(name)
-    return {node: irs[node] if members == [node] else merge(node, [irs[name] for name in members])
-            for node, members in sorted(groups.items())}
+    return {
+        node: irs[node] if members == [node] else merge(node, [irs[name] for name in members])
+        for node, members in sorted(groups.items())
+    }
 
 
 def _merged_xds(node: str, gws: list[ir.XdsGateway]) -> ir.XdsGateway:
@@ -69,7 +73,11 @@ def _merged_xds(node: str, gws: list[ir.XdsGateway]) -> ir.XdsGateway:
     return ir.XdsGateway(
         name=node,
         address="",
-        ports=tuple(p if p.address else msgspec.structs.replace(p, address=gw.address) for gw in gws for p in gw.ports),
+        ports=tuple(
+            p if p.address else msgspec.structs.replace(p, address=gw.address)
+            for gw in gws
+            for p in gw.ports
+        ),
         clusters=tuple(clusters[name] for name in sorted(clusters)),
         telemetry=gws[0].telemetry,
     )
@@ -79,7 +87,9 @@ def _merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
     ports: dict[tuple[int, str], list[str]] = {}
     for gw in gws:  # each listener named with its Gateway: "<ns>/<gateway>/<listener>"
         for p in gw.ports:
-            ports.setdefault((p.port, p.protocol), []).extend(f"{gw.name}/{n}" for n in p.name.split(","))
+            ports.setdefault((p.port, p.protocol), []).extend(
+                f"{gw.name}/{n}" for n in p.name.split(",")
+            )
     namespace, _, class_name = node.partition("/")
     first = gws[0]  # a merged class's Gateways run with the class's settings (gateway.py)
     return ir.InfraGateway(
@@ -88,8 +98,10 @@ def _merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
         gateway_name=class_name,
         gateway_class=first.gateway_class,
         address=first.address,
-        ports=tuple(ir.InfraPort(name=",".join(names), port=p, protocol=proto)
-                    for (p, proto), names in sorted(ports.items())),
+        ports=tuple(
+            ir.InfraPort(name=",".join(names), port=p, protocol=proto)
+            for (p, proto), names in sorted(ports.items())
+        ),
         envoy=first.envoy,
         kubernetes=first.kubernetes,
     )

@@ -5,7 +5,8 @@ A GatewayClass's ``spec.parametersRef`` gives the defaults of its Gateways; a Ga
 ``spec.infrastructure.parametersRef`` (same namespace) its own settings. Merging is field by
 field: every field the Gateway's parameters set replaces the class's (a list or map, such as
 ``extraArgs`` or ``resources.requests``, as a whole, and so are the sections whose fields
-only make sense together, ``podDisruptionBudget`` and ``autoscaling``); a field neither sets takes gateweave's
+only make sense together, ``podDisruptionBudget`` and ``autoscaling``); a field neither sets takes
+gateweave's
 default (concurrency: the machine's CPUs, ``TranslateOptions.default_concurrency``; access
 log and tracing: serve's options, ``TranslateOptions.telemetry``).
 
@@ -58,7 +59,11 @@ def _merge(base: Any, over: Any) -> Any:
     changes: dict[str, Any] = {}
     for name in base.__struct_fields__:
         b, o = getattr(base, name), getattr(over, name)
-        if isinstance(o, msgspec.Struct) and isinstance(b, msgspec.Struct) and not getattr(o, "MERGED_WHOLE", False):
+        if (
+            isinstance(o, msgspec.Struct)
+            and isinstance(b, msgspec.Struct)
+            and not getattr(o, "MERGED_WHOLE", False)
+        ):
             changes[name] = _merge(b, o)
         elif o is not None:
             changes[name] = o
@@ -80,11 +85,20 @@ def kubernetes_settings(spec: Spec) -> ir.KubernetesSettings:
     pdb, hpa = kube.pod_disruption_budget, kube.autoscaling
     return ir.KubernetesSettings(
         replicas=1 if kube.replicas is None else kube.replicas,
-        disruption_budget=None if pdb is None else ir.DisruptionBudget(
-            min_available=_int_or_percent(pdb.min_available), max_unavailable=_int_or_percent(pdb.max_unavailable)),
-        autoscaling=None if hpa is None else ir.Autoscaling(
-            min_replicas=hpa.min_replicas or 1, max_replicas=max(hpa.max_replicas, hpa.min_replicas or 1),
-            cpu_utilization=hpa.cpu_utilization, memory_utilization=hpa.memory_utilization),
+        disruption_budget=None
+        if pdb is None
+        else ir.DisruptionBudget(
+            min_available=_int_or_percent(pdb.min_available),
+            max_unavailable=_int_or_percent(pdb.max_unavailable),
+        ),
+        autoscaling=None
+        if hpa is None
+        else ir.Autoscaling(
+            min_replicas=hpa.min_replicas or 1,
+            max_replicas=max(hpa.max_replicas, hpa.min_replicas or 1),
+            cpu_utilization=hpa.cpu_utilization,
+            memory_utilization=hpa.memory_utilization,
+        ),
         service_type=kube.service.type or "",
         requests={k: str(v) for k, v in sorted((kube.resources.requests or {}).items())},
         limits={k: str(v) for k, v in sorted((kube.resources.limits or {}).items())},
@@ -103,11 +117,16 @@ def telemetry_settings(spec: Spec, options: TranslateOptions) -> ir.Telemetry:
     tracing = default.tracing
     if trace.endpoint is not None:
         host, _, port = trace.endpoint.rpartition(":")  # the schema's pattern: host:port
-        tracing = ir.Tracing(collector_host=host.strip("[]"), collector_port=int(port),
-                             sampling_percent=tracing.sampling_percent if tracing is not None else 100.0)
+        tracing = ir.Tracing(
+            collector_host=host.strip("[]"),
+            collector_port=int(port),
+            sampling_percent=tracing.sampling_percent if tracing is not None else 100.0,
+        )
     if tracing is not None and trace.sampling_rate is not None:
         tracing = msgspec.structs.replace(tracing, sampling_percent=float(trace.sampling_rate))
-    return ir.Telemetry(access_log=sink, access_log_format=log.format or default.access_log_format, tracing=tracing)
+    return ir.Telemetry(
+        access_log=sink, access_log_format=log.format or default.access_log_format, tracing=tracing
+    )
 
 
 def _seconds(duration: str | None) -> int | None:

@@ -19,7 +19,14 @@ from gateweave.translate.hostnames import intersect_lowered
 HOSTNAME_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute")
 
 # Where a listener's verdict on a parentRef was decided, in the order the checks run.
-SECTION, PORT, KIND, NAMESPACE, HOSTNAME, OK = "sectionName", "port", "kind", "namespace", "hostname", "ok"
+SECTION, PORT, KIND, NAMESPACE, HOSTNAME, OK = (
+    "sectionName",
+    "port",
+    "kind",
+    "namespace",
+    "hostname",
+    "ok",
+)
 
 
 @dataclass(slots=True)
@@ -37,9 +44,15 @@ class Verdict:
             return self.reason
         policy, li, route_hosts = self.reason
         if self.stage == HOSTNAME:
-            return f"{policy}, but listener hostname {li.hostname} does not intersect route hostnames {route_hosts.shown}"
+            return (
+                f"{policy}, but listener hostname {li.hostname} does not intersect route hostnames "
+                f"{route_hosts.shown}"
+            )
         served = ", ".join(self.hosts) if self.hosts else "(any)"
-        return f"{policy}; listener hostname {li.shown_hostname} with route hostnames {route_hosts.shown} serves {served}"
+        return (
+            f"{policy}; listener hostname {li.shown_hostname} with route hostnames "
+            f"{route_hosts.shown} serves {served}"
+        )
 
 
 @dataclass(slots=True)
@@ -59,7 +72,12 @@ class ParentOutcome:
     def ref(self) -> dict[str, Any]:
         """The parentRef as the route status shows it: group, kind and namespace filled in."""
         pref = self.pref
-        ref: dict[str, Any] = {"group": pref.group, "kind": pref.kind, "namespace": self.namespace, "name": pref.name}
+        ref: dict[str, Any] = {
+            "group": pref.group,
+            "kind": pref.kind,
+            "namespace": self.namespace,
+            "name": pref.name,
+        }
         if pref.section_name is not None:
             ref["sectionName"] = pref.section_name
         if pref.port is not None:
@@ -70,7 +88,17 @@ class ParentOutcome:
 class _Listener:
     """What the checks read of one listener, read once per ParentIndex."""
 
-    __slots__ = ("hostname", "kinds", "kinds_text", "lc", "name", "namespaces", "port", "shown_hostname", "wild_suffix")
+    __slots__ = (
+        "hostname",
+        "kinds",
+        "kinds_text",
+        "lc",
+        "name",
+        "namespaces",
+        "port",
+        "shown_hostname",
+        "wild_suffix",
+    )
 
     def __init__(self, lc: ListenerCtx) -> None:
         self.lc = lc
@@ -80,8 +108,11 @@ class _Listener:
         self.kinds_text = ", ".join(k for _, k in lc.supported_kinds) or "none"
         self.hostname = lc.hostname
         self.shown_hostname = lc.hostname or "(any)"
-        # "*.example.com" -> ".example.com" (the names it covers end with it); None when not a wildcard
-        self.wild_suffix = lc.hostname[1:] if lc.hostname is not None and lc.hostname.startswith("*.") else None
+        # "*.example.com" -> ".example.com" (the names it covers end with it); None when not a
+        # wildcard
+        self.wild_suffix = (
+            lc.hostname[1:] if lc.hostname is not None and lc.hostname.startswith("*.") else None
+        )
         self.namespaces = lc.listener.allowed_routes.namespaces
 
 
@@ -188,7 +219,10 @@ class ParentIndex:
         if self.explain:
             route_hosts = _RouteHosts(route)
             out.verdicts = tuple(
-                [v0 if v0 is not None else _hostname_verdict(li, policy, route_hosts) for v0, li, policy in plans.plans]
+                [
+                    v0 if v0 is not None else _hostname_verdict(li, policy, route_hosts)
+                    for v0, li, policy in plans.plans
+                ]
             )
         if attached:
             return out
@@ -199,7 +233,9 @@ class ParentIndex:
                 what.append(f"sectionName {pref.section_name}")
             if pref.port is not None:
                 what.append(f"port {pref.port}")
-            out.not_accepted = c.route_no_matching_parent(f"no listener matches {' and '.join(what) or 'the parentRef'}")
+            out.not_accepted = c.route_no_matching_parent(
+                f"no listener matches {' and '.join(what) or 'the parentRef'}"
+            )
         elif HOSTNAME in stages:
             out.not_accepted = c.route_no_matching_listener_hostname()
         else:
@@ -208,7 +244,9 @@ class ParentIndex:
             )
         return out
 
-    def _plan(self, listeners: list[ListenerCtx], kind: str, route_ns: str, pref: m.ParentReference) -> _Plans:
+    def _plan(
+        self, listeners: list[ListenerCtx], kind: str, route_ns: str, pref: m.ParentReference
+    ) -> _Plans:
         plans = [self._prejudge(self._listener(lc), kind, route_ns, pref) for lc in listeners]
         steps: list[_Listener | ListenerCtx | None] = []
         for v0, li, _ in plans:
@@ -233,12 +271,25 @@ class ParentIndex:
 
     def _prejudge(self, li: _Listener, kind: str, route_ns: str, pref: m.ParentReference) -> _Plan:
         """The checks that do not read the route's hostnames, in order: a refusal, the verdict of a
-        kind without hostname semantics, or the listener and its policy sentence, pending hostnames."""
+        kind without hostname semantics, or the listener and its policy sentence, pending
+        hostnames."""
         lc = li.lc
         if pref.section_name is not None and li.name != pref.section_name:
-            return Verdict(lc, SECTION, f"sectionName {pref.section_name!r} does not name this listener"), li, ""
+            return (
+                Verdict(
+                    lc, SECTION, f"sectionName {pref.section_name!r} does not name this listener"
+                ),
+                li,
+                "",
+            )
         if pref.port is not None and li.port != pref.port:
-            return Verdict(lc, PORT, f"parentRef port {pref.port} is not the listener's port {li.port}"), li, ""
+            return (
+                Verdict(
+                    lc, PORT, f"parentRef port {pref.port} is not the listener's port {li.port}"
+                ),
+                li,
+                "",
+            )
         if kind not in li.kinds:
             return Verdict(lc, KIND, f"the listener takes {li.kinds_text}, not {kind}"), li, ""
         spec = li.namespaces
@@ -257,7 +308,9 @@ class ParentIndex:
         if spec.from_ == "Same":
             return route_ns == lc.namespace
         if spec.from_ == "Selector":
-            return spec.selector is not None and label_selector_matches(spec.selector, self.ctx.labels_of_namespace(route_ns))
+            return spec.selector is not None and label_selector_matches(
+                spec.selector, self.ctx.labels_of_namespace(route_ns)
+            )
         return False
 
 
@@ -288,7 +341,8 @@ class _RouteHosts:
         return ", ".join(self.hosts) or "(any)"
 
     def on(self, listener: str | None, listener_suffix: str | None) -> tuple[str, ...] | None:
-        """:func:`effective_hostnames` of these hostnames on a listener hostname (``listener_suffix``:
+        """:func:`effective_hostnames` of these hostnames on a listener hostname
+        (``listener_suffix``:
         its suffix when it is a wildcard); the single-hostname case of :func:`intersect` inline."""
         low = self.lowered
         if not low:
@@ -298,7 +352,11 @@ class _RouteHosts:
         host = low[0]
         if listener is None or listener == host:
             return low
-        if listener_suffix is not None and host.endswith(listener_suffix) and len(host) > len(listener_suffix):
+        if (
+            listener_suffix is not None
+            and host.endswith(listener_suffix)
+            and len(host) > len(listener_suffix)
+        ):
             return low
         suffix = self.wild_suffix
         if suffix is not None and listener.endswith(suffix) and len(listener) > len(suffix):

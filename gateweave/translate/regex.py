@@ -2,7 +2,8 @@
 Envoy compiles it and stay within the limits Envoy applies, or Envoy refuses the whole resource it
 is in (a NACK that would freeze every other route of the same route table).
 
-Measured against the pinned Envoy (1.40, ``envoy --mode validate``; tests/translate/test_envoy_limits.py):
+Measured against the pinned Envoy (1.40, ``envoy --mode validate``;
+tests/translate/test_envoy_limits.py):
 
 * Envoy compiles the pattern's UTF-8 bytes as Latin-1 text: its program sizes and errors are
   those of ``google-re2`` with ``encoding=LATIN1`` on the encoded pattern (``\\x{100}`` is an
@@ -44,7 +45,8 @@ def re2_error(pattern: str) -> str | None:
     if size > ENVOY_MAX_PROGRAM_SIZE:
         return (
             f"RE2 program size {size} is over Envoy's limit of {ENVOY_MAX_PROGRAM_SIZE}"
-            " (re2.max_program_size.error_level); simplify it, e.g. fewer or smaller repetition counts"
+            " (re2.max_program_size.error_level); simplify it, e.g. fewer or smaller repetition "
+            "counts"
         )
     return None
 

@@ -50,7 +50,10 @@ def in_order(snapshot: Snapshot) -> Iterator[tuple[str, tuple[int, str, str, str
     """Every route as a translation visits them, with its :func:`sort_key`: by kind
     (``ROUTE_KINDS``), then oldest first."""
     for kind in ROUTE_KINDS:
-        keyed = sorted([(sort_key(route), route) for route in snapshot.by_kind(kind).values()], key=itemgetter(0))
+        keyed = sorted(
+            [(sort_key(route), route) for route in snapshot.by_kind(kind).values()],
+            key=itemgetter(0),
+        )
         for order, route in keyed:
             yield kind, order, route
 
@@ -83,7 +86,9 @@ def write_backend_statuses(ctx: Ctx, resolver: BackendResolver, used: set[tuple[
     for key in sorted(used):
         be = ctx.snapshot.backends.get(key)
         if be is not None:
-            ctx.statuses[("Backend", key[0], key[1])] = egbackend.backend_status(be, resolver.verdict(be))
+            ctx.statuses[("Backend", key[0], key[1])] = egbackend.backend_status(
+                be, resolver.verdict(be)
+            )
 
 
 def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
@@ -94,7 +99,8 @@ def _attach_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
     att: Attachment | None = None
     for lc, hosts in outcome.attached:
         lc.attached_routes += 1
-        # Listeners where the route serves the very same hostnames (one shared tuple) share one record.
+        # Listeners where the route serves the very same hostnames (one shared tuple) share one
+        # record.
         if att is None or att.hostnames is not hosts:
             att = Attachment(translation=tr, hostnames=hosts)
         lc.routes.append(att)
@@ -114,7 +120,8 @@ class RouteOutcome:
 
 
 def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOutcome:
-    """Resolve every parentRef of a translated route against our listeners (reads, never writes, them).
+    """Resolve every parentRef of a translated route against our listeners (reads, never writes,
+    them).
 
     The status is shared with every other route of this translation made of the same parts
     (parentRefs, outcomes, generation): statuses are values, nobody mutates them.
@@ -136,7 +143,14 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         if outcome.attached and tr.rejected:
             parts.append((pref, c.route_rejected_by_dataplane(tr.rejected)))
         elif outcome.attached and all_invalid:
-            parts.append((pref, c.route_no_valid_rule("no valid rule: " + "; ".join(tr.invalid_rules), tr.incompatible_filters)))
+            parts.append(
+                (
+                    pref,
+                    c.route_no_valid_rule(
+                        "no valid rule: " + "; ".join(tr.invalid_rules), tr.incompatible_filters
+                    ),
+                )
+            )
         elif outcome.attached:
             parts.append((pref, c.route_accepted()))
             if not attached:
@@ -155,12 +169,20 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
         ours.append(outcome)
     if tr.terminated_refs_problem is not None and any(lc.terminates_tls for lc, _ in attached):
         refs_problem = tr.terminated_refs_problem
-    key = (route_ns, route.metadata.generation, refs_problem, tr.invalid_rules if not all_invalid else (), *parts)
+    key = (
+        route_ns,
+        route.metadata.generation,
+        refs_problem,
+        tr.invalid_rules if not all_invalid else (),
+        *parts,
+    )
     status = parents.statuses.get(key)
     if status is None:
         if len(parents.statuses) >= _STATUS_MEMO:
             parents.statuses.clear()
-        status = parents.statuses[key] = _route_status(ctx, tr, refs_problem, parts, [o.ref for o in ours])
+        status = parents.statuses[key] = _route_status(
+            ctx, tr, refs_problem, parts, [o.ref for o in ours]
+        )
     return RouteOutcome(status, attached, accepted_by, bool(ours))
 
 
@@ -168,16 +190,28 @@ _STATUS_MEMO = 1 << 14
 
 
 def _route_status(
-    ctx: Ctx, tr: RouteTranslation, refs_problem: c.Condition | None, parts: list[tuple[Any, ...]], refs: list[dict[str, Any]]
+    ctx: Ctx,
+    tr: RouteTranslation,
+    refs_problem: c.Condition | None,
+    parts: list[tuple[Any, ...]],
+    refs: list[dict[str, Any]],
 ) -> dict[str, Any]:
     gen = tr.route.metadata.generation
     controller = ctx.options.controller_name
-    resolved = c.to_status(refs_problem if refs_problem is not None else c.route_refs_resolved(), gen)
+    resolved = c.to_status(
+        refs_problem if refs_problem is not None else c.route_refs_resolved(), gen
+    )
     partially = None
     if tr.invalid_rules and not tr.all_rules_invalid:
-        partially = c.to_status(c.route_partially_invalid("dropped " + "; ".join(tr.invalid_rules)), gen)
+        partially = c.to_status(
+            c.route_partially_invalid("dropped " + "; ".join(tr.invalid_rules)), gen
+        )
     entries: list[dict[str, Any]] = []
     for (_, accepted), ref in zip(parts, refs, strict=True):
-        conds = [c.to_status(accepted, gen), resolved, partially] if partially else [c.to_status(accepted, gen), resolved]
+        conds = (
+            [c.to_status(accepted, gen), resolved, partially]
+            if partially
+            else [c.to_status(accepted, gen), resolved]
+        )
         entries.append({"parentRef": ref, "controllerName": controller, "conditions": conds})
     return {"parents": entries}

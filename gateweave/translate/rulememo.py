@@ -50,7 +50,9 @@ class RuleMemo:
             hit = self.headers[entries] = string_matches("header", entries, True)
         return hit
 
-    def query_param_matches(self, entries: Sequence[NamedMatch]) -> tuple[ir.StringMatch, ...] | str:
+    def query_param_matches(
+        self, entries: Sequence[NamedMatch]
+    ) -> tuple[ir.StringMatch, ...] | str:
         """:func:`string_matches` of query parameter matches, once per distinct value."""
         hit = self.query_params.get(entries)
         if hit is None:
@@ -58,7 +60,9 @@ class RuleMemo:
         return hit
 
 
-def string_matches(what: str, entries: Sequence[NamedMatch], fold_case: bool) -> tuple[ir.StringMatch, ...] | str:
+def string_matches(
+    what: str, entries: Sequence[NamedMatch], fold_case: bool
+) -> tuple[ir.StringMatch, ...] | str:
     """Header (``fold_case``: names compare case-insensitively) or query parameter matches.
 
     Only the first entry of an equivalent name counts. Returns the error message of the first

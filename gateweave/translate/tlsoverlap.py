@@ -57,12 +57,14 @@ def mark_overlapping(listeners: Sequence[ListenerCtx]) -> None:
             if cert is not None:
                 (j, theirs), mine = cert
                 lc.overlap = c.listener_overlapping_certificates(
-                    f"the certificate SAN {mine} overlaps with the certificate SAN {theirs} of {_who(group[j])} on port {lc.port}"
+                    f"the certificate SAN {mine} overlaps with the certificate SAN {theirs} of "
+                    f"{_who(group[j])} on port {lc.port}"
                 )
             elif host >= 0:
                 other = group[host]
                 lc.overlap = c.listener_overlapping_hostnames(
-                    f"the hostname {lc.hostname or '(any)'} overlaps with the hostname {other.hostname or '(any)'} "
+                    f"the hostname {lc.hostname or '(any)'} overlaps with the hostname "
+                    f"{other.hostname or '(any)'} "
                     f"of {_who(other)} on port {lc.port}"
                 )
 

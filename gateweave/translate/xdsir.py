@@ -42,7 +42,9 @@ def build_xds(ctx: Ctx, gateways: list[GatewayCtx]) -> dict[str, ir.XdsGateway]:
     return out
 
 
-PortPlan = tuple[int, bool, str, str, list[ListenerCtx]]  # (port, udp, family, Envoy listener name, listeners)
+PortPlan = tuple[
+    int, bool, str, str, list[ListenerCtx]
+]  # (port, udp, family, Envoy listener name, listeners)
 
 
 def port_plan(gw: GatewayCtx) -> list[PortPlan]:
@@ -56,7 +58,10 @@ def port_plan(gw: GatewayCtx) -> list[PortPlan]:
     for port, udp in sorted(by_port):
         lcs = by_port[(port, udp)]
         family = _FAMILY[lcs[0].protocol]
-        lcs = sorted((lc for lc in lcs if _FAMILY[lc.protocol] == family), key=lambda lc: specificity(lc.hostname))
+        lcs = sorted(
+            (lc for lc in lcs if _FAMILY[lc.protocol] == family),
+            key=lambda lc: specificity(lc.hostname),
+        )
         name = f"{gw.name}/{port}/udp" if udp else f"{gw.name}/{port}"
         plan.append((port, udp, family, name, lcs))
     return plan
@@ -67,10 +72,20 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
     used: set[str] = set()
     for port, _, family, name, lcs in port_plan(gw):
         if family == "HTTP":
-            ports.append(ir.Port(name=name, port=port, protocol="HTTP", address=gw.address,
-                                 http=_route_config(name, lcs, used=used), client=port_client(lcs)))
+            ports.append(
+                ir.Port(
+                    name=name,
+                    port=port,
+                    protocol="HTTP",
+                    address=gw.address,
+                    http=_route_config(name, lcs, used=used),
+                    client=port_client(lcs),
+                )
+            )
         else:
-            l4 = l4_port(name, port, gw.address, family, lcs, functools.partial(_https_config, used=used))
+            l4 = l4_port(
+                name, port, gw.address, family, lcs, functools.partial(_https_config, used=used)
+            )
             used |= proxy_clusters(l4)
             ports.append(l4)
     known: dict[str, ir.Cluster] = {}
@@ -85,33 +100,60 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
                 known.update(att.effect_clusters)
                 used.update(att.effect_clusters)
 
-
     derived = policy_clusters(ports, known)
     known.update(derived)
     used |= derived.keys()
-    return ir.XdsGateway(name=gw.name, address=gw.address, ports=tuple(ports), clusters=gateway_clusters(gw, used, known),
-                         telemetry=gw.telemetry)
+    return ir.XdsGateway(
+        name=gw.name,
+        address=gw.address,
+        ports=tuple(ports),
+        clusters=gateway_clusters(gw, used, known),
+        telemetry=gw.telemetry,
+    )
 
 
-# An HTTPS listener's RouteConfig on its filter chain: (chain name, listener, HTTPS peers) -> config.
+# An HTTPS listener's RouteConfig on its filter chain: (chain name, listener, HTTPS peers) ->
+# config.
 HttpsConfig = Callable[[str, ListenerCtx, list[ListenerCtx]], ir.RouteConfig]
 
 
-def l4_port(name: str, port: int, address: str, family: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> ir.Port:
+def l4_port(
+    name: str,
+    port: int,
+    address: str,
+    family: str,
+    lcs: list[ListenerCtx],
+    https_config: HttpsConfig,
+) -> ir.Port:
     """A TLS, TCP or UDP Envoy listener (``family`` from :func:`port_plan`) on ``address``."""
     if family == "TLS":
-        return ir.Port(name=name, port=port, protocol="TLS", address=address,
-                       filter_chains=_filter_chains(name, lcs, https_config), client=port_client(lcs))
+        return ir.Port(
+            name=name,
+            port=port,
+            protocol="TLS",
+            address=address,
+            filter_chains=_filter_chains(name, lcs, https_config),
+            client=port_client(lcs),
+        )
     if family == "TCP":
-        return ir.Port(name=name, port=port, protocol="TCP", address=address, tcp=_l4_proxy(name, lcs, "TCPRoute"),
-                       client=port_client(lcs))
-    return ir.Port(name=name, port=port, protocol="UDP", address=address, udp=_l4_proxy(name, lcs, "UDPRoute"))
+        return ir.Port(
+            name=name,
+            port=port,
+            protocol="TCP",
+            address=address,
+            tcp=_l4_proxy(name, lcs, "TCPRoute"),
+            client=port_client(lcs),
+        )
+    return ir.Port(
+        name=name, port=port, protocol="UDP", address=address, udp=_l4_proxy(name, lcs, "UDPRoute")
+    )
 
 
 def _route_config(
     name: str, lcs: list[ListenerCtx], peers: list[ListenerCtx] | None = None, *, used: set[str]
 ) -> ir.RouteConfig:
-    """Virtual hosts of the HTTP listeners ``lcs`` (most specific first) that share one port or filter chain.
+    """Virtual hosts of the HTTP listeners ``lcs`` (most specific first) that share one port or
+    filter chain.
 
     ``peers`` (HTTPS): every listener that has a filter chain on the port, most specific first,
     ``lcs`` being the one whose chain this is; a domain belongs to the most specific of them.
@@ -142,7 +184,9 @@ def _route_config(
     return ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
 
 
-def _https_config(name: str, lc: ListenerCtx, peers: list[ListenerCtx], *, used: set[str]) -> ir.RouteConfig:
+def _https_config(
+    name: str, lc: ListenerCtx, peers: list[ListenerCtx], *, used: set[str]
+) -> ir.RouteConfig:
     return _route_config(name, [lc], peers, used=used)
 
 
@@ -195,7 +239,9 @@ def misdirected(
         routes: tuple[ir.Route, ...] = ()
         if status is not None:
             match = ir.RouteMatch(path_type="PathPrefix", path="/")
-            routes = (ir.Route(name=f"{name}/misdirected/{domain}", match=match, direct_status=status),)
+            routes = (
+                ir.Route(name=f"{name}/misdirected/{domain}", match=match, direct_status=status),
+            )
         extra[domain] = ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes)
 
     if lc.hostname is not None:
@@ -211,7 +257,9 @@ def misdirected(
 
 
 def owner(lcs: list[ListenerCtx], domain: str) -> ListenerCtx | None:
-    """The most specific listener (``lcs`` is sorted that way) that selects requests for ``domain``."""
+    """The most specific listener (``lcs`` is sorted that way) that selects requests for
+    ``domain``.
+    """
     return owner_in(owner_facts(lcs), domain)
 
 
@@ -228,7 +276,9 @@ def owner_in(facts: OwnerFacts, domain: str) -> ListenerCtx | None:
     return first_selecting(facts, domain)
 
 
-def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig) -> tuple[ir.FilterChain, ...]:
+def _filter_chains(
+    name: str, lcs: list[ListenerCtx], https_config: HttpsConfig
+) -> tuple[ir.FilterChain, ...]:
     chains: list[ir.FilterChain | ListenerCtx] = []  # an HTTPS listener: its chain, built last
     claimed: set[str | None] = set()
     for lc in lcs:
@@ -256,17 +306,29 @@ def _filter_chains(name: str, lcs: list[ListenerCtx], https_config: HttpsConfig)
                     name=cname,
                     server_names=tuple(h for h in mine if h is not None),
                     tls=lc.tls if terminate else None,
-                    tcp=ir.TCPProxy(name=cname, backends=att.translation.tcp_terminated if terminate else att.translation.tcp,
-                                    route=_route_id(att)),
+                    tcp=ir.TCPProxy(
+                        name=cname,
+                        backends=att.translation.tcp_terminated
+                        if terminate
+                        else att.translation.tcp,
+                        route=_route_id(att),
+                    ),
                     client=lc.client,
                 )
             )
     https = [ch for ch in chains if isinstance(ch, ListenerCtx)]
-    return tuple(ch if isinstance(ch, ir.FilterChain) else https_chain(name, ch, https, https_config) for ch in chains)
+    return tuple(
+        ch if isinstance(ch, ir.FilterChain) else https_chain(name, ch, https, https_config)
+        for ch in chains
+    )
 
 
-def https_chain(name: str, lc: ListenerCtx, peers: list[ListenerCtx], https_config: HttpsConfig) -> ir.FilterChain:
-    """The filter chain of HTTPS listener ``lc``; ``peers``: the port's HTTPS listeners with a chain."""
+def https_chain(
+    name: str, lc: ListenerCtx, peers: list[ListenerCtx], https_config: HttpsConfig
+) -> ir.FilterChain:
+    """The filter chain of HTTPS listener ``lc``; ``peers``: the port's HTTPS listeners with a
+    chain.
+    """
     cname = f"{name}/{lc.name}"
     return ir.FilterChain(
         name=cname,
@@ -307,7 +369,9 @@ def proxy_clusters(port: ir.Port) -> set[str]:
     return used
 
 
-def policy_clusters(ports: Iterable[ir.Port], known: Mapping[str, ir.Cluster]) -> dict[str, ir.Cluster]:
+def policy_clusters(
+    ports: Iterable[ir.Port], known: Mapping[str, ir.Cluster]
+) -> dict[str, ir.Cluster]:
     """The copies of clusters with a BackendTrafficPolicy's settings that the ports' HTTP routes
     send to (:func:`ir.policy_cluster`), by name."""
     out: dict[str, ir.Cluster] = {}
@@ -334,7 +398,9 @@ def atts_clusters(atts: Iterable[Attachment]) -> set[str]:
     return used
 
 
-def gateway_clusters(gw: GatewayCtx, used: Iterable[str], known: Mapping[str, ir.Cluster]) -> tuple[ir.Cluster, ...]:
+def gateway_clusters(
+    gw: GatewayCtx, used: Iterable[str], known: Mapping[str, ir.Cluster]
+) -> tuple[ir.Cluster, ...]:
     """Every cluster of ``used`` that routes defined (``known``), once, sorted by name; upstream
     TLS gets the Gateway's client certificate."""
     cert = gw.backend_client_cert
@@ -354,5 +420,7 @@ def with_client_cert(cl: ir.Cluster, cert: ir.Certificate) -> ir.Cluster:
     assert cl.tls is not None
     if cl.tls.client_cert_pem:
         return cl
-    tls = msgspec.structs.replace(cl.tls, client_cert_pem=cert.cert_pem, client_key_pem=cert.key_pem)
+    tls = msgspec.structs.replace(
+        cl.tls, client_cert_pem=cert.cert_pem, client_key_pem=cert.key_pem
+    )
     return msgspec.structs.replace(cl, tls=tls)

@@ -29,7 +29,9 @@ class ServerTls:
     @staticmethod
     def _make(trusted_pem: str, server: KeyPair) -> grpc.ServerCertificateConfiguration:
         return grpc.ssl_server_certificate_configuration(
-            [(server.key_pem.encode(), server.cert_pem.encode())], root_certificates=trusted_pem.encode())
+            [(server.key_pem.encode(), server.cert_pem.encode())],
+            root_certificates=trusted_pem.encode(),
+        )
 
     def update(self, trusted_pem: str, server: KeyPair) -> None:
         """New certificates for the handshakes from now on."""
@@ -43,11 +45,16 @@ class ServerTls:
         return self._config
 
     def credentials(self) -> grpc.ServerCredentials:
-        return grpc.dynamic_ssl_server_credentials(self._config, self._fetch, require_client_authentication=True)
+        return grpc.dynamic_ssl_server_credentials(
+            self._config, self._fetch, require_client_authentication=True
+        )
 
 
 def peer_node(auth_context: Mapping[str, Sequence[bytes]]) -> str | None:
     """The one xDS node the peer's (verified) certificate names, else ``None``."""
-    nodes = {node_of_identity(v.decode(errors="replace")) for v in auth_context.get("x509_subject_alternative_name", ())}
+    nodes = {
+        node_of_identity(v.decode(errors="replace"))
+        for v in auth_context.get("x509_subject_alternative_name", ())
+    }
     nodes.discard(None)
     return nodes.pop() if len(nodes) == 1 else None

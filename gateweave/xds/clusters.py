@@ -75,11 +75,14 @@ def _dns_cluster(name: str, assignment: endpoint_pb2.ClusterLoadAssignment) -> c
         type=cluster_pb2.Cluster.STRICT_DNS,
         connect_timeout=duration_pb2.Duration(seconds=CONNECT_TIMEOUT_S),
         load_assignment=assignment,
-        typed_dns_resolver_config=extension_pb2.TypedExtensionConfig(name=GETADDRINFO_RESOLVER, typed_config=resolver),
+        typed_dns_resolver_config=extension_pb2.TypedExtensionConfig(
+            name=GETADDRINFO_RESOLVER, typed_config=resolver
+        ),
         respect_dns_ttl=True,
         dns_refresh_rate=duration_pb2.Duration(seconds=DNS_REFRESH_S),
         dns_failure_refresh_rate=cluster_pb2.Cluster.RefreshRate(
-            base_interval=duration_pb2.Duration(seconds=base), max_interval=duration_pb2.Duration(seconds=most)
+            base_interval=duration_pb2.Duration(seconds=base),
+            max_interval=duration_pb2.Duration(seconds=most),
         ),
         dns_lookup_family=cluster_pb2.Cluster.V4_PREFERRED,
     )
@@ -102,7 +105,9 @@ def _http_options(c: ir.Cluster) -> http_protocol_options_pb2.HttpProtocolOption
     if auto_sni:
         assert c.tls is not None
         options.upstream_http_protocol_options.CopyFrom(
-            protocol_pb2.UpstreamHttpProtocolOptions(auto_sni=True, auto_san_validation=not c.tls.insecure_skip_verify)
+            protocol_pb2.UpstreamHttpProtocolOptions(
+                auto_sni=True, auto_san_validation=not c.tls.insecure_skip_verify
+            )
         )
     return options
 
@@ -164,7 +169,8 @@ def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
 
 def _health_check(hc: ir.HealthCheck) -> health_check_pb2.HealthCheck:
     out = health_check_pb2.HealthCheck(
-        timeout=duration(hc.timeout_s), interval=duration(hc.interval_s),
+        timeout=duration(hc.timeout_s),
+        interval=duration(hc.interval_s),
         # Envoy checks a cluster that has had no traffic yet only every 60 s by default.
         no_traffic_interval=duration(hc.interval_s),
         healthy_threshold=wrappers_pb2.UInt32Value(value=hc.healthy),
@@ -175,15 +181,19 @@ def _health_check(hc: ir.HealthCheck) -> health_check_pb2.HealthCheck:
         http.path = hc.path
         http.host = hc.host
         # Envoy's ranges are half-open: [code, code + 1)
-        http.expected_statuses.extend(range_pb2.Int64Range(start=code, end=code + 1) for code in hc.expected)
+        http.expected_statuses.extend(
+            range_pb2.Int64Range(start=code, end=code + 1) for code in hc.expected
+        )
     else:
         out.tcp_health_check.SetInParent()  # a connection is enough
     return out
 
 
 def _outlier(od: ir.OutlierDetection) -> outlier_detection_pb2.OutlierDetection:
-    out = outlier_detection_pb2.OutlierDetection(split_external_local_origin_errors=od.split_local_errors,
-                                                 always_eject_one_host=wrappers_pb2.BoolValue(value=od.always_eject_one))
+    out = outlier_detection_pb2.OutlierDetection(
+        split_external_local_origin_errors=od.split_local_errors,
+        always_eject_one_host=wrappers_pb2.BoolValue(value=od.always_eject_one),
+    )
     if od.consecutive_5xx is not None:
         out.consecutive_5xx.value = od.consecutive_5xx
     if od.consecutive_gateway_errors is not None:
@@ -203,7 +213,9 @@ def _outlier(od: ir.OutlierDetection) -> outlier_detection_pb2.OutlierDetection:
 def _address(ep: ir.Endpoint) -> address_pb2.Address:
     if ep.type == ir.ENDPOINT_UNIX:
         return address_pb2.Address(pipe=address_pb2.Pipe(path=ep.address))
-    return address_pb2.Address(socket_address=address_pb2.SocketAddress(address=ep.address, port_value=ep.port))
+    return address_pb2.Address(
+        socket_address=address_pb2.SocketAddress(address=ep.address, port_value=ep.port)
+    )
 
 
 def _lb_endpoint(ep: ir.Endpoint) -> endpoint_components_pb2.LbEndpoint:

@@ -46,7 +46,9 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
         config = compressor_pb2.Compressor()
         config.compressor_library.name = extension
         config.compressor_library.typed_config.CopyFrom(pack(library()))
-        out.append(hcm_pb2.HttpFilter(name=filter_name(kind), typed_config=pack(config), disabled=True))
+        out.append(
+            hcm_pb2.HttpFilter(name=filter_name(kind), typed_config=pack(config), disabled=True)
+        )
     return out
 
 

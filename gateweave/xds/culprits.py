@@ -69,7 +69,9 @@ def routes_by_owner(gw: ir.XdsGateway) -> dict[Key, list[tuple[str, ir.Route]]]:
 def suspects(acked: ir.XdsGateway | None, rejected: ir.XdsGateway) -> list[Key]:
     """The route objects whose routes in ``rejected`` differ from those in ``acked`` (sorted)."""
     before = routes_by_owner(acked) if acked is not None else {}
-    return sorted(key for key, routes in routes_by_owner(rejected).items() if before.get(key) != routes)
+    return sorted(
+        key for key, routes in routes_by_owner(rejected).items() if before.get(key) != routes
+    )
 
 
 def without(gw: ir.XdsGateway, left_out: Collection[Key]) -> ir.XdsGateway:
@@ -85,13 +87,16 @@ def without(gw: ir.XdsGateway, left_out: Collection[Key]) -> ir.XdsGateway:
         if rc is None:
             return None
         hosts = tuple(
-            msgspec.structs.replace(vh, routes=tuple(r for r in vh.routes if keep(r))) for vh in rc.virtual_hosts
+            msgspec.structs.replace(vh, routes=tuple(r for r in vh.routes if keep(r)))
+            for vh in rc.virtual_hosts
         )
         return msgspec.structs.replace(rc, virtual_hosts=hosts)
 
     ports = []
     for port in gw.ports:
-        chains = tuple(msgspec.structs.replace(fc, http=config(fc.http)) for fc in port.filter_chains)
+        chains = tuple(
+            msgspec.structs.replace(fc, http=config(fc.http)) for fc in port.filter_chains
+        )
         ports.append(msgspec.structs.replace(port, http=config(port.http), filter_chains=chains))
     return msgspec.structs.replace(gw, ports=tuple(ports))
 
@@ -131,7 +136,11 @@ async def find_culprits(
         return Search({}, frozenset(), trials, True)
     accepted: frozenset[Key] = frozenset()  # Envoy took these together (with no other candidate)
     culprits: dict[Key, str] = {}
-    pending, refused, why = sorted(everyone), True, message  # refused: Envoy refuses accepted + pending
+    pending, refused, why = (
+        sorted(everyone),
+        True,
+        message,
+    )  # refused: Envoy refuses accepted + pending
     while pending:
         if trials >= max_trials:
             return Search(culprits, accepted, trials, False)
@@ -143,7 +152,8 @@ async def find_culprits(
                 accepted |= frozenset(pending)
                 break
             why = answer[1]
-        # Halve the refused group down to one culprit; the halves set aside are tried together after.
+        # Halve the refused group down to one culprit; the halves set aside are tried together
+        # after.
         group, aside = pending, []
         while len(group) > 1:
             if trials >= max_trials:

@@ -11,7 +11,9 @@ from gateweave.xds.build import build
 
 
 def dump_resources(gw: ir.XdsGateway) -> dict[str, list[dict[str, Any]]]:
-    """Every resource of one Gateway by type (short name), each as Envoy's JSON form with ``@type``."""
+    """Every resource of one Gateway by type (short name), each as Envoy's JSON form with
+    ``@type``.
+    """
     out: dict[str, list[dict[str, Any]]] = {}
     for type_url, items in build(gw).by_type().items():
         short = type_url.rsplit(".", 1)[-1]

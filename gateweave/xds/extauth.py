@@ -29,7 +29,15 @@ CHECK_TIMEOUT_S = 10
 
 
 # An HTTP auth service's answer's headers that describe that answer itself: never the request's.
-_OWN_HEADERS = ("host", "content-length", "transfer-encoding", "connection", "keep-alive", "date", "server")
+_OWN_HEADERS = (
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "date",
+    "server",
+)
 
 
 def filter_name(ext: ir.ExtAuth) -> str:
@@ -62,12 +70,15 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
     if ext.protocol == "GRPC":
         out.grpc_service.CopyFrom(
             grpc_service_pb2.GrpcService(
-                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=ext.cluster), timeout=_timeout()
+                envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=ext.cluster),
+                timeout=_timeout(),
             )
         )
     else:
         service = ext_authz_pb2.HttpService(
-            server_uri=http_uri_pb2.HttpUri(uri=f"http://{ext.cluster}", cluster=ext.cluster, timeout=_timeout()),
+            server_uri=http_uri_pb2.HttpUri(
+                uri=f"http://{ext.cluster}", cluster=ext.cluster, timeout=_timeout()
+            ),
             path_prefix=ext.path,
         )
         # Envoy sends Host, Method, Path, Content-Length and Authorization anyway.
@@ -78,13 +89,17 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
             # none listed: all, but those about the answer itself
             every = string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=".*"))
             response.allowed_upstream_headers.patterns.append(every)
-            out.decoder_header_mutation_rules.disallow_expression.regex = "(?i)^(" + "|".join(_OWN_HEADERS) + ")$"
+            out.decoder_header_mutation_rules.disallow_expression.regex = (
+                "(?i)^(" + "|".join(_OWN_HEADERS) + ")$"
+            )
         out.http_service.CopyFrom(service)
     if ext.allowed_headers:
         out.allowed_headers.CopyFrom(_headers(ext.allowed_headers))
     out.failure_mode_allow = ext.fail_open
     if ext.max_body_bytes > 0:
-        out.with_request_body.CopyFrom(ext_authz_pb2.BufferSettings(max_request_bytes=ext.max_body_bytes, pack_as_bytes=True))
+        out.with_request_body.CopyFrom(
+            ext_authz_pb2.BufferSettings(max_request_bytes=ext.max_body_bytes, pack_as_bytes=True)
+        )
     return out
 
 

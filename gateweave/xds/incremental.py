@@ -57,7 +57,9 @@ _KIND = {
 
 @dataclass(frozen=True, slots=True)
 class _Config:
-    """One RouteConfiguration as last built: its IR, its virtual host fields (in order), its bytes."""
+    """One RouteConfiguration as last built: its IR, its virtual
+    host fields (in order), its bytes.
+    """
 
     config: ir.RouteConfig
     listener_port: int
@@ -76,7 +78,9 @@ class _PortBuild:
     clusters: tuple[ir.Cluster, ...]  # what a UDP port's weighted cluster was built from
     listener: bytes
     configs: tuple[_Config, ...]
-    extra: tuple[tuple[str, bytes, bytes | None], ...]  # (name, Cluster bytes, CLA bytes; None: a DNS cluster)
+    extra: tuple[
+        tuple[str, bytes, bytes | None], ...
+    ]  # (name, Cluster bytes, CLA bytes; None: a DNS cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +169,9 @@ class GatewaySnapshots:
                 raw[ENDPOINT][c.name] = entry[2]
         return state, by_name
 
-    def _build_port(self, gw: ir.XdsGateway, port: ir.Port, by_name: dict[str, ir.Cluster]) -> _PortBuild:
+    def _build_port(
+        self, gw: ir.XdsGateway, port: ir.Port, by_name: dict[str, ir.Cluster]
+    ) -> _PortBuild:
         configs: list[_Config] = []
         extra: list[tuple[str, bytes, bytes | None]] = []
         if port.protocol == "HTTP":
@@ -185,7 +191,9 @@ class GatewaySnapshots:
             target, weighted = udp_target(port, by_name)
             if weighted is not None:
                 cluster_msg, cla_msg = weighted
-                extra.append((target, _wire(cluster_msg), None if cla_msg is None else _wire(cla_msg)))
+                extra.append(
+                    (target, _wire(cluster_msg), None if cla_msg is None else _wire(cla_msg))
+                )
             listener = listeners.udp_listener(gw, port, target)
         else:
             raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")
@@ -215,7 +223,11 @@ class GatewaySnapshots:
     def _previous_config(self, name: str, listener_port: int, https: bool) -> _Config | None:
         for built in self._ports.values():
             for config in built.configs:
-                if config.config.name == name and config.listener_port == listener_port and config.https == https:
+                if (
+                    config.config.name == name
+                    and config.listener_port == listener_port
+                    and config.https == https
+                ):
                     return config
         return None
 
@@ -268,7 +280,10 @@ def _put(raw: dict[str, dict[str, bytes]], type_url: str, name: str, data: bytes
 
 
 def _version(
-    type_url: str, raw: dict[str, bytes], clusters_now: Mapping[str, Resource], previous: _Table | None
+    type_url: str,
+    raw: dict[str, bytes],
+    clusters_now: Mapping[str, Resource],
+    previous: _Table | None,
 ) -> _Table | None:
     """``raw`` versioned, reusing every resource of ``previous`` whose bytes did not change."""
     if not raw:

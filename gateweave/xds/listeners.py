@@ -70,8 +70,12 @@ def _listener(name: str, address: str, port: int, udp: bool = False) -> listener
 
 
 def http_connection_manager(
-    gw: ir.XdsGateway, listener: str, route_config_name: str, ext_auths: Sequence[ir.ExtAuth] = (),
-    local_rate_limit: bool = False, security_filters: Sequence[hcm_pb2.HttpFilter] = (),
+    gw: ir.XdsGateway,
+    listener: str,
+    route_config_name: str,
+    ext_auths: Sequence[ir.ExtAuth] = (),
+    local_rate_limit: bool = False,
+    security_filters: Sequence[hcm_pb2.HttpFilter] = (),
     compressors: Sequence[hcm_pb2.HttpFilter] = (),
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
@@ -101,7 +105,9 @@ def http_connection_manager(
             *security_filters,
             hcm_pb2.HttpFilter(name=FAULT_FILTER, typed_config=pack(fault_pb2.HTTPFault())),
             hcm_pb2.HttpFilter(
-                name=SESSION_FILTER, typed_config=pack(stateful_session_pb2.StatefulSession()), disabled=True
+                name=SESSION_FILTER,
+                typed_config=pack(stateful_session_pb2.StatefulSession()),
+                disabled=True,
             ),
             *compressors,
             hcm_pb2.HttpFilter(name=ROUTER_FILTER, typed_config=pack(router_pb2.Router())),
@@ -119,7 +125,10 @@ def http_connection_manager(
         out.tracing.CopyFrom(tracing)
     if local_rate_limit:
         limiter = local_rate_limit_pb2.LocalRateLimit(stat_prefix=LOCAL_RATELIMIT_STAT_PREFIX)
-        out.http_filters.insert(len(out.http_filters) - 1, hcm_pb2.HttpFilter(name=LOCAL_RATELIMIT_FILTER, typed_config=pack(limiter)))
+        out.http_filters.insert(
+            len(out.http_filters) - 1,
+            hcm_pb2.HttpFilter(name=LOCAL_RATELIMIT_FILTER, typed_config=pack(limiter)),
+        )
     return out
 
 
@@ -127,11 +136,15 @@ def _rate_limited(config: ir.RouteConfig) -> bool:
     return any(r.rate_limit is not None for vh in config.virtual_hosts for r in vh.routes)
 
 
-def _hcm_filter(gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client: ir.ClientSettings | None) -> lc.Filter:
+def _hcm_filter(
+    gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client: ir.ClientSettings | None
+) -> lc.Filter:
     ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
     security_filters = security.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
     compressors = compression.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
-    hcm = http_connection_manager(gw, listener, config.name, ext_auths, _rate_limited(config), security_filters, compressors)
+    hcm = http_connection_manager(
+        gw, listener, config.name, ext_auths, _rate_limited(config), security_filters, compressors
+    )
     if client is not None:
         apply_client_settings(hcm, client)
     return lc.Filter(name=HCM_FILTER, typed_config=pack(hcm))
@@ -149,7 +162,9 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
     if client.http_idle_timeout_s is not None:
         hcm.common_http_protocol_options.idle_timeout.CopyFrom(duration(client.http_idle_timeout_s))
     if client.headers_with_underscores:
-        hcm.common_http_protocol_options.headers_with_underscores_action = _UNDERSCORES[client.headers_with_underscores]
+        hcm.common_http_protocol_options.headers_with_underscores_action = _UNDERSCORES[
+            client.headers_with_underscores
+        ]
 
 
 _UNDERSCORES = {
@@ -164,11 +179,17 @@ def _proxy_protocol(out: listener_pb2.Listener, client: ir.ClientSettings | None
     or v2) and takes its source address as the connection's client address; a connection
     without one is closed unless it is optional."""
     if client is not None and client.proxy_protocol:
-        config = proxy_protocol_pb2.ProxyProtocol(allow_requests_without_proxy_protocol=client.proxy_protocol_optional)
-        out.listener_filters.insert(0, lc.ListenerFilter(name=PROXY_PROTOCOL, typed_config=pack(config)))
+        config = proxy_protocol_pb2.ProxyProtocol(
+            allow_requests_without_proxy_protocol=client.proxy_protocol_optional
+        )
+        out.listener_filters.insert(
+            0, lc.ListenerFilter(name=PROXY_PROTOCOL, typed_config=pack(config))
+        )
 
 
-def _limited(filters: list[lc.Filter], name: str, client: ir.ClientSettings | None) -> list[lc.Filter]:
+def _limited(
+    filters: list[lc.Filter], name: str, client: ir.ClientSettings | None
+) -> list[lc.Filter]:
     """``filters`` (a filter chain's) behind a ClientTrafficPolicy's connection limit: the chain's
     connection beyond ``max_connections`` at once is closed. A chain without filters closes
     every connection already."""
@@ -191,8 +212,9 @@ def _listener_settings(out: listener_pb2.Listener, client: ir.ClientSettings | N
         out.max_connections_to_accept_per_socket_event.value = client.max_accept_per_event
 
 
-def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy,
-                      client: ir.ClientSettings | None = None) -> list[lc.Filter]:
+def tcp_proxy_filters(
+    gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, client: ir.ClientSettings | None = None
+) -> list[lc.Filter]:
     """A tcp_proxy to the backends by weight; none able to take traffic: no filter,
     so Envoy closes every connection. ``client``: a ClientTrafficPolicy's effect (its TCP
     idle timeout: a connection without bytes either way for that long is closed)."""
@@ -200,7 +222,8 @@ def tcp_proxy_filters(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy,
     if not backends:
         return []
     config = tcp_proxy_pb2.TcpProxy(
-        stat_prefix=stat_name(proxy.name), access_log=telemetry.session_access_logs(gw, listener, proxy, "TCP")
+        stat_prefix=stat_name(proxy.name),
+        access_log=telemetry.session_access_logs(gw, listener, proxy, "TCP"),
     )
     if client is not None and client.tcp_idle_timeout_s is not None:
         config.idle_timeout.CopyFrom(duration(client.tcp_idle_timeout_s))
@@ -219,7 +242,12 @@ def http_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
         raise ValueError(f"HTTP port {port.name} has no route config")
     out = _listener(port.name, port.address or gw.address, port.port)
     out.filter_chains.append(
-        lc.FilterChain(name=port.name, filters=_limited([_hcm_filter(gw, port.name, port.http, port.client)], port.name, port.client))
+        lc.FilterChain(
+            name=port.name,
+            filters=_limited(
+                [_hcm_filter(gw, port.name, port.http, port.client)], port.name, port.client
+            ),
+        )
     )
     _listener_settings(out, port.client)
     return out
@@ -236,11 +264,19 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
         if chain.tls is None:
             raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
         out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
-        out.filters.extend(_limited([_hcm_filter(gw, chain.name, chain.http, chain.client)], chain.name, chain.client))
+        out.filters.extend(
+            _limited(
+                [_hcm_filter(gw, chain.name, chain.http, chain.client)], chain.name, chain.client
+            )
+        )
     elif chain.tcp is not None:
         if chain.tls is not None:
             out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
-        out.filters.extend(_limited(tcp_proxy_filters(gw, chain.name, chain.tcp, chain.client), chain.name, chain.client))
+        out.filters.extend(
+            _limited(
+                tcp_proxy_filters(gw, chain.name, chain.tcp, chain.client), chain.name, chain.client
+            )
+        )
     else:
         raise ValueError(f"filter chain {chain.name} has neither http nor tcp")
     return out
@@ -265,7 +301,9 @@ def tcp_listener(gw: ir.XdsGateway, port: ir.Port) -> listener_pb2.Listener:
     if port.tcp is None:
         raise ValueError(f"TCP port {port.name} has no proxy")
     out = _listener(port.name, port.address or gw.address, port.port)
-    filters = _limited(tcp_proxy_filters(gw, port.name, port.tcp, port.client), port.name, port.client)
+    filters = _limited(
+        tcp_proxy_filters(gw, port.name, port.tcp, port.client), port.name, port.client
+    )
     out.filter_chains.append(lc.FilterChain(name=port.name, filters=filters))
     _listener_settings(out, port.client)
     return out

@@ -49,7 +49,7 @@ def node_of_identity(uri: str) -> str | None:
     prefix = f"{_SPIFFE}/ns/"
     if not uri.startswith(prefix):
         return None
-    namespace, sep, name = uri[len(prefix):].partition("/gateway/")
+    namespace, sep, name = uri[len(prefix) :].partition("/gateway/")
     if not sep or not namespace or not name or "/" in namespace or "/" in name:
         return None
     return f"{namespace}/{name}"
@@ -57,7 +57,9 @@ def node_of_identity(uri: str) -> str | None:
 
 def identities(cert_pem: str | bytes) -> list[str]:
     """The URI SANs of a certificate."""
-    cert = x509.load_pem_x509_certificate(cert_pem.encode() if isinstance(cert_pem, str) else cert_pem)
+    cert = x509.load_pem_x509_certificate(
+        cert_pem.encode() if isinstance(cert_pem, str) else cert_pem
+    )
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
@@ -77,8 +79,9 @@ def expired(cert_pem: str, now: datetime.datetime) -> bool:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 def _cert_pem(cert: x509.Certificate) -> str:
@@ -89,8 +92,13 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey, now: datetime.datetime,
-             lifetime: datetime.timedelta) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    now: datetime.datetime,
+    lifetime: datetime.timedelta,
+) -> x509.CertificateBuilder:
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -109,9 +117,20 @@ def new_ca(now: datetime.datetime, lifetime: datetime.timedelta = CA_LIFETIME) -
     cert = (
         _builder(name, name, key.public_key(), now, lifetime)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -130,10 +149,14 @@ class Authority:
     previous: KeyPair | None = None
 
     @classmethod
-    def generate(cls, now: datetime.datetime, lifetime: datetime.timedelta = CA_LIFETIME) -> Authority:
+    def generate(
+        cls, now: datetime.datetime, lifetime: datetime.timedelta = CA_LIFETIME
+    ) -> Authority:
         return cls(new_ca(now, lifetime))
 
-    def rotated(self, now: datetime.datetime, lifetime: datetime.timedelta = CA_LIFETIME) -> Authority:
+    def rotated(
+        self, now: datetime.datetime, lifetime: datetime.timedelta = CA_LIFETIME
+    ) -> Authority:
         """A new CA; this one stays trusted (and issuing, see :meth:`issuer`) meanwhile."""
         return Authority(new_ca(now, lifetime), self.current)
 
@@ -149,13 +172,23 @@ class Authority:
         so that every peer trusts it (Kubernetes takes up to a minute or so to update a
         mounted Secret) before it meets a certificate it signed."""
         previous = self.previous
-        if previous is None or expired(previous.cert_pem, now) or _age(self.current.cert_pem, now) >= propagation:
+        if (
+            previous is None
+            or expired(previous.cert_pem, now)
+            or _age(self.current.cert_pem, now) >= propagation
+        ):
             return self.current
         return previous
 
 
-def _issue(ca: KeyPair, subject: str, san: list[x509.GeneralName], usage: x509.ObjectIdentifier,
-           now: datetime.datetime, lifetime: datetime.timedelta) -> KeyPair:
+def _issue(
+    ca: KeyPair,
+    subject: str,
+    san: list[x509.GeneralName],
+    usage: x509.ObjectIdentifier,
+    now: datetime.datetime,
+    lifetime: datetime.timedelta,
+) -> KeyPair:
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
@@ -166,14 +199,20 @@ def _issue(ca: KeyPair, subject: str, san: list[x509.GeneralName], usage: x509.O
         .add_extension(x509.SubjectAlternativeName(san), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     return KeyPair(_cert_pem(cert), _key_pem(key))
 
 
-def issue_server(ca: KeyPair, hosts: list[str], now: datetime.datetime,
-                 lifetime: datetime.timedelta = LEAF_LIFETIME) -> KeyPair:
+def issue_server(
+    ca: KeyPair,
+    hosts: list[str],
+    now: datetime.datetime,
+    lifetime: datetime.timedelta = LEAF_LIFETIME,
+) -> KeyPair:
     """The xDS server's certificate, for the DNS names or IP addresses ``hosts``."""
     san: list[x509.GeneralName] = []
     for host in hosts:
@@ -184,8 +223,9 @@ def issue_server(ca: KeyPair, hosts: list[str], now: datetime.datetime,
     return _issue(ca, hosts[0], san, ExtendedKeyUsageOID.SERVER_AUTH, now, lifetime)
 
 
-def issue_client(ca: KeyPair, node_id: str, now: datetime.datetime,
-                 lifetime: datetime.timedelta = LEAF_LIFETIME) -> KeyPair:
+def issue_client(
+    ca: KeyPair, node_id: str, now: datetime.datetime, lifetime: datetime.timedelta = LEAF_LIFETIME
+) -> KeyPair:
     """The client certificate of the Gateway ``node_id`` (``"namespace/name"``)."""
     san: list[x509.GeneralName] = [x509.UniformResourceIdentifier(gateway_identity(node_id))]
     return _issue(ca, node_id, san, ExtendedKeyUsageOID.CLIENT_AUTH, now, lifetime)

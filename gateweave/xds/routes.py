@@ -213,7 +213,11 @@ def prefix_replacement(
 
 
 def _redirect(
-    redirect: ir.Redirect, match: ir.RouteMatch, listener_port: int, https: bool, exact_host: str | None = None
+    redirect: ir.Redirect,
+    match: ir.RouteMatch,
+    listener_port: int,
+    https: bool,
+    exact_host: str | None = None,
 ) -> rc.RedirectAction:
     """A redirect; ports follow the Gateway API rules.
 
@@ -358,7 +362,8 @@ def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> 
     else:
         for backend in clusters:
             weight = rc.WeightedCluster.ClusterWeight(
-                name=_target(route, backend.cluster), weight=wrappers_pb2.UInt32Value(value=backend.weight)
+                name=_target(route, backend.cluster),
+                weight=wrappers_pb2.UInt32Value(value=backend.weight),
             )
             _apply_header_mods(weight, backend.request_headers, backend.response_headers)
             if backend.cluster == ir.INVALID_BACKEND_CLUSTER:
@@ -406,14 +411,17 @@ def _hash_policy(policy: ir.ClusterPolicy) -> rc.RouteAction.HashPolicy:
     """What a consistent hash keys on: the client's address, a header, or a cookie (which Envoy
     sets, with its TTL, for a client that has none)."""
     if policy.hash_on == "Header":
-        return rc.RouteAction.HashPolicy(header=rc.RouteAction.HashPolicy.Header(header_name=policy.hash_name))
+        return rc.RouteAction.HashPolicy(
+            header=rc.RouteAction.HashPolicy.Header(header_name=policy.hash_name)
+        )
     if policy.hash_on == "Cookie":
         cookie = rc.RouteAction.HashPolicy.Cookie(name=policy.hash_name)
         if policy.hash_cookie_ttl_s is not None:
             cookie.ttl.CopyFrom(duration(policy.hash_cookie_ttl_s))
         return rc.RouteAction.HashPolicy(cookie=cookie)
     return rc.RouteAction.HashPolicy(
-        connection_properties=rc.RouteAction.HashPolicy.ConnectionProperties(source_ip=True))
+        connection_properties=rc.RouteAction.HashPolicy.ConnectionProperties(source_ip=True)
+    )
 
 
 def _origin_matcher(origin: str) -> string_pb2.StringMatcher:
@@ -510,19 +518,26 @@ def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRate
     wildcard entry, of a ``Distinct`` header or address, makes a bucket per value); enabled
     and enforced for every request (429 when a bucket it takes a token from is empty)."""
     always = base_pb2.RuntimeFractionalPercent(
-        default_value=percent_pb2.FractionalPercent(numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED),
+        default_value=percent_pb2.FractionalPercent(
+            numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED
+        ),
     )
     out = local_rate_limit_pb2.LocalRateLimit(
         stat_prefix=LOCAL_RATELIMIT_STAT_PREFIX,
-        token_bucket=_token_bucket(limit.requests if limit.requests is not None else _UNLIMITED, limit.unit_s),
+        token_bucket=_token_bucket(
+            limit.requests if limit.requests is not None else _UNLIMITED, limit.unit_s
+        ),
         filter_enabled=always,
         filter_enforced=always,
     )
     for i, rule in enumerate(limit.rules):
         entries, actions = _rule_descriptor(i, rule)
         out.rate_limits.append(rc.RateLimit(actions=actions))
-        out.descriptors.append(ratelimit_pb2.LocalRateLimitDescriptor(
-            entries=entries, token_bucket=_token_bucket(rule.requests, rule.unit_s)))
+        out.descriptors.append(
+            ratelimit_pb2.LocalRateLimitDescriptor(
+                entries=entries, token_bucket=_token_bucket(rule.requests, rule.unit_s)
+            )
+        )
         if any(not entry.value for entry in entries):  # a wildcard
             out.max_dynamic_descriptors.value = MAX_DISTINCT_CLIENTS
     return out
@@ -536,12 +551,15 @@ _UNLIMITED = (1 << 32) - 1
 
 def _token_bucket(requests: int, unit_s: int) -> token_bucket_pb2.TokenBucket:
     return token_bucket_pb2.TokenBucket(
-        max_tokens=requests, tokens_per_fill=wrappers_pb2.UInt32Value(value=requests), fill_interval=duration(unit_s),
+        max_tokens=requests,
+        tokens_per_fill=wrappers_pb2.UInt32Value(value=requests),
+        fill_interval=duration(unit_s),
     )
 
 
 def _rule_descriptor(
-    i: int, rule: ir.RateLimitRule,
+    i: int,
+    rule: ir.RateLimitRule,
 ) -> tuple[list[ratelimit_pb2.RateLimitDescriptor.Entry], list[rc.RateLimit.Action]]:
     """The descriptor a request meeting rule ``i`` makes (entries without a value match any
     value: a bucket per value), and the actions making it."""
@@ -550,14 +568,28 @@ def _rule_descriptor(
     for j, (match, invert) in enumerate(rule.headers):
         key = f"rule-{i}-header-{j}"
         if match.type == "Distinct":
-            actions.append(rc.RateLimit.Action(
-                request_headers=rc.RateLimit.Action.RequestHeaders(header_name=match.name, descriptor_key=key)))
+            actions.append(
+                rc.RateLimit.Action(
+                    request_headers=rc.RateLimit.Action.RequestHeaders(
+                        header_name=match.name, descriptor_key=key
+                    )
+                )
+            )
             entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key))
             continue
-        matcher = rc.HeaderMatcher(name=match.name, string_match=_string_match(match), invert_match=invert)
-        actions.append(rc.RateLimit.Action(header_value_match=rc.RateLimit.Action.HeaderValueMatch(
-            descriptor_key=key, descriptor_value="1", expect_match=wrappers_pb2.BoolValue(value=True),
-            headers=[matcher])))
+        matcher = rc.HeaderMatcher(
+            name=match.name, string_match=_string_match(match), invert_match=invert
+        )
+        actions.append(
+            rc.RateLimit.Action(
+                header_value_match=rc.RateLimit.Action.HeaderValueMatch(
+                    descriptor_key=key,
+                    descriptor_value="1",
+                    expect_match=wrappers_pb2.BoolValue(value=True),
+                    headers=[matcher],
+                )
+            )
+        )
         entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key, value="1"))
     if rule.source is not None:
         length = int(rule.source.cidr.rsplit("/", 1)[1])
@@ -568,7 +600,11 @@ def _rule_descriptor(
         else:
             masked.v4_prefix_mask_len.value = length
         actions.append(rc.RateLimit.Action(masked_remote_address=masked))
-        entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key="masked_remote_address", value=rule.source.cidr))
+        entries.append(
+            ratelimit_pb2.RateLimitDescriptor.Entry(
+                key="masked_remote_address", value=rule.source.cidr
+            )
+        )
         if rule.source.distinct:
             actions.append(rc.RateLimit.Action(remote_address=rc.RateLimit.Action.RemoteAddress()))
             entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key="remote_address"))
@@ -611,10 +647,14 @@ def backend_variants(r: ir.Route) -> list[tuple[ir.Route, int]] | None:
     for k, ((redirect, rewrite), members) in enumerate(groups.items()):
         name = r.name if len(groups) == 1 else f"{r.name}/backends/{k}"
         if redirect is not None:
-            variant = msgspec.structs.replace(r, name=name, backends=(), redirect=redirect, mirrors=())
+            variant = msgspec.structs.replace(
+                r, name=name, backends=(), redirect=redirect, mirrors=()
+            )
         else:
             merged = _merge_rewrite(r.url_rewrite, rewrite)
-            variant = msgspec.structs.replace(r, name=name, backends=tuple(members), url_rewrite=merged)
+            variant = msgspec.structs.replace(
+                r, name=name, backends=tuple(members), url_rewrite=merged
+            )
         out.append((variant, sum(b.weight for b in members)))
     return out
 
@@ -622,7 +662,8 @@ def backend_variants(r: ir.Route) -> list[tuple[ir.Route, int]] | None:
 def pin_cookie(session: ir.Session) -> str:
     """The cookie that pins a cookie session to one of its rule's backendRefs: ``backend-`` and 12
     hex digits of the session cookie's name. Of one length whatever that name (up to 256 bytes), so
-    the regex that finds it stays within Envoy's RE2 program size limit (gateweave.translate.regex)."""
+    the regex that finds it stays within Envoy's RE2 program size limit
+    (gateweave.translate.regex)."""
     return "backend-" + hashlib.sha256(session.name.encode()).hexdigest()[:12]
 
 
@@ -631,7 +672,8 @@ def _pin_value(cluster: str) -> str:
 
 
 def pinned_variants(r: ir.Route) -> list[ir.Route] | None:
-    """A cookie session over several backendRefs: the routes that keep each client on its backendRef.
+    """A cookie session over several backendRefs: the routes that keep each client on its
+    backendRef.
 
     Envoy's stateful session finds the endpoint only in the cluster the weights picked, so a
     second cookie names the backendRef: the route that picks by weight sets it (beside the
@@ -640,13 +682,22 @@ def pinned_variants(r: ir.Route) -> list[ir.Route] | None:
     with it: its clients are picked again by weight. ``None`` when nothing needs pinning.
     """
     session = r.session
-    if session is None or session.type != "Cookie" or r.redirect is not None or r.direct_status is not None:
+    if (
+        session is None
+        or session.type != "Cookie"
+        or r.redirect is not None
+        or r.direct_status is not None
+    ):
         return None
     backends = [b for b in r.backends if b.weight > 0 and b.cluster != ir.INVALID_BACKEND_CLUSTER]
     if len({b.cluster for b in backends}) < 2:
         return None
     cookie = pin_cookie(session)
-    attributes = f"; Path={session.path}" + (f"; Max-Age={int(session.ttl_s)}" if session.ttl_s else "") + "; HttpOnly"
+    attributes = (
+        f"; Path={session.path}"
+        + (f"; Max-Age={int(session.ttl_s)}" if session.ttl_s else "")
+        + "; HttpOnly"
+    )
     pinned: list[ir.Route] = []
     picking: list[ir.WeightedCluster] = []
     for b in r.backends:
@@ -656,16 +707,28 @@ def pinned_variants(r: ir.Route) -> list[ir.Route] | None:
         value = _pin_value(b.cluster)
         pattern = f"(.*[;,] ?)?{re2_escape(cookie)}={value}([;,].*)?"
         match = msgspec.structs.replace(
-            r.match, headers=(*r.match.headers, ir.StringMatch(name="cookie", type="RegularExpression", value=pattern))
+            r.match,
+            headers=(
+                *r.match.headers,
+                ir.StringMatch(name="cookie", type="RegularExpression", value=pattern),
+            ),
         )
-        pinned.append(msgspec.structs.replace(r, name=f"{r.name}/pin/{value}", match=match, backends=(b,)))
+        pinned.append(
+            msgspec.structs.replace(r, name=f"{r.name}/pin/{value}", match=match, backends=(b,))
+        )
         mods = b.response_headers or ir.HeaderMods()
         set_cookie = ("set-cookie", f"{cookie}={value}{attributes}")
-        picking.append(msgspec.structs.replace(b, response_headers=msgspec.structs.replace(mods, add=(*mods.add, set_cookie))))
+        picking.append(
+            msgspec.structs.replace(
+                b, response_headers=msgspec.structs.replace(mods, add=(*mods.add, set_cookie))
+            )
+        )
     return [*pinned, msgspec.structs.replace(r, backends=tuple(picking))]
 
 
-def routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None) -> list[rc.Route]:
+def routes(
+    r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None
+) -> list[rc.Route]:
     """The Envoy routes of one IR route: one, or one per group of :func:`backend_variants`
     (or, for a cookie session over several backendRefs, those of :func:`pinned_variants`).
 
@@ -737,7 +800,9 @@ def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str 
 def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> bytes:
     """``vh`` as a ``RouteConfiguration.virtual_hosts`` field."""
     exact_host = _exact_host(vh)
-    head = rc.VirtualHost(name=vh.name, domains=list(vh.domains)).SerializeToString(deterministic=True)
+    head = rc.VirtualHost(name=vh.name, domains=list(vh.domains)).SerializeToString(
+        deterministic=True
+    )
     body = b"".join(_built_routes(r, listener_port, https, exact_host) for r in vh.routes)
     return _field(_CONFIG_VHOSTS, head + body)
 
@@ -782,7 +847,9 @@ def route_configuration(
     and the Host header reaches the backend unchanged, port included.
     """
     out = route_pb2.RouteConfiguration(name=config.name, ignore_port_in_host_matching=True)
-    out.MergeFromString(b"".join(_virtual_host(vh, listener_port, https) for vh in config.virtual_hosts))
+    out.MergeFromString(
+        b"".join(_virtual_host(vh, listener_port, https) for vh in config.virtual_hosts)
+    )
     return out
 
 

@@ -49,7 +49,9 @@ _RBAC_STAT_PREFIX = "securitypolicy_"
 
 
 def basic_auth_filter(auth: ir.BasicAuth) -> str:
-    """The chain's basic_auth filter for ``auth`` (the same users, the same name, in every chain)."""
+    """The chain's basic_auth filter for ``auth`` (the same users,
+    the same name, in every chain).
+    """
     return _named(BASIC_AUTH_FILTER, auth)
 
 
@@ -67,13 +69,27 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
     (authentication before authorization)."""
     listed = list(routes)
     out = []
-    for auth in sorted({r.basic_auth for r in listed if r.basic_auth is not None}, key=basic_auth_filter):
+    for auth in sorted(
+        {r.basic_auth for r in listed if r.basic_auth is not None}, key=basic_auth_filter
+    ):
         config = pack(basic_auth_pb2.BasicAuth(users=_users(auth)))
-        out.append(hcm_pb2.HttpFilter(name=basic_auth_filter(auth), typed_config=config, disabled=True))
+        out.append(
+            hcm_pb2.HttpFilter(name=basic_auth_filter(auth), typed_config=config, disabled=True)
+        )
     for jwt in sorted({r.jwt for r in listed if r.jwt is not None}, key=jwt_filter):
-        out.append(hcm_pb2.HttpFilter(name=jwt_filter(jwt), typed_config=pack(jwt_authentication(jwt)), disabled=True))
+        out.append(
+            hcm_pb2.HttpFilter(
+                name=jwt_filter(jwt), typed_config=pack(jwt_authentication(jwt)), disabled=True
+            )
+        )
     if any(r.api_key_auth is not None for r in listed):
-        out.append(hcm_pb2.HttpFilter(name=API_KEY_AUTH_FILTER, typed_config=pack(api_key_auth_pb2.ApiKeyAuth()), disabled=True))
+        out.append(
+            hcm_pb2.HttpFilter(
+                name=API_KEY_AUTH_FILTER,
+                typed_config=pack(api_key_auth_pb2.ApiKeyAuth()),
+                disabled=True,
+            )
+        )
     if any(r.authorization is not None for r in listed):
         rbac = rbac_pb2.RBAC(shadow_rules_stat_prefix=_RBAC_STAT_PREFIX)
         out.append(hcm_pb2.HttpFilter(name=RBAC_FILTER, typed_config=pack(rbac), disabled=True))
@@ -89,24 +105,36 @@ def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
     out = {}
     if r.basic_auth is not None:
         # Envoy takes no empty per-route config for it: the same users again.
-        out[basic_auth_filter(r.basic_auth)] = pack(basic_auth_pb2.BasicAuthPerRoute(users=_users(r.basic_auth)))
+        out[basic_auth_filter(r.basic_auth)] = pack(
+            basic_auth_pb2.BasicAuthPerRoute(users=_users(r.basic_auth))
+        )
     if r.jwt is not None:
         out[jwt_filter(r.jwt)] = pack(jwt_pb2.PerRouteConfig(requirement_name=_JWT_REQUIREMENT))
     if r.api_key_auth is not None:
         out[API_KEY_AUTH_FILTER] = pack(api_key_auth(r.api_key_auth))
     if r.authorization is not None:
-        out[RBAC_FILTER] = pack(rbac_pb2.RBACPerRoute(rbac=rbac_pb2.RBAC(matcher=authorization_matcher(r.authorization))))
+        out[RBAC_FILTER] = pack(
+            rbac_pb2.RBACPerRoute(
+                rbac=rbac_pb2.RBAC(matcher=authorization_matcher(r.authorization))
+            )
+        )
     return out
 
 
 def api_key_auth(auth: ir.ApiKeyAuth) -> api_key_auth_pb2.ApiKeyAuthPerRoute:
     """A route's keys, where to find them, and what goes on to the backend."""
     out = api_key_auth_pb2.ApiKeyAuthPerRoute(
-        credentials=[api_key_auth_pb2.Credential(key=c.api_key, client=c.client) for c in auth.credentials],
+        credentials=[
+            api_key_auth_pb2.Credential(key=c.api_key, client=c.client) for c in auth.credentials
+        ],
         key_sources=[api_key_auth_pb2.KeySource(**{kind: name}) for kind, name in auth.sources],
     )
     if auth.forward_client_id_header or auth.sanitize:
-        out.forwarding.CopyFrom(api_key_auth_pb2.Forwarding(header=auth.forward_client_id_header, hide_credentials=auth.sanitize))
+        out.forwarding.CopyFrom(
+            api_key_auth_pb2.Forwarding(
+                header=auth.forward_client_id_header, hide_credentials=auth.sanitize
+            )
+        )
     return out
 
 
@@ -115,21 +143,33 @@ def jwt_authentication(jwt: ir.Jwt) -> jwt_pb2.JwtAuthentication:
     none at all)."""
     out = jwt_pb2.JwtAuthentication()
     for p in jwt.providers:
-        out.providers[p.name].CopyFrom(jwt_pb2.JwtProvider(
-            issuer=p.issuer,
-            audiences=p.audiences,
-            local_jwks=base_pb2.DataSource(inline_string=p.jwks),
-            from_headers=[jwt_pb2.JwtHeader(name=name, value_prefix=prefix) for name, prefix in p.headers],
-            from_params=p.params,
-            from_cookies=p.cookies,
-            claim_to_headers=[jwt_pb2.JwtClaimToHeader(claim_name=claim, header_name=header) for claim, header in p.claim_to_headers],
-            forward=True,
-        ))
+        out.providers[p.name].CopyFrom(
+            jwt_pb2.JwtProvider(
+                issuer=p.issuer,
+                audiences=p.audiences,
+                local_jwks=base_pb2.DataSource(inline_string=p.jwks),
+                from_headers=[
+                    jwt_pb2.JwtHeader(name=name, value_prefix=prefix) for name, prefix in p.headers
+                ],
+                from_params=p.params,
+                from_cookies=p.cookies,
+                claim_to_headers=[
+                    jwt_pb2.JwtClaimToHeader(claim_name=claim, header_name=header)
+                    for claim, header in p.claim_to_headers
+                ],
+                forward=True,
+            )
+        )
     alternatives = [jwt_pb2.JwtRequirement(provider_name=p.name) for p in jwt.providers]
     if jwt.optional:
         alternatives.append(jwt_pb2.JwtRequirement(allow_missing=empty_pb2.Empty()))
-    requirement = alternatives[0] if len(alternatives) == 1 else jwt_pb2.JwtRequirement(
-        requires_any=jwt_pb2.JwtRequirementOrList(requirements=alternatives))
+    requirement = (
+        alternatives[0]
+        if len(alternatives) == 1
+        else jwt_pb2.JwtRequirement(
+            requires_any=jwt_pb2.JwtRequirementOrList(requirements=alternatives)
+        )
+    )
     out.requirement_map[_JWT_REQUIREMENT].CopyFrom(requirement)
     return out
 
@@ -142,39 +182,56 @@ def _extension(name: str, msg: Message) -> extension_pb2.TypedExtensionConfig:
 
 
 def _action(allow: bool, name: str) -> matcher_pb2.Matcher.OnMatch:
-    action = rbac_config_pb2.Action(name=name, action=rbac_config_pb2.RBAC.ALLOW if allow else rbac_config_pb2.RBAC.DENY)
+    action = rbac_config_pb2.Action(
+        name=name, action=rbac_config_pb2.RBAC.ALLOW if allow else rbac_config_pb2.RBAC.DENY
+    )
     return matcher_pb2.Matcher.OnMatch(action=_extension("action", action))
 
 
-def _any_of(predicates: list[matcher_pb2.Matcher.MatcherList.Predicate]) -> matcher_pb2.Matcher.MatcherList.Predicate:
+def _any_of(
+    predicates: list[matcher_pb2.Matcher.MatcherList.Predicate],
+) -> matcher_pb2.Matcher.MatcherList.Predicate:
     if len(predicates) == 1:
         return predicates[0]
     return matcher_pb2.Matcher.MatcherList.Predicate(
-        or_matcher=matcher_pb2.Matcher.MatcherList.Predicate.PredicateList(predicate=predicates))
+        or_matcher=matcher_pb2.Matcher.MatcherList.Predicate.PredicateList(predicate=predicates)
+    )
 
 
-def _all_of(predicates: list[matcher_pb2.Matcher.MatcherList.Predicate]) -> matcher_pb2.Matcher.MatcherList.Predicate:
+def _all_of(
+    predicates: list[matcher_pb2.Matcher.MatcherList.Predicate],
+) -> matcher_pb2.Matcher.MatcherList.Predicate:
     if len(predicates) == 1:
         return predicates[0]
     return matcher_pb2.Matcher.MatcherList.Predicate(
-        and_matcher=matcher_pb2.Matcher.MatcherList.Predicate.PredicateList(predicate=predicates))
+        and_matcher=matcher_pb2.Matcher.MatcherList.Predicate.PredicateList(predicate=predicates)
+    )
 
 
 def _source_in(cidrs: tuple[str, ...]) -> matcher_pb2.Matcher.MatcherList.Predicate:
     ranges = []
     for cidr in cidrs:
         net = ipaddress.ip_network(cidr, strict=False)
-        ranges.append(address_pb2.CidrRange(address_prefix=str(net.network_address), prefix_len=wrappers_pb2.UInt32Value(value=net.prefixlen)))
+        ranges.append(
+            address_pb2.CidrRange(
+                address_prefix=str(net.network_address),
+                prefix_len=wrappers_pb2.UInt32Value(value=net.prefixlen),
+            )
+        )
     single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
         input=_extension("source_ip", network_inputs_pb2.SourceIPInput()),
-        custom_match=_extension("ip", ip_pb2.Ip(cidr_ranges=ranges, stat_prefix="securitypolicy_client_cidrs")),
+        custom_match=_extension(
+            "ip", ip_pb2.Ip(cidr_ranges=ranges, stat_prefix="securitypolicy_client_cidrs")
+        ),
     )
     return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
 
 
 def _header_is(name: str, value: str) -> matcher_pb2.Matcher.MatcherList.Predicate:
     single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
-        input=_extension("request_header", http_inputs_pb2.HttpRequestHeaderMatchInput(header_name=name.lower())),
+        input=_extension(
+            "request_header", http_inputs_pb2.HttpRequestHeaderMatchInput(header_name=name.lower())
+        ),
         value_match=xds_string_pb2.StringMatcher(exact=value),
     )
     return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
@@ -192,7 +249,9 @@ def _rule_predicate(rule: ir.AuthzRule) -> matcher_pb2.Matcher.MatcherList.Predi
 def authorization_matcher(authz: ir.Authorization) -> matcher_pb2.Matcher:
     """The rules in order, the first matching one deciding; none: the default action."""
     matchers = [
-        matcher_pb2.Matcher.MatcherList.FieldMatcher(predicate=_rule_predicate(rule), on_match=_action(rule.allow, f"rule-{i}"))
+        matcher_pb2.Matcher.MatcherList.FieldMatcher(
+            predicate=_rule_predicate(rule), on_match=_action(rule.allow, f"rule-{i}")
+        )
         for i, rule in enumerate(authz.rules)
     ]
     out = matcher_pb2.Matcher(on_no_match=_action(authz.default_allow, "default"))

@@ -168,7 +168,9 @@ class _TypeState:
         self.acked_version: str | None = None
         self.nack: Nack | None = None  # unresolved: cleared by the next ACK
         # SotW
-        self.presented: str | None = None  # the version a client had before this stream (a reconnect)
+        self.presented: str | None = (
+            None  # the version a client had before this stream (a reconnect)
+        )
         self.last_nonce = ""
         self.sent_version: str | None = None
         self.outstanding = False
@@ -253,8 +255,12 @@ class _Session:
         node, pod = split_node(node_id)
         if self.node_id is None and self.allowed is not None and node != self.allowed:
             self.refused = node_id
-            log.warning("xDS: client refused: its certificate names another node",
-                        node=node_id, certificate_node=self.allowed, protocol=self.protocol)
+            log.warning(
+                "xDS: client refused: its certificate names another node",
+                node=node_id,
+                certificate_node=self.allowed,
+                protocol=self.protocol,
+            )
             self.close()
             return False
         if self.node_id is None and node_id:
@@ -271,7 +277,13 @@ class _Session:
             st.retry.cancel()
             st.retry = None
         self.server._metrics.acks.labels(st.type_url).inc()
-        log.debug("xDS ACK", node=self.node_id, protocol=self.protocol, type=short_type(st.type_url), version=version)
+        log.debug(
+            "xDS ACK",
+            node=self.node_id,
+            protocol=self.protocol,
+            type=short_type(st.type_url),
+            version=version,
+        )
 
     def nacked(self, st: _TypeState, message: str, version: str) -> None:
         nack = Nack(st.type_url, message[:NACK_KEEP_CAP], version)
@@ -661,14 +673,18 @@ class _Service(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         if self._server.tls is not None:
             allowed = peer_node(context.auth_context())
             if allowed is None:
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                    "the client certificate names no Gateway (spiffe://gateweave/ns/NS/gateway/NAME)")
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "the client certificate names no Gateway (spiffe://gateweave/ns/NS/gateway/NAME)",
+                )
         session = kind(self._server, allowed)
         async for response in self._server._serve(session, requests):
             yield response
         if session.refused is not None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"this client certificate is for node {allowed!r}, not {session.refused!r}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"this client certificate is for node {allowed!r}, not {session.refused!r}",
+            )
 
 
 def _pods(sessions: set[_Session], target: NodeSnapshot | None) -> tuple[PodStatus, ...]:
@@ -680,9 +696,19 @@ def _pods(sessions: set[_Session], target: NodeSnapshot | None) -> tuple[PodStat
     out = []
     for pod, streams in sorted(by_pod.items()):
         acked = target is not None and all(s.synced(target) for s in streams)
-        error = None if acked else next(
-            (st.nack.message for s in sorted(streams, key=id) for t, st in s.types.items()
-             if st.nack is not None and not s.in_sync(t)), None)
+        error = (
+            None
+            if acked
+            else next(
+                (
+                    st.nack.message
+                    for s in sorted(streams, key=id)
+                    for t, st in s.types.items()
+                    if st.nack is not None and not s.in_sync(t)
+                ),
+                None,
+            )
+        )
         out.append(PodStatus(name=pod, acked=acked, error=error))
     return tuple(out)
 
@@ -753,8 +779,11 @@ class AdsServer:
             ]
         )
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(_Service(self), server)
-        bound = (server.add_insecure_port(address) if self.tls is None
-                 else server.add_secure_port(address, self.tls.credentials()))
+        bound = (
+            server.add_insecure_port(address)
+            if self.tls is None
+            else server.add_secure_port(address, self.tls.credentials())
+        )
         if bound == 0:
             raise OSError(f"cannot listen on {address}")
         await server.start()
@@ -842,7 +871,9 @@ class AdsServer:
 
     # -- streams
 
-    async def _serve(self, session: _Session, requests: AsyncIterator[Any]) -> AsyncIterator[Message]:
+    async def _serve(
+        self, session: _Session, requests: AsyncIterator[Any]
+    ) -> AsyncIterator[Message]:
         if self._stopping:
             return
         self._open.add(session)
@@ -855,7 +886,12 @@ class AdsServer:
     def _register(self, session: _Session) -> None:
         assert session.node_id is not None
         self._sessions.setdefault(session.node_id, set()).add(session)
-        log.info("xDS client connected", node=session.node_id, pod=session.pod or None, protocol=session.protocol)
+        log.info(
+            "xDS client connected",
+            node=session.node_id,
+            pod=session.pod or None,
+            protocol=session.protocol,
+        )
         self._emit(session.node_id)
 
     def _unregister(self, session: _Session) -> None:
@@ -867,5 +903,10 @@ class AdsServer:
             sessions.discard(session)
             if not sessions:
                 del self._sessions[node_id]
-        log.info("xDS client disconnected", node=node_id, pod=session.pod or None, protocol=session.protocol)
+        log.info(
+            "xDS client disconnected",
+            node=node_id,
+            pod=session.pod or None,
+            protocol=session.protocol,
+        )
         self._emit(node_id)

@@ -94,13 +94,17 @@ def resource_version(raw: bytes, cluster_version: str | None = None) -> str:
 
 def pack(type_url: str, name: str, raw: bytes, cluster_version: str | None = None) -> Resource:
     """The versioned resource ``name`` of ``type_url`` whose wire bytes are ``raw``."""
-    return Resource(name, resource_version(raw, cluster_version), any_pb2.Any(type_url=type_url, value=raw))
+    return Resource(
+        name, resource_version(raw, cluster_version), any_pb2.Any(type_url=type_url, value=raw)
+    )
 
 
 def snapshot_version(set_versions: Mapping[str, str]) -> str:
     """The version of a snapshot from the :func:`set_version` of each of its types."""
     return digest(
-        part for type_url in sorted(set_versions) for part in (type_url.encode(), set_versions[type_url].encode())
+        part
+        for type_url in sorted(set_versions)
+        for part in (type_url.encode(), set_versions[type_url].encode())
     )
 
 

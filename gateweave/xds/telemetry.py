@@ -1,6 +1,7 @@
 """What Envoy reports about traffic: access logs, per-route stats, OpenTelemetry tracing.
 
-* **Access logs**: one JSON object (or, ``text``, ``key=value`` pairs) per line, per HTTP request (the HCM's logger) and per TCP
+* **Access logs**: one JSON object (or, ``text``, ``key=value`` pairs) per line, per HTTP request
+(the HCM's logger) and per TCP
   connection or UDP session (the proxies' loggers), with the Gateway API names of what served
   it: the Gateway, the Envoy listener (``ns/gateway/port``; an HTTPS or TLS listener's filter
   chain ``ns/gateway/port/listener[/...]``), the route (``kind/ns/name``) and its rule. HTTP
@@ -36,7 +37,8 @@ from gateweave import ir
 from gateweave.xds.resources import stat_name
 
 ACCESS_LOG_FILE = "access.log"  # relative to the Envoy's working directory
-# route metadata: {"route": "<kind>/<ns>/<name>", "rule": "<i>", "stat": <the route's IR name, stat-safe>}
+# route metadata: {"route": "<kind>/<ns>/<name>", "rule": "<i>", "stat": <the route's IR name,
+# stat-safe>}
 METADATA_NAMESPACE = "gateweave"
 # The per-route response counter every HTTP connection manager keeps (its stats access logger):
 # <prefix>.<counter>.listener.<listener, stat-safe>.route.<route, stat-safe>.code.<response code>
@@ -99,7 +101,9 @@ def route_metadata(route_name: str) -> base_pb2.Metadata | None:
     return base_pb2.Metadata(filter_metadata={METADATA_NAMESPACE: fields})
 
 
-def _format(telemetry: ir.Telemetry, fields: dict[str, str]) -> substitution_format_string_pb2.SubstitutionFormatString:
+def _format(
+    telemetry: ir.Telemetry, fields: dict[str, str]
+) -> substitution_format_string_pb2.SubstitutionFormatString:
     """One JSON object per line, or (text) the same fields as ``key=value`` pairs separated by
     spaces, in the same order; Envoy writes ``-`` for a value it does not have. The literal
     values are Kubernetes names (DNS labels and subdomains): no spaces, no ``%``."""
@@ -116,7 +120,9 @@ def _format(telemetry: ir.Telemetry, fields: dict[str, str]) -> substitution_for
 def _access_log(telemetry: ir.Telemetry, fields: dict[str, str]) -> list[accesslog_pb2.AccessLog]:
     packed = any_pb2.Any()
     if telemetry.access_log == ir.ACCESS_LOG_FILE:
-        packed.Pack(file_pb2.FileAccessLog(path=ACCESS_LOG_FILE, log_format=_format(telemetry, fields)))
+        packed.Pack(
+            file_pb2.FileAccessLog(path=ACCESS_LOG_FILE, log_format=_format(telemetry, fields))
+        )
         return [accesslog_pb2.AccessLog(name=_FILE_LOGGER, typed_config=packed)]
     if telemetry.access_log == ir.ACCESS_LOG_STDOUT:
         packed.Pack(stream_pb2.StdoutAccessLog(log_format=_format(telemetry, fields)))
@@ -127,7 +133,10 @@ def _access_log(telemetry: ir.Telemetry, fields: dict[str, str]) -> list[accessl
 def http_access_logs(gw: ir.XdsGateway, listener: str) -> list[accesslog_pb2.AccessLog]:
     """The HCM's access loggers for requests on ``listener`` of ``gw``: its access log as its
     telemetry says, and always the per-route response counter."""
-    return [*_access_log(gw.telemetry, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS}), _route_counter(listener)]
+    return [
+        *_access_log(gw.telemetry, {"gateway": gw.name, "listener": listener, **_HTTP_FIELDS}),
+        _route_counter(listener),
+    ]
 
 
 def _route_counter(listener: str) -> accesslog_pb2.AccessLog:
@@ -137,22 +146,34 @@ def _route_counter(listener: str) -> accesslog_pb2.AccessLog:
     went upstream."""
     tag = stats_pb2.Config.Tag
     counter = stats_pb2.Config.Counter(
-        stat=stats_pb2.Config.Stat(name=ROUTE_COUNTER, tags=[
-            tag(name="listener", value_format=stat_name(listener)),
-            tag(name="route", value_format=f"%METADATA(ROUTE:{METADATA_NAMESPACE}:stat)%"),
-            tag(name="code", value_format="%RESPONSE_CODE%"),
-        ]),
+        stat=stats_pb2.Config.Stat(
+            name=ROUTE_COUNTER,
+            tags=[
+                tag(name="listener", value_format=stat_name(listener)),
+                tag(name="route", value_format=f"%METADATA(ROUTE:{METADATA_NAMESPACE}:stat)%"),
+                tag(name="code", value_format="%RESPONSE_CODE%"),
+            ],
+        ),
         value_fixed=wrappers_pb2.UInt64Value(value=1),
     )
     packed = any_pb2.Any()
-    # stat_prefix is deprecated in Envoy in favour of stats_scope, which xds-protos does not have yet
+    # stat_prefix is deprecated in Envoy in favour of stats_scope, which xds-protos does not have
+    # yet
     packed.Pack(stats_pb2.Config(stat_prefix=ROUTE_COUNTER_PREFIX, counters=[counter]))
     return accesslog_pb2.AccessLog(name=_STATS_LOGGER, typed_config=packed)
 
 
-def session_access_logs(gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, protocol: str) -> list[accesslog_pb2.AccessLog]:
+def session_access_logs(
+    gw: ir.XdsGateway, listener: str, proxy: ir.TCPProxy, protocol: str
+) -> list[accesslog_pb2.AccessLog]:
     """A TCP or UDP proxy's access loggers: one line per connection or session."""
-    fields = {"gateway": gw.name, "listener": listener, "route": proxy.route or "-", "protocol": protocol, **_SESSION_FIELDS}
+    fields = {
+        "gateway": gw.name,
+        "listener": listener,
+        "route": proxy.route or "-",
+        "protocol": protocol,
+        **_SESSION_FIELDS,
+    }
     return _access_log(gw.telemetry, fields)
 
 
@@ -178,7 +199,9 @@ def tracing(gw: ir.XdsGateway) -> hcm_pb2.HttpConnectionManager.Tracing | None:
 def tracing_cluster(config: ir.Tracing) -> ir.Cluster:
     """The collector's cluster (gRPC: HTTP/2 without TLS), resolved by Envoy (a DNS cluster:
     an IP address resolves to itself)."""
-    endpoint = ir.Endpoint(address=config.collector_host, port=config.collector_port, type=ir.ENDPOINT_FQDN)
+    endpoint = ir.Endpoint(
+        address=config.collector_host, port=config.collector_port, type=ir.ENDPOINT_FQDN
+    )
     return ir.Cluster(name=TRACING_CLUSTER, protocol="H2C", endpoints=(endpoint,))
 
 
@@ -188,4 +211,3 @@ def gateway_clusters(gw: ir.XdsGateway) -> tuple[ir.Cluster, ...]:
     if tracing_config is None:
         return gw.clusters
     return (*gw.clusters, tracing_cluster(tracing_config))
-

@@ -1,4 +1,6 @@
-"""TLS transport sockets: downstream (listener termination) and upstream (BackendTLSPolicy, Backend ``tls``)."""
+"""TLS transport sockets: downstream (listener termination) and upstream (BackendTLSPolicy, Backend
+``tls``).
+"""
 
 from __future__ import annotations
 
@@ -108,7 +110,9 @@ def upstream_context(tls: ir.UpstreamTLS, alpn: tuple[str, ...] = ()) -> tls_pb2
     """
     common = tls_pb2.CommonTlsContext(alpn_protocols=list(alpn))
     if not tls.insecure_skip_verify:
-        sans = tls.subject_alt_names or ((ir.SANMatch(type="DNS", value=tls.sni),) if tls.sni else ())
+        sans = tls.subject_alt_names or (
+            (ir.SANMatch(type="DNS", value=tls.sni),) if tls.sni else ()
+        )
         matchers = []
         for san in sans:
             san_type = _SAN_TYPES.get(san.type)
@@ -123,7 +127,9 @@ def upstream_context(tls: ir.UpstreamTLS, alpn: tuple[str, ...] = ()) -> tls_pb2
             _inline(tls.ca_pem) if tls.ca_pem else base_pb2.DataSource(filename=system_ca_file())
         )
         common.validation_context.CopyFrom(
-            common_pb2.CertificateValidationContext(trusted_ca=trusted_ca, match_typed_subject_alt_names=matchers)
+            common_pb2.CertificateValidationContext(
+                trusted_ca=trusted_ca, match_typed_subject_alt_names=matchers
+            )
         )
     if tls.client_cert_pem:
         common.tls_certificates.append(_certificate(tls.client_cert_pem, tls.client_key_pem))

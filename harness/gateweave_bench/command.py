@@ -1,4 +1,6 @@
-"""``gateweave bench``: the command, added to gateweave's command line where this harness is installed."""
+"""``gateweave bench``: the command, added to gateweave's command line where this harness is
+installed.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +14,40 @@ from gateweave.cliargs import err
 
 
 def command(
-    routes: Annotated[str, typer.Option("--routes", help="Route counts to measure, comma-separated.")] = "100,1000,10000",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    routes: Annotated[
+        str, typer.Option("--routes", help="Route counts to measure, comma-separated.")
+    ] = "100,1000,10000",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of a table.")
+    ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the generated objects.")] = 7,
-    repeat: Annotated[int, typer.Option("--repeat", help="Runs of each timed step (the median is reported).")] = 3,
-    latency_samples: Annotated[int, typer.Option("--latency-samples", help="Event -> Envoy samples at each route count, with the cold start (0: skip).")] = 100,
-    gateways: Annotated[int, typer.Option("--gateways", help="Gateways (x 10 routes) of the many-Gateways row, merged and not (0: skip).")] = 100,
-    profile: Annotated[bool, typer.Option("--profile", help="Also print a cProfile of one translation at the largest count.")] = False,
+    repeat: Annotated[
+        int, typer.Option("--repeat", help="Runs of each timed step (the median is reported).")
+    ] = 3,
+    latency_samples: Annotated[
+        int,
+        typer.Option(
+            "--latency-samples",
+            help="Event -> Envoy samples at each route count, with the cold start (0: skip).",
+        ),
+    ] = 100,
+    gateways: Annotated[
+        int,
+        typer.Option(
+            "--gateways",
+            help="Gateways (x 10 routes) of the many-Gateways row, merged and not (0: skip).",
+        ),
+    ] = 100,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile", help="Also print a cProfile of one translation at the largest count."
+        ),
+    ] = False,
 ) -> None:
-    """Measure decoding, translation, change-to-snapshot time, burst coalescing and memory on generated objects."""
+    """Measure decoding, translation, change-to-snapshot time, burst coalescing and memory on
+    generated objects.
+    """
     from gateweave_bench.run import BenchError, format_table, profile_translate, run_bench
 
     try:
@@ -31,11 +58,21 @@ def command(
         err(f"error: --routes {routes!r}: expected positive integers separated by commas")
         raise typer.Exit(2)
     try:
-        report = run_bench(counts, seed=seed, repeat=repeat, latency_samples=latency_samples, gateways=gateways, log=err)
+        report = run_bench(
+            counts,
+            seed=seed,
+            repeat=repeat,
+            latency_samples=latency_samples,
+            gateways=gateways,
+            log=err,
+        )
     except BenchError as exc:
         err(f"error: {exc}")
         raise typer.Exit(1) from None
-    report["command"] = f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} --latency-samples {latency_samples} --gateways {gateways}"
+    report["command"] = (
+        f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} "
+        f"--latency-samples {latency_samples} --gateways {gateways}"
+    )
     if profile:
         report["profile"] = profile_translate(max(counts), seed)
     if as_json:

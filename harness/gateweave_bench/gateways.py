@@ -42,22 +42,47 @@ def objects(gateways: int, routes: int, merged: bool) -> list[dict[str, Any]]:
     """A class, its parameters, one Service, ``gateways`` Gateways (HTTP on 8080, each on its
     own pool address) with ``routes`` HTTPRoutes each (their own hostnames)."""
     gc = h.gateway_class()
-    gc["spec"]["parametersRef"] = {"group": "gateweave.io", "kind": "GatewayParameters", "name": "bench",
-                                   "namespace": "default"}
+    gc["spec"]["parametersRef"] = {
+        "group": "gateweave.io",
+        "kind": "GatewayParameters",
+        "name": "bench",
+        "namespace": "default",
+    }
     spec: dict[str, Any] = {"envoy": {"concurrency": 1}}
     if merged:
         spec["mergeGateways"] = True
     out: list[dict[str, Any]] = [
-        gc, {"apiVersion": PARAMS, "kind": "GatewayParameters", "metadata": h.meta("bench"), "spec": spec},
+        gc,
+        {
+            "apiVersion": PARAMS,
+            "kind": "GatewayParameters",
+            "metadata": h.meta("bench"),
+            "spec": spec,
+        },
         *h.service("app", 80, 9),
     ]
     for g in range(gateways):
         name = f"g{g:03d}"
-        out.append({"apiVersion": f"{h.G}/v1", "kind": "Gateway", "metadata": h.meta(name),
-                    "spec": {"gatewayClassName": h.CLASS, "listeners": [h.listener("http", "HTTP", 8080)]}})
+        out.append(
+            {
+                "apiVersion": f"{h.G}/v1",
+                "kind": "Gateway",
+                "metadata": h.meta(name),
+                "spec": {
+                    "gatewayClassName": h.CLASS,
+                    "listeners": [h.listener("http", "HTTP", 8080)],
+                },
+            }
+        )
         for r in range(routes):
-            out.append(h.http_route(f"{name}-r{r}", name, [f"r{r}.{name}.bench.test"],
-                                    [h.rule(f"/p{r}", [h.backend_ref("app", 80)])]))
+            out.append(
+                h.http_route(
+                    f"{name}-r{r}",
+                    name,
+                    [f"r{r}.{name}.bench.test"],
+                    [h.rule(f"/p{r}", [h.backend_ref("app", 80)])],
+                )
+            )
     return out
 
 
@@ -84,8 +109,12 @@ def _rss_kb(pid: int) -> int:
 
 def _programmed(admin: str, state: Path, gateways: int) -> int:
     try:
-        token = client_token(None, state_dir=str(state))  # the one serve wrote to its state directory
-        items = httpx.get(f"http://{admin}/api/objects", headers=client_headers(token), timeout=10).json()["items"]
+        token = client_token(
+            None, state_dir=str(state)
+        )  # the one serve wrote to its state directory
+        items = httpx.get(
+            f"http://{admin}/api/objects", headers=client_headers(token), timeout=10
+        ).json()["items"]
     except (httpx.HTTPError, ValueError, KeyError, AdminTokenError):
         return 0
     count = 0
@@ -96,8 +125,16 @@ def _programmed(admin: str, state: Path, gateways: int) -> int:
     return count
 
 
-def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 600.0, poll: float = 1.0,
-                 settle: float = 3.0, log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def measure_mode(
+    gateways: int,
+    routes: int,
+    merged: bool,
+    *,
+    timeout: float = 600.0,
+    poll: float = 1.0,
+    settle: float = 3.0,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gateweave-bench-gateways-") as tmp:
         config = Path(tmp) / "config"
         config.mkdir()
@@ -107,17 +144,35 @@ def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 6
         start = time.perf_counter()
         with (Path(tmp) / "serve.log").open("wb") as out:
             proc = subprocess.Popen(
-                [GATEWEAVE, "--log-level", "warning", "serve", "--config-dir", str(config), "--state-dir", str(state),
-                 "--admin-address", admin],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                [
+                    GATEWEAVE,
+                    "--log-level",
+                    "warning",
+                    "serve",
+                    "--config-dir",
+                    str(config),
+                    "--state-dir",
+                    str(state),
+                    "--admin-address",
+                    admin,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
             )
         try:
             done = 0
             while done < gateways:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"serve exited ({proc.returncode}): {(Path(tmp) / 'serve.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"serve exited ({proc.returncode}): "
+                        f"{(Path(tmp) / 'serve.log').read_text()[-2000:]}"
+                    )
                 if time.perf_counter() - start > timeout:
-                    raise TimeoutError(f"{done} of {gateways} Gateways Programmed after {timeout} s")
+                    raise TimeoutError(
+                        f"{done} of {gateways} Gateways Programmed after {timeout} s"
+                    )
                 time.sleep(poll)
                 done = _programmed(admin, state, gateways)
             programmed_s = time.perf_counter() - start
@@ -125,11 +180,17 @@ def measure_mode(gateways: int, routes: int, merged: bool, *, timeout: float = 6
             envoys = _envoys(state)
             serve_kb = _rss_kb(proc.pid)
             envoy_kb = sum(_rss_kb(pid) for pid in envoys)
-            log(f"  {'merged' if merged else 'one Envoy per Gateway'}: {len(envoys)} Envoys, "
-                f"all Programmed in {programmed_s:.1f} s, {(serve_kb + envoy_kb) / 1024:.0f} MB")
-            return {"envoys": len(envoys), "programmed_s": round(programmed_s, 2),
-                    "serve_rss_mb": round(serve_kb / 1024, 1), "envoys_rss_mb": round(envoy_kb / 1024, 1),
-                    "rss_mb": round((serve_kb + envoy_kb) / 1024, 1)}
+            log(
+                f"  {'merged' if merged else 'one Envoy per Gateway'}: {len(envoys)} Envoys, "
+                f"all Programmed in {programmed_s:.1f} s, {(serve_kb + envoy_kb) / 1024:.0f} MB"
+            )
+            return {
+                "envoys": len(envoys),
+                "programmed_s": round(programmed_s, 2),
+                "serve_rss_mb": round(serve_kb / 1024, 1),
+                "envoys_rss_mb": round(envoy_kb / 1024, 1),
+                "rss_mb": round((serve_kb + envoy_kb) / 1024, 1),
+            }
         finally:
             _stop(proc, state)
 
@@ -149,24 +210,44 @@ def _stop(proc: subprocess.Popen[bytes], state: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def measure(gateways: int, routes: int, *, timeout: float = 600.0,
-            log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+def measure(
+    gateways: int,
+    routes: int,
+    *,
+    timeout: float = 600.0,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
     """Both modes, unmerged first; ``merged_rss_ratio``: merged total RSS / unmerged."""
     log(f"[{gateways} Gateways x {routes} routes] serve with host Envoys")
     unmerged = measure_mode(gateways, routes, False, timeout=timeout, log=log)
     merged = measure_mode(gateways, routes, True, timeout=timeout, log=log)
-    return {"gateways": gateways, "routes_per_gateway": routes, "unmerged": unmerged, "merged": merged,
-            "merged_rss_ratio": round(merged["rss_mb"] / unmerged["rss_mb"], 4) if unmerged["rss_mb"] else None}
+    return {
+        "gateways": gateways,
+        "routes_per_gateway": routes,
+        "unmerged": unmerged,
+        "merged": merged,
+        "merged_rss_ratio": round(merged["rss_mb"] / unmerged["rss_mb"], 4)
+        if unmerged["rss_mb"]
+        else None,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.gateways", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gateweave_bench.gateways", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--gateways", type=int, default=100)
-    parser.add_argument("--routes", type=int, default=ROUTES_PER_GATEWAY, help="HTTPRoutes per Gateway")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every Gateway Programmed")
+    parser.add_argument(
+        "--routes", type=int, default=ROUTES_PER_GATEWAY, help="HTTPRoutes per Gateway"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for every Gateway Programmed"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    report = measure(args.gateways, args.routes, timeout=args.timeout, log=lambda s: print(s, file=sys.stderr))
+    report = measure(
+        args.gateways, args.routes, timeout=args.timeout, log=lambda s: print(s, file=sys.stderr)
+    )
     print(json.dumps(report, indent=2) if args.json else report)
     return 0
 

@@ -86,7 +86,9 @@ class NameServer:
     """An HTTP backend on ``host`` (``port``: 0 for a free one), or on the unix socket
     ``unix``, answering with ``name``."""
 
-    def __init__(self, name: str, host: str = "127.0.0.1", port: int = 0, *, unix: str | None = None) -> None:
+    def __init__(
+        self, name: str, host: str = "127.0.0.1", port: int = 0, *, unix: str | None = None
+    ) -> None:
         self.name = name
         self._server: _NameHTTPServer | _UnixNameHTTPServer
         if unix is not None:
@@ -96,7 +98,9 @@ class NameServer:
             self._server = _NameHTTPServer((host, port), _NameHandler)
             self.host, self.port = host, int(self._server.server_address[1])
         self._server.name = name
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -126,7 +130,9 @@ class EchoServer:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self._server = _EchoTCPServer((host, 0), _EchoHandler)
         self.host, self.port = host, int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -167,7 +173,8 @@ def fetch_sync(
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock = tls.wrap_socket(raw, server_hostname=sni or host) if tls is not None else raw
             with sock:
-                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n".encode())
+                request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
+                sock.sendall(request.encode())
                 while not _complete(b"".join(chunks)) and (data := sock.recv(65536)):
                     chunks.append(data)
     except OSError:  # ssl.SSLError too; a reset after the reply still leaves the reply
@@ -235,7 +242,16 @@ async def fetch(
 ) -> Reply | None:
     """:func:`fetch_sync` in a worker thread (the event loop keeps serving)."""
     return await asyncio.to_thread(
-        fetch_sync, address, port, path, host, tls=tls, sni=sni, timeout=timeout, source=source, headers=headers,
+        fetch_sync,
+        address,
+        port,
+        path,
+        host,
+        tls=tls,
+        sni=sni,
+        timeout=timeout,
+        source=source,
+        headers=headers,
     )
 
 
@@ -258,7 +274,9 @@ def gateway_class(name: str = CLASS, controller: str = CONTROLLER) -> dict[str, 
     }
 
 
-def gateway(name: str, address: str, listeners: Iterable[Mapping[str, Any]], namespace: str = "default") -> dict[str, Any]:
+def gateway(
+    name: str, address: str, listeners: Iterable[Mapping[str, Any]], namespace: str = "default"
+) -> dict[str, Any]:
     return {
         "apiVersion": f"{G}/v1",
         "kind": "Gateway",
@@ -275,7 +293,9 @@ def listener(name: str, protocol: str, port: int, **extra: Any) -> dict[str, Any
     return {"name": name, "protocol": protocol, "port": port, **extra}
 
 
-def service(name: str, port: int, target_port: int, address: str = "127.0.0.1", namespace: str = "default") -> list[dict[str, Any]]:
+def service(
+    name: str, port: int, target_port: int, address: str = "127.0.0.1", namespace: str = "default"
+) -> list[dict[str, Any]]:
     """A Service and the EndpointSlice that points it at ``address:target_port``."""
     return [
         {
@@ -318,11 +338,17 @@ def http_route(
         "apiVersion": f"{G}/v1",
         "kind": "HTTPRoute",
         "metadata": meta(name, namespace),
-        "spec": {"parentRefs": [parent], "hostnames": list(hostnames), "rules": [dict(r) for r in rules]},
+        "spec": {
+            "parentRefs": [parent],
+            "hostnames": list(hostnames),
+            "rules": [dict(r) for r in rules],
+        },
     }
 
 
-def rule(path: str, backends: Iterable[Mapping[str, Any]], *, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+def rule(
+    path: str, backends: Iterable[Mapping[str, Any]], *, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A PathPrefix rule to ``backends``, optionally setting response headers."""
     out: dict[str, Any] = {
         "matches": [{"path": {"type": "PathPrefix", "value": path}}],
@@ -332,13 +358,21 @@ def rule(path: str, backends: Iterable[Mapping[str, Any]], *, headers: Mapping[s
         out["filters"] = [
             {
                 "type": "ResponseHeaderModifier",
-                "responseHeaderModifier": {"set": [{"name": k, "value": v} for k, v in headers.items()]},
+                "responseHeaderModifier": {
+                    "set": [{"name": k, "value": v} for k, v in headers.items()]
+                },
             }
         ]
     return out
 
 
-def tcp_route(name: str, gateway_name: str, section: str, backends: Iterable[Mapping[str, Any]], namespace: str = "default") -> dict[str, Any]:
+def tcp_route(
+    name: str,
+    gateway_name: str,
+    section: str,
+    backends: Iterable[Mapping[str, Any]],
+    namespace: str = "default",
+) -> dict[str, Any]:
     return {
         "apiVersion": f"{G}/v1alpha2",
         "kind": "TCPRoute",
@@ -350,7 +384,9 @@ def tcp_route(name: str, gateway_name: str, section: str, backends: Iterable[Map
     }
 
 
-def tls_secret(name: str, cert_pem: bytes, key_pem: bytes, namespace: str = "default") -> dict[str, Any]:
+def tls_secret(
+    name: str, cert_pem: bytes, key_pem: bytes, namespace: str = "default"
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -412,13 +448,17 @@ class Served:
 
     async def objects(self, kind: str | None = None) -> list[dict[str, Any]]:
         async with httpx.AsyncClient(timeout=5.0) as client:
-            items: list[dict[str, Any]] = (await client.get(f"{self.admin.url}/api/objects", headers=self.admin.headers)).json()["items"]
+            items: list[dict[str, Any]] = (
+                await client.get(f"{self.admin.url}/api/objects", headers=self.admin.headers)
+            ).json()["items"]
         return [o for o in items if kind is None or o.get("kind") == kind]
 
     async def get(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any] | None:
         for obj in await self.objects(kind):
             md = obj["metadata"]
-            if md["name"] == name and md.get("namespace", "") == (namespace if kind != "GatewayClass" else ""):
+            if md["name"] == name and md.get("namespace", "") == (
+                namespace if kind != "GatewayClass" else ""
+            ):
                 return obj
         return None
 
@@ -461,7 +501,9 @@ async def running_serve(
     served: Served | None = None
     try:
         waiters: list[asyncio.Future[Any]] = [started, task]
-        done, _ = await asyncio.wait(waiters, timeout=start_timeout, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            waiters, timeout=start_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if task in done:
             task.result()  # raises what serve raised
             raise RuntimeError("serve returned before it started")

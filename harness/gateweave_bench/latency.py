@@ -79,12 +79,16 @@ class _Clock:
     published: float | None = None
     acked: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _translator: IncrementalTranslator = field(default_factory=IncrementalTranslator)  # as the runtime's default
+    _translator: IncrementalTranslator = field(
+        default_factory=IncrementalTranslator
+    )  # as the runtime's default
 
     def arm(self, key: Key) -> None:
         with self._lock:
             self.watched = key
-            self.event = self.translate_start = self.translate_end = self.published = self.acked = None
+            self.event = self.translate_start = self.translate_end = self.published = self.acked = (
+                None
+            )
 
     def on_change(self, change: Change) -> None:
         if change.key == self.watched and self.event is None:
@@ -207,7 +211,14 @@ def summarize(samples: Sequence[Mapping[str, float]]) -> dict[str, dict[str, flo
 
 
 async def _sample(
-    served: h.Served, clock: _Clock, root: Path, port: int, mode: str, i: int, version: int, timeout: float
+    served: h.Served,
+    clock: _Clock,
+    root: Path,
+    port: int,
+    mode: str,
+    i: int,
+    version: int,
+    timeout: float,
 ) -> dict[str, float]:
     """Change route ``i`` to ``version`` (its file, or the store) and time it to the client."""
     doc = route_doc(i, version)
@@ -234,7 +245,12 @@ async def _sample(
 
 
 async def _measure(
-    routes: int, samples: int, modes: Sequence[str], window: float, debounce_ms: int, timeout: float,
+    routes: int,
+    samples: int,
+    modes: Sequence[str],
+    window: float,
+    debounce_ms: int,
+    timeout: float,
     gc_freeze: bool,
 ) -> dict[str, Any]:
     backend = h.NameServer("backend")
@@ -264,7 +280,10 @@ async def _measure(
             started = time.perf_counter()
             # (reading, checking and translating the routes at start grows with their number)
             async with h.running_serve(
-                root, translator=clock.translate, window=window, debounce_ms=debounce_ms,
+                root,
+                translator=clock.translate,
+                window=window,
+                debounce_ms=debounce_ms,
                 start_timeout=10.0 + routes / 100,
             ) as served:
                 served.runtime.store.subscribe(clock.on_change)
@@ -281,10 +300,18 @@ async def _measure(
                 # Cold start: serve started on the files -> Envoy serves the last route.
                 last = routes - 1
                 got = await asyncio.to_thread(
-                    _poll, ADDRESS, port, f"/r{last}", f"r{last}.bench.test", "0", timeout + routes / 100
+                    _poll,
+                    ADDRESS,
+                    port,
+                    f"/r{last}",
+                    f"r{last}.bench.test",
+                    "0",
+                    timeout + routes / 100,
                 )
                 if got is None:
-                    raise TimeoutError(f"route r{last} not served within {timeout + routes / 100} s of the start")
+                    raise TimeoutError(
+                        f"route r{last} not served within {timeout + routes / 100} s of the start"
+                    )
                 report["cold_start_s"] = round(got - started, 3)
                 # Every route answers (one pass, in order).
                 for i in range(routes):
@@ -307,8 +334,14 @@ async def _measure(
                         for n in range(samples):
                             version += 1
                             i = (n * 7919) % routes  # spread over the routes
-                            measured.append(await _sample(served, clock, root, port, mode, i, version, timeout))
-                    report[mode] = {"summary": summarize(measured), "gc": pauses.summary(), "samples": measured}
+                            measured.append(
+                                await _sample(served, clock, root, port, mode, i, version, timeout)
+                            )
+                    report[mode] = {
+                        "summary": summarize(measured),
+                        "gc": pauses.summary(),
+                        "samples": measured,
+                    }
                 report["translations"] = served.runtime.translations - translations
     finally:
         backend.close()
@@ -333,7 +366,9 @@ def measure_event_to_envoy(
         if mode not in ("store", "file"):
             raise ValueError(f"unknown mode {mode!r}")
     try:
-        return asyncio.run(_measure(routes, samples, modes, window, debounce_ms, timeout, gc_freeze))
+        return asyncio.run(
+            _measure(routes, samples, modes, window, debounce_ms, timeout, gc_freeze)
+        )
     finally:
         if gc_freeze:
             gc.unfreeze()
@@ -341,10 +376,12 @@ def measure_event_to_envoy(
 
 def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
     out(
-        f"{report['routes']} routes, {report['samples']} samples per mode; window {report['window_ms']:.0f} ms, "
-        f"file debounce {report['debounce_ms']} ms; cold start (last route served) {report['cold_start_s']} s, "
-        f"YAML floor {report['yaml_floor_s']} s; startup (all routes served) {report['startup_s']} s"
-        + ("; gc.freeze() after startup" if report.get("gc_freeze") else "")
+        f"{report['routes']} routes, {report['samples']} samples per mode; window "
+        f"{report['window_ms']:.0f} ms, "
+        f"file debounce {report['debounce_ms']} ms; cold start (last route served) "
+        f"{report['cold_start_s']} s, "
+        f"YAML floor {report['yaml_floor_s']} s; startup (all routes served) {report['startup_s']} "
+        "s" + ("; gc.freeze() after startup" if report.get("gc_freeze") else "")
     )
     for mode in ("store", "file"):
         if mode not in report:
@@ -353,7 +390,9 @@ def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
         out(f"\n{mode}: {source} -> client sees the change through Envoy (ms)")
         out(f"  {'split':<10} {'p50':>8} {'p99':>8} {'max':>8} {'mean':>8}")
         for name, s in report[mode]["summary"].items():
-            out(f"  {name:<10} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} {s['mean']:>8.1f}")
+            out(
+                f"  {name:<10} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} {s['mean']:>8.1f}"
+            )
         g = report[mode]["gc"]
         out(
             f"  gc: {g['collections']} collections, {g['total_ms']:.0f} ms in all; "
@@ -362,21 +401,32 @@ def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.latency", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gateweave_bench.latency", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--routes", type=int, default=1000)
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--mode", choices=("both", "store", "file"), default="both")
-    parser.add_argument("--window", type=float, default=0.05, help="the runtime's quiet window, seconds")
+    parser.add_argument(
+        "--window", type=float, default=0.05, help="the runtime's quiet window, seconds"
+    )
     parser.add_argument("--debounce-ms", type=int, default=50, help="the file provider's debounce")
     parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once every route is served")
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="gc.freeze() once every route is served"
+    )
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
     parser.add_argument("--log-level", default="warning", choices=logs.LEVELS)
     args = parser.parse_args(argv)
     logs.configure(args.log_level)
     modes = ("store", "file") if args.mode == "both" else (args.mode,)
     report = measure_event_to_envoy(
-        args.routes, args.samples, modes=modes, window=args.window, debounce_ms=args.debounce_ms, timeout=args.timeout,
+        args.routes,
+        args.samples,
+        modes=modes,
+        window=args.window,
+        debounce_ms=args.debounce_ms,
+        timeout=args.timeout,
         gc_freeze=args.gc_freeze,
     )
     if args.json:

@@ -1,4 +1,5 @@
-"""A realistic, seeded set of manifests for benchmarks: the same ``(routes, seed)`` gives the same objects.
+"""A realistic, seeded set of manifests for benchmarks: the same ``(routes, seed)`` gives the same
+objects.
 
 For ``routes`` HTTPRoutes it makes:
 
@@ -88,7 +89,9 @@ class BenchObjects:
 
     shape: Shape
     manifests: list[dict[str, Any]] = field(default_factory=list)
-    route_index: list[int] = field(default_factory=list)  # positions of the HTTPRoutes in ``manifests``
+    route_index: list[int] = field(
+        default_factory=list
+    )  # positions of the HTTPRoutes in ``manifests``
     slice_index: list[int] = field(default_factory=list)  # positions of the EndpointSlices
 
     def route(self, i: int) -> dict[str, Any]:
@@ -119,11 +122,15 @@ def team_namespace(i: int) -> str:
 
 
 def _namespaces(shape: Shape) -> list[dict[str, Any]]:
-    names = [GATEWAY_NS, CERTS_NS, SHARED_NS] + [team_namespace(i) for i in range(shape.team_namespaces)]
+    names = [GATEWAY_NS, CERTS_NS, SHARED_NS] + [
+        team_namespace(i) for i in range(shape.team_namespaces)
+    ]
     out = []
     for name in names:
         labels = {"bench.gateweave.io/tier": "team" if name.startswith("team-") else "platform"}
-        out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)})
+        out.append(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+        )
     return out
 
 
@@ -146,20 +153,30 @@ def _gateway(i: int) -> dict[str, Any]:
         "spec": {
             "gatewayClassName": CLASS,
             "listeners": [
-                {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}},
+                {
+                    "name": "http",
+                    "protocol": "HTTP",
+                    "port": 80,
+                    "allowedRoutes": {"namespaces": {"from": "All"}},
+                },
                 {
                     "name": "http-apps",
                     "protocol": "HTTP",
                     "port": 80,
                     "hostname": "*.apps.bench.example",
-                    "allowedRoutes": {"namespaces": {"from": "Selector", "selector": team_selector}},
+                    "allowedRoutes": {
+                        "namespaces": {"from": "Selector", "selector": team_selector}
+                    },
                 },
                 {
                     "name": "https",
                     "protocol": "HTTPS",
                     "port": 443,
                     "hostname": "*.bench.example",
-                    "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": "bench-tls"}]},
+                    "tls": {
+                        "mode": "Terminate",
+                        "certificateRefs": [{"kind": "Secret", "name": "bench-tls"}],
+                    },
                     "allowedRoutes": {"namespaces": {"from": "All"}},
                 },
                 {
@@ -169,7 +186,9 @@ def _gateway(i: int) -> dict[str, Any]:
                     "hostname": "secure.bench.example",
                     "tls": {
                         "mode": "Terminate",
-                        "certificateRefs": [{"kind": "Secret", "name": "secure-tls", "namespace": CERTS_NS}],
+                        "certificateRefs": [
+                            {"kind": "Secret", "name": "secure-tls", "namespace": CERTS_NS}
+                        ],
                     },
                     "allowedRoutes": {"namespaces": {"from": "All"}},
                 },
@@ -193,7 +212,9 @@ def _service(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def _endpoint_slice(name: str, namespace: str, service: str, serial: int, rng: random.Random) -> dict[str, Any]:
+def _endpoint_slice(
+    name: str, namespace: str, service: str, serial: int, rng: random.Random
+) -> dict[str, Any]:
     endpoints = []
     for e in range(rng.randint(3, 5)):
         n = serial * 8 + e
@@ -217,18 +238,27 @@ def _endpoint_slice(name: str, namespace: str, service: str, serial: int, rng: r
     }
 
 
-def _reference_grant(name: str, namespace: str, from_kind: str, from_ns: str, to_kind: str) -> dict[str, Any]:
+def _reference_grant(
+    name: str, namespace: str, from_kind: str, from_ns: str, to_kind: str
+) -> dict[str, Any]:
     return {
         "apiVersion": V1BETA1,
         "kind": "ReferenceGrant",
         "metadata": _meta(name, namespace),
-        "spec": {"from": [{"group": G, "kind": from_kind, "namespace": from_ns}], "to": [{"group": "", "kind": to_kind}]},
+        "spec": {
+            "from": [{"group": G, "kind": from_kind, "namespace": from_ns}],
+            "to": [{"group": "", "kind": to_kind}],
+        },
     }
 
 
 def _backend(rng: random.Random, shape: Shape, ns_index: int) -> dict[str, Any]:
     if rng.random() < 0.15:
-        return {"name": f"shared-{rng.randrange(shape.shared_services)}", "namespace": SHARED_NS, "port": 80}
+        return {
+            "name": f"shared-{rng.randrange(shape.shared_services)}",
+            "namespace": SHARED_NS,
+            "port": 80,
+        }
     return {"name": f"svc-{ns_index:02d}-{rng.randrange(shape.services_per_namespace)}", "port": 80}
 
 
@@ -244,7 +274,9 @@ def _match(rng: random.Random, i: int, j: int) -> dict[str, Any]:
     if rng.random() < 0.5:
         match["headers"] = [{"name": "x-tenant", "value": f"tenant-{i % 97}"}]
         if rng.random() < 0.3:
-            match["headers"].append({"type": "RegularExpression", "name": "x-build", "value": "v[0-9]+"})
+            match["headers"].append(
+                {"type": "RegularExpression", "name": "x-build", "value": "v[0-9]+"}
+            )
     if rng.random() < 0.3:
         match["queryParams"] = [{"name": "version", "value": str(j + 1)}]
     if rng.random() < 0.2:
@@ -253,7 +285,9 @@ def _match(rng: random.Random, i: int, j: int) -> dict[str, Any]:
 
 
 def _rule(rng: random.Random, shape: Shape, ns_index: int, i: int, j: int) -> dict[str, Any]:
-    rule: dict[str, Any] = {"matches": [_match(rng, i, j * 2 + k) for k in range(rng.randint(1, 2))]}
+    rule: dict[str, Any] = {
+        "matches": [_match(rng, i, j * 2 + k) for k in range(rng.randint(1, 2))]
+    }
     filters: list[dict[str, Any]] = []
     pick = rng.random()
     if pick < 0.05:
@@ -264,17 +298,37 @@ def _rule(rng: random.Random, shape: Shape, ns_index: int, i: int, j: int) -> di
         filters.append(
             {
                 "type": "RequestHeaderModifier",
-                "requestHeaderModifier": {"set": [{"name": "x-route", "value": f"route-{i}"}], "remove": ["x-debug"]},
+                "requestHeaderModifier": {
+                    "set": [{"name": "x-route", "value": f"route-{i}"}],
+                    "remove": ["x-debug"],
+                },
             }
         )
     if rng.random() < 0.3:
         filters.append(
-            {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-served-by", "value": "gateweave"}]}}
+            {
+                "type": "ResponseHeaderModifier",
+                "responseHeaderModifier": {"add": [{"name": "x-served-by", "value": "gateweave"}]},
+            }
         )
-    if pick > 0.85 and len(rule["matches"]) == 1 and rule["matches"][0]["path"]["type"] == "PathPrefix":
-        filters.append({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}})
+    if (
+        pick > 0.85
+        and len(rule["matches"]) == 1
+        and rule["matches"][0]["path"]["type"] == "PathPrefix"
+    ):
+        filters.append(
+            {
+                "type": "URLRewrite",
+                "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
+            }
+        )
     if rng.random() < 0.05:
-        filters.append({"type": "RequestMirror", "requestMirror": {"backendRef": _backend(rng, shape, ns_index)}})
+        filters.append(
+            {
+                "type": "RequestMirror",
+                "requestMirror": {"backendRef": _backend(rng, shape, ns_index)},
+            }
+        )
     if filters:
         rule["filters"] = filters
     refs = [_backend(rng, shape, ns_index) for _ in range(rng.choice((1, 1, 1, 2)))]
@@ -342,8 +396,14 @@ def generate(routes: int, seed: int = DEFAULT_SEED) -> BenchObjects:
     serial = 0
     services = [(SHARED_NS, f"shared-{s}") for s in range(shape.shared_services)]
     for t in range(shape.team_namespaces):
-        services += [(team_namespace(t), f"svc-{t:02d}-{s}") for s in range(shape.services_per_namespace)]
-        add(_reference_grant(f"from-{team_namespace(t)}", SHARED_NS, "HTTPRoute", team_namespace(t), "Service"))
+        services += [
+            (team_namespace(t), f"svc-{t:02d}-{s}") for s in range(shape.services_per_namespace)
+        ]
+        add(
+            _reference_grant(
+                f"from-{team_namespace(t)}", SHARED_NS, "HTTPRoute", team_namespace(t), "Service"
+            )
+        )
     for ns, name in services:
         add(_service(name, ns))
         for part in range(2 if serial % 5 == 0 else 1):
@@ -360,7 +420,10 @@ def changed_route(objects: BenchObjects, i: int, version: int) -> dict[str, Any]
     """Route ``i`` with one more request header set: a spec change (the generation moves)."""
     route = copy.deepcopy(objects.route(i))
     rule = route["spec"]["rules"][0]
-    header = {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-bench-rev", "value": str(version)}]}}
+    header = {
+        "type": "RequestHeaderModifier",
+        "requestHeaderModifier": {"set": [{"name": "x-bench-rev", "value": str(version)}]},
+    }
     if "requestRedirect" in str(rule.get("filters", "")):
         rule["matches"][0]["headers"] = [{"name": "x-bench-rev", "value": str(version)}]
     else:
@@ -378,14 +441,20 @@ def changed_endpoint_slice(objects: BenchObjects, i: int, version: int) -> dict[
 
 
 def referenced_slices(objects: BenchObjects) -> list[int]:
-    """Indices (for :meth:`BenchObjects.endpoint_slice`) of the slices of Services some route sends to."""
+    """Indices (for :meth:`BenchObjects.endpoint_slice`) of the slices of Services some route sends
+    to.
+    """
     used: set[tuple[str, str]] = set()
     for pos in objects.route_index:
         route = objects.manifests[pos]
         ns = route["metadata"]["namespace"]
         for rule in route["spec"]["rules"]:
             refs = list(rule.get("backendRefs", []))
-            refs += [f["requestMirror"]["backendRef"] for f in rule.get("filters", []) if f["type"] == "RequestMirror"]
+            refs += [
+                f["requestMirror"]["backendRef"]
+                for f in rule.get("filters", [])
+                if f["type"] == "RequestMirror"
+            ]
             used.update((ref.get("namespace", ns), ref["name"]) for ref in refs)
     out = []
     for i, pos in enumerate(objects.slice_index):

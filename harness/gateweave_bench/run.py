@@ -18,7 +18,8 @@ reported):
 * ``change_s`` / ``endpoints_change_s``: one HTTPRoute / one EndpointSlice changed ->
   new xDS snapshot ready, in-process: decoding the changed object, ``Store.apply``,
   ``Store.snapshot``, the runtime's translation (the incremental translator, which had
-  translated the previous snapshot; its result equals a full ``translate``), the runtime's diff of each Gateway's xDS IR
+  translated the previous snapshot; its result equals a full ``translate``), the runtime's diff of
+  each Gateway's xDS IR
   against what was published, then for each changed Gateway the xDS builder
   (``gateweave.xds.build``) and the ADS server's packing and versioning
   (``make_snapshot``). Not included: the runtime's coalescing window (50 ms of quiet
@@ -96,7 +97,9 @@ KEYS = (
 )
 BURST_EVENTS = 1000
 LATENCY_ROUTES = 1000
-GROWTH_ROUTES = 10000  # event -> Envoy p99 here is judged against LATENCY_ROUTES' p99 in the same run
+GROWTH_ROUTES = (
+    10000  # event -> Envoy p99 here is judged against LATENCY_ROUTES' p99 in the same run
+)
 TARGETS = {
     "load_s": "<= 5 x decode_s at 10,000 routes",
     "translate_s": "<= 3 x decode_s at 10,000 routes",
@@ -106,7 +109,10 @@ TARGETS = {
     "event_to_envoy_p99_ms": "< 100 at 1,000 routes; at 10,000 <= 1.5 x the p99 at 1,000",
     "rss_mb": "< 256 at 1,000 routes",
     "cold_start_s": "<= 3 x yaml_floor_s at 10,000 routes",
-    "many_gateways": "100 Gateways x 10 routes: total RSS (serve + Envoys) merged <= 1/10 of one Envoy per Gateway",
+    "many_gateways": (
+        "100 Gateways x 10 routes: total RSS (serve + Envoys) merged"
+        " <= 1/10 of one Envoy per Gateway"
+    ),
 }
 
 
@@ -114,11 +120,11 @@ class BenchError(Exception):
     """The generated objects did not behave as the benchmark needs (a bug, not a slow run)."""
 
 
-
 def _translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
     """A translation as the runtime runs it: with the cyclic garbage collector paused."""
     with gc_paused():
         return translate(snapshot, options)
+
 
 def _json_decode_floor(blobs: Sequence[bytes]) -> list[Any]:
     """JSON-decode every blob with the cyclic collector paused: the floor. With it on, the
@@ -168,12 +174,16 @@ def machine() -> dict[str, Any]:
     except OSError:
         cpu = platform.processor()
     return {
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "nproc": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "cpu": cpu,
         "python": platform.python_version(),
         "platform": platform.platform(),
         # Whether the translation ran compiled (gateweave.native "active") or from its sources.
-        "translation": "compiled (mypyc)" if native.state() == "active" else f"Python sources (native build {native.state()})",
+        "translation": "compiled (mypyc)"
+        if native.state() == "active"
+        else f"Python sources (native build {native.state()})",
     }
 
 
@@ -208,7 +218,9 @@ class Pipeline:
             result = self.translator(self.store.snapshot(), options)
         self.published: dict[str, XdsGateway] = dict(result.xds)
         self.snapshots = IncrementalSnapshots()  # what the xDS publisher builds with
-        self.nodes: dict[str, NodeSnapshot] = {name: self.snapshots.snapshot(gw) for name, gw in sorted(result.xds.items())}
+        self.nodes: dict[str, NodeSnapshot] = {
+            name: self.snapshots.snapshot(gw) for name, gw in sorted(result.xds.items())
+        }
 
     def change(self, raw: Mapping[str, Any]) -> list[str]:
         """Apply one changed object; the Gateways whose xDS snapshot changed."""
@@ -226,8 +238,12 @@ class Pipeline:
         return sorted(changed)
 
 
-def _time_changes(pipeline: Pipeline, events: Sequence[dict[str, Any]], what: str, *, one: bool) -> float:
-    """Median seconds per change; each must change one Gateway's snapshot (``one``) or at least one."""
+def _time_changes(
+    pipeline: Pipeline, events: Sequence[dict[str, Any]], what: str, *, one: bool
+) -> float:
+    """Median seconds per change; each must change one Gateway's snapshot (``one``) or at least
+    one.
+    """
     times = []
     for raw in events:
         started = time.perf_counter()
@@ -250,8 +266,13 @@ async def _burst(decoded: Sequence[Decoded], events: Sequence[Decoded], timeout:
     for d in decoded:
         store.apply(d)
     # as `gateweave serve` runs it
-    runtime = Runtime(store, translate_fn=IncrementalTranslator(), status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
-                      dataplane=False, gc_freeze=True)
+    runtime = Runtime(
+        store,
+        translate_fn=IncrementalTranslator(),
+        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        dataplane=False,
+        gc_freeze=True,
+    )
     task = asyncio.get_running_loop().create_task(runtime.run())
     try:
         await runtime.wait_settled(timeout)
@@ -267,7 +288,9 @@ async def _burst(decoded: Sequence[Decoded], events: Sequence[Decoded], timeout:
         runtime.close()
 
 
-def burst_translations(objects: BenchObjects, decoded: Sequence[Decoded], events: int = BURST_EVENTS) -> int:
+def burst_translations(
+    objects: BenchObjects, decoded: Sequence[Decoded], events: int = BURST_EVENTS
+) -> int:
     changes = [_decode_one(changed_route(objects, i, 1_000_000 + i)) for i in range(events)]
     return asyncio.run(_burst(decoded, changes, timeout=600.0))
 
@@ -285,7 +308,9 @@ def _child(args: Sequence[str], timeout: float) -> Any:
         check=False,
     )
     if proc.returncode != 0:
-        raise BenchError(f"`python -m gateweave_bench.run {' '.join(args)}` failed (exit {proc.returncode})")
+        raise BenchError(
+            f"`python -m gateweave_bench.run {' '.join(args)}` failed (exit {proc.returncode})"
+        )
     return json.loads(proc.stdout)
 
 
@@ -294,8 +319,19 @@ def controller_rss_mb(routes: int, seed: int) -> float:
     return float(_child(["--rss", str(routes), "--seed", str(seed)], timeout=900)["rss_mb"])
 
 
-def _measure_in_child(routes: int, seed: int, repeat: int, latency_samples: int) -> tuple[dict[str, Any], str]:
-    args = ["--measure", str(routes), "--seed", str(seed), "--repeat", str(repeat), "--latency-samples", str(latency_samples)]
+def _measure_in_child(
+    routes: int, seed: int, repeat: int, latency_samples: int
+) -> tuple[dict[str, Any], str]:
+    args = [
+        "--measure",
+        str(routes),
+        "--seed",
+        str(seed),
+        "--repeat",
+        str(repeat),
+        "--latency-samples",
+        str(latency_samples),
+    ]
     answer = _child(args, timeout=3600)
     return dict(answer["row"]), str(answer["note"])
 
@@ -373,7 +409,10 @@ def _percentiles(outcome: Any) -> tuple[float | None, float | None, str]:
         note = f"store event -> Envoy serving ({total.get('n', '?')} samples)"
         file_total = (outcome.get("file") or {}).get("summary", {}).get("total")
         if file_total:
-            note += f"; file rewrite -> Envoy serving (incl. watch debounce): p50 {file_total['p50']} ms, p99 {file_total['p99']} ms"
+            note += (
+                f"; file rewrite -> Envoy serving (incl. watch debounce): p50 {file_total['p50']} "
+                f"ms, p99 {file_total['p99']} ms"
+            )
         if "p50" in total and "p99" in total:
             return float(total["p50"]), float(total["p99"]), note
     if isinstance(outcome, Mapping):
@@ -383,7 +422,11 @@ def _percentiles(outcome: Any) -> tuple[float | None, float | None, str]:
             return float(p50), float(p99), ""
     if hasattr(outcome, "p50_ms") and hasattr(outcome, "p99_ms"):
         return float(outcome.p50_ms), float(outcome.p99_ms), ""
-    if isinstance(outcome, Sequence) and outcome and all(isinstance(x, int | float) for x in outcome):
+    if (
+        isinstance(outcome, Sequence)
+        and outcome
+        and all(isinstance(x, int | float) for x in outcome)
+    ):
         ordered = sorted(float(x) * 1000 for x in outcome)
         pick = lambda q: ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]  # noqa: E731
         return pick(0.5), pick(0.99), "percentiles of the returned samples (taken as seconds)"
@@ -414,7 +457,11 @@ def measure(
     pipeline = Pipeline(decoded, options)
     snap = pipeline.store.snapshot()
     row["decode_s"], row["load_s"], row["translate_s"] = _paired_medians(
-        [lambda: _json_decode_floor(blobs), lambda: _load(blobs), lambda: _translate(snap, options)],
+        [
+            lambda: _json_decode_floor(blobs),
+            lambda: _load(blobs),
+            lambda: _translate(snap, options),
+        ],
         max(PAIRED_REPEAT, repeat),
     )
 
@@ -422,13 +469,19 @@ def measure(
     n_changes = max(21, repeat)  # cheap now (incremental): a steadier median
     step = max(1, routes // n_changes)
     row["change_s"] = _time_changes(
-        pipeline, [changed_route(objects, k * step, k + 1) for k in range(n_changes)], "route", one=True
+        pipeline,
+        [changed_route(objects, k * step, k + 1) for k in range(n_changes)],
+        "route",
+        one=True,
     )
     slices = referenced_slices(objects)
     sstep = max(1, len(slices) // n_changes)
     row["endpoints_change_s"] = _time_changes(
         pipeline,
-        [changed_endpoint_slice(objects, slices[(k * sstep) % len(slices)], k + 1) for k in range(n_changes)],
+        [
+            changed_endpoint_slice(objects, slices[(k * sstep) % len(slices)], k + 1)
+            for k in range(n_changes)
+        ],
         "EndpointSlice",
         one=False,
     )
@@ -483,8 +536,15 @@ def run_bench(
     checks = check_targets(rows)
     if many is not None and many["merged_rss_ratio"] is not None:
         total = many["gateways"] * many["routes_per_gateway"]
-        checks.append({"target": "merged / unmerged total RSS", "routes": total, "value": many["merged_rss_ratio"],
-                       "limit": 0.1, "ok": many["merged_rss_ratio"] <= 0.1})
+        checks.append(
+            {
+                "target": "merged / unmerged total RSS",
+                "routes": total,
+                "value": many["merged_rss_ratio"],
+                "limit": 0.1,
+                "ok": many["merged_rss_ratio"] <= 0.1,
+            }
+        )
     return {
         "machine": machine(),
         "seed": seed,
@@ -502,11 +562,15 @@ def check_targets(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     by_routes = {row["routes"]: row for row in rows}
     out: list[dict[str, Any]] = []
 
-    def add(target: str, routes: int | None, value: float | None, limit: float, *, strict: bool = False) -> None:
+    def add(
+        target: str, routes: int | None, value: float | None, limit: float, *, strict: bool = False
+    ) -> None:
         if value is None:
             return
         ok = value < limit if strict else value <= limit
-        out.append({"target": target, "routes": routes, "value": round(value, 4), "limit": limit, "ok": ok})
+        out.append(
+            {"target": target, "routes": routes, "value": round(value, 4), "limit": limit, "ok": ok}
+        )
 
     big = by_routes.get(10000)
     if big is not None and big.get("decode_s") and big.get("load_s"):
@@ -521,7 +585,13 @@ def check_targets(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             add("burst_translations", row["routes"], float(row["burst_translations"]), 2)
     one_k = by_routes.get(LATENCY_ROUTES)
     if one_k is not None:
-        add("event_to_envoy_p99_ms", LATENCY_ROUTES, one_k.get("event_to_envoy_p99_ms"), 100, strict=True)
+        add(
+            "event_to_envoy_p99_ms",
+            LATENCY_ROUTES,
+            one_k.get("event_to_envoy_p99_ms"),
+            100,
+            strict=True,
+        )
         add("rss_mb", LATENCY_ROUTES, one_k.get("rss_mb"), 256, strict=True)
     p99_1k = one_k.get("event_to_envoy_p99_ms") if one_k is not None else None
     p99_big = big.get("event_to_envoy_p99_ms") if big is not None else None
@@ -533,7 +603,9 @@ def check_targets(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def profile_translate(routes: int, seed: int = DEFAULT_SEED, top: int = 25) -> str:
-    """cProfile of one translation of ``routes`` routes: the top entries by own time and by cumulative time."""
+    """cProfile of one translation of ``routes`` routes: the top entries by own time and by
+    cumulative time.
+    """
     decoded = decode_all(generate(routes, seed).manifests)
     store = Store()
     for d in decoded:
@@ -547,8 +619,10 @@ def profile_translate(routes: int, seed: int = DEFAULT_SEED, top: int = 25) -> s
     prof.disable()
     out = io.StringIO()
     if native.state() == "active":
-        out.write("note: the translation ran compiled, so its functions do not appear in this profile; "
-                  "run with GATEWEAVE_NATIVE=0 for a per-function profile of the Python sources\n")
+        out.write(
+            "note: the translation ran compiled, so its functions do not appear in this profile; "
+            "run with GATEWEAVE_NATIVE=0 for a per-function profile of the Python sources\n"
+        )
     for order in ("tottime", "cumulative"):
         stats = pstats.Stats(prof, stream=out)
         stats.sort_stats(order).print_stats(top)
@@ -572,23 +646,35 @@ def format_table(report: Mapping[str, Any]) -> str:
         lines.append(f"{key:{width}}" + "".join(cells))
     m = report["machine"]
     lines.append("")
-    lines.append(f"machine: {m['nproc']} CPUs, {m['cpu'] or 'unknown CPU'}, Python {m['python']}; seed {report['seed']}, median of {report['repeat']}")
+    lines.append(
+        f"machine: {m['nproc']} CPUs, {m['cpu'] or 'unknown CPU'}, Python {m['python']}; seed "
+        f"{report['seed']}, median of {report['repeat']}"
+    )
     lines.append(f"translation: {m.get('translation', 'unknown')}")
     for what, note in report["notes"].items():
         lines.append(f"{what}: {note}")
     many = report.get("many_gateways")
     if many:
-        lines.append(f"{many['gateways']} Gateways x {many['routes_per_gateway']} routes (serve + Envoys, total RSS; "
-                     "start -> every Gateway Programmed):")
+        lines.append(
+            f"{many['gateways']} Gateways x {many['routes_per_gateway']} routes (serve + Envoys, "
+            "total RSS; "
+            "start -> every Gateway Programmed):"
+        )
         for mode in ("unmerged", "merged"):
             row = many[mode]
-            lines.append(f"  {mode:8} {row['envoys']:4} Envoys  {row['rss_mb']:9.1f} MB  {row['programmed_s']:7.1f} s")
+            lines.append(
+                f"  {mode:8} {row['envoys']:4} Envoys  {row['rss_mb']:9.1f} MB  "
+                f"{row['programmed_s']:7.1f} s"
+            )
     checks = report.get("checks") or []
     if checks:
         lines.append("")
         for check in checks:
             verdict = "met" if check["ok"] else "NOT MET"
-            lines.append(f"{verdict:8} {check['target']} at {check['routes']:,} routes: {check['value']} (target {TARGETS_BY_CHECK.get(check['target'], check['limit'])})")
+            lines.append(
+                f"{verdict:8} {check['target']} at {check['routes']:,} routes: {check['value']} "
+                f"(target {TARGETS_BY_CHECK.get(check['target'], check['limit'])})"
+            )
     return "\n".join(lines)
 
 
@@ -618,7 +704,9 @@ def main(argv: Sequence[str]) -> int:
 
     from gateweave import logs
 
-    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.run", description="Use `gateweave bench`.")
+    parser = argparse.ArgumentParser(
+        prog="python -m gateweave_bench.run", description="Use `gateweave bench`."
+    )
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--measure", type=int, metavar="N")
     what.add_argument("--rss", type=int, metavar="N")
@@ -633,7 +721,11 @@ def main(argv: Sequence[str]) -> int:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed)
         else:
             row, note = measure(
-                args.measure, seed=args.seed, repeat=args.repeat, latency_samples=args.latency_samples, log=_log_to_stderr
+                args.measure,
+                seed=args.seed,
+                repeat=args.repeat,
+                latency_samples=args.latency_samples,
+                log=_log_to_stderr,
             )
             answer = {"row": row, "note": note}
     except BenchError as exc:

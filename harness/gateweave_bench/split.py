@@ -30,7 +30,17 @@ from gateweave.translate import TranslateOptions, core
 from gateweave_bench.objects import DEFAULT_SEED, BenchObjects, changed_route, generate
 from gateweave_bench.run import Pipeline, decode_all
 
-FULL = ("context", "gateway_side", "routes", "gateway_statuses", "xds_ir", "infra_ir", "release", "free_result", "collector")
+FULL = (
+    "context",
+    "gateway_side",
+    "routes",
+    "gateway_statuses",
+    "xds_ir",
+    "infra_ir",
+    "release",
+    "free_result",
+    "collector",
+)
 CHANGE = ("decode", "store_apply", "store_snapshot", "translate", "ir_diff", "xds_snapshot")
 
 
@@ -97,7 +107,11 @@ def change_split(pipeline: Pipeline, objects: BenchObjects, repeat: int) -> dict
         with gc_paused():
             result = pipeline.translator(snap, pipeline.options)
         lap("translate")
-        changed = {name: gw for name, gw in sorted(result.xds.items()) if pipeline.published.get(name) != gw}
+        changed = {
+            name: gw
+            for name, gw in sorted(result.xds.items())
+            if pipeline.published.get(name) != gw
+        }
         lap("ir_diff")
         for name, gw in changed.items():
             pipeline.nodes[name] = pipeline.snapshots.snapshot(gw)
@@ -147,7 +161,9 @@ def line_profile(pipeline: Pipeline, names: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateweave_bench.split", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gateweave_bench.split", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--routes", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
@@ -160,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     full = full_split(pipeline, args.repeat)
     change = change_split(pipeline, objects, max(args.repeat, 21))
-    print(json.dumps({"routes": args.routes, "full_translation_s": full, "route_change_ms": change}, indent=2))
+    print(
+        json.dumps(
+            {"routes": args.routes, "full_translation_s": full, "route_change_ms": change}, indent=2
+        )
+    )
     return 0
 
 

@@ -79,9 +79,7 @@ def _mounted_file(
     raise BackendError(f"{path}: not mounted from a Secret or ConfigMap")
 
 
-def echo_spec(
-    deployment: dict[str, Any], pod: mf.Pod, address: str, lookup: Lookup
-) -> EchoSpec:
+def echo_spec(deployment: dict[str, Any], pod: mf.Pod, address: str, lookup: Lookup) -> EchoSpec:
     """How upstream's container for ``pod`` would run, as an :class:`EchoSpec` on ``address``."""
     pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = pod_spec.get("containers") or []
@@ -93,7 +91,11 @@ def echo_spec(
         return EchoSpec(mode="dns", host=address, pod=pod.name, namespace=pod.namespace)
     env = _env(container)
     mode: Mode = "http"
-    for var, candidate in (("GRPC_ECHO_SERVER", "grpc"), ("TCP_ECHO_SERVER", "tcp"), ("UDP_ECHO_SERVER", "udp")):
+    for var, candidate in (
+        ("GRPC_ECHO_SERVER", "grpc"),
+        ("TCP_ECHO_SERVER", "tcp"),
+        ("UDP_ECHO_SERVER", "udp"),
+    ):
         if env.get(var):
             mode = candidate  # type: ignore[assignment]
             break
@@ -103,7 +105,9 @@ def echo_spec(
         cert = _mounted_file(env["TLS_SERVER_CERT"], container, pod_spec, pod.namespace, lookup)
         key = _mounted_file(env[key_var], container, pod_spec, pod.namespace, lookup)
     if mode == "http" and env.get("TLS_CLIENT_CACERTS"):
-        client_ca = _mounted_file(env["TLS_CLIENT_CACERTS"], container, pod_spec, pod.namespace, lookup)
+        client_ca = _mounted_file(
+            env["TLS_CLIENT_CACERTS"], container, pod_spec, pod.namespace, lookup
+        )
     return EchoSpec(
         mode=mode,
         host=address,
@@ -139,7 +143,10 @@ class Backends:
         """Start the replicas of the Deployments in ``objects`` that do not run yet and stop
         those whose Deployment is gone; returns problems (replicas that could not start)."""
         deployments = {
-            (str((o.get("metadata") or {}).get("namespace") or "default"), str((o.get("metadata") or {}).get("name"))): o
+            (
+                str((o.get("metadata") or {}).get("namespace") or "default"),
+                str((o.get("metadata") or {}).get("name")),
+            ): o
             for o in objects
             if o.get("kind") == "Deployment"
         }

@@ -215,7 +215,9 @@ def parse_step(index: int, raw: Any, where: str = "") -> Step:
     if kind in ("delete", "remember_generation", "expect_generation_changed"):
         return Step(index=index, kind=kind, raw=body, ref=_convert(body, ObjectRef, at))
     if kind == "generated_objects":
-        return Step(index=index, kind=kind, raw=body, generated=_convert(body, GeneratedObjectsStep, at))
+        return Step(
+            index=index, kind=kind, raw=body, generated=_convert(body, GeneratedObjectsStep, at)
+        )
     if kind == "unsupported":
         return Step(index=index, kind=kind, raw=body, text=str(body))
     if not isinstance(body, dict):

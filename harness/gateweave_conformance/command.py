@@ -1,4 +1,6 @@
-"""``gateweave conformance``: the command, added to gateweave's command line where this harness is installed."""
+"""``gateweave conformance``: the command, added to gateweave's command line where this harness is
+installed.
+"""
 
 from __future__ import annotations
 
@@ -13,19 +15,52 @@ from gateweave.cliargs import CheckIncrementalOpt, ControllerOpt, PoolOpt, check
 
 
 def command(
-    cases: Annotated[str, typer.Option("--cases", help="Directory of conformance case files (FORMAT.md).")],
-    manifests: Annotated[str, typer.Option("--manifests", help="Directory holding base/ and tests/ manifests.")],
-    run: Annotated[str | None, typer.Option("--run", help="Only cases whose name matches this regex.")] = None,
-    report: Annotated[str | None, typer.Option("--report", help="Write an upstream-format ConformanceReport YAML here.")] = None,
-    supported_features: Annotated[str | None, typer.Option("--supported-features", help="Comma-separated claimed features (default: the GatewayClass's status.supportedFeatures).")] = None,
-    skip_tests: Annotated[str | None, typer.Option("--skip-tests", help="Skip cases whose name matches this regex.")] = None,
-    known_failures: Annotated[str | None, typer.Option("--known-failures", help="YAML mapping of case name to why it is known to fail; those do not fail the run.")] = None,
+    cases: Annotated[
+        str, typer.Option("--cases", help="Directory of conformance case files (FORMAT.md).")
+    ],
+    manifests: Annotated[
+        str, typer.Option("--manifests", help="Directory holding base/ and tests/ manifests.")
+    ],
+    run: Annotated[
+        str | None, typer.Option("--run", help="Only cases whose name matches this regex.")
+    ] = None,
+    report: Annotated[
+        str | None,
+        typer.Option("--report", help="Write an upstream-format ConformanceReport YAML here."),
+    ] = None,
+    supported_features: Annotated[
+        str | None,
+        typer.Option(
+            "--supported-features",
+            help=(
+                "Comma-separated claimed features (default: the GatewayClass's "
+                "status.supportedFeatures)."
+            ),
+        ),
+    ] = None,
+    skip_tests: Annotated[
+        str | None, typer.Option("--skip-tests", help="Skip cases whose name matches this regex.")
+    ] = None,
+    known_failures: Annotated[
+        str | None,
+        typer.Option(
+            "--known-failures",
+            help="YAML mapping of case name to why it is known to fail; those do not fail the run.",
+        ),
+    ] = None,
     controller_name: ControllerOpt = DEFAULT_CONTROLLER_NAME,
     address_pool: PoolOpt = "127.10.0.0/16",
-    backend_prefix: Annotated[str, typer.Option("--backend-prefix", help="Echo replicas listen on PREFIX.x.y (a /16 of 127.0.0.0/8).")] = "127.20",
+    backend_prefix: Annotated[
+        str,
+        typer.Option(
+            "--backend-prefix", help="Echo replicas listen on PREFIX.x.y (a /16 of 127.0.0.0/8)."
+        ),
+    ] = "127.20",
     check_incremental: CheckIncrementalOpt = False,
 ) -> None:
-    """Replay conformance cases against a live gateweave with Envoy and echo backends, traffic included."""
+    """Replay conformance cases against a live gateweave with Envoy and echo backends, traffic
+    included.
+    """
     import re
     from pathlib import Path
 

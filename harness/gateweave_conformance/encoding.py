@@ -31,7 +31,11 @@ def _deflate(data: bytes) -> bytes:
 
 
 _DECODERS: dict[str, Callable[[bytes], bytes]] = {
-    "gzip": gzip.decompress, "x-gzip": gzip.decompress, "deflate": _deflate, "br": brotli.decompress, "zstd": _zstd,
+    "gzip": gzip.decompress,
+    "x-gzip": gzip.decompress,
+    "deflate": _deflate,
+    "br": brotli.decompress,
+    "zstd": _zstd,
 }
 
 
@@ -44,7 +48,9 @@ def decode(content_encoding: str | None, raw: bytes) -> bytes:
             continue
         decoder = _DECODERS.get(coding)
         if decoder is None:
-            raise EncodingError(f"the answer's Content-Encoding {coding!r} is not one the runner reads")
+            raise EncodingError(
+                f"the answer's Content-Encoding {coding!r} is not one the runner reads"
+            )
         try:
             body = decoder(body)
         except (OSError, EOFError, zlib.error, brotli.error, zstandard.ZstdError) as exc:

@@ -167,13 +167,22 @@ def _check_conditions(
         if entry is None:
             if step.conditions is None and step.attached_routes is None:
                 return None
-            return f"expected a status.listeners entry named {step.listener!r}, found {_listener_names(obj)}"
+            return (
+                f"expected a status.listeners entry named {step.listener!r}, found "
+                f"{_listener_names(obj)}"
+            )
         if step.conditions:
             miss = missing_condition(step.conditions, _conditions_of(entry))
             if miss:
-                return f"listener {step.listener}: expected condition {miss}, found {_conds_str(_conditions_of(entry))}"
+                return (
+                    f"listener {step.listener}: expected condition {miss}, found "
+                    f"{_conds_str(_conditions_of(entry))}"
+                )
         if step.attached_routes is not None and entry.get("attachedRoutes") != step.attached_routes:
-            return f"listener {step.listener}: expected attachedRoutes {step.attached_routes}, found {entry.get('attachedRoutes')}"
+            return (
+                f"listener {step.listener}: expected attachedRoutes {step.attached_routes}, found "
+                f"{entry.get('attachedRoutes')}"
+            )
         return None
     if step.attached_routes is not None:
         return "attached_routes needs listener (case error)"
@@ -210,7 +219,8 @@ def _check_parent(step: ExpectStep, obj: dict[str, Any], ctx: ExpectContext) -> 
     )
     if not matching:
         return (
-            f"expected a status.{list_field} entry of controller {ctx.controller_name} for {wanted}, "
+            f"expected a status.{list_field} entry of controller {ctx.controller_name} for "
+            f"{wanted}, "
             f"found {_entries_str(entries, ref_field)}"
         )
     if step.conditions:
@@ -218,7 +228,10 @@ def _check_parent(step: ExpectStep, obj: dict[str, Any], ctx: ExpectContext) -> 
             if missing_condition(step.conditions, _conditions_of(e)) is None:
                 return None
         miss = missing_condition(step.conditions, _conditions_of(matching[0]))
-        return f"{list_field} entry for {wanted}: expected condition {miss}, found {_entries_str(matching, ref_field)}"
+        return (
+            f"{list_field} entry for {wanted}: expected condition {miss}, found "
+            f"{_entries_str(matching, ref_field)}"
+        )
     return None
 
 
@@ -233,15 +246,18 @@ def _check_latest_generation(
             stale = _stale(_conditions_of(e), generation)
             if stale is not None:
                 return (
-                    f"expected every condition at observedGeneration {generation} (metadata.generation); "
-                    f"{list_field} entry {_ref_str(e.get(ref_field) or {})} has {stale.get('type')} "
+                    f"expected every condition at observedGeneration {generation} "
+                    "(metadata.generation); "
+                    f"{list_field} entry {_ref_str(e.get(ref_field) or {})} has "
+                    f"{stale.get('type')} "
                     f"at observedGeneration {stale.get('observedGeneration')}"
                 )
         return None
     stale = _stale(_conditions_of(_status(obj)), generation)
     if stale is not None:
         return (
-            f"expected every status.conditions entry at observedGeneration {generation} (metadata.generation); "
+            f"expected every status.conditions entry at observedGeneration {generation} "
+            "(metadata.generation); "
             f"{stale.get('type')} has observedGeneration {stale.get('observedGeneration')}"
         )
     return None
@@ -308,7 +324,10 @@ def _check_zero_routes(
     if not listeners or (len(listeners) == 1 and listeners[0].get("attachedRoutes") == 0):
         return None
     found = [(entry.get("name"), entry.get("attachedRoutes")) for entry in listeners]
-    return f"expected no status.listeners or exactly one with attachedRoutes 0, found (name, attachedRoutes) {found}"
+    return (
+        "expected no status.listeners or exactly one with attachedRoutes 0, found (name, "
+        f"attachedRoutes) {found}"
+    )
 
 
 def _check_no_accepted_parents(
@@ -327,7 +346,8 @@ def _check_no_accepted_parents(
     ):
         return None
     return (
-        f"expected no status.{list_field} entry of this controller or exactly one with Accepted=False, "
+        f"expected no status.{list_field} entry of this controller or exactly one with "
+        "Accepted=False, "
         f"found {_entries_str(entries, ref_field)}"
     )
 
@@ -371,8 +391,10 @@ def _check_parents(
             shown = {k: v for k, v in msgspec.to_builtins(w).items() if v is not None}
             conds = ", ".join(str(c) for c in want.conditions) or "any"
             return (
-                f"expected a status.{list_field} entry of controller {ctx.controller_name} with {ref_field} "
-                f"{_short(shown)} (namespace {'required' if step.namespace_required else 'optional'}) and "
+                f"expected a status.{list_field} entry of controller {ctx.controller_name} with "
+                f"{ref_field} "
+                f"{_short(shown)} (namespace "
+                f"{'required' if step.namespace_required else 'optional'}) and "
                 f"conditions {conds}; found {_entries_str(entries, ref_field)}"
             )
     return None
@@ -392,19 +414,31 @@ def _check_one_listener(want: ListenerSpec, entry: dict[str, Any]) -> str | None
     actual_kinds = [k for k in entry.get("supportedKinds") or [] if isinstance(k, dict)]
     if want.supported_kinds is not None:
         if not want.supported_kinds and actual_kinds:
-            return f"listener {want.name}: expected empty supportedKinds, found {_kinds_str(actual_kinds)}"
+            return (
+                f"listener {want.name}: expected empty supportedKinds, found "
+                f"{_kinds_str(actual_kinds)}"
+            )
         for k in want.supported_kinds:
             group = k.group if k.group is not None else GATEWAY_GROUP
             if not any(
                 a.get("kind") == k.kind and a.get("group", GATEWAY_GROUP) == group
                 for a in actual_kinds
             ):
-                return f"listener {want.name}: expected supportedKinds to include {group}/{k.kind}, found {_kinds_str(actual_kinds)}"
+                return (
+                    f"listener {want.name}: expected supportedKinds to include {group}/{k.kind}, "
+                    f"found {_kinds_str(actual_kinds)}"
+                )
     if want.attached_routes is not None and entry.get("attachedRoutes") != want.attached_routes:
-        return f"listener {want.name}: expected attachedRoutes {want.attached_routes}, found {entry.get('attachedRoutes')}"
+        return (
+            f"listener {want.name}: expected attachedRoutes {want.attached_routes}, found "
+            f"{entry.get('attachedRoutes')}"
+        )
     miss = missing_condition(want.conditions, _conditions_of(entry))
     if miss:
-        return f"listener {want.name}: expected condition {miss}, found {_conds_str(_conditions_of(entry))}"
+        return (
+            f"listener {want.name}: expected condition {miss}, found "
+            f"{_conds_str(_conditions_of(entry))}"
+        )
     return None
 
 
@@ -415,7 +449,10 @@ def _check_listeners(
         return None
     names = _listener_names(obj)
     if len(names) != len(step.listeners):
-        return f"expected {len(step.listeners)} status.listeners entries {[w.name for w in step.listeners]}, found {len(names)} {names}"
+        return (
+            f"expected {len(step.listeners)} status.listeners entries "
+            f"{[w.name for w in step.listeners]}, found {len(names)} {names}"
+        )
     for want in step.listeners:
         entry = _listener_entry(obj, want.name)
         if entry is None:

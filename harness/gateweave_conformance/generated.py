@@ -16,18 +16,25 @@ from gateweave.ir import GATEWAY_NAME_LABEL
 from gateweave_conformance.cases import GeneratedObjectsStep
 
 
-def labelled(objects: Iterable[Mapping[str, Any]], namespace: str, gateway: str) -> list[Mapping[str, Any]]:
+def labelled(
+    objects: Iterable[Mapping[str, Any]], namespace: str, gateway: str
+) -> list[Mapping[str, Any]]:
     """The objects of ``namespace`` labelled with the Gateway's name (upstream's list selector)."""
     out = []
     for obj in objects:
         meta = obj.get("metadata") or {}
-        if meta.get("namespace") == namespace and (meta.get("labels") or {}).get(GATEWAY_NAME_LABEL) == gateway:
+        if (
+            meta.get("namespace") == namespace
+            and (meta.get("labels") or {}).get(GATEWAY_NAME_LABEL) == gateway
+        ):
             out.append(obj)
     return out
 
 
 def envoy_object(server_info: Mapping[str, Any]) -> dict[str, Any]:
-    """A gateweave Envoy, as an object: its node id, and its node metadata's labels and annotations."""
+    """A gateweave Envoy, as an object: its node id, and its node metadata's labels and
+    annotations.
+    """
     node = server_info.get("node") or {}
     metadata = node.get("metadata") or {}
     return {
@@ -44,7 +51,9 @@ def _lacking(have: Mapping[str, Any], want: Mapping[str, str]) -> dict[str, str]
     return {k: v for k, v in want.items() if have.get(k) != v}
 
 
-def check(step: GeneratedObjectsStep, found: Mapping[str, Sequence[Mapping[str, Any]]]) -> str | None:
+def check(
+    step: GeneratedObjectsStep, found: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> str | None:
     """``found``: per kind, the objects generated for the Gateway, in list order. None when the
     first of each kind carries every label and annotation of the step (upstream require.Subset),
     else what it lacks."""

@@ -31,7 +31,8 @@ UNUSABLE = "PLACEHOLDER_UNUSABLE_ADDRS"
 # A case may copy a value of another object (FORMAT has no syntax for it; the transcription
 # writes this token where upstream copies at run time).
 _COPY_TOKEN = re.compile(
-    r"^<copy of data\[(?P<key>[^\]]+)\] of (?P<kind>ConfigMap|Secret) (?P<ns>[^/\s]+)/(?P<name>[^>\s]+)>$"
+    r"^<copy of data\[(?P<key>[^\]]+)\] of (?P<kind>ConfigMap|Secret) "
+    r"(?P<ns>[^/\s]+)/(?P<name>[^>\s]+)>$"
 )
 
 
@@ -65,7 +66,9 @@ def _parse(path: str, mtime_ns: int, size: int) -> tuple[Any, ...]:
 
 
 def load_documents(path: Path) -> list[dict[str, Any]]:
-    """Every non-empty YAML document of a manifest file (fresh copies; parsed once per file version)."""
+    """Every non-empty YAML document of a manifest file (fresh copies; parsed once per file
+    version).
+    """
     st = path.stat()
     docs = copy.deepcopy(_parse(str(path), st.st_mtime_ns, st.st_size))
     out: list[dict[str, Any]] = []
@@ -187,7 +190,9 @@ class CaseManifests:
 
 
 def case_manifests(manifests_dir: Path, case: Case, subs: Substitutions) -> CaseManifests:
-    """GatewayClass, base manifests, generated TLS material, then the case's files (all substituted)."""
+    """GatewayClass, base manifests, generated TLS material, then the case's files (all
+    substituted).
+    """
     out = CaseManifests()
     out.objects.append(Source(gateway_class(subs), "runner: GatewayClass under test"))
     out.objects.extend(load_file(manifests_dir, BASE_MANIFESTS, subs))
@@ -219,7 +224,8 @@ def _token(seed: str, length: int) -> str:
 
 def pod_name(namespace: str, deployment: str, replica: int) -> str:
     """``<deployment>-<hash>-<suffix>``: two dash-free tokens, distinct per replica, stable."""
-    return f"{deployment}-{_token(f'{namespace}/{deployment}', 9)}-{_token(f'{namespace}/{deployment}#{replica}', 5)}"
+    stable = _token(f"{namespace}/{deployment}", 9)
+    return f"{deployment}-{stable}-{_token(f'{namespace}/{deployment}#{replica}', 5)}"
 
 
 @dataclass(frozen=True)

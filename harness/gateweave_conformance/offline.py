@@ -13,7 +13,8 @@ creationTimestamps: the suite setup (GatewayClass, base manifests, TLS material)
 time, each of the case's manifest files a later one, each ``apply`` step a later one still;
 objects created together share their second, as on a real cluster.
 
-    python -m gateweave_conformance.offline --cases DIR --manifests DIR [--features all|A,B] [NAME ...]
+    python -m gateweave_conformance.offline --cases DIR --manifests DIR [--features all|A,B] [NAME
+    ...]
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ ALSO_REQUIRES: dict[str, tuple[str, ...]] = {"UDPRouteNotAllowedByListeners": ("
 
 
 def feature_skip(case: Case, claimed: Iterable[str]) -> str | None:
-    """Why upstream would not run ``case`` for an implementation claiming ``claimed`` (None: it runs)."""
+    """Why upstream would not run ``case`` for an implementation claiming ``claimed`` (None: it
+    runs).
+    """
     have = set(claimed)
     missing = [f for f in (*case.features, *ALSO_REQUIRES.get(case.name, ())) if f not in have]
     if missing:
@@ -139,7 +142,9 @@ class ObjectSet:
         return stored.raw if stored else None
 
     def apply(self, raw: dict[str, Any], origin: str) -> None:
-        """Create, or replace the non-status content of, one object (raises ReplayError when rejected)."""
+        """Create, or replace the non-status content of, one object (raises ReplayError when
+        rejected).
+        """
         key = self.key_of(raw)
         if not key[2]:
             raise ReplayError(f"{origin}: {key[0]} without metadata.name")
@@ -207,7 +212,9 @@ class ObjectSet:
         return Snapshot.from_objects(s.model for s in self.objects.values() if s.model is not None)
 
     def sync_endpoint_slices(self) -> None:
-        """Publish the EndpointSlices of Services selecting Deployments, like the EndpointSlice controller."""
+        """Publish the EndpointSlices of Services selecting Deployments, like the EndpointSlice
+        controller.
+        """
         desired = {self.key_of(s): s for s in mf.endpoint_slices(self.raws())}
         for key, stored in list(self.objects.items()):
             labels = (stored.raw.get("metadata") or {}).get("labels") or {}
@@ -264,7 +271,8 @@ def compute_statuses(
         result = translate(snapshot, TranslateOptions(controller_name=controller_name))
     except Exception as exc:
         raise ReplayError(f"translate raised {type(exc).__name__}: {exc}{_where(exc)}") from exc
-    # JSON-ready per the IR contract; to_builtins also copies, so stored objects never alias the result.
+    # JSON-ready per the IR contract; to_builtins also copies, so stored objects never alias the
+    # result.
     return {(k[0], k[1], k[2]): msgspec.to_builtins(v) for k, v in result.statuses.items()}
 
 
@@ -272,7 +280,8 @@ def merge_statuses(
     objects: ObjectSet, statuses: dict[tuple[str, str, str], dict[str, Any]], controller_name: str
 ) -> None:
     """Write the computed statuses into the stored objects as the status sink does
-    (:func:`gateweave.sinks.statusmerge.merge_status`: other controllers' route/policy entries are kept).
+    (:func:`gateweave.sinks.statusmerge.merge_status`: other controllers' route/policy entries are
+    kept).
     A route or policy without a computed status keeps no entry of ours; any other object
     without one keeps what it has."""
     for key, stored in objects.objects.items():
@@ -283,7 +292,14 @@ def merge_statuses(
             computed = {}
         current = stored.raw.get("status")
         stored.raw["status"] = copy.deepcopy(
-            merge_status(key[0], current if isinstance(current, dict) else None, computed, controller_name, None, namespace=key[1])
+            merge_status(
+                key[0],
+                current if isinstance(current, dict) else None,
+                computed,
+                controller_name,
+                None,
+                namespace=key[1],
+            )
         )
 
 
@@ -296,7 +312,8 @@ class Options:
     include_unsupported: bool = (
         False  # replay the rest of a case that has unsupported steps (still SKIP)
     )
-    # Claimed features; None: read the class under test's status.supportedFeatures (as upstream infers them).
+    # Claimed features; None: read the class under test's status.supportedFeatures (as upstream
+    # infers them).
     supported_features: frozenset[str] | None = None
 
 
@@ -311,7 +328,10 @@ class CaseResult:
 
     def line(self) -> str:
         if self.outcome == "PASS":
-            return f"PASS {self.name} ({self.expects_checked} status checks, {self.traffic_skipped} traffic steps skipped)"
+            return (
+                f"PASS {self.name} ({self.expects_checked} status checks, {self.traffic_skipped} "
+                "traffic steps skipped)"
+            )
         return f"{self.outcome} {self.name}: {self.message}"
 
 
@@ -358,7 +378,8 @@ class _Replay:
         listed = (gc.get("status") or {}).get("supportedFeatures") or []
         if not listed:
             raise ReplayError(
-                f"GatewayClass {self.subs.gateway_class_name} has no status.supportedFeatures to infer the "
+                f"GatewayClass {self.subs.gateway_class_name} has no status.supportedFeatures to "
+                "infer the "
                 "claimed features from (pass them explicitly)"
             )
         return frozenset(str(f.get("name") if isinstance(f, dict) else f) for f in listed)
@@ -427,7 +448,10 @@ class _Replay:
             elif key not in self.remembered:
                 return f"{_key_str(key)}: expect_generation_changed without remember_generation"
             elif generation == self.remembered[key]:
-                return f"{_key_str(key)}: expected metadata.generation to change from {generation}, it did not"
+                return (
+                    f"{_key_str(key)}: expected metadata.generation to change from {generation}, "
+                    "it did not"
+                )
         elif kind == "unsupported":
             pass
         else:
@@ -533,7 +557,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--features",
-        help="comma-separated claimed features (default: the GatewayClass's status.supportedFeatures); 'all': every feature",
+        help=(
+            "comma-separated claimed features (default: the GatewayClass's "
+            "status.supportedFeatures); 'all': every feature"
+        ),
     )
     parser.add_argument("names", nargs="*", help="only these cases (by file name without .yaml)")
     args = parser.parse_args(argv)

@@ -134,7 +134,10 @@ def _status(stats: dict[str, int], failed: list[str], skipped: list[str]) -> dic
 def profile_report(
     profile: Profile, outcomes: Sequence[Outcome], claimed: frozenset[str]
 ) -> dict[str, Any]:
-    stats = {"core": {"Passed": 0, "Failed": 0, "Skipped": 0}, "extended": {"Passed": 0, "Failed": 0, "Skipped": 0}}
+    stats = {
+        "core": {"Passed": 0, "Failed": 0, "Skipped": 0},
+        "extended": {"Passed": 0, "Failed": 0, "Skipped": 0},
+    }
     failed: dict[str, list[str]] = {"core": [], "extended": []}
     skipped: dict[str, list[str]] = {"core": [], "extended": []}
     key = {"PASS": "Passed", "FAIL": "Failed", "SKIP": "Skipped"}
@@ -191,7 +194,9 @@ def build_report(
         },
         "mode": "default",
         "profiles": [profile_report(p, outcomes, claimed_set) for p in PROFILES],
-        "succeededProvisionalTests": sorted(o.name for o in outcomes if o.outcome == "PASS" and o.name in provisional_set),
+        "succeededProvisionalTests": sorted(
+            o.name for o in outcomes if o.outcome == "PASS" and o.name in provisional_set
+        ),
     }
 
 

@@ -106,7 +106,9 @@ def summary(results: Iterable[CaseResult]) -> str:
 
 
 def usable_address(pool: str) -> str:
-    """A static address inside the pool that dynamic assignment reaches last (x.y.255.1 in a /16)."""
+    """A static address inside the pool that dynamic assignment
+    reaches last (x.y.255.1 in a /16).
+    """
     net = ipaddress.ip_network(pool, strict=False)
     offset = net.num_addresses - 255 if net.num_addresses > 512 else net.num_addresses // 2
     return str(net.network_address + offset)
@@ -172,13 +174,17 @@ class ConfigFiles:
         if key[1]:
             meta["namespace"] = key[1]
         previous = self.objects.get(key)
-        created = (previous or {}).get("metadata", {}).get("creationTimestamp") or meta.get("creationTimestamp")
+        created = (previous or {}).get("metadata", {}).get("creationTimestamp") or meta.get(
+            "creationTimestamp"
+        )
         meta["creationTimestamp"] = created or creation_timestamp(self.tick)
         body["metadata"] = meta
         if _read_by_gateweave(body):
             _, errors = decode(body, _key_str(key))
             if errors:
-                raise RunnerError(f"apply {_key_str(key)}: rejected: " + "; ".join(str(e) for e in errors))
+                raise RunnerError(
+                    f"apply {_key_str(key)}: rejected: " + "; ".join(str(e) for e in errors)
+                )
             self._seq += 1
             tmp = self.root / f".tmp-{self._seq}"
             tmp.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
@@ -239,7 +245,9 @@ class _Env:
         cm = self.runner.files.get("ConfigMap", ns, name)
         if cm is not None and (cm.get("data") or {}).get("ca.crt"):
             return str(cm["data"]["ca.crt"])
-        raise traffic.StepFailed(f"server_certificate {ref}: no Secret with tls.crt nor ConfigMap with ca.crt")
+        raise traffic.StepFailed(
+            f"server_certificate {ref}: no Secret with tls.crt nor ConfigMap with ca.crt"
+        )
 
     def client_cert(self, ref: str) -> tuple[str, str]:
         ns, _, name = ref.partition("/")
@@ -247,7 +255,10 @@ class _Env:
         if secret is None:
             raise traffic.StepFailed(f"client_cert {ref}: Secret not found")
         data = secret.get("data") or {}
-        crt, key = base64.b64decode(data.get("tls.crt", "")), base64.b64decode(data.get("tls.key", ""))
+        crt, key = (
+            base64.b64decode(data.get("tls.crt", "")),
+            base64.b64decode(data.get("tls.key", "")),
+        )
         cached = self._cert_files.get(ref)
         if cached and Path(cached[0]).read_bytes() == crt and Path(cached[1]).read_bytes() == key:
             return cached
@@ -300,7 +311,9 @@ class LiveRunner:
         config.mkdir(exist_ok=True)
         self.files = ConfigFiles(config)
         objects = [mf.gateway_class(self.subs)]
-        objects += [s.obj for s in mf.load_file(self.options.manifests_dir, mf.BASE_MANIFESTS, self.subs)]
+        objects += [
+            s.obj for s in mf.load_file(self.options.manifests_dir, mf.BASE_MANIFESTS, self.subs)
+        ]
         objects += tlsgen.builtin().manifests()
         for obj in objects:
             self.files.put(obj)
@@ -325,8 +338,12 @@ class LiveRunner:
             admin=app.AdminSettings("127.0.0.1:0"),
             runtime=app.RuntimeSettings(check_incremental=self.options.check_incremental),
         )
-        self._serve_task = asyncio.create_task(app.run(settings, app.Hooks(stop=self._stop, on_started=on_started)))
-        done, _ = await asyncio.wait([started, self._serve_task], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        self._serve_task = asyncio.create_task(
+            app.run(settings, app.Hooks(stop=self._stop, on_started=on_started))
+        )
+        done, _ = await asyncio.wait(
+            [started, self._serve_task], timeout=60, return_when=asyncio.FIRST_COMPLETED
+        )
         if self._serve_task in done:
             self._serve_task.result()
             raise RunnerError("gateweave serve stopped during start")
@@ -357,7 +374,8 @@ class LiveRunner:
                 return frozenset(str(f.get("name") if isinstance(f, dict) else f) for f in listed)
             await asyncio.sleep(POLL)
         raise RunnerError(
-            f"GatewayClass {self.subs.gateway_class_name} has no status.supportedFeatures after 60s "
+            f"GatewayClass {self.subs.gateway_class_name} has no status.supportedFeatures after "
+            "60s "
             "(pass --supported-features)"
         )
 
@@ -423,7 +441,8 @@ class LiveRunner:
                 break
             if time.monotonic() >= deadline:
                 raise RunnerError(
-                    "gateweave did not pick up " + ", ".join(_key_str(k) for k in sorted(pending)[:3])
+                    "gateweave did not pick up "
+                    + ", ".join(_key_str(k) for k in sorted(pending)[:3])
                     + f" within {SYNC_TIMEOUT:g}s"
                 )
             await asyncio.sleep(0.02)
@@ -457,7 +476,10 @@ class LiveRunner:
         result = CaseResult(case.name, "PASS", features=case.features)
         if case.unsupported:
             text = " ".join(case.unsupported[0].text.split())
-            result.outcome, result.message = "SKIP", f"unsupported step {case.unsupported[0].index}: {text[:160]}"
+            result.outcome, result.message = (
+                "SKIP",
+                f"unsupported step {case.unsupported[0].index}: {text[:160]}",
+            )
             return result
         if self.options.skip_tests and re.search(self.options.skip_tests, case.name):
             result.outcome, result.message = "SKIP", "skipped by --skip-tests"
@@ -502,7 +524,9 @@ class _CaseRun:
     def __init__(self, runner: LiveRunner, case: Case) -> None:
         self.r = runner
         self.case = case
-        self.created: set[ObjKey] = set()  # keys this case put or deleted (restored from base at cleanup)
+        self.created: set[ObjKey] = (
+            set()
+        )  # keys this case put or deleted (restored from base at cleanup)
         self.remembered: dict[ObjKey, int] = {}
 
     def _put(self, raw: dict[str, Any]) -> ObjKey:
@@ -584,7 +608,10 @@ class _CaseRun:
             elif key not in self.remembered:
                 return f"{_key_str(key)}: expect_generation_changed without remember_generation"
             elif generation == self.remembered[key]:
-                return f"{_key_str(key)}: expected metadata.generation to change from {generation}, it did not"
+                return (
+                    f"{_key_str(key)}: expected metadata.generation to change from {generation}, "
+                    "it did not"
+                )
         return None
 
     async def expect(self, step: Step) -> str | None:
@@ -607,7 +634,8 @@ class _CaseRun:
 
     async def generated_objects(self, step: Step) -> str | None:
         """On one machine, what gateweave generates for a Gateway is its Envoy process: once one
-        runs, its node metadata must carry the labels and annotations (checked once, as upstream)."""
+        runs, its node metadata must carry the labels and annotations (checked once, as
+        upstream)."""
         parsed = parse_step(step.index, {"generated_objects": self.step_data(step.raw)}).generated
         assert parsed is not None
         timeout = parsed.timeout_s or EXPECT_TIMEOUT
@@ -638,14 +666,19 @@ class _CaseRun:
         deadline = time.monotonic() + ENVOY_GONE_TIMEOUT
         while names & set(infra.processes()):
             if time.monotonic() >= deadline:
-                raise RunnerError(f"Envoys of {sorted(names & set(infra.processes()))} still run after {ENVOY_GONE_TIMEOUT:g}s")
+                raise RunnerError(
+                    f"Envoys of {sorted(names & set(infra.processes()))} still run after "
+                    f"{ENVOY_GONE_TIMEOUT:g}s"
+                )
             await asyncio.sleep(POLL)
 
 
 def load_known_failures(path: Path) -> dict[str, str]:
     """A YAML mapping: case name -> why it fails (every entry needs a reason)."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict) or not all(isinstance(v, str) and v.strip() for v in data.values()):
+    if not isinstance(data, dict) or not all(
+        isinstance(v, str) and v.strip() for v in data.values()
+    ):
         raise ValueError(f"{path}: expected a mapping of case name to a non-empty reason")
     return {str(k): str(v) for k, v in data.items()}
 
@@ -673,7 +706,13 @@ async def run(options: RunnerOptions) -> tuple[list[CaseResult], frozenset[str]]
                 # A translation raised during the case (with check_incremental: an incremental
                 # result that differed from a full translation): never a pass.
                 error = runner.runtime.last_translation_error.strip().splitlines()
-                result = CaseResult(case.name, "FAIL", "a translation raised: " + (error[-1] if error else "?"), result.seconds, result.features)
+                result = CaseResult(
+                    case.name,
+                    "FAIL",
+                    "a translation raised: " + (error[-1] if error else "?"),
+                    result.seconds,
+                    result.features,
+                )
             result.known = options.known_failures.get(case.name, "")
             results.append(result)
             options.out(result.line())
@@ -683,7 +722,9 @@ async def run(options: RunnerOptions) -> tuple[list[CaseResult], frozenset[str]]
     if options.report is not None:
         outcomes = [rp.Outcome(r.name, r.features, r.outcome) for r in results]
         provisional = [c.name for c in cases if c.provisional]
-        report = rp.build_report(outcomes, runner.claimed, version=__version__, provisional=provisional)
+        report = rp.build_report(
+            outcomes, runner.claimed, version=__version__, provisional=provisional
+        )
         options.report.write_text(rp.dump(report), encoding="utf-8")
     return results, runner.claimed
 

@@ -270,7 +270,8 @@ def builtin() -> TLSMaterial:
 def with_extra(extra: tuple[TLSSpec, ...]) -> TLSMaterial:
     """The builtin material plus a case's ``generated:`` entries (cached per distinct list).
 
-    A case entry may be signed by a builtin CA; it replaces a builtin object of the same kind and name.
+    A case entry may be signed by a builtin CA; it replaces a builtin object of the same kind and
+    name.
     """
     base = builtin()
     material = TLSMaterial(dict(base.issued))

@@ -86,7 +86,9 @@ _CONTEXTS: dict[tuple[str, str, str, tuple[str, ...]], ssl.SSLContext] = {}
 _ASKED: set[int] = set()
 
 
-def _msg_callback(conn: Any, direction: str, version: Any, content_type: Any, msg_type: Any, data: Any) -> None:
+def _msg_callback(
+    conn: Any, direction: str, version: Any, content_type: Any, msg_type: Any, data: Any
+) -> None:
     if direction == "read" and int(msg_type) == _CERTIFICATE_REQUEST:
         _ASKED.add(id(conn))
 
@@ -126,7 +128,10 @@ def _go_match(pattern: str, host: str) -> bool:
     p_labels, h_labels = pattern.split("."), host.split(".")
     if len(p_labels) != len(h_labels):
         return False
-    return all((i == 0 and p == "*") or p == h for i, (p, h) in enumerate(zip(p_labels, h_labels, strict=True)))
+    return all(
+        (i == 0 and p == "*") or p == h
+        for i, (p, h) in enumerate(zip(p_labels, h_labels, strict=True))
+    )
 
 
 def verify_host(sslobj: Any, host: str) -> None:
@@ -165,7 +170,13 @@ async def eventually(
             return describe(str(exc))
         except NotYet as exc:
             last = str(exc)
-        except (OSError, TimeoutError, ssl.SSLError, httpx.HTTPError, asyncio.IncompleteReadError) as exc:
+        except (
+            OSError,
+            TimeoutError,
+            ssl.SSLError,
+            httpx.HTTPError,
+            asyncio.IncompleteReadError,
+        ) as exc:
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         streak = 0
         if time.monotonic() >= deadline:
@@ -228,7 +239,14 @@ async def send_http(req: HttpRequest) -> HttpAnswer:
     headers = list(req.headers)
     if req.host:
         headers.insert(0, ("Host", req.host))
-    extensions: dict[str, Any] = {"timeout": {"connect": REQUEST_TIMEOUT, "read": REQUEST_TIMEOUT, "write": REQUEST_TIMEOUT, "pool": REQUEST_TIMEOUT}}
+    extensions: dict[str, Any] = {
+        "timeout": {
+            "connect": REQUEST_TIMEOUT,
+            "read": REQUEST_TIMEOUT,
+            "write": REQUEST_TIMEOUT,
+            "pool": REQUEST_TIMEOUT,
+        }
+    }
     if req.sni:
         extensions["sni_hostname"] = req.sni
     async with httpx.AsyncClient(
@@ -287,7 +305,9 @@ def compare_http(spec: dict[str, Any], sent: HttpRequest, answer: HttpAnswer) ->
         statuses.append(int(response["status"]))
     if not statuses:
         statuses = [200]
-    if not any(s == answer.status or (_is_timeout(s) and _is_timeout(answer.status)) for s in statuses):
+    if not any(
+        s == answer.status or (_is_timeout(s) and _is_timeout(answer.status)) for s in statuses
+    ):
         want = statuses[0] if len(statuses) == 1 else statuses
         return f"expected status {want}, got {answer.status}"
     request = spec.get("request") or {}
@@ -302,7 +322,10 @@ def compare_http(spec: dict[str, Any], sent: HttpRequest, answer: HttpAnswer) ->
     for name, value in (response.get("headers") or {}).items():
         actual = answer.headers.get_list(name)
         if not actual:
-            return f"expected response header {name} to be set, it is not (headers: {dict(answer.headers)})"
+            return (
+                f"expected response header {name} to be set, it is not (headers: "
+                f"{dict(answer.headers)})"
+            )
         if ",".join(actual) != str(value):
             return f"expected response header {name}: {value!r}, got {','.join(actual)!r}"
     for name, allowed in (response.get("valid_header_values") or {}).items():
@@ -326,7 +349,11 @@ def _compare_backend_request(
             "path": sent.path,
             "headers": request.get("headers") or {},
         }
-    elif "path" in expected and sent.path != request.get("path") and "gateway-api-conformance-request-id" in sent.path:
+    elif (
+        "path" in expected
+        and sent.path != request.get("path")
+        and "gateway-api-conformance-request-id" in sent.path
+    ):
         expected = {**expected, "path": _with_request_id(str(expected["path"]), sent.path)}
     echo = answer.echo
     if echo is None:
@@ -336,7 +363,9 @@ def _compare_backend_request(
     if expected.get("host") and expected["host"] != echo.get("host"):
         return f"expected the backend to see host {expected['host']!r}, got {echo.get('host')!r}"
     if str(expected.get("path", "")) != echo.get("path"):
-        return f"expected the backend to see path {expected.get('path')!r}, got {echo.get('path')!r}"
+        return (
+            f"expected the backend to see path {expected.get('path')!r}, got {echo.get('path')!r}"
+        )
     method = expected.get("method") or "GET"
     if method != echo.get("method"):
         return f"expected the backend to see method {method}, got {echo.get('method')}"
@@ -346,12 +375,21 @@ def _compare_backend_request(
     for name, value in (expected.get("headers") or {}).items():
         actual = seen.get(str(name).lower())
         if actual is None:
-            return f"expected request header {name} to reach the backend, it did not (headers: {sorted(seen)})"
+            return (
+                f"expected request header {name} to reach the backend, it did not (headers: "
+                f"{sorted(seen)})"
+            )
         if ",".join(actual) != str(value):
-            return f"expected request header {name}: {value!r} at the backend, got {','.join(actual)!r}"
+            return (
+                f"expected request header {name}: {value!r} at the backend, got "
+                f"{','.join(actual)!r}"
+            )
     for name in expected.get("absent_headers") or []:
         if str(name).lower() in seen:
-            return f"expected request header {name} to be absent at the backend, got {seen[str(name).lower()]}"
+            return (
+                f"expected request header {name} to be absent at the backend, got "
+                f"{seen[str(name).lower()]}"
+            )
     backend = spec.get("backend")
     pod = str(echo.get("pod") or "")
     if backend and not pod.startswith(str(backend)):
@@ -374,14 +412,19 @@ def _compare_redirect(want: dict[str, Any], sent: HttpRequest, answer: HttpAnswe
     port = str(url.port) if url.port is not None else ""
     path = url.raw_path.decode().split("?", 1)[0] if url.raw_path else ""
     if "scheme" in want and str(want["scheme"]) != scheme:
-        return f"expected redirect scheme {want['scheme']!r}, got {scheme!r} (Location {location!r})"
+        return (
+            f"expected redirect scheme {want['scheme']!r}, got {scheme!r} (Location {location!r})"
+        )
     if want.get("host") and str(want["host"]) != host:
         return f"expected redirect host {want['host']!r}, got {host!r} (Location {location!r})"
     if want.get("port") not in (None, ""):
         if str(want["port"]) != port:
             return f"expected redirect port {want['port']!r}, got {port!r} (Location {location!r})"
     elif port not in ("", _default_port(scheme)):
-        return f"expected no redirect port (or the scheme's default), got {port!r} (Location {location!r})"
+        return (
+            f"expected no redirect port (or the scheme's default), got {port!r} (Location "
+            f"{location!r})"
+        )
     if "path" in want and str(want["path"]) != path:
         return f"expected redirect path {want['path']!r}, got {path!r} (Location {location!r})"
     return None
@@ -455,7 +498,12 @@ async def http_step(env: Env, spec: dict[str, Any]) -> str | None:
     mirrors = spec.get("mirrored_to") or []
     if mirrors:
         path = add_query(path, "gateway-api-conformance-request-id", str(uuid.uuid4()))
-    started = {(m["namespace"], m["name"]): [len(lines) for lines in env.mirror_logs(m["namespace"], m["name"])] for m in mirrors}
+    started = {
+        (m["namespace"], m["name"]): [
+            len(lines) for lines in env.mirror_logs(m["namespace"], m["name"])
+        ]
+        for m in mirrors
+    }
 
     if spec.get("expect_failure"):
 
@@ -505,7 +553,10 @@ async def _check_mirrors(
             if found:
                 break
             if time.monotonic() >= deadline:
-                return f"mirror backend {key[0]}/{key[1]} did not log the mirrored request {path!r} within {REQUEST_TIMEOUT:g}s"
+                return (
+                    f"mirror backend {key[0]}/{key[1]} did not log the mirrored request {path!r} "
+                    f"within {REQUEST_TIMEOUT:g}s"
+                )
             await asyncio.sleep(POLL)
     return None
 
@@ -561,11 +612,18 @@ def compare_grpc(spec: dict[str, Any], code: Any, response: Any) -> str | None:
     assertions = response.assertions
     method = str((spec.get("request") or {}).get("method") or "Echo")
     if assertions.fully_qualified_method != _GRPC_SERVICE + method:
-        return f"expected method {_GRPC_SERVICE + method}, the backend saw {assertions.fully_qualified_method!r}"
+        return (
+            f"expected method {_GRPC_SERVICE + method}, the backend saw "
+            f"{assertions.fully_qualified_method!r}"
+        )
     pod = assertions.context.pod
     if spec.get("backend") and not pod.startswith(str(spec["backend"])):
         return f"expected pod name to start with {spec['backend']}, got {pod!r}"
-    if "namespace" in spec and spec["namespace"] is not None and assertions.context.namespace != spec["namespace"]:
+    if (
+        "namespace" in spec
+        and spec["namespace"] is not None
+        and assertions.context.namespace != spec["namespace"]
+    ):
         return f"expected namespace {spec['namespace']!r}, got {assertions.context.namespace!r}"
     return None
 
@@ -653,7 +711,9 @@ async def echo_exchange(
                 answer = await _line(reader)
                 want = b"true\n" if is_tls else b"false\n"
                 if answer != want:
-                    raise StepFailed(f"expected IS_TLS {want.strip().decode()}, got {answer.strip().decode()!r}")
+                    raise StepFailed(
+                        f"expected IS_TLS {want.strip().decode()}, got {answer.strip().decode()!r}"
+                    )
             writer.write(send.encode())
             await writer.drain()
             reply = await _line(reader)
@@ -702,7 +762,16 @@ async def tcp_step(env: Env, spec: dict[str, Any]) -> str | None:
 
 
 def _is_rejection(exc: BaseException) -> bool:
-    if isinstance(exc, (ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError, asyncio.IncompleteReadError, EOFError)):
+    if isinstance(
+        exc,
+        (
+            ConnectionResetError,
+            ssl.SSLEOFError,
+            ssl.SSLZeroReturnError,
+            asyncio.IncompleteReadError,
+            EOFError,
+        ),
+    ):
         return True
     text = str(exc).lower()
     return "eof" in text or "reset" in text or "connection lost" in text
@@ -710,7 +779,9 @@ def _is_rejection(exc: BaseException) -> bool:
 
 async def tls_step(env: Env, spec: dict[str, Any]) -> str | None:
     sni = str(spec.get("sni") or "")
-    trusted = env.trusted_pem(str(spec["server_certificate"])) if spec.get("server_certificate") else None
+    trusted = (
+        env.trusted_pem(str(spec["server_certificate"])) if spec.get("server_certificate") else None
+    )
     timeout = _timeout_of(spec)
 
     if spec.get("send") is not None:
@@ -718,21 +789,28 @@ async def tls_step(env: Env, spec: dict[str, Any]) -> str | None:
         async def exchange() -> None:
             target = await env.target(str(spec["gateway"]), spec.get("listener"), 443)
             data = await echo_exchange(
-                target, str(spec["send"]), tls=client_context(trusted), sni=sni,
+                target,
+                str(spec["send"]),
+                tls=client_context(trusted),
+                sni=sni,
                 is_tls=bool(spec.get("expect_is_tls", False)),
             )
             _check_identity(data, spec.get("backend"), spec.get("namespace", ""))
             if spec.get("backend_sni") is not None:
                 seen = (data.get("tls") or {}).get("serverName")
                 if seen != spec["backend_sni"]:
-                    raise StepFailed(f"expected the backend to see SNI {spec['backend_sni']!r}, got {seen!r}")
+                    raise StepFailed(
+                        f"expected the backend to see SNI {spec['backend_sni']!r}, got {seen!r}"
+                    )
 
         return await eventually(exchange, timeout)
 
     if spec.get("request") is not None:
         request = spec["request"]
         if not spec.get("expect_failure"):
-            return await http_step(env, {**spec, "scheme": "https", "request": {**request, "sni": sni}})
+            return await http_step(
+                env, {**spec, "scheme": "https", "request": {**request, "sni": sni}}
+            )
 
         async def refused() -> None:
             body = {**spec, "scheme": "https", "request": {**request, "sni": sni}}
@@ -782,7 +860,9 @@ class _Reply(asyncio.DatagramProtocol):
 async def udp_exchange(target: Target, payload: bytes, wait: float = 1.0) -> bytes:
     loop = asyncio.get_running_loop()
     proto = _Reply()
-    transport, _ = await loop.create_datagram_endpoint(lambda: proto, remote_addr=(target.address, target.port))
+    transport, _ = await loop.create_datagram_endpoint(
+        lambda: proto, remote_addr=(target.address, target.port)
+    )
     try:
         transport.sendto(payload)
         try:
@@ -808,7 +888,9 @@ async def udp_step(env: Env, spec: dict[str, Any]) -> str | None:
         except ValueError:
             raise NotYet(f"reply is not JSON: {reply[:200]!r}") from None
         if spec.get("expect_backend") and data.get("service") != spec["expect_backend"]:
-            raise NotYet(f"expected service {spec['expect_backend']!r}, got {data.get('service')!r}")
+            raise NotYet(
+                f"expected service {spec['expect_backend']!r}, got {data.get('service')!r}"
+            )
         if spec.get("namespace") is not None and data.get("namespace") != spec["namespace"]:
             raise NotYet(f"expected namespace {spec['namespace']!r}, got {data.get('namespace')!r}")
 
@@ -910,7 +992,9 @@ async def _one_sample(
                 return
             backend = backend_of(pod)
             if backend not in weights:
-                errors.append(f"answer from pod {pod!r}, not one of the weighted backends {sorted(weights)}")
+                errors.append(
+                    f"answer from pod {pod!r}, not one of the weighted backends {sorted(weights)}"
+                )
                 return
             counts[backend] += 1
 
@@ -922,12 +1006,18 @@ async def _one_sample(
         if weight == 0 and got:
             return f"backend {backend} has weight 0 but received {got} of {total} requests"
         if weight > 0 and not got:
-            return f"backend {backend} has weight {weight:g} but received no request (counts {dict(counts)})"
+            return (
+                f"backend {backend} has weight {weight:g} but received no request (counts "
+                f"{dict(counts)})"
+            )
     for backend, weight in sorted(weights.items()):
         got = counts.get(backend, 0)
         share = got / total
         if abs(share - weight) > tolerance + 1e-9:
-            return f"backend {backend}: share {share:.3f} ({got}/{total}), expected {weight:g} +/- {tolerance:g} (counts {dict(counts)})"
+            return (
+                f"backend {backend}: share {share:.3f} ({got}/{total}), expected {weight:g} +/- "
+                f"{tolerance:g} (counts {dict(counts)})"
+            )
     return None
 
 

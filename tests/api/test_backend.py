@@ -48,28 +48,49 @@ def test_every_cel_rule_of_the_vendored_crds_compiles(plural: str) -> None:
 
 def test_the_registered_kinds_of_the_group() -> None:
     assert [k for k, info in KINDS.items() if info.group == EG] == [
-        "Backend", "BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy"]
-    for kind, model in (("Backend", m.Backend), ("BackendTrafficPolicy", m.BackendTrafficPolicy),
-                        ("ClientTrafficPolicy", m.ClientTrafficPolicy), ("SecurityPolicy", m.SecurityPolicy)):
+        "Backend",
+        "BackendTrafficPolicy",
+        "ClientTrafficPolicy",
+        "SecurityPolicy",
+    ]
+    for kind, model in (
+        ("Backend", m.Backend),
+        ("BackendTrafficPolicy", m.BackendTrafficPolicy),
+        ("ClientTrafficPolicy", m.ClientTrafficPolicy),
+        ("SecurityPolicy", m.SecurityPolicy),
+    ):
         info = lookup(f"{EG}/v1alpha1", kind)
         assert info is not None and info.custom and info.model is model
     assert lookup(f"{EG}/v1alpha1", "EnvoyExtensionPolicy") is None
 
 
 def backend(spec: dict[str, Any], name: str = "b") -> dict[str, Any]:
-    return {"apiVersion": f"{EG}/v1alpha1", "kind": "Backend", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": f"{EG}/v1alpha1",
+        "kind": "Backend",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def test_a_backend_decodes_with_its_defaults() -> None:
-    dec, errors = decode(backend({"endpoints": [{"unix": {"path": "/run/app.sock"}}], "tls": {"sni": "x.test"}}))
+    dec, errors = decode(
+        backend({"endpoints": [{"unix": {"path": "/run/app.sock"}}], "tls": {"sni": "x.test"}})
+    )
     assert errors == [] and dec is not None
     assert dec.raw["spec"]["type"] == "Endpoints"  # CRD default
     assert dec.raw["spec"]["tls"]["insecureSkipVerify"] is False
     model = dec.model
     assert isinstance(model, m.Backend) and model.metadata.namespace == "default"
     assert model.spec.endpoints[0].unix == m.BackendUnixEndpoint(path="/run/app.sock")
-    wk, _ = decode(backend({"endpoints": [{"ip": {"address": "10.0.0.1", "port": 1}}],
-                            "tls": {"wellKnownCACertificates": "System", "autoSNIFromEndpointHostname": False}}))
+    wk, _ = decode(
+        backend(
+            {
+                "endpoints": [{"ip": {"address": "10.0.0.1", "port": 1}}],
+                "tls": {"wellKnownCACertificates": "System", "autoSNIFromEndpointHostname": False},
+            }
+        )
+    )
     assert wk is not None and wk.model.spec.tls.well_known_ca_certificates == "System"
     assert wk.model.spec.tls.auto_sni_from_endpoint_hostname is False
 
@@ -131,8 +152,10 @@ def test_schema_and_cel_rejections_are_located() -> None:
         "only one of fqdn, ip or unix can be specified"
     ]
     assert found["badport"] == [
-        "backends.yaml:27: Backend default/badport: spec.endpoints[0].ip.port: Invalid value: 70000: "
+        "backends.yaml:27: Backend default/badport: spec.endpoints[0].ip.port: Invalid value: "
+        "70000: "
         "spec.endpoints[0].ip.port in body should be less than or equal to 65535",
-        'backends.yaml:27: Backend default/badport: spec.tls: Invalid value: "object": must not contain '
+        'backends.yaml:27: Backend default/badport: spec.tls: Invalid value: "object": must not '
+        "contain "
         "either CACertificateRefs or WellKnownCACertificates when InsecureSkipVerify is enabled",
     ]

@@ -52,7 +52,9 @@ class Walk:
     missing: set[str] = field(default_factory=set)  # schema properties the model lacks
     extra: set[str] = field(default_factory=set)  # model fields the schema lacks
     mismatched: list[str] = field(default_factory=list)  # shapes that disagree
-    leaves: dict[str, tuple[str, ...]] = field(default_factory=dict)  # schema path -> model attribute path
+    leaves: dict[str, tuple[str, ...]] = field(
+        default_factory=dict
+    )  # schema path -> model attribute path
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -81,7 +83,9 @@ def _walk(schema: Schema, tp: Any, path: str, attrs: tuple[str, ...], out: Walk)
     props: dict[str, Schema] | None = schema.get("properties")
     if props is not None:
         if not _is_struct(tp):
-            out.mismatched.append(f"{path or '(root)'}: an object with properties, modelled as {tp!r}")
+            out.mismatched.append(
+                f"{path or '(root)'}: an object with properties, modelled as {tp!r}"
+            )
             return
         fields = {f.encode_name: f for f in msgspec.structs.fields(tp)}
         for name, sub in props.items():
@@ -110,7 +114,13 @@ def _walk(schema: Schema, tp: Any, path: str, attrs: tuple[str, ...], out: Walk)
         if typing.get_origin(tp) is not dict:
             out.mismatched.append(f"{path}: a map, modelled as {tp!r}")
             return
-        _walk(schema["additionalProperties"], typing.get_args(tp)[1], f"{path}{{}}", (*attrs, "{k}"), out)
+        _walk(
+            schema["additionalProperties"],
+            typing.get_args(tp)[1],
+            f"{path}{{}}",
+            (*attrs, "{k}"),
+            out,
+        )
         return
     wanted = (int, str) if schema.get("x-kubernetes-int-or-string") else _SCALARS.get(kind or "")
     have = tp if isinstance(tp, tuple) else (tp,)
@@ -185,8 +195,12 @@ def test_every_schema_property_arrives_in_the_model(info: KindInfo, version: str
     found = walk(info, schema)
     assert not found.mismatched, found.mismatched
     lost = sorted(found.missing - UNMODELLED.keys())
-    assert not lost, f"a value set at these properties arrives nowhere in the {info.kind} model: {lost}"
-    assert not found.extra, f"{info.kind} model fields no schema property fills: {sorted(found.extra)}"
+    assert not lost, (
+        f"a value set at these properties arrives nowhere in the {info.kind} model: {lost}"
+    )
+    assert not found.extra, (
+        f"{info.kind} model fields no schema property fills: {sorted(found.extra)}"
+    )
     # Round trip: every property set at once, each scalar to a distinct value.
     raw = _sample(schema, itertools.count(1))
     raw["metadata"] = {"name": "n", "namespace": "ns"}
@@ -211,7 +225,13 @@ def test_the_unmodelled_list_names_only_properties_the_models_lack() -> None:
 
 # ---------------------------------------------------------------- core kinds
 
-CORE_API = {"Service": "V1Service", "EndpointSlice": "V1EndpointSlice", "Namespace": "V1Namespace", "Secret": "V1Secret", "ConfigMap": "V1ConfigMap"}
+CORE_API = {
+    "Service": "V1Service",
+    "EndpointSlice": "V1EndpointSlice",
+    "Namespace": "V1Namespace",
+    "Secret": "V1Secret",
+    "ConfigMap": "V1ConfigMap",
+}
 
 
 def _api_class(openapi_type: str) -> Any:

@@ -57,13 +57,21 @@ def test_decodes_with_every_field_and_an_empty_spec_sets_nothing() -> None:
     assert errors == [] and dec is not None
     spec = dec.model.spec
     assert spec.envoy == m.EnvoyParameters(
-        concurrency=3, log_level="info", drain_timeout="1m30s", extra_args=("--component-log-level", "upstream:debug")
+        concurrency=3,
+        log_level="info",
+        drain_timeout="1m30s",
+        extra_args=("--component-log-level", "upstream:debug"),
     )
     assert spec.kubernetes.replicas == 2 and spec.kubernetes.service.type == "NodePort"
     assert spec.kubernetes.resources.requests == {"cpu": "100m", "memory": "128Mi"}
     assert spec.kubernetes.resources.limits == {"cpu": 2}
-    empty, errors = decode({"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters",
-                            "metadata": {"name": "e"}})
+    empty, errors = decode(
+        {
+            "apiVersion": "gateweave.io/v1alpha1",
+            "kind": "GatewayParameters",
+            "metadata": {"name": "e"},
+        }
+    )
     assert errors == [] and empty is not None
     assert empty.raw["spec"] == {}  # the CRD's default
     assert empty.model.spec == m.GatewayParametersSpec()
@@ -74,21 +82,33 @@ def test_schema_and_cel_rejections_are_located() -> None:
     dec, errors = decode_sourced(item)
     assert dec is None
     where = "params.yaml:{}: GatewayParameters default/bad: "
-    quantity = r"'^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$'"
-    assert sorted(str(e) for e in errors) == sorted([
-        where.format(32) + 'unknown field "spec.kubernetes.replica" (did you mean "replicas"?)',
-        where.format(25) + "spec.envoy.concurrency: Invalid value: 0: spec.envoy.concurrency in body should be "
-        "greater than or equal to 1",
-        where.format(26) + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, --config-path, '
-        "--config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --parent-shutdown-time-s, --disable-hot-restart, "
-        "--base-id, --use-dynamic-base-id, --base-id-path, --restart-epoch, --mode or --service-node (gateweave sets them; use the fields for concurrency, logLevel and drainTimeout)",
-        where.format(27) + 'spec.envoy.drainTimeout: Invalid value: "soon": spec.envoy.drainTimeout in body should '
-        "match '^([0-9]{1,5}(h|m|s|ms)){1,4}$'",
-        where.format(29) + 'spec.kubernetes.service.type: Unsupported value: "ExternalName": supported values: '
-        '"ClusterIP", "NodePort", "LoadBalancer"',
-        where.format(31) + 'spec.kubernetes.resources.requests[cpu]: Invalid value: "lots": '
-        f"spec.kubernetes.resources.requests[cpu] in body should match {quantity}",
-    ])
+    number = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    quantity = rf"'^(\+|-)?{number}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{number}))?$'"
+    assert sorted(str(e) for e in errors) == sorted(
+        [
+            where.format(32) + 'unknown field "spec.kubernetes.replica" (did you mean "replicas"?)',
+            where.format(25)
+            + "spec.envoy.concurrency: Invalid value: 0: spec.envoy.concurrency in body should be "
+            "greater than or equal to 1",
+            where.format(26)
+            + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, '
+            "--config-path, "
+            "--config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, "
+            "--parent-shutdown-time-s, --disable-hot-restart, "
+            "--base-id, --use-dynamic-base-id, --base-id-path, --restart-epoch, --mode or "
+            "--service-node (gateweave sets them; use the fields for concurrency, logLevel and "
+            "drainTimeout)",
+            where.format(27)
+            + 'spec.envoy.drainTimeout: Invalid value: "soon": spec.envoy.drainTimeout in body '
+            "should "
+            "match '^([0-9]{1,5}(h|m|s|ms)){1,4}$'",
+            where.format(29)
+            + 'spec.kubernetes.service.type: Unsupported value: "ExternalName": supported values: '
+            '"ClusterIP", "NodePort", "LoadBalancer"',
+            where.format(31) + 'spec.kubernetes.resources.requests[cpu]: Invalid value: "lots": '
+            f"spec.kubernetes.resources.requests[cpu] in body should match {quantity}",
+        ]
+    )
 
 
 FLEET = """\
@@ -124,32 +144,52 @@ def test_fleet_sections_decode_and_their_rules_are_located() -> None:
     both, malformed, fine = load_text(FLEET, "fleet.yaml").objects
     dec, errors = decode_sourced(fine)
     assert errors == [] and dec is not None
-    assert dec.model.spec.kubernetes.pod_disruption_budget == m.PodDisruptionBudgetParameters(max_unavailable="10%")
-    assert dec.model.spec.kubernetes.autoscaling == m.AutoscalingParameters(max_replicas=4, memory_utilization=60)
+    assert dec.model.spec.kubernetes.pod_disruption_budget == m.PodDisruptionBudgetParameters(
+        max_unavailable="10%"
+    )
+    assert dec.model.spec.kubernetes.autoscaling == m.AutoscalingParameters(
+        max_replicas=4, memory_utilization=60
+    )
     dec, errors = decode_sourced(both)
     assert dec is None
     where = "fleet.yaml:{}: GatewayParameters default/{}: "
-    assert sorted(str(e) for e in errors) == sorted([
-        where.format(6, "both") + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, '
-        "--config-path, --config-yaml, --concurrency, -l, --log-level, --log-path, --drain-time-s, --parent-shutdown-time-s, "
-        "--disable-hot-restart, --base-id, --use-dynamic-base-id, --base-id-path, --restart-epoch, --mode or "
-        "--service-node (gateweave sets them; use the fields for "
-        "concurrency, logLevel and drainTimeout)",
-        where.format(8, "both") + 'spec.kubernetes.podDisruptionBudget: Invalid value: "object": set exactly one '
-        "of minAvailable and maxUnavailable",
-        where.format(9, "both") + 'spec.kubernetes.autoscaling: Invalid value: "object": minReplicas may not '
-        "exceed maxReplicas",
-        where.format(9, "both") + 'spec.kubernetes.autoscaling: Invalid value: "object": set cpuUtilization or '
-        "memoryUtilization (or both)",
-    ])
+    assert sorted(str(e) for e in errors) == sorted(
+        [
+            where.format(6, "both")
+            + 'spec.envoy.extraArgs: Invalid value: "array": extraArgs may not set -c, '
+            "--config-path, --config-yaml, --concurrency, -l, --log-level, --log-path, "
+            "--drain-time-s, --parent-shutdown-time-s, "
+            "--disable-hot-restart, --base-id, --use-dynamic-base-id, --base-id-path, "
+            "--restart-epoch, --mode or "
+            "--service-node (gateweave sets them; use the fields for "
+            "concurrency, logLevel and drainTimeout)",
+            where.format(8, "both")
+            + 'spec.kubernetes.podDisruptionBudget: Invalid value: "object": set exactly one '
+            "of minAvailable and maxUnavailable",
+            where.format(9, "both")
+            + 'spec.kubernetes.autoscaling: Invalid value: "object": minReplicas may not '
+            "exceed maxReplicas",
+            where.format(9, "both")
+            + 'spec.kubernetes.autoscaling: Invalid value: "object": set cpuUtilization or '
+            "memoryUtilization (or both)",
+        ]
+    )
     dec, errors = decode_sourced(malformed)
     assert dec is None
-    assert sorted(str(e) for e in errors) == sorted([
-        where.format(16, "malformed") + 'spec.kubernetes.podDisruptionBudget.maxUnavailable: Invalid value: "half": '
-        "spec.kubernetes.podDisruptionBudget.maxUnavailable in body should match '^[0-9]{1,3}%$'",
-        where.format(17, "malformed") + "spec.kubernetes.autoscaling.cpuUtilization: Invalid value: 0: "
-        "spec.kubernetes.autoscaling.cpuUtilization in body should be greater than or equal to 1",
-    ])
+    assert sorted(str(e) for e in errors) == sorted(
+        [
+            where.format(16, "malformed")
+            + 'spec.kubernetes.podDisruptionBudget.maxUnavailable: Invalid value: "half": '
+            "spec.kubernetes.podDisruptionBudget.maxUnavailable in body should match "
+            "'^[0-9]{1,3}%$'",
+            where.format(17, "malformed")
+            + "spec.kubernetes.autoscaling.cpuUtilization: Invalid value: 0: "
+            "spec.kubernetes.autoscaling.cpuUtilization in body should be greater than or equal to "
+            "1",
+        ]
+    )
+
+
 TELEMETRY = """\
 apiVersion: gateweave.io/v1alpha1
 kind: GatewayParameters
@@ -182,7 +222,10 @@ def test_telemetry_decodes_and_bad_values_are_refused_at_their_field() -> None:
     assert errors == [] and dec is not None
     assert dec.model.spec.telemetry == m.TelemetryParameters(
         access_log=m.AccessLogParameters(sink="off", format="text"),
-        tracing=m.TracingParameters(endpoint="otel-collector.observability:4317", sampling_rate=12.5))
+        tracing=m.TracingParameters(
+            endpoint="otel-collector.observability:4317", sampling_rate=12.5
+        ),
+    )
     for endpoint in ("[::1]:4317", "10.0.0.1:65535", "a:1"):
         raw = {**good.raw, "spec": {"telemetry": {"tracing": {"endpoint": endpoint}}}}
         assert decode(raw)[1] == [], endpoint
@@ -192,5 +235,8 @@ def test_telemetry_decodes_and_bad_values_are_refused_at_their_field() -> None:
     dec, errors = decode_sourced(bad)
     assert dec is None
     located = sorted(str(e).split(": ", 3)[0] + " " + str(e).split(": ")[2] for e in errors)
-    assert located == ["t.yaml:19 spec.telemetry.accessLog.sink", "t.yaml:21 spec.telemetry.tracing.endpoint",
-                       "t.yaml:22 spec.telemetry.tracing.samplingRate"]
+    assert located == [
+        "t.yaml:19 spec.telemetry.accessLog.sink",
+        "t.yaml:21 spec.telemetry.tracing.endpoint",
+        "t.yaml:22 spec.telemetry.tracing.samplingRate",
+    ]

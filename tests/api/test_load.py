@@ -17,7 +17,14 @@ def names(result: LoadResult) -> list[str]:
 
 
 def test_multi_document_yaml_located_by_line() -> None:
-    text = "# leading comment\n" + NS.format("a") + "---\n---\n" + NS.format("b") + "...\n---\n" + NS.format("c")
+    text = (
+        "# leading comment\n"
+        + NS.format("a")
+        + "---\n---\n"
+        + NS.format("b")
+        + "...\n---\n"
+        + NS.format("c")
+    )
     result = load_text(text, "m.yaml")
     assert result.errors == []
     assert names(result) == ["a", "b", "c"]
@@ -79,7 +86,9 @@ def test_malformed_json_located() -> None:
 
 
 def test_malformed_yaml_contributes_nothing_and_is_located() -> None:
-    text = NS.format("good") + "---\n" + "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: [oops\n"
+    text = (
+        NS.format("good") + "---\n" + "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: [oops\n"
+    )
     result = load_text(text, "bad.yaml")
     assert result.objects == []
     (err,) = result.errors
@@ -110,7 +119,9 @@ def test_directory_recursive_skips_hidden_and_temp_files(tmp_path: Path) -> None
     assert result.errors == []
     assert sorted(names(result)) == ["a", "b", "c"]
     assert {o.file for o in result.objects} == {
-        str(tmp_path / "a.yaml"), str(tmp_path / "sub" / "b.yml"), str(tmp_path / "sub" / "deeper" / "c.json")
+        str(tmp_path / "a.yaml"),
+        str(tmp_path / "sub" / "b.yml"),
+        str(tmp_path / "sub" / "deeper" / "c.json"),
     }
 
 
@@ -124,7 +135,9 @@ def test_one_malformed_file_does_not_stop_the_others(tmp_path: Path) -> None:
     assert err.file == str(tmp_path / "2-bad.yaml") and err.line == 2
 
 
-def test_explicit_file_any_extension_missing_file_and_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explicit_file_any_extension_missing_file_and_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manifest = tmp_path / "objects.txt"
     manifest.write_text(NS.format("txt"))
     missing = tmp_path / "missing.yaml"

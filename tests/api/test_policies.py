@@ -12,15 +12,29 @@ EG = "gateway.envoyproxy.io"
 
 
 def btp(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": f"{EG}/v1alpha1", "kind": "BackendTrafficPolicy", "metadata": {"name": "p"}, "spec": spec}
+    return {
+        "apiVersion": f"{EG}/v1alpha1",
+        "kind": "BackendTrafficPolicy",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
 
 
 TARGET = {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "r"}]}
 
 
 def test_a_policy_decodes_with_its_spec_as_stored() -> None:
-    rl = {"type": "Local", "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"},
-                                                "clientSelectors": [{"headers": [{"name": "x-user", "value": "a"}]}]}]}}
+    rl = {
+        "type": "Local",
+        "local": {
+            "rules": [
+                {
+                    "limit": {"requests": 3, "unit": "Minute"},
+                    "clientSelectors": [{"headers": [{"name": "x-user", "value": "a"}]}],
+                }
+            ]
+        },
+    }
     dec, errors = decode(btp({**TARGET, "rateLimit": rl}), mode=Decoding.STRICT)
     assert errors == [] and dec is not None
     model = dec.model
@@ -30,8 +44,18 @@ def test_a_policy_decodes_with_its_spec_as_stored() -> None:
 
 
 def test_a_bad_policy_is_refused_at_its_field() -> None:
-    _, errors = decode(btp({**TARGET, "rateLimit": {"type": "Local", "local": {"rules": [
-        {"limit": {"requests": 3, "unit": "Fortnight"}}]}}}), mode=Decoding.STRICT)
+    _, errors = decode(
+        btp(
+            {
+                **TARGET,
+                "rateLimit": {
+                    "type": "Local",
+                    "local": {"rules": [{"limit": {"requests": 3, "unit": "Fortnight"}}]},
+                },
+            }
+        ),
+        mode=Decoding.STRICT,
+    )
     assert errors and errors[0].field.startswith("spec.rateLimit.local.rules[0].limit.unit"), errors
     _, errors = decode(btp({**TARGET, "retries": 3}), mode=Decoding.STRICT)
     assert errors and "retries" in errors[0].message, errors

@@ -62,7 +62,11 @@ def route(*rules: dict[str, Any], **spec: Any) -> dict[str, Any]:
         "apiVersion": G,
         "kind": "HTTPRoute",
         "metadata": {"name": "r", "namespace": "ns"},
-        "spec": {"parentRefs": [{"name": "gw"}], **({"rules": list(rules)} if rules else {}), **spec},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            **({"rules": list(rules)} if rules else {}),
+            **spec,
+        },
     }
 
 
@@ -73,13 +77,17 @@ HTTP = {"name": "http", "port": 80, "protocol": "HTTP"}
 
 
 def test_generated_schemas_are_up_to_date_and_without_descriptions(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("gen_schemas", ROOT / "scripts" / "gen_schemas.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_schemas", ROOT / "scripts" / "gen_schemas.py"
+    )
     assert spec is not None and spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     written = []
     for crd_dir, group in (
-        (CRDS, "gateway.networking.k8s.io"), (EG_CRDS, "gateway.envoyproxy.io"), (OWN_CRDS, "gateweave.io")
+        (CRDS, "gateway.networking.k8s.io"),
+        (EG_CRDS, "gateway.envoyproxy.io"),
+        (OWN_CRDS, "gateweave.io"),
     ):
         written += gen.generate(crd_dir, group, tmp_path)
     shipped = ROOT / "gateweave" / "api" / "schemas"
@@ -88,7 +96,9 @@ def test_generated_schemas_are_up_to_date_and_without_descriptions(tmp_path: Pat
     for p in written:
         assert p.read_bytes() == (shipped / p.relative_to(tmp_path)).read_bytes(), p.name
     # the Envoy Gateway schemas ship with Envoy Gateway's licence
-    assert (shipped / "gateway.envoyproxy.io" / "LICENSE").read_bytes() == (EG_CRDS.parent / "LICENSE").read_bytes()
+    assert (shipped / "gateway.envoyproxy.io" / "LICENSE").read_bytes() == (
+        EG_CRDS.parent / "LICENSE"
+    ).read_bytes()
     for info in KINDS.values():
         if info.crd:
             schemas = schema.load_schemas(info.group, info.crd)
@@ -124,8 +134,12 @@ def test_httproute_defaults() -> None:
     assert raw == before  # input untouched
     rule = out["spec"]["rules"][0]
     assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
-    assert rule["backendRefs"] == [{"name": "svc", "port": 8080, "group": "", "kind": "Service", "weight": 1}]
-    assert out["spec"]["parentRefs"] == [{"name": "gw", "group": "gateway.networking.k8s.io", "kind": "Gateway"}]
+    assert rule["backendRefs"] == [
+        {"name": "svc", "port": 8080, "group": "", "kind": "Service", "weight": 1}
+    ]
+    assert out["spec"]["parentRefs"] == [
+        {"name": "gw", "group": "gateway.networking.k8s.io", "kind": "Gateway"}
+    ]
 
 
 def test_httproute_without_rules_gets_default_rule_and_nested_defaults() -> None:
@@ -153,7 +167,12 @@ def test_redirect_and_listener_defaults() -> None:
 
 
 def test_null_without_nullable_takes_the_default_or_is_dropped() -> None:
-    raw = route({"matches": None, "backendRefs": [{"name": "svc", "port": 80, "weight": None, "namespace": None}]})
+    raw = route(
+        {
+            "matches": None,
+            "backendRefs": [{"name": "svc", "port": 80, "weight": None, "namespace": None}],
+        }
+    )
     out, errors = check(raw)
     assert errors == []
     rule = out["spec"]["rules"][0]
@@ -199,7 +218,8 @@ def test_every_conformance_object_is_accepted() -> None:
 
 
 def test_unsubstituted_address_placeholders_are_rejected_like_the_api_server() -> None:
-    # spec.addresses[].type defaults to IPAddress, whose value must be an IPv4 or IPv6 address (oneOf)
+    # spec.addresses[].type defaults to IPAddress, whose value must be an IPv4 or IPv6 address
+    # (oneOf)
     docs = [d for f, d in conformance_objects(subst=False) if f == "gateway-static-addresses.yaml"]
     assert len(docs) == 1
     doc = json.loads(json.dumps(docs[0]).replace("{GATEWAY_CLASS_NAME}", "gateweave"))
@@ -209,8 +229,11 @@ def test_unsubstituted_address_placeholders_are_rejected_like_the_api_server() -
     assert not any(e.startswith("spec.addresses[0]") for e in errors)  # a domain-prefixed type
 
 
-def test_cel_agrees_with_celpy_on_the_conformance_manifests(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every (rule, self) evaluated on the conformance set gives the result celpy's interpreter gives.
+def test_cel_agrees_with_celpy_on_the_conformance_manifests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every (rule, self) evaluated on the conformance set gives the result celpy's interpreter
+    gives.
 
     Pairs where celpy fails (it lacks the Kubernetes extensions such as split(), and its
     exists_one() does not absorb errors in && as CEL requires) are skipped.
@@ -220,7 +243,10 @@ def test_cel_agrees_with_celpy_on_the_conformance_manifests(monkeypatch: pytest.
 
     def recording(self: cel.Program, variables: dict[str, Any]) -> Any:
         result = original(self, variables)
-        seen[(self.source, json.dumps(variables["self"], sort_keys=True))] = (variables["self"], result)
+        seen[(self.source, json.dumps(variables["self"], sort_keys=True))] = (
+            variables["self"],
+            result,
+        )
         return result
 
     monkeypatch.setattr(cel.Program, "evaluate", recording)
@@ -260,14 +286,18 @@ def test_cel_agrees_with_celpy_on_the_conformance_manifests(monkeypatch: pytest.
 def test_port_out_of_range() -> None:
     _, errors = check(gateway({**HTTP, "port": 70000}))
     assert errors == [
-        "spec.listeners[0].port: Invalid value: 70000: spec.listeners[0].port in body should be less than or equal to 65535"
+        "spec.listeners[0].port: Invalid value: 70000: spec.listeners[0].port in body should be "
+        "less than or equal to 65535"
     ]
 
 
 def test_bad_hostname_pattern() -> None:
     _, errors = check(gateway({**HTTP, "hostname": "Bad_Host"}))
     assert len(errors) == 1
-    assert errors[0].startswith('spec.listeners[0].hostname: Invalid value: "Bad_Host": spec.listeners[0].hostname in body should match')
+    assert errors[0].startswith(
+        'spec.listeners[0].hostname: Invalid value: "Bad_Host": spec.listeners[0].hostname in body '
+        "should match"
+    )
 
 
 def test_path_must_start_with_slash() -> None:
@@ -276,24 +306,39 @@ def test_path_must_start_with_slash() -> None:
         'spec.rules[0].matches[0].path: Invalid value: "object": '
         "value must be an absolute path and start with '/' when type one of ['Exact', 'PathPrefix']"
     ]
-    _, errors = check(route({"matches": [{"path": {"type": "RegularExpression", "value": "foo.*"}}]}))
+    _, errors = check(
+        route({"matches": [{"path": {"type": "RegularExpression", "value": "foo.*"}}]})
+    )
     assert errors == []
 
 
 def test_listener_tls_rules() -> None:
     _, errors = check(gateway({"name": "tls", "port": 443, "protocol": "TLS"}))
-    assert errors == ['spec.listeners: Invalid value: "array": tls mode must be set for protocol TLS']
-    _, errors = check(gateway({**HTTP, "tls": {"mode": "Terminate", "certificateRefs": [{"name": "c"}]}}))
-    assert errors == ["spec.listeners: Invalid value: \"array\": tls must not be specified for protocols ['HTTP', 'TCP', 'UDP']"]
-    _, errors = check(gateway({"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"mode": "Terminate"}}))
+    assert errors == [
+        'spec.listeners: Invalid value: "array": tls mode must be set for protocol TLS'
+    ]
+    _, errors = check(
+        gateway({**HTTP, "tls": {"mode": "Terminate", "certificateRefs": [{"name": "c"}]}})
+    )
+    assert errors == [
+        'spec.listeners: Invalid value: "array": tls must not be specified for protocols '
+        "['HTTP', 'TCP', 'UDP']"
+    ]
+    _, errors = check(
+        gateway({"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"mode": "Terminate"}})
+    )
     # the rule reads self.options without has(): the API server fails the evaluation (no such key)
     assert errors == [
-        'spec.listeners[0].tls: Invalid value: "object": no such key: certificateRefs evaluating rule: '
+        'spec.listeners[0].tls: Invalid value: "object": no such key: certificateRefs evaluating '
+        "rule: "
         "certificateRefs or options must be specified when mode is Terminate"
     ]
     tls = {"mode": "Terminate", "certificateRefs": [], "options": {}}
     _, errors = check(gateway({"name": "https", "port": 443, "protocol": "HTTPS", "tls": tls}))
-    assert errors == ['spec.listeners[0].tls: Invalid value: "object": certificateRefs or options must be specified when mode is Terminate']
+    assert errors == [
+        'spec.listeners[0].tls: Invalid value: "object": certificateRefs or options must be '
+        "specified when mode is Terminate"
+    ]
     # HTTPS without tls is not rejected by the CRD (the controller reports it in status)
     _, errors = check(gateway({"name": "https", "port": 443, "protocol": "HTTPS"}))
     assert errors == []
@@ -302,14 +347,18 @@ def test_listener_tls_rules() -> None:
 def test_duplicate_listener_names() -> None:
     _, errors = check(gateway(dict(HTTP), {**HTTP, "port": 8080}))
     assert 'spec.listeners[1]: Duplicate value: {"name": "http"}' in errors
-    assert 'spec.listeners: Invalid value: "array": Listener name must be unique within the Gateway' in errors
+    assert (
+        'spec.listeners: Invalid value: "array": Listener name must be unique within the Gateway'
+        in errors
+    )
     assert len(errors) == 2
 
 
 def test_duplicate_port_protocol_hostname() -> None:
     _, errors = check(gateway(dict(HTTP), {**HTTP, "name": "other"}))
     assert errors == [
-        'spec.listeners: Invalid value: "array": Combination of port, protocol and hostname must be unique for each listener'
+        'spec.listeners: Invalid value: "array": Combination of port, protocol and hostname must '
+        "be unique for each listener"
     ]
 
 
@@ -318,28 +367,42 @@ def test_replace_prefix_match_needs_a_path_prefix_match() -> None:
         "type": "RequestRedirect",
         "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}},
     }
-    _, errors = check(route({"matches": [{"path": {"type": "Exact", "value": "/old"}}], "filters": [redirect]}))
+    _, errors = check(
+        route({"matches": [{"path": {"type": "Exact", "value": "/old"}}], "filters": [redirect]})
+    )
     assert errors == [
-        'spec.rules[0]: Invalid value: "object": When using RequestRedirect filter with path.replacePrefixMatch, '
+        'spec.rules[0]: Invalid value: "object": When using RequestRedirect filter with '
+        "path.replacePrefixMatch, "
         "exactly one PathPrefix match must be specified"
     ]
-    _, errors = check(route({"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}], "filters": [redirect]}))
+    _, errors = check(
+        route(
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}], "filters": [redirect]}
+        )
+    )
     assert errors == []
 
 
 def test_filter_union_and_enum() -> None:
     _, errors = check(route({"filters": [{"type": "RequestRedirect"}]}))
     assert errors == [
-        'spec.rules[0].filters[0]: Invalid value: "object": filter.requestRedirect must be specified for RequestRedirect filter.type'
+        'spec.rules[0].filters[0]: Invalid value: "object": filter.requestRedirect must be '
+        "specified for RequestRedirect filter.type"
     ]
     _, errors = check(route({"filters": [{"type": "Teleport"}]}))
     assert len(errors) == 1
-    assert errors[0].startswith('spec.rules[0].filters[0].type: Unsupported value: "Teleport": supported values: "RequestHeaderModifier"')
+    assert errors[0].startswith(
+        'spec.rules[0].filters[0].type: Unsupported value: "Teleport": supported values: '
+        '"RequestHeaderModifier"'
+    )
 
 
 def test_timeouts_use_duration() -> None:
     _, errors = check(route({"timeouts": {"request": "1s", "backendRequest": "2s"}}))
-    assert errors == ['spec.rules[0].timeouts: Invalid value: "object": backendRequest timeout cannot be longer than request timeout']
+    assert errors == [
+        'spec.rules[0].timeouts: Invalid value: "object": backendRequest timeout cannot be longer '
+        "than request timeout"
+    ]
     _, errors = check(route({"timeouts": {"request": "2s", "backendRequest": "1500ms"}}))
     assert errors == []
 
@@ -355,14 +418,21 @@ def test_parent_refs_use_escaped_namespace() -> None:
 
 def test_wrong_types_become_errors() -> None:
     _, errors = check(gateway({**HTTP, "port": "80"}))
-    assert errors == ['spec.listeners[0].port: Invalid value: "string": spec.listeners[0].port in body must be of type integer: "string"']
+    assert errors == [
+        'spec.listeners[0].port: Invalid value: "string": spec.listeners[0].port in body must be '
+        'of type integer: "string"'
+    ]
     raw = gateway()
     raw["spec"]["listeners"] = {"name": "x"}
     _, errors = check(raw)
-    assert errors == ['spec.listeners: Invalid value: "object": spec.listeners in body must be of type array: "object"']
+    assert errors == [
+        'spec.listeners: Invalid value: "object": spec.listeners in body must be of type array: '
+        '"object"'
+    ]
     _, errors = check(route({"matches": [{"path": {"type": "PathPrefix", "value": 5}}]}))
     assert errors == [
-        'spec.rules[0].matches[0].path.value: Invalid value: "integer": spec.rules[0].matches[0].path.value in body must be of type string: "integer"'
+        'spec.rules[0].matches[0].path.value: Invalid value: "integer": '
+        'spec.rules[0].matches[0].path.value in body must be of type string: "integer"'
     ]
     _, errors = check(gateway({**HTTP, "port": True}))
     assert "must be of type integer" in errors[0]
@@ -377,7 +447,9 @@ def test_required_and_limits() -> None:
     _, errors = check(gateway(*listeners))
     assert "spec.listeners: Too many: 65: must have at most 64 items" in errors
     _, errors = check(route(hostnames=["a" * 254 + ".com"]))
-    assert any(e.startswith("spec.hostnames[0]: Too long: may not be more than 253") for e in errors)
+    assert any(
+        e.startswith("spec.hostnames[0]: Too long: may not be more than 253") for e in errors
+    )
 
 
 def test_metadata() -> None:
@@ -386,31 +458,54 @@ def test_metadata() -> None:
     assert check(raw)[1] == ["metadata.name: Required value: name or generateName is required"]
     raw["metadata"] = {"name": "Bad_Name", "namespace": "Bad.NS"}
     errors = check(raw)[1]
-    assert errors[0].startswith('metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain')
-    assert errors[1].startswith('metadata.namespace: Invalid value: "Bad.NS": a lowercase RFC 1123 label')
+    assert errors[0].startswith(
+        'metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain'
+    )
+    assert errors[1].startswith(
+        'metadata.namespace: Invalid value: "Bad.NS": a lowercase RFC 1123 label'
+    )
     raw["metadata"] = {"name": "a.b-c", "namespace": "ns"}
     assert check(raw)[1] == []
 
 
 def test_core_kinds() -> None:
-    svc: dict[str, Any] = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}, "spec": {"ports": [{"port": 80}]}}
+    svc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "svc"},
+        "spec": {"ports": [{"port": 80}]},
+    }
     assert check(svc)[1] == []
     svc["spec"]["ports"] = [{"port": 0}, {"port": "http"}, {}]
     assert check(svc)[1] == [
         "spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive",
-        'spec.ports[1].port: Invalid value: "string": spec.ports[1].port in body must be of type integer: "string"',
+        'spec.ports[1].port: Invalid value: "string": spec.ports[1].port in body must be of type '
+        'integer: "string"',
         "spec.ports[2].port: Required value",
     ]
-    eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "e"}, "addressType": "IPv5"}
-    assert check(eps)[1] == ['addressType: Unsupported value: "IPv5": supported values: "FQDN", "IPv4", "IPv6"']
+    eps = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": "e"},
+        "addressType": "IPv5",
+    }
+    assert check(eps)[1] == [
+        'addressType: Unsupported value: "IPv5": supported values: "FQDN", "IPv4", "IPv6"'
+    ]
     assert check({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})[1] == [
         "metadata.name: Required value: name or generateName is required"
     ]
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=True) | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -428,8 +523,15 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 BASE = route(
     {
-        "matches": [{"path": {"type": "PathPrefix", "value": "/"}, "headers": [{"name": "a", "value": "b"}]}],
-        "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x", "value": "y"}]}}],
+        "matches": [
+            {"path": {"type": "PathPrefix", "value": "/"}, "headers": [{"name": "a", "value": "b"}]}
+        ],
+        "filters": [
+            {
+                "type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"set": [{"name": "x", "value": "y"}]},
+            }
+        ],
         "backendRefs": [{"name": "svc", "port": 80}],
     }
 )
@@ -439,7 +541,9 @@ BASE = route(
 @given(st.data(), json_values)
 def test_never_raises_on_wrong_types(data: st.DataObject, junk: Any) -> None:
     raw = copy.deepcopy(BASE)
-    path = data.draw(st.sampled_from([p for p in _paths(raw) if p and p[0] in ("spec", "metadata")]))
+    path = data.draw(
+        st.sampled_from([p for p in _paths(raw) if p and p[0] in ("spec", "metadata")])
+    )
     node: Any = raw
     for step in path[:-1]:
         node = node[step]
@@ -470,7 +574,10 @@ def test_schema_features() -> None:
             "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
             "when": {"type": "string", "format": "date-time"},
-            "labels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 3}},
+            "labels": {
+                "type": "object",
+                "additionalProperties": {"type": "string", "maxLength": 3},
+            },
         },
     }
     out, errors = schema.validate_value({"port": "http", "maybe": None, "free": {"x": {"y": 1}}}, s)
@@ -479,24 +586,41 @@ def test_schema_features() -> None:
     assert schema.validate_value({"port": 1.5}, s)[1] == [
         'port: Invalid value: "number": port in body must be of type integer or string: "number"'
     ]
-    assert schema.validate_value({"tags": ["a", "b", "a"]}, s)[1] == ['tags[2]: Duplicate value: "a"']
+    assert schema.validate_value({"tags": ["a", "b", "a"]}, s)[1] == [
+        'tags[2]: Duplicate value: "a"'
+    ]
     assert schema.validate_value({"when": "yesterday"}, s)[1] == [
         'when: Invalid value: "yesterday": when in body must be of type date-time: "yesterday"'
     ]
     assert schema.validate_value({"when": "2024-01-02T03:04:05Z"}, s)[1] == []
-    assert schema.validate_value({"labels": {"k": "long"}}, s)[1] == ["labels[k]: Too long: may not be more than 3 bytes"]
-    assert schema.validate_value({"port": 1, "maybe": "x", "tags": [], "when": "2024-01-02T03:04:05Z"}, s)[1] == [
-        ": Too many: 4: must have at most 3 items"
+    assert schema.validate_value({"labels": {"k": "long"}}, s)[1] == [
+        "labels[k]: Too long: may not be more than 3 bytes"
     ]
+    assert schema.validate_value(
+        {"port": 1, "maybe": "x", "tags": [], "when": "2024-01-02T03:04:05Z"}, s
+    )[1] == [": Too many: 4: must have at most 3 items"]
 
 
 def test_cel_rule_options() -> None:
     s = {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "name": {"type": "string"}},
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "integer"},
+            "name": {"type": "string"},
+        },
         "x-kubernetes-validations": [
-            {"rule": "self.a < self.b", "messageExpression": "'a (' + string(self.a) + ') must be below b'", "fieldPath": ".a"},
-            {"rule": "has(self.name)", "message": "name is needed", "reason": "FieldValueRequired", "fieldPath": ".name"},
+            {
+                "rule": "self.a < self.b",
+                "messageExpression": "'a (' + string(self.a) + ') must be below b'",
+                "fieldPath": ".a",
+            },
+            {
+                "rule": "has(self.name)",
+                "message": "name is needed",
+                "reason": "FieldValueRequired",
+                "fieldPath": ".name",
+            },
             {"rule": "self.a == oldSelf.a", "message": "immutable"},
             {"rule": "self.b != 7", "message": "no sevens", "reason": "FieldValueForbidden"},
         ],
@@ -508,7 +632,10 @@ def test_cel_rule_options() -> None:
         "spec: Forbidden: no sevens",
     ]
     assert schema.validate_value({"a": 1, "b": 2, "name": "x"}, s)[1] == []
-    bad = {"type": "object", "x-kubernetes-validations": [{"rule": "self.missing == 1", "message": "m"}]}
+    bad = {
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": "self.missing == 1", "message": "m"}],
+    }
     errors = schema.validate_value({}, bad, "spec")[1]
     assert errors == ['spec: Invalid value: "object": no such key: missing evaluating rule: m']
 
@@ -528,7 +655,11 @@ def test_cel_rule_options() -> None:
         ("isCIDR(self)", "10.0.0.0/8", True),
         ("cidr(self).containsIP('10.1.2.3')", "10.0.0.0/8", True),
         ("cidr(self).prefixLength()", "10.0.0.0/8", 8),
-        ("isURL(self) && url(self).getHost() == 'example.com:8080'", "https://example.com:8080/x", True),
+        (
+            "isURL(self) && url(self).getHost() == 'example.com:8080'",
+            "https://example.com:8080/x",
+            True,
+        ),
         ("url(self).getScheme()", "https://example.com/x", "https"),
         ("self.split('/')[0].size() < 253", "a.b/c", True),
         ("self.split('.')", "a.b.c", ["a", "b", "c"]),

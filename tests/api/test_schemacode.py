@@ -34,7 +34,11 @@ def _corpus() -> list[dict[str, Any]]:
 
     def add(raw: Any) -> None:
         info = kind_info(raw)
-        if info is None or not info.custom or schema.validate(copy.deepcopy(raw), info, strict=True)[1]:
+        if (
+            info is None
+            or not info.custom
+            or schema.validate(copy.deepcopy(raw), info, strict=True)[1]
+        ):
             return  # (a manifest with placeholders left)
         key = msgspec.json.encode(raw)
         if key not in seen:
@@ -111,8 +115,18 @@ def test_the_generated_code_answers_every_valid_manifest_as_the_walk_does() -> N
         fast = schema._compiled(copy.deepcopy(raw), info, True)
         assert fast is not None, raw
         kinds.add(info.kind)
-    assert {"Gateway", "GatewayClass", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute",
-            "ReferenceGrant", "BackendTLSPolicy", "Backend"} <= kinds
+    assert {
+        "Gateway",
+        "GatewayClass",
+        "HTTPRoute",
+        "GRPCRoute",
+        "TLSRoute",
+        "TCPRoute",
+        "UDPRoute",
+        "ReferenceGrant",
+        "BackendTLSPolicy",
+        "Backend",
+    } <= kinds
 
 
 def test_the_input_is_left_alone_unless_handed_over() -> None:
@@ -157,12 +171,44 @@ def _strings() -> list[str]:
 
 
 STRINGS = _strings()
-ODD = ["", "*", "/", "//", "/a/../b", "a%2fb", "#x", "/x/.", "A_B", "a" * 300, "x\n", "é", "1h", "0s",
-       "10.0.0.1", "::1", "10.0.0.0/8", "Exact", "PathPrefix", "RegularExpression", "ReplacePrefixMatch",
-       "ReplaceFullPath", "CORS", "URLRewrite", "RequestRedirect", "Service", "Gateway", "HTTP", "HTTPS"]
+ODD = [
+    "",
+    "*",
+    "/",
+    "//",
+    "/a/../b",
+    "a%2fb",
+    "#x",
+    "/x/.",
+    "A_B",
+    "a" * 300,
+    "x\n",
+    "é",
+    "1h",
+    "0s",
+    "10.0.0.1",
+    "::1",
+    "10.0.0.0/8",
+    "Exact",
+    "PathPrefix",
+    "RegularExpression",
+    "ReplacePrefixMatch",
+    "ReplaceFullPath",
+    "CORS",
+    "URLRewrite",
+    "RequestRedirect",
+    "Service",
+    "Gateway",
+    "HTTP",
+    "HTTPS",
+]
 SCALARS = st.one_of(
-    st.sampled_from(STRINGS + ODD), st.integers(-2, 70_000), st.sampled_from([0, 1, 65_536, 2**63, -(2**63) - 1]),
-    st.booleans(), st.none(), st.sampled_from([1.0, 0.5, math.nan, math.inf]),
+    st.sampled_from(STRINGS + ODD),
+    st.integers(-2, 70_000),
+    st.sampled_from([0, 1, 65_536, 2**63, -(2**63) - 1]),
+    st.booleans(),
+    st.none(),
+    st.sampled_from([1.0, 0.5, math.nan, math.inf]),
 )
 
 
@@ -178,7 +224,9 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
         for step in path[:-1]:
             parent = parent[step]
         last = path[-1]
-        what = draw(st.sampled_from(["delete", "scalar", "list", "map", "unknown", "repeat", "swap"]))
+        what = draw(
+            st.sampled_from(["delete", "scalar", "list", "map", "unknown", "repeat", "swap"])
+        )
         if what == "delete":
             del parent[last]
         elif what == "scalar":
@@ -188,7 +236,9 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
         elif what == "map":
             parent[last] = {}
         elif what == "unknown" and isinstance(parent[last], dict):
-            parent[last][draw(st.sampled_from(["hostname", "nmae", "x", "type", "name"]))] = draw(SCALARS)
+            parent[last][draw(st.sampled_from(["hostname", "nmae", "x", "type", "name"]))] = draw(
+                SCALARS
+            )
         elif what == "repeat" and isinstance(parent[last], list) and parent[last]:
             parent[last].append(copy.deepcopy(parent[last][0]))
         elif what == "swap":
@@ -220,33 +270,80 @@ def _closures(source: str, value: Any) -> Any:
 
 
 EXPRESSIONS = [
-    "self.a == 'x'", "self.a != 'x'", "self.n == 1", "self.n < 2", "self.n >= self.m", "self.s < 'b'",
-    "has(self.a) && self.a == 'x'", "has(self.a) || self.n > 0", "!has(self.a)", "self.a.startsWith('/')",
-    "self.a.endsWith('/')", "self.a.contains('//')", "self.a.matches('^[a-z]+$')", "size(self.l) > 1",
-    "self.l.size() == 0", "self.l.all(x, x > 0)", "self.l.exists(x, x == 2)", "self.l.exists_one(x, x == 2)",
-    "self.l.filter(x, x > 1).size() <= 1", "self.l.map(x, x * 2)", "self.l.map(x, x > 0, x)", "'x' in self.l",
-    "self.a in ['x', 'y']", "self.n in [1, 2]", "self.l[0] == 1", "self.l[1] > 0", "size(self.l) + size(self.l) <= 3",
-    "self.n + 1 > 0", "self.n - 1 < 0", "self.n * 2 == 4", "self.n / 2 == 0", "self.n % 2 == 1", "-self.n < 0",
-    "self.b ? self.n : 0", "self.b && self.c", "self.b || self.c", "self.m.all(k, k != '')",
-    "duration(self.a) > duration('1s')", "self.a.split('/').size() > 1", "self.x.y == 'z'",
-    "(self.n > 0 ? 1 : 0) + (size(self.l) > 1 ? self.l[1] : 0) <= 1", "{'a': 1}[self.a] == 1",
+    "self.a == 'x'",
+    "self.a != 'x'",
+    "self.n == 1",
+    "self.n < 2",
+    "self.n >= self.m",
+    "self.s < 'b'",
+    "has(self.a) && self.a == 'x'",
+    "has(self.a) || self.n > 0",
+    "!has(self.a)",
+    "self.a.startsWith('/')",
+    "self.a.endsWith('/')",
+    "self.a.contains('//')",
+    "self.a.matches('^[a-z]+$')",
+    "size(self.l) > 1",
+    "self.l.size() == 0",
+    "self.l.all(x, x > 0)",
+    "self.l.exists(x, x == 2)",
+    "self.l.exists_one(x, x == 2)",
+    "self.l.filter(x, x > 1).size() <= 1",
+    "self.l.map(x, x * 2)",
+    "self.l.map(x, x > 0, x)",
+    "'x' in self.l",
+    "self.a in ['x', 'y']",
+    "self.n in [1, 2]",
+    "self.l[0] == 1",
+    "self.l[1] > 0",
+    "size(self.l) + size(self.l) <= 3",
+    "self.n + 1 > 0",
+    "self.n - 1 < 0",
+    "self.n * 2 == 4",
+    "self.n / 2 == 0",
+    "self.n % 2 == 1",
+    "-self.n < 0",
+    "self.b ? self.n : 0",
+    "self.b && self.c",
+    "self.b || self.c",
+    "self.m.all(k, k != '')",
+    "duration(self.a) > duration('1s')",
+    "self.a.split('/').size() > 1",
+    "self.x.y == 'z'",
+    "(self.n > 0 ? 1 : 0) + (size(self.l) > 1 ? self.l[1] : 0) <= 1",
+    "{'a': 1}[self.a] == 1",
 ]
-VALUES = st.fixed_dictionaries({}, optional={
-    "a": st.one_of(st.sampled_from(["x", "y", "/a", "a//b", "1s", "2m", "a/b", ""]), st.integers(0, 3), st.none()),
-    "s": st.sampled_from(["a", "b", "c"]),
-    "n": st.one_of(st.integers(-3, 3), st.floats(-2, 2), st.booleans(), st.just(2**63 - 1)),
-    "m": st.one_of(st.integers(-1, 1), st.dictionaries(st.sampled_from(["", "k"]), st.integers(0, 1))),
-    "l": st.one_of(st.lists(st.one_of(st.integers(-1, 3), st.sampled_from(["x", "y"]), st.none()), max_size=3),
-                   st.sampled_from(["xy", 3])),
-    "b": st.one_of(st.booleans(), st.integers(0, 1)),
-    "c": st.one_of(st.booleans(), st.none()),
-    "x": st.one_of(st.fixed_dictionaries({"y": st.sampled_from(["z", "w"])}), st.just([1])),
-})
+VALUES = st.fixed_dictionaries(
+    {},
+    optional={
+        "a": st.one_of(
+            st.sampled_from(["x", "y", "/a", "a//b", "1s", "2m", "a/b", ""]),
+            st.integers(0, 3),
+            st.none(),
+        ),
+        "s": st.sampled_from(["a", "b", "c"]),
+        "n": st.one_of(st.integers(-3, 3), st.floats(-2, 2), st.booleans(), st.just(2**63 - 1)),
+        "m": st.one_of(
+            st.integers(-1, 1), st.dictionaries(st.sampled_from(["", "k"]), st.integers(0, 1))
+        ),
+        "l": st.one_of(
+            st.lists(
+                st.one_of(st.integers(-1, 3), st.sampled_from(["x", "y"]), st.none()), max_size=3
+            ),
+            st.sampled_from(["xy", 3]),
+        ),
+        "b": st.one_of(st.booleans(), st.integers(0, 1)),
+        "c": st.one_of(st.booleans(), st.none()),
+        "x": st.one_of(st.fixed_dictionaries({"y": st.sampled_from(["z", "w"])}), st.just([1])),
+    },
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(VALUES)
-def test_a_rule_written_as_python_has_the_closures_value_when_it_has_one(value: dict[str, Any]) -> None:
+def test_a_rule_written_as_python_has_the_closures_value_when_it_has_one(
+    value: dict[str, Any],
+) -> None:
     for source in EXPRESSIONS:
         names = celcode.Names()
         expr, _ = celcode.transpile(source, names, "s")
@@ -257,7 +354,12 @@ def test_a_rule_written_as_python_has_the_closures_value_when_it_has_one(value: 
             continue  # the closures decide (what the generated validators do)
         want = _closures(source, value)
         assert want != "error", (source, value, got)
-        assert _same(got, want) or (isinstance(got, list) and got == want), (source, value, got, want)
+        assert _same(got, want) or (isinstance(got, list) and got == want), (
+            source,
+            value,
+            got,
+            want,
+        )
         if expr.boolean:
             assert type(got) is bool
 
@@ -278,18 +380,26 @@ def test_every_rule_of_every_schema_is_written_as_python() -> None:
                     continue
                 for rule in node.get("x-kubernetes-validations") or ():
                     try:
-                        celcode.transpile(rule["rule"], celcode.Names(), "s", node, schemacode._kind)
+                        celcode.transpile(
+                            rule["rule"], celcode.Names(), "s", node, schemacode._kind
+                        )
                     except celcode.Untranslatable as exc:
                         if "oldSelf" not in rule["rule"]:
                             untranslated.append((info.kind, version, rule["rule"], str(exc)))
                 stack += list((node.get("properties") or {}).values())
-                stack += [node[k] for k in ("items", "additionalProperties") if isinstance(node.get(k), dict)]
+                stack += [
+                    node[k]
+                    for k in ("items", "additionalProperties")
+                    if isinstance(node.get(k), dict)
+                ]
                 for k in ("allOf", "anyOf", "oneOf"):
                     stack += list(node.get(k) or ())
     assert untranslated == []
 
 
-@pytest.mark.parametrize("pattern", [r"^[a-z]+$", r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$", "é", r"\d"])
+@pytest.mark.parametrize(
+    "pattern", [r"^[a-z]+$", r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$", "é", r"\d"]
+)
 def test_searching_a_program_without_captures_finds_what_search_finds(pattern: str) -> None:
     program = cel.search_program(pattern)
     for text in ["", "abc", "ABC", "/a%2Fb", "/a%zz", "abc\n", "é", "x\u00e9y", "123"]:

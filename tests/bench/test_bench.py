@@ -1,4 +1,5 @@
-"""gateweave bench: the generated objects are deterministic, valid and realistic; the command reports every figure.
+"""gateweave bench: the generated objects are deterministic, valid and realistic; the command
+reports every figure.
 
 No timing is asserted here: speed is what the command measures.
 """
@@ -40,7 +41,9 @@ def test_every_generated_object_decodes_and_every_kind_is_there() -> None:
     assert kinds["GatewayClass"] == 1
     for kind in ("Gateway", "Service", "EndpointSlice", "ReferenceGrant", "Namespace", "Secret"):
         assert kinds[kind] >= 2, kind
-    assert len({(d.model.kind, d.model.metadata.namespace, d.model.metadata.name) for d in decoded}) == len(decoded)
+    assert len(
+        {(d.model.kind, d.model.metadata.namespace, d.model.metadata.name) for d in decoded}
+    ) == len(decoded)
 
 
 def test_generated_system_is_valid_every_route_attaches_and_resolves() -> None:
@@ -56,7 +59,8 @@ def test_generated_system_is_valid_every_route_attaches_and_resolves() -> None:
             assert conds == {"Accepted": "True", "ResolvedRefs": "True"}, key
     gateways = [v for k, v in statuses.items() if k[0] == "Gateway"]
     assert gateways and all(
-        {c["type"]: c["status"] for c in gw["conditions"]}["Programmed"] == "True" for gw in gateways
+        {c["type"]: c["status"] for c in gw["conditions"]}["Programmed"] == "True"
+        for gw in gateways
     )
     for gw in result.xds.values():
         protocols = {p.protocol for p in gw.ports}
@@ -101,7 +105,19 @@ def test_translate_pauses_the_collector_and_restores_it() -> None:
 
 def test_bench_command_outputs_every_figure() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "gateweave.cli", "bench", "--routes", "50", "--latency-samples", "3", "--gateways", "3", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "gateweave.cli",
+            "bench",
+            "--routes",
+            "50",
+            "--latency-samples",
+            "3",
+            "--gateways",
+            "3",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=240,
@@ -126,7 +142,10 @@ def test_bench_command_outputs_every_figure() -> None:
     many = report["many_gateways"]
     assert (many["gateways"], many["unmerged"]["envoys"], many["merged"]["envoys"]) == (3, 3, 1)
     for mode in ("unmerged", "merged"):
-        assert abs(many[mode]["rss_mb"] - many[mode]["serve_rss_mb"] - many[mode]["envoys_rss_mb"]) < 0.2
+        assert (
+            abs(many[mode]["rss_mb"] - many[mode]["serve_rss_mb"] - many[mode]["envoys_rss_mb"])
+            < 0.2
+        )
         assert many[mode]["programmed_s"] > 0 and many[mode]["envoys_rss_mb"] > 0
     assert any(c["target"] == "merged / unmerged total RSS" for c in report["checks"])
 
@@ -144,10 +163,27 @@ def test_bench_command_rejects_bad_counts() -> None:
 
 
 def test_targets_are_judged_on_the_rows_they_apply_to() -> None:
-    row_1k = {"routes": 1000, "decode_s": 0.01, "translate_s": 0.05, "change_s": 0.01, "endpoints_change_s": 0.01,
-              "burst_translations": 2, "rss_mb": 80.0, "event_to_envoy_p99_ms": 99.9}
-    row_10k: dict[str, float | None] = {"routes": 10000, "decode_s": 0.1, "load_s": 0.45, "translate_s": 0.31, "change_s": 0.004, "endpoints_change_s": 0.02,
-               "burst_translations": 3, "rss_mb": 300.0, "event_to_envoy_p99_ms": 150.0}
+    row_1k = {
+        "routes": 1000,
+        "decode_s": 0.01,
+        "translate_s": 0.05,
+        "change_s": 0.01,
+        "endpoints_change_s": 0.01,
+        "burst_translations": 2,
+        "rss_mb": 80.0,
+        "event_to_envoy_p99_ms": 99.9,
+    }
+    row_10k: dict[str, float | None] = {
+        "routes": 10000,
+        "decode_s": 0.1,
+        "load_s": 0.45,
+        "translate_s": 0.31,
+        "change_s": 0.004,
+        "endpoints_change_s": 0.02,
+        "burst_translations": 3,
+        "rss_mb": 300.0,
+        "event_to_envoy_p99_ms": 150.0,
+    }
     checks = {(c["target"], c["routes"]): c["ok"] for c in check_targets([row_1k, row_10k])}
     assert checks == {
         ("load_s / decode_s", 10000): True,  # 4.5 x
@@ -161,14 +197,26 @@ def test_targets_are_judged_on_the_rows_they_apply_to() -> None:
         ("event_to_envoy_p99_ms growth", 10000): False,  # 150 ms > 1.5 x 99.9 ms
     }
     row_10k["event_to_envoy_p99_ms"] = 149.0
-    growth = [c for c in check_targets([row_1k, row_10k]) if c["target"] == "event_to_envoy_p99_ms growth"]
+    growth = [
+        c for c in check_targets([row_1k, row_10k]) if c["target"] == "event_to_envoy_p99_ms growth"
+    ]
     assert [c["ok"] for c in growth] == [True]
     row_10k["event_to_envoy_p99_ms"] = None  # not measured: not judged
-    assert not [c for c in check_targets([row_1k, row_10k]) if c["target"] == "event_to_envoy_p99_ms growth"]
+    assert not [
+        c for c in check_targets([row_1k, row_10k]) if c["target"] == "event_to_envoy_p99_ms growth"
+    ]
     row_10k.update(cold_start_s=3.1, yaml_floor_s=1.0)
-    assert [c["ok"] for c in check_targets([row_1k, row_10k]) if c["target"] == "cold_start_s / yaml_floor_s"] == [False]
+    assert [
+        c["ok"]
+        for c in check_targets([row_1k, row_10k])
+        if c["target"] == "cold_start_s / yaml_floor_s"
+    ] == [False]
     row_10k.update(cold_start_s=2.9)
-    assert [c["ok"] for c in check_targets([row_1k, row_10k]) if c["target"] == "cold_start_s / yaml_floor_s"] == [True]
+    assert [
+        c["ok"]
+        for c in check_targets([row_1k, row_10k])
+        if c["target"] == "cold_start_s / yaml_floor_s"
+    ] == [True]
 
 
 def test_split_times_every_stage_of_a_translation_and_of_a_change(capsys: Any) -> None:
@@ -188,12 +236,25 @@ def test_split_lines_profiles_the_named_functions_line_by_line() -> None:
     import sys
 
     env = dict(os.environ, GATEWEAVE_NATIVE="0")  # line_profiler traces the Python sources
-    args = [sys.executable, "-m", "gateweave_bench.split", "--routes", "20", "--lines", "gateweave.translate.routes.judge_route",
-            "--lines", "gateweave.translate.parentrefs.ParentIndex.resolve"]
+    args = [
+        sys.executable,
+        "-m",
+        "gateweave_bench.split",
+        "--routes",
+        "20",
+        "--lines",
+        "gateweave.translate.routes.judge_route",
+        "--lines",
+        "gateweave.translate.parentrefs.ParentIndex.resolve",
+    ]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Function: judge_route" in done.stdout and "Function: ParentIndex.resolve" in done.stdout
     # Rows are "line-number hits time per-hit %time source": judge_route's first statements ran
     # once per route.
-    hits = [int(cols[1]) for cols in map(str.split, done.stdout.splitlines()) if len(cols) > 4 and cols[0].isdigit() and cols[1].isdigit()]
+    hits = [
+        int(cols[1])
+        for cols in map(str.split, done.stdout.splitlines())
+        if len(cols) > 4 and cols[0].isdigit() and cols[1].isdigit()
+    ]
     assert 20 in hits

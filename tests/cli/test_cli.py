@@ -36,11 +36,18 @@ def test_translate_quickstart_yaml_has_status() -> None:
     assert code == 0, err
     docs = list(yaml.safe_load_all(out))
     kinds = [d["kind"] for d in docs]
-    assert kinds == ["GatewayClass", "Gateway", "HTTPRoute"]  # only Gateway API kinds, in kind order
+    assert kinds == [
+        "GatewayClass",
+        "Gateway",
+        "HTTPRoute",
+    ]  # only Gateway API kinds, in kind order
     route = docs[2]
     entry = route["status"]["parents"][0]
     assert entry["controllerName"] == "gateweave.io/gateway-controller"
-    assert {c["type"]: c["status"] for c in entry["conditions"]} == {"Accepted": "True", "ResolvedRefs": "True"}
+    assert {c["type"]: c["status"] for c in entry["conditions"]} == {
+        "Accepted": "True",
+        "ResolvedRefs": "True",
+    }
     assert docs[1]["status"]["addresses"] == [{"type": "IPAddress", "value": "127.10.0.1"}]
     # no clock offline: no lastTransitionTime anywhere
     assert "lastTransitionTime" not in out
@@ -57,7 +64,9 @@ def test_translate_json_items_and_ir() -> None:
 
 
 def test_translate_stdin_and_rejected_object(tmp_path: Path) -> None:
-    bad = GATEWAY + """
+    bad = (
+        GATEWAY
+        + """
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -71,6 +80,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: ignored}
 """
+    )
     result = runner.invoke(app, ["translate", "-f", "-"], input=bad)
     assert result.exit_code == 1
     # the rejected route is named with where it came from, and left out; the rest is printed
@@ -121,13 +131,17 @@ def test_explain_route_rules(tmp_path: Path) -> None:
 kind: HTTPRoute
 metadata: {name: r, namespace: other}
 spec:
-  parentRefs: [{name: gw, namespace: default, sectionName: http}, {name: gw, namespace: default, sectionName: nope}]
+  parentRefs: [{name: gw, namespace: default, sectionName: http}, {name: gw, namespace: default,
+  sectionName: nope}]
   hostnames: [a.example.com]
 """
     )
     code, out, _ = invoke("explain", "httproute", "other/r", "-f", str(tmp_path))
     assert code == 0
-    assert "rejected by namespace: allowedRoutes.namespaces.from=Same does not admit namespace other" in out
+    assert (
+        "rejected by namespace: allowedRoutes.namespaces.from=Same does not admit namespace other"
+        in out
+    )
     assert "rejected by sectionName" in out
     assert "Accepted=False (NotAllowedByListeners)" in out
     assert "Accepted=False (NoMatchingParent)" in out
@@ -160,7 +174,12 @@ def test_status_table_from_files() -> None:
 
 def test_console_script_runs() -> None:
     exe = Path(sys.executable).parent / "gateweave"
-    proc = subprocess.run([str(exe), "translate", "-f", str(QUICKSTART), "-o", "json"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(exe), "translate", "-f", str(QUICKSTART), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["items"]
 
@@ -184,13 +203,23 @@ main()
 
 def test_harness_commands_without_the_harness_say_how_to_get_it() -> None:
     for args in (["conformance", "--cases", "c", "--manifests", "m"], ["bench", "--json"]):
-        proc = subprocess.run([sys.executable, "-c", WITHOUT_HARNESS, *args], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", WITHOUT_HARNESS, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2, proc.stderr
         assert proc.stdout == ""
         (line,) = proc.stderr.splitlines()  # one line, no traceback
         assert f"`gateweave {args[0]}` is part of gateweave's development harness" in line
         assert "pip install -e harness" in line
-    proc = subprocess.run([sys.executable, "-c", WITHOUT_HARNESS, "translate", "-f", str(QUICKSTART)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_HARNESS, "translate", "-f", str(QUICKSTART)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr  # the product's own commands are all there
 
 

@@ -460,9 +460,17 @@ async def test_http_step_sends_a_fresh_uuid_on_every_try(http_echo: RunningEcho)
     }
     assert await traffic.http_step(env, step) is None
     # The backend sees the path as sent (a fresh UUID), which an answer of 200 must echo.
-    step = {**step, "request": {"path": "/retry/x?succeedAfter=0&uuid={UUID}"}, "response": {"status": 200}}
+    step = {
+        **step,
+        "request": {"path": "/retry/x?succeedAfter=0&uuid={UUID}"},
+        "response": {"status": 200},
+    }
     assert await traffic.http_step(env, step) is None
-    fixed = {**step, "request": {"path": "/retry/x?responseCode=503&succeedAfter=1&uuid=one"}, "response": {"status": 503}}
+    fixed = {
+        **step,
+        "request": {"path": "/retry/x?responseCode=503&succeedAfter=1&uuid=one"},
+        "response": {"status": 503},
+    }
     assert "expected status 503, got 200" in str(await traffic.http_step(env, fixed))
     paths = {traffic.fresh_path("/a?uuid={UUID}") for _ in range(3)}
     assert len(paths) == 3 and all(len(p) == len("/a?uuid=") + 36 for p in paths)
@@ -500,8 +508,9 @@ async def test_websocket_echo(http_echo: RunningEcho) -> None:
 
 async def test_grpc_echo(pki: Pki) -> None:
     echo = await start_echo(
-        EchoSpec(mode="grpc", host="127.20.61.3", http_port=0, https_port=0, pod="grpc-infra-backend-v1-x-y",
-                 namespace="ns1", service="svc", tls_cert=pki.server_cert, tls_key=pki.server_key)
+        EchoSpec(mode="grpc", host="127.20.61.3", http_port=0, https_port=0,
+                 pod="grpc-infra-backend-v1-x-y", namespace="ns1", service="svc",
+                 tls_cert=pki.server_cert, tls_key=pki.server_key)
     )  # fmt: skip
     try:
         assert await echo.ready(5)
@@ -554,7 +563,8 @@ async def test_grpc_echo(pki: Pki) -> None:
 async def test_tcp_echo_protocol(pki: Pki) -> None:
     echo = await start_echo(
         EchoSpec(mode="tcp", host="127.20.61.4", tcp_port=0, tls_port=0, pod="tcp-backend-abc-def",
-                 namespace="ns2", service="tcp-backend", tls_cert=pki.server_cert, tls_key=pki.server_key)
+                 namespace="ns2", service="tcp-backend",
+                 tls_cert=pki.server_cert, tls_key=pki.server_key)
     )  # fmt: skip
     try:
         assert await echo.ready(5)
@@ -568,7 +578,8 @@ async def test_tcp_echo_protocol(pki: Pki) -> None:
         writer.close()
         assert line == (
             b'{"namespace":"ns2","ingress":"","service":"tcp-backend","pod":"tcp-backend-abc-def",'
-            + f'"tcpport":"{echo.ports["tcp"]}","tlsport":"{echo.ports["tls"]}","isTLS":false}}\n'.encode()
+            + f'"tcpport":"{echo.ports["tcp"]}","tlsport":"{echo.ports["tls"]}",'.encode()
+            + b'"isTLS":false}\n'
         )
         ctx = _client_ctx(pki)
         reader, writer = await asyncio.open_connection(

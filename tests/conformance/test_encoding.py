@@ -14,14 +14,17 @@ from gateweave_conformance.encoding import EncodingError, decode
 BODY = b'{"path": "/", "host": "example.com"}' * 4
 
 
-@pytest.mark.parametrize(("coding", "data"), [
-    ("gzip", gzip.compress(BODY)),
-    ("deflate", zlib.compress(BODY)),
-    ("br", brotli.compress(BODY)),
-    ("zstd", zstandard.ZstdCompressor().compress(BODY)),
-    ("identity", BODY),
-    (None, BODY),
-])
+@pytest.mark.parametrize(
+    ("coding", "data"),
+    [
+        ("gzip", gzip.compress(BODY)),
+        ("deflate", zlib.compress(BODY)),
+        ("br", brotli.compress(BODY)),
+        ("zstd", zstandard.ZstdCompressor().compress(BODY)),
+        ("identity", BODY),
+        (None, BODY),
+    ],
+)
 def test_each_coding(coding: str | None, data: bytes) -> None:
     assert decode(coding, data) == BODY
 

@@ -1,4 +1,6 @@
-"""The conformance harness itself: expect evaluation, TLS material, manifests, the offline replay."""
+"""The conformance harness itself: expect evaluation, TLS
+material, manifests, the offline replay.
+"""
 
 from __future__ import annotations
 
@@ -70,7 +72,8 @@ def check(body: dict[str, Any], obj: dict[str, Any] | None) -> str | None:
     return ex.evaluate(step(**body), obj, CTX)
 
 
-# ---------------------------------------------------------------- expect: own conditions, generation
+# ---------------------------------------------------------------- expect: own conditions,
+# generation
 
 
 def test_own_conditions_subset_status_and_reason_optional() -> None:
@@ -230,23 +233,40 @@ def test_policy_ancestors() -> None:
 
 @pytest.mark.parametrize("kind", ["BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy"])
 def test_envoy_gateway_policy_ancestors_and_messages(kind: str) -> None:
-    message = "This policy is being overridden by other backendTrafficPolicies for these routes: [ns/r]"
+    message = (
+        "This policy is being overridden by other backendTrafficPolicies for these routes: [ns/r]"
+    )
     over = {**cond("Overridden"), "message": message}
     pol = {
         "kind": kind,
         "metadata": {"name": "p", "namespace": "ns", "generation": 1},
-        "status": {"ancestors": [{
-            "ancestorRef": {"group": G, "kind": "Gateway", "name": "gw", "namespace": "ns", "sectionName": "http"},
-            "controllerName": CTRL,
-            "conditions": [cond("Accepted"), over],
-        }]},
+        "status": {
+            "ancestors": [
+                {
+                    "ancestorRef": {
+                        "group": G,
+                        "kind": "Gateway",
+                        "name": "gw",
+                        "namespace": "ns",
+                        "sectionName": "http",
+                    },
+                    "controllerName": CTRL,
+                    "conditions": [cond("Accepted"), over],
+                }
+            ]
+        },
     }
     base = {"kind": kind, "name": "ns/p", "parent": "ns/gw", "parent_section": "http"}
     assert check({**base, "conditions": [{"type": "Overridden", "message": message}]}, pol) is None
-    assert check({**base, "conditions": [{"type": "Overridden", "reason": "Overridden"}]}, pol) is None
+    assert (
+        check({**base, "conditions": [{"type": "Overridden", "reason": "Overridden"}]}, pol) is None
+    )
     msg = check({**base, "conditions": [{"type": "Overridden", "message": "another message"}]}, pol)
     assert msg is not None and "another message" in msg
-    assert check({**base, "parent_section": "other", "conditions": [{"type": "Accepted"}]}, pol) is not None
+    assert (
+        check({**base, "parent_section": "other", "conditions": [{"type": "Accepted"}]}, pol)
+        is not None
+    )
 
 
 def test_listener_conditions_and_attached_routes() -> None:
@@ -489,9 +509,18 @@ def test_case_parsing_is_strict() -> None:
 
 
 def test_generated_objects_step() -> None:
-    body = {"gateway": "ns/gw", "kinds": ["ServiceAccount", "Service"], "labels": {"a": "1"}, "annotations": {"n": "x"}}
+    body = {
+        "gateway": "ns/gw",
+        "kinds": ["ServiceAccount", "Service"],
+        "labels": {"a": "1"},
+        "annotations": {"n": "x"},
+    }
     parsed = parse_step(0, {"generated_objects": body}).generated
-    assert parsed is not None and parsed.kinds == ("ServiceAccount", "Service") and parsed.timeout_s is None
+    assert (
+        parsed is not None
+        and parsed.kinds == ("ServiceAccount", "Service")
+        and parsed.timeout_s is None
+    )
     with pytest.raises(CaseError):
         parse_step(0, {"generated_objects": {**body, "label": {}}})
 
@@ -504,14 +533,26 @@ def test_generated_objects_step() -> None:
     # upstream's selector: the Gateway's namespace and name label; the first of each kind is checked
     assert generated.labelled(listed, "ns", "gw") == [good, listed[3]]
     assert generated.check(parsed, {"ServiceAccount": [good, obj("second")], "Service": []}) is None
-    assert generated.check(parsed, {"Service": [obj("svc", labels={"a": "2"}, annotations={"n": "x"})]}) == (
-        "Service svc: labels {'gateway.networking.k8s.io/gateway-name': 'gw', 'a': '2'} lack {'a': '1'}"
+    assert generated.check(
+        parsed, {"Service": [obj("svc", labels={"a": "2"}, annotations={"n": "x"})]}
+    ) == (
+        "Service svc: labels {'gateway.networking.k8s.io/gateway-name': 'gw', 'a': '2'} lack {'a': "
+        "'1'}"
     )
-    assert "annotations {} lack {'n': 'x'}" in str(generated.check(parsed, {"Service": [obj("svc", labels={"a": "1"})]}))
+    assert "annotations {} lack {'n': 'x'}" in str(
+        generated.check(parsed, {"Service": [obj("svc", labels={"a": "1"})]})
+    )
     # a gateweave Envoy on one machine: its node metadata, as /server_info reports it
-    envoy = generated.envoy_object({"node": {"id": "ns/gw", "metadata": {"labels": {"a": "1"}, "annotations": {"n": "x"}}}})
-    assert envoy["metadata"]["name"] == "ns/gw" and generated.check(parsed, {"Envoy": [envoy]}) is None
-    assert generated.check(parsed, {"Envoy": [generated.envoy_object({"node": {"id": "ns/gw"}})]}) is not None
+    envoy = generated.envoy_object(
+        {"node": {"id": "ns/gw", "metadata": {"labels": {"a": "1"}, "annotations": {"n": "x"}}}}
+    )
+    assert (
+        envoy["metadata"]["name"] == "ns/gw" and generated.check(parsed, {"Envoy": [envoy]}) is None
+    )
+    assert (
+        generated.check(parsed, {"Envoy": [generated.envoy_object({"node": {"id": "ns/gw"}})]})
+        is not None
+    )
 
 
 # ---------------------------------------------------------------- TLS material
@@ -645,7 +686,8 @@ def _handshake(
 
 def test_tls_handshake_with_generated_material(tmp_path: Path) -> None:
     """A real TLS server on 127.0.0.1 with the CA-signed certificate, requiring a client certificate
-    signed by the same CA; a client trusting only CA "C" and presenting the generated client certificate."""
+    signed by the same CA; a client trusting only CA "C" and presenting the generated client
+    certificate."""
     material = tlsgen.builtin()
     pems = {
         "s.crt": material.get(
@@ -996,8 +1038,10 @@ def _write_case(tmp_path: Path, steps: list[dict[str, Any]]) -> tuple[Path, Path
     (manifests / "base").mkdir(parents=True, exist_ok=True)
     (manifests / "base" / "manifests.yaml").write_text(
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n---\n"
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: ns}\n"
-        'spec:\n  gatewayClassName: "{GATEWAY_CLASS_NAME}"\n  listeners: [{name: http, port: 80, protocol: HTTP}]\n'
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: "
+        "ns}\n"
+        'spec:\n  gatewayClassName: "{GATEWAY_CLASS_NAME}"\n  listeners: [{name: http, port: 80, '
+        "protocol: HTTP}]\n"
     )
     (manifests / "tests").mkdir(exist_ok=True)
     import yaml

@@ -64,9 +64,20 @@ async def test_live_cases_pass_and_report(tmp_path: Path) -> None:
     assert report["implementation"]["project"] == "gateweave"
     assert report["gatewayAPIVersion"].startswith("v1.6")
     profiles = {p["name"]: p for p in report["profiles"]}
-    assert set(profiles) == {"GATEWAY-HTTP", "GATEWAY-GRPC", "GATEWAY-TLS", "GATEWAY-TCP", "GATEWAY-UDP"}
-    # [Gateway, HTTPRoute] cases are core HTTP; TLSRouteMixedTermination needs TLSRouteModeMixed: extended TLS.
-    assert profiles["GATEWAY-HTTP"]["core"]["statistics"] == {"Passed": 3, "Failed": 0, "Skipped": 0}
+    assert set(profiles) == {
+        "GATEWAY-HTTP",
+        "GATEWAY-GRPC",
+        "GATEWAY-TLS",
+        "GATEWAY-TCP",
+        "GATEWAY-UDP",
+    }
+    # [Gateway, HTTPRoute] cases are core HTTP; TLSRouteMixedTermination needs TLSRouteModeMixed:
+    # extended TLS.
+    assert profiles["GATEWAY-HTTP"]["core"]["statistics"] == {
+        "Passed": 3,
+        "Failed": 0,
+        "Skipped": 0,
+    }
     assert profiles["GATEWAY-HTTP"]["core"]["result"] == "success"
     assert profiles["GATEWAY-TLS"]["extended"]["statistics"]["Passed"] == 1
     assert profiles["GATEWAY-TCP"]["core"]["statistics"]["Passed"] == 1
@@ -81,8 +92,21 @@ def _case(name: str, http: dict[str, object]) -> dict[str, object]:
         "features": ["Gateway", "HTTPRoute"],
         "manifests": ["tests/httproute-simple-same-namespace.yaml"],
         "steps": [
-            {"expect": {"kind": "Gateway", "name": "gateway-conformance-infra/same-namespace", "has_address": True, "timeout_s": 60}},
-            {"http": {"gateway": "gateway-conformance-infra/same-namespace", "request": {"path": "/"}, **http}},
+            {
+                "expect": {
+                    "kind": "Gateway",
+                    "name": "gateway-conformance-infra/same-namespace",
+                    "has_address": True,
+                    "timeout_s": 60,
+                }
+            },
+            {
+                "http": {
+                    "gateway": "gateway-conformance-infra/same-namespace",
+                    "request": {"path": "/"},
+                    **http,
+                }
+            },
         ],
     }
 
@@ -91,22 +115,40 @@ def _case(name: str, http: dict[str, object]) -> dict[str, object]:
 def test_wrong_expectation_fails_precisely_and_run_filters(tmp_path: Path) -> None:
     cases = tmp_path / "cases"
     cases.mkdir()
-    good = _case("GoodCase", {"response": {"status": 200}, "backend": "infra-backend-v1", "namespace": "gateway-conformance-infra"})
+    good = _case(
+        "GoodCase",
+        {
+            "response": {"status": 200},
+            "backend": "infra-backend-v1",
+            "namespace": "gateway-conformance-infra",
+        },
+    )
     bad = _case(
         "BadCase",
-        {"response": {"status": 200}, "backend": "infra-backend-v2", "namespace": "gateway-conformance-infra", "timeout_s": 2},
+        {
+            "response": {"status": 200},
+            "backend": "infra-backend-v2",
+            "namespace": "gateway-conformance-infra",
+            "timeout_s": 2,
+        },
     )
     bad_weights = {
         "name": "BadWeights",
         "features": ["Gateway", "HTTPRoute"],
         "manifests": ["tests/httproute-simple-same-namespace.yaml"],
         "steps": [
-            {"distribution": {
-                "http": {"gateway": "gateway-conformance-infra/same-namespace", "request": {"path": "/"}, "namespace": "gateway-conformance-infra"},
-                "weights": {"infra-backend-v1": 0.5, "infra-backend-v2": 0.5},
-                "requests": 20,
-                "tolerance": 0.05,
-            }},
+            {
+                "distribution": {
+                    "http": {
+                        "gateway": "gateway-conformance-infra/same-namespace",
+                        "request": {"path": "/"},
+                        "namespace": "gateway-conformance-infra",
+                    },
+                    "weights": {"infra-backend-v1": 0.5, "infra-backend-v2": 0.5},
+                    "requests": 20,
+                    "tolerance": 0.05,
+                }
+            },
         ],
     }
     filtered = _case("FilteredOut", {"response": {"status": 200}})
@@ -115,24 +157,48 @@ def test_wrong_expectation_fails_precisely_and_run_filters(tmp_path: Path) -> No
     report = tmp_path / "r.yaml"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "gateweave.cli", "conformance",
-            "--cases", str(cases), "--manifests", str(MANIFESTS),
-            "--run", "Case$|Weights$", "--report", str(report),
-            "--address-pool", "127.33.0.0/16", "--backend-prefix", "127.34",
+            sys.executable,
+            "-m",
+            "gateweave.cli",
+            "conformance",
+            "--cases",
+            str(cases),
+            "--manifests",
+            str(MANIFESTS),
+            "--run",
+            "Case$|Weights$",
+            "--report",
+            str(report),
+            "--address-pool",
+            "127.33.0.0/16",
+            "--backend-prefix",
+            "127.34",
         ],
-        capture_output=True, text=True, timeout=170, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=170,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     by_name = {line.split()[1].rstrip(":"): line for line in lines[:-1]}
     assert set(by_name) == {"GoodCase", "BadCase", "BadWeights"}  # --run filtered FilteredOut
     assert by_name["GoodCase"].startswith("PASS GoodCase")
-    assert by_name["BadCase"].startswith("FAIL BadCase: step 1 (http): not met within 2s; last: expected pod name to start with infra-backend-v2, got 'infra-backend-v1-")
-    assert by_name["BadWeights"].startswith("FAIL BadWeights: step 0 (distribution): weights not met after 10 samples; last: ")
+    assert by_name["BadCase"].startswith(
+        "FAIL BadCase: step 1 (http): not met within 2s; last: expected pod name to start with "
+        "infra-backend-v2, got 'infra-backend-v1-"
+    )
+    assert by_name["BadWeights"].startswith(
+        "FAIL BadWeights: step 0 (distribution): weights not met after 10 samples; last: "
+    )
     assert "infra-backend-v2 has weight 0.5 but received no request" in by_name["BadWeights"]
     assert lines[-1] == "1 passed, 2 failed, 0 skipped"
     profiles = {p["name"]: p for p in yaml.safe_load(report.read_text())["profiles"]}
-    assert profiles["GATEWAY-HTTP"]["core"]["statistics"] == {"Passed": 1, "Failed": 2, "Skipped": 0}
+    assert profiles["GATEWAY-HTTP"]["core"]["statistics"] == {
+        "Passed": 1,
+        "Failed": 2,
+        "Skipped": 0,
+    }
     assert profiles["GATEWAY-HTTP"]["core"]["result"] == "failure"
     assert profiles["GATEWAY-HTTP"]["core"]["failedTests"] == ["BadCase", "BadWeights"]
 
@@ -144,7 +210,9 @@ def test_report_profiles_follow_upstream_rules() -> None:
         rp.Outcome("C", ("Gateway",), "FAIL"),
         rp.Outcome("D", ("Gateway", "TCPRoute"), "PASS"),
     ]
-    report = rp.build_report(outcomes, {"Gateway", "HTTPRoute", "TCPRoute", "GatewayPort8080"}, version="0.1.0")
+    report = rp.build_report(
+        outcomes, {"Gateway", "HTTPRoute", "TCPRoute", "GatewayPort8080"}, version="0.1.0"
+    )
     profiles = {p["name"]: p for p in report["profiles"]}
     http = profiles["GATEWAY-HTTP"]
     assert http["core"]["statistics"] == {"Passed": 1, "Failed": 1, "Skipped": 0}
@@ -168,7 +236,15 @@ def test_readme_lists_the_claimed_features() -> None:
     assert listed == set(SUPPORTED_FEATURES)
     report = rp.build_report([], SUPPORTED_FEATURES, version="0")
     extended = {f for p in report["profiles"] for f in p["extended"]["supportedFeatures"]}
-    core = {"Gateway", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "ReferenceGrant"}
+    core = {
+        "Gateway",
+        "HTTPRoute",
+        "GRPCRoute",
+        "TLSRoute",
+        "TCPRoute",
+        "UDPRoute",
+        "ReferenceGrant",
+    }
     assert set(SUPPORTED_FEATURES) == extended | core
 
 

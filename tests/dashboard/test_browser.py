@@ -34,7 +34,8 @@ pytestmark = pytest.mark.timeout(240)
 
 T = TypeVar("T")
 CASES = (
-    "HTTPRouteInvalidCrossNamespaceParentRef.yaml",  # a route its Gateway rejects (NotAllowedByListeners)
+    # a route its Gateway rejects (NotAllowedByListeners)
+    "HTTPRouteInvalidCrossNamespaceParentRef.yaml",
     "HTTPRouteListenerHostnameMatching.yaml",  # listeners by hostname on one port
     "HTTPRouteReferenceGrant.yaml",  # a ReferenceGrant that binds
     "TCPRouteReferenceGrant.yaml",  # a TCP listener
@@ -57,15 +58,23 @@ def conformance_objects() -> list[dict[str, Any]]:
 
 
 def ids_of(objects: list[dict[str, Any]], kinds: tuple[str, ...]) -> set[str]:
-    return {f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in objects if o["kind"] in kinds}
+    return {
+        f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}"
+        for o in objects
+        if o["kind"] in kinds
+    }
 
 
 def wait(driver: WebDriver, what: str, probe: Callable[[WebDriver], T | Literal[False]]) -> T:
     """``probe`` until it gives something true; the page redraws the graph and the details
     whenever the system changes (an Envoy becoming ready, a status written), so an element
     found by one probe may be gone by the next: probes find what they read each time."""
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.1, ignored_exceptions=(
-        NoSuchElementException, StaleElementReferenceException)).until(probe, f"the page did not show {what}")
+    return WebDriverWait(
+        driver,
+        WAIT_S,
+        poll_frequency=0.1,
+        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+    ).until(probe, f"the page did not show {what}")
 
 
 def node(driver: WebDriver, nid: str) -> Any:
@@ -92,8 +101,10 @@ def requests_shown(driver: WebDriver) -> tuple[int, str]:
     value = driver.execute_script(
         f"const g = document.querySelector('#graph g.node[data-id=\"{COUNTED}\"]');"
         f"const row = document.querySelector('#traffic-table tr[data-route=\"{COUNTED}\"]');"
-        "return g && g.dataset.requests !== undefined ? [g.dataset.requests, g.querySelector('text.line3').textContent,"
-        " row ? row.children[1].textContent : ''] : null;")
+        "return g && g.dataset.requests !== undefined ? [g.dataset.requests, "
+        "g.querySelector('text.line3').textContent,"
+        " row ? row.children[1].textContent : ''] : null;"
+    )
     if not value:
         return -1, ""
     count, text, row = value
@@ -113,41 +124,63 @@ def drive(url: str, port: int, gateways: set[str], routes: set[str]) -> None:
         driver.get(url)
 
         def all_nodes(d: WebDriver) -> bool:
-            shown = set(d.execute_script("return [...document.querySelectorAll('#graph g.node')].map(g => g.dataset.id)"))
+            shown = set(
+                d.execute_script(
+                    "return [...document.querySelectorAll('#graph g.node')].map(g => g.dataset.id)"
+                )
+            )
             return (gateways | routes) <= shown
 
         wait(driver, "every Gateway and route", all_nodes)
         titles = driver.execute_script(
             "return Object.fromEntries([...document.querySelectorAll('#graph g.node')]"
-            ".map(g => [g.dataset.id, g.querySelector('title').textContent]))")
+            ".map(g => [g.dataset.id, g.querySelector('title').textContent]))"
+        )
         for nid in sorted(gateways | routes):
             kind, ns, name = nid.split("/")
             assert titles[nid].startswith(f"{kind} {ns}/{name}"), (nid, titles[nid])
 
-        # the rejected route: failure colour (the legend's), the reason on the node and in its details
+        # the rejected route: failure colour (the legend's), the reason on the node and in its
+        # details
         health, fill, legend_fail, legend_ok, line3 = driver.execute_script(
             f"const g = document.querySelector('#graph g.node[data-id=\"{REJECTED}\"]');"
             "const css = (e, p) => getComputedStyle(e)[p];"
             "return [g.dataset.health, css(g.querySelector('rect'), 'fill'),"
             " css(document.querySelector('.legend .swatch.fail'), 'backgroundColor'),"
             " css(document.querySelector('.legend .swatch.ok'), 'backgroundColor'),"
-            " g.querySelector('text.line3').textContent];")
+            " g.querySelector('text.line3').textContent];"
+        )
         assert health == "fail"
         assert fill == legend_fail != legend_ok, (fill, legend_fail, legend_ok)
         assert "NotAllowedByListeners" in line3, line3
         wait(driver, "a click on the rejected route", lambda d: node(d, REJECTED).click() or True)
-        details = wait(driver, "the rejected route's conditions", containing("#details", "NotAllowedByListeners"))
+        details = wait(
+            driver,
+            "the rejected route's conditions",
+            containing("#details", "NotAllowedByListeners"),
+        )
         assert "Accepted=False" in details, details
-        explain = wait(driver, "explain's account", containing("#details pre.explain", "parentRef[0]"))
+        explain = wait(
+            driver, "explain's account", containing("#details pre.explain", "parentRef[0]")
+        )
         assert "rejected" in explain, explain
-        shown = wait(driver, "the object with its status", lambda d: d.execute_script(
-            "const pre = document.querySelector('#details details.object pre'); return pre && JSON.parse(pre.textContent);"))
+        shown = wait(
+            driver,
+            "the object with its status",
+            lambda d: d.execute_script(
+                "const pre = document.querySelector('#details details.object pre'); return pre && "
+                "JSON.parse(pre.textContent);"
+            ),
+        )
         assert shown["metadata"]["name"] == REJECTED.split("/")[2]
         assert shown["status"]["parents"][0]["conditions"][0]["reason"] == "NotAllowedByListeners"
 
         # the configuration error, located
-        wait(driver, "the configuration error with file:line",
-             lambda d: re.search(r"broken\.yaml:\d+", text_of(d, "#error-list")))
+        wait(
+            driver,
+            "the configuration error with file:line",
+            lambda d: re.search(r"broken\.yaml:\d+", text_of(d, "#error-list")),
+        )
 
         # traffic: the count rises while requests flow through Envoy, on the node and in the table
         send(port, 5)
@@ -173,16 +206,26 @@ async def test_dashboard_in_chromium(tmp_path: Path) -> None:
     port = free_port(ADDRESS)
     objects = conformance_objects()
     h.write_manifests(tmp_path / "conformance.yaml", objects)
-    h.write_manifests(tmp_path / "counted.yaml", [
-        h.gateway_class(),
-        h.gateway("counted", ADDRESS, [h.listener("http", "HTTP", port)]),
-        *h.service("counted", 80, backend.port),
-        h.http_route("counted", "counted", ["counted.test"], [h.rule("/", [h.backend_ref("counted", 80)])]),
-    ])
+    h.write_manifests(
+        tmp_path / "counted.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("counted", ADDRESS, [h.listener("http", "HTTP", port)]),
+            *h.service("counted", 80, backend.port),
+            h.http_route(
+                "counted",
+                "counted",
+                ["counted.test"],
+                [h.rule("/", [h.backend_ref("counted", 80)])],
+            ),
+        ],
+    )
     # a mistake: an unknown field (the error names the file and line; the route is not served)
     (tmp_path / "broken.yaml").write_text(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: typo, namespace: default}\n"
-        "spec:\n  parentRefs: [{name: counted}]\n  hostname: [typo.test]\n")
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: typo, "
+        "namespace: default}\n"
+        "spec:\n  parentRefs: [{name: counted}]\n  hostname: [typo.test]\n"
+    )
     gateways = ids_of(objects, ("Gateway",)) | {"Gateway/default/counted"}
     routes = ids_of(objects, ROUTE_KINDS) | {COUNTED}
     assert REJECTED in routes and len(gateways) >= 4 and len(routes) >= 6

@@ -37,18 +37,23 @@ async def until(check: Callable[[], Any], timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_adopted_when_the_same_replaced_when_changed_and_no_request_fails(tmp_path: Path) -> None:
+async def test_adopted_when_the_same_replaced_when_changed_and_no_request_fails(
+    tmp_path: Path,
+) -> None:
     backend = h.NameServer("A")
     address = "127.40.9.2"
     port = free_port(address)
     config = tmp_path / "config"
     config.mkdir()
-    h.write_manifests(config / "all.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", address, [h.listener("http", "HTTP", port)]),
-        *h.service("svc-a", 80, backend.port),
-        h.http_route("web", "gw", ["example.com"], [h.rule("/", [h.backend_ref("svc-a", 80)])]),
-    ])
+    h.write_manifests(
+        config / "all.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", address, [h.listener("http", "HTTP", port)]),
+            *h.service("svc-a", 80, backend.port),
+            h.http_route("web", "gw", ["example.com"], [h.rule("/", [h.backend_ref("svc-a", 80)])]),
+        ],
+    )
     run = translate_paths([str(config)], TranslateOptions())
     assert run.result is not None
     infra_ir = run.result.infra
@@ -60,7 +65,9 @@ async def test_adopted_when_the_same_replaced_when_changed_and_no_request_fails(
         server.publish(name, snapshots.snapshot(gw))
 
     def infra(**settings: Any) -> HostInfra:
-        return HostInfra(work_dir=state.envoys, xds_pipe=str(state.socket), register_atexit=False, **settings)
+        return HostInfra(
+            work_dir=state.envoys, xds_pipe=str(state.socket), register_atexit=False, **settings
+        )
 
     traffic: Traffic | None = None
     pids: set[int] = set()
@@ -68,7 +75,9 @@ async def test_adopted_when_the_same_replaced_when_changed_and_no_request_fails(
     try:
         last = first = infra()
         await first.reconcile(infra_ir)
-        await until(lambda: (r := h.fetch_sync(address, port)) is not None and r.body == "A", 15, "served")
+        await until(
+            lambda: (r := h.fetch_sync(address, port)) is not None and r.body == "A", 15, "served"
+        )
         pid = first.process("default/gw").pid  # type: ignore[union-attr]
         assert pid is not None
         pids.add(pid)
@@ -98,7 +107,9 @@ async def test_adopted_when_the_same_replaced_when_changed_and_no_request_fails(
         sent = traffic.sent
         await until(lambda: traffic.sent >= sent + 10, 10, "traffic after the replacement")
         traffic.stop()
-        assert traffic.failed == [], f"{len(traffic.failed)} of {traffic.sent} requests failed: {traffic.failed[:5]}"
+        assert traffic.failed == [], (
+            f"{len(traffic.failed)} of {traffic.sent} requests failed: {traffic.failed[:5]}"
+        )
         assert [r.pid for r in records(state.envoys)] == [new_pid]
 
         await changed.close()

@@ -181,14 +181,24 @@ async def _node(admin_address: str) -> dict[str, object]:
     return node
 
 
-async def test_infrastructure_labels_and_annotations_are_the_node_metadata(ads: AdsServer, tmp_path: Path) -> None:
+async def test_infrastructure_labels_and_annotations_are_the_node_metadata(
+    ads: AdsServer, tmp_path: Path
+) -> None:
     """GatewayInfrastructurePropagation on one host: the Envoy runs with them as its node
     metadata; Envoy reads it only when it starts, so a change replaces it."""
     gw = msgspec.structs.replace(
-        gateway("ns/meta", "127.30.7.1", 8080), labels={"team": "edge"}, annotations={"example.com/note": "hi"}
+        gateway("ns/meta", "127.30.7.1", 8080),
+        labels={"team": "edge"},
+        annotations={"example.com/note": "hi"},
     )
     ads.set_snapshot(gw.name, {})
-    infra = HostInfra(xds_host="127.0.0.1", xds_port=ads.port, work_dir=tmp_path, stop_timeout=2.0, register_atexit=False)
+    infra = HostInfra(
+        xds_host="127.0.0.1",
+        xds_port=ads.port,
+        work_dir=tmp_path,
+        stop_timeout=2.0,
+        register_atexit=False,
+    )
     try:
         await infra.reconcile({gw.name: gw})
         await eventually(lambda: infra.ready(gw.name), 3.0, "Envoy ready")
@@ -244,7 +254,9 @@ async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
         await infra.reconcile({gw.name: gw})
         pid = infra.process(gw.name).pid  # type: ignore[union-attr]
         assert pid is not None
-        await eventually(lambda: asyncio.sleep(0, ignoring.exists()), 30.0, "SIGTERM ignored by the fake")
+        await eventually(
+            lambda: asyncio.sleep(0, ignoring.exists()), 30.0, "SIGTERM ignored by the fake"
+        )
         loop = asyncio.get_running_loop()
         start = loop.time()
         await infra.close()

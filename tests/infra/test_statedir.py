@@ -28,6 +28,8 @@ from gateweave.infra.statedir import (
 from gateweave.xds.server import AdsServer
 
 NOBODY = 65534
+
+
 @pytest.fixture
 def open_parent() -> Iterator[Path]:
     """A directory everyone may enter (unlike pytest's tmp_path), so only the state directory's
@@ -69,7 +71,10 @@ async def test_xds_socket_refuses_another_user(open_parent: Path) -> None:
     server = AdsServer(registry=CollectorRegistry())
     try:
         await server.start_unix(str(state.socket))
-        assert (state.path.stat().st_mode & 0o777, state.socket.stat().st_mode & 0o777) == (0o700, 0o600)
+        assert (state.path.stat().st_mode & 0o777, state.socket.stat().st_mode & 0o777) == (
+            0o700,
+            0o600,
+        )
         assert connect_as(None, state.socket) == 0  # the owner connects
         assert connect_as(NOBODY, state.socket) == 13  # another user cannot even reach it
         state.path.chmod(0o755)  # and with the directory opened up, the socket itself refuses
@@ -83,7 +88,9 @@ def test_one_serve_per_state_directory(tmp_path: Path) -> None:
     state = StateDir.open(tmp_path / "s")
     try:
         assert holder(state.path) is not None and holder(state.path).pid == os.getpid()  # type: ignore[union-attr]
-        with pytest.raises(StateDirError, match=rf"another gateweave serve \(pid {os.getpid()}\) is running"):
+        with pytest.raises(
+            StateDirError, match=rf"another gateweave serve \(pid {os.getpid()}\) is running"
+        ):
             StateDir.open(tmp_path / "s")
     finally:
         state.close()
@@ -105,12 +112,22 @@ def test_a_record_is_of_that_very_process(tmp_path: Path) -> None:
     (envoys / "ns_gw").mkdir(parents=True)
     bootstrap = envoys / "ns_gw" / "bootstrap.json"
     bootstrap.write_text("{}")
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-c", str(bootstrap)])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "-c", str(bootstrap)]
+    )
     try:
         start = process_start_time(proc.pid)
         assert start is not None
-        record = EnvoyRecord(gateway="ns/gw", pid=proc.pid, start_time=start, admin_address="127.0.0.1:1",
-                             bootstrap=str(bootstrap), bootstrap_digest="", spec=("ns/gw",), started_at=0.0)
+        record = EnvoyRecord(
+            gateway="ns/gw",
+            pid=proc.pid,
+            start_time=start,
+            admin_address="127.0.0.1:1",
+            bootstrap=str(bootstrap),
+            bootstrap_digest="",
+            spec=("ns/gw",),
+            started_at=0.0,
+        )
         record.save()
         assert records(envoys) == [record]
         assert survey(tmp_path).envoys == [record] and survey(tmp_path).holder is None

@@ -31,9 +31,20 @@ async def test_serve_kubernetes_process(tmp_path: Path) -> None:
             api.put(doc)
     kc = write_kubeconfig(api, str(tmp_path / "kubeconfig"))
     proc = await asyncio.create_subprocess_exec(
-        GATEWEAVE, "serve", "--provider", "kubernetes", "--kubeconfig", kc, "--namespace", "default",
-        "--no-dataplane", "--admin-address", f"127.0.0.1:{free_port()}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env={**os.environ, "KUBECONFIG": ""},
+        GATEWEAVE,
+        "serve",
+        "--provider",
+        "kubernetes",
+        "--kubeconfig",
+        kc,
+        "--namespace",
+        "default",
+        "--no-dataplane",
+        "--admin-address",
+        f"127.0.0.1:{free_port()}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "KUBECONFIG": ""},
     )
     try:
         loop = asyncio.get_running_loop()
@@ -47,8 +58,13 @@ async def test_serve_kubernetes_process(tmp_path: Path) -> None:
             assert loop.time() < deadline, "no status written"
             await asyncio.sleep(0.05)
         gw = api.get("Gateway", "default", "quickstart")
-        assert gw is not None and {c["type"]: c["status"] for c in gw["status"]["conditions"]}["Programmed"] == "True"
-        assert {r.namespace for r in api.requests(resource="httproutes", verb="watch")} == {"default"}
+        assert (
+            gw is not None
+            and {c["type"]: c["status"] for c in gw["status"]["conditions"]}["Programmed"] == "True"
+        )
+        assert {r.namespace for r in api.requests(resource="httproutes", verb="watch")} == {
+            "default"
+        }
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)

@@ -1,4 +1,5 @@
-"""Conformance status steps replayed through the Kubernetes API (stand-in, tests/support/kubeapi.py).
+"""Conformance status steps replayed through the Kubernetes API (stand-in,
+tests/support/kubeapi.py).
 
 For each case: the objects are applied over HTTP to the API-server stand-in, gateweave
 serves it (``serve(kube=...)`` with a kubeconfig file: the Kubernetes provider and the
@@ -63,7 +64,9 @@ class StepError(Exception):
 class ApiReplay:
     """The offline replay's steps, carried out over HTTP against the stand-in."""
 
-    def __init__(self, api: KubeAPI, http: httpx.AsyncClient, case: Case, runtime: Any, source: Any) -> None:
+    def __init__(
+        self, api: KubeAPI, http: httpx.AsyncClient, case: Case, runtime: Any, source: Any
+    ) -> None:
         self.api, self.http, self.case = api, http, case
         self.runtime, self.source = runtime, source
         self.subs = mf.Substitutions()
@@ -104,8 +107,11 @@ class ApiReplay:
         if self.path(kind, ns) is None:
             return  # a kind the cluster does not serve (and gateweave does not read)
         body = {k: v for k, v in obj.items() if k != "status"}
-        meta = {k: v for k, v in (obj.get("metadata") or {}).items()
-                if k not in ("generation", "creationTimestamp", "uid", "resourceVersion")}
+        meta = {
+            k: v
+            for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("generation", "creationTimestamp", "uid", "resourceVersion")
+        }
         if ns:
             meta["namespace"] = ns
         body["metadata"] = meta
@@ -128,8 +134,10 @@ class ApiReplay:
                 await self.http.delete(self.path(*key) or "")
         for key, obj in desired.items():
             current = self.api.get(*key)
-            if current is None or offline._content(current) != offline._content(obj) or (
-                current["metadata"].get("labels") != obj["metadata"]["labels"]
+            if (
+                current is None
+                or offline._content(current) != offline._content(obj)
+                or (current["metadata"].get("labels") != obj["metadata"]["labels"])
             ):
                 await self.apply(obj)
 
@@ -190,8 +198,11 @@ class ApiReplay:
             await self.sync_endpoint_slices()
         elif kind == "patch":
             key = self.ref_key(step.patch.kind, step.patch.name)
-            resp = await self.http.patch(self.path(*key) or "", json=self.step_data(step.patch.merge),
-                                         headers={"Content-Type": "application/merge-patch+json"})
+            resp = await self.http.patch(
+                self.path(*key) or "",
+                json=self.step_data(step.patch.merge),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
             if resp.status_code >= 300:
                 return f"patch {key}: {resp.status_code} {resp.text[:200]}"
             await self.sync_endpoint_slices()
@@ -212,7 +223,9 @@ class ApiReplay:
             elif key not in self.remembered:
                 return f"{key}: expect_generation_changed without remember_generation"
             elif generation == self.remembered[key]:
-                return f"{key}: expected metadata.generation to change from {generation}, it did not"
+                return (
+                    f"{key}: expected metadata.generation to change from {generation}, it did not"
+                )
         return None
 
 
@@ -225,9 +238,12 @@ async def replay_via_api(path: Path, tmp_path: Path) -> offline.CaseResult:
     kubeconfig = write_kubeconfig(api, str(tmp_path / "kubeconfig"))
     result = offline.CaseResult(case.name, "PASS")
     try:
-        async with httpx.AsyncClient(base_url=api.url, timeout=10,
-                                     headers={"Authorization": "Bearer standin-token"}) as http, \
-                serving(api, kubeconfig) as (runtime, source):
+        async with (
+            httpx.AsyncClient(
+                base_url=api.url, timeout=10, headers={"Authorization": "Bearer standin-token"}
+            ) as http,
+            serving(api, kubeconfig) as (runtime, source),
+        ):
             replay = ApiReplay(api, http, case, runtime, source)
             try:
                 await replay.setup()
@@ -242,7 +258,11 @@ async def replay_via_api(path: Path, tmp_path: Path) -> offline.CaseResult:
                 except (StepError, CaseError, ValueError, httpx.HTTPError) as exc:
                     problem = str(exc)
                 if problem:
-                    result.outcome, result.step, result.message = "FAIL", step.index, f"{step.describe()}: {problem}"
+                    result.outcome, result.step, result.message = (
+                        "FAIL",
+                        step.index,
+                        f"{step.describe()}: {problem}",
+                    )
                     break
             result.expects_checked = replay.expects
     finally:

@@ -51,22 +51,36 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
     for doc in yaml.safe_load_all(QUICKSTART.read_text()):
         if doc:
             if doc["kind"] == "Gateway":
-                doc["spec"]["infrastructure"] = {"labels": {"team": "edge"}, "annotations": {"note": "hi"}}
+                doc["spec"]["infrastructure"] = {
+                    "labels": {"team": "edge"},
+                    "annotations": {"note": "hi"},
+                }
                 del doc["spec"]["addresses"]
             api.put(doc)
     kc = write_kubeconfig(api, str(tmp_path / "kc"))
     name = object_name("quickstart")
     xds_port = free_port()
     try:
-        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port,
-                           xds_host="gateweave.gateweave-system.svc", service_type="LoadBalancer")) as (
-            runtime, source,
+        async with serving(
+            api,
+            kc,
+            KubeDataplane(
+                xds_bind="127.0.0.1",
+                xds_port=xds_port,
+                xds_host="gateweave.gateweave-system.svc",
+                service_type="LoadBalancer",
+            ),
+        ) as (
+            runtime,
+            source,
         ):
             await settle(api, runtime, source)
             gw = api.get("Gateway", "default", "quickstart")
             assert gw is not None
-            objs: dict[str, Any] = {k: api.get(k, "default", name)
-                                    for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Secret")}
+            objs: dict[str, Any] = {
+                k: api.get(k, "default", name)
+                for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Secret")
+            }
             for kind, obj in objs.items():
                 assert obj is not None, kind
                 assert obj["metadata"]["ownerReferences"][0]["uid"] == gw["metadata"]["uid"]
@@ -74,7 +88,10 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
                 assert obj["metadata"]["annotations"]["note"] == "hi"
             dep, svc = objs["Deployment"], objs["Service"]
             pod = dep["spec"]["template"]
-            assert pod["metadata"]["labels"]["team"] == "edge" and pod["spec"]["serviceAccountName"] == name
+            assert (
+                pod["metadata"]["labels"]["team"] == "edge"
+                and pod["spec"]["serviceAccountName"] == name
+            )
             assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [8080]
             assert svc["spec"]["type"] == "LoadBalancer" and svc["spec"]["ports"][0]["port"] == 8080
             boot = json.loads(objs["ConfigMap"]["data"]["bootstrap.json"])
@@ -82,13 +99,23 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             assert xds["type"] == "STRICT_DNS"
             assert boot["node"]["id"] == "default/quickstart"
             # xDS is mutual TLS: the pod mounts its Gateway's client certificate (the Secret)
-            assert xds["transport_socket"]["typed_config"]["sni"] == "gateweave.gateweave-system.svc"
+            assert (
+                xds["transport_socket"]["typed_config"]["sni"] == "gateweave.gateweave-system.svc"
+            )
             assert {"name": "xds-tls", "secret": {"secretName": name}} in pod["spec"]["volumes"]
-            assert set(objs["ConfigMap"]["data"]) == {"bootstrap.json", "xds-client-sds.json", "xds-ca-sds.json"}
+            assert set(objs["ConfigMap"]["data"]) == {
+                "bootstrap.json",
+                "xds-client-sds.json",
+                "xds-ca-sds.json",
+            }
             files = secret_files(objs["Secret"])
-            assert pki.identities(files["tls.crt"]) == ["spiffe://gateweave/ns/default/gateway/quickstart"]
+            assert pki.identities(files["tls.crt"]) == [
+                "spiffe://gateweave/ns/default/gateway/quickstart"
+            ]
             assert "PRIVATE KEY" in files["tls.key"] and "BEGIN CERTIFICATE" in files["ca.crt"]
-            applies = [r for r in api.requests(verb="patch") if r.resource in ("deployments", "services")]
+            applies = [
+                r for r in api.requests(verb="patch") if r.resource in ("deployments", "services")
+            ]
             assert applies and all(r.code == 200 for r in applies)
 
             # a LoadBalancer Service without ingress yet: no address, not programmed, yet served
@@ -111,8 +138,14 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
                 translations = runtime.translations
                 svc = api.get("Service", "default", name)
                 assert svc is not None
-                api._update(api.rtype("Service"), "default", name,
-                            {**svc, "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}, True, "cloud")
+                api._update(
+                    api.rtype("Service"),
+                    "default",
+                    name,
+                    {**svc, "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}},
+                    True,
+                    "cloud",
+                )
                 await settle(api, runtime, source)
                 assert runtime.translations > translations
                 status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
@@ -124,8 +157,10 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
             api.remove("Gateway", "default", "quickstart")
             await settle(api, runtime, source)
             await asyncio.sleep(0.05)
-            assert all(api.get(k, "default", name) is None
-                       for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Secret"))
+            assert all(
+                api.get(k, "default", name) is None
+                for k in ("Deployment", "Service", "ServiceAccount", "ConfigMap", "Secret")
+            )
     finally:
         await api.stop()
 
@@ -144,21 +179,38 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
     name = object_name("quickstart")
     xds_port = free_port()
     try:
-        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port,
-                                                  service_type="ClusterIP")) as (runtime, source):
+        async with serving(
+            api,
+            kc,
+            KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, service_type="ClusterIP"),
+        ) as (runtime, source):
             await settle(api, runtime, source)
             svc = api.get("Service", "default", name)
             assert svc is not None
-            assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["externalIPs"] == ["192.0.2.10"]
+            assert svc["spec"]["type"] == "ClusterIP" and svc["spec"]["externalIPs"] == [
+                "192.0.2.10"
+            ]
             status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
-            assert status["addresses"] == [{"type": "IPAddress", "value": "192.0.2.10"},
-                                           {"type": "IPAddress", "value": svc["spec"]["clusterIP"]}]
-            assert conditions(status)["Programmed"] == ("False", "Pending")  # no Envoy has acknowledged
+            assert status["addresses"] == [
+                {"type": "IPAddress", "value": "192.0.2.10"},
+                {"type": "IPAddress", "value": svc["spec"]["clusterIP"]},
+            ]
+            assert conditions(status)["Programmed"] == (
+                "False",
+                "Pending",
+            )  # no Envoy has acknowledged
             secret = api.get("Secret", "default", name)
             assert secret is not None
             async with envoy_pod(xds_port, "default/quickstart", secret_files(secret)):
-                await until(lambda: runtime.last_result is not None and conditions(
-                    runtime.last_result.statuses[("Gateway", "default", "quickstart")])["Programmed"][0] == "True")
+                await until(
+                    lambda: (
+                        runtime.last_result is not None
+                        and conditions(
+                            runtime.last_result.statuses[("Gateway", "default", "quickstart")]
+                        )["Programmed"][0]
+                        == "True"
+                    )
+                )
                 await settle(api, runtime, source)
                 status = api.get("Gateway", "default", "quickstart")["status"]  # type: ignore[index]
                 assert conditions(status)["Programmed"] == ("True", "Programmed")
@@ -166,7 +218,9 @@ async def test_requested_address_goes_into_the_service(tmp_path: Path) -> None:
         await api.stop()
 
 
-async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created(tmp_path: Path) -> None:
+async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created(
+    tmp_path: Path,
+) -> None:
     """GatewayInfrastructurePropagation in Kubernetes mode: the transcribed upstream check (the
     generated_objects step of tests/conformance_extra's GatewayInfrastructure) holds for the objects
     the infra sink created in the stand-in. No Deployment controller runs there: a Pod is what the
@@ -183,17 +237,32 @@ async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created
     kc = write_kubeconfig(api, str(tmp_path / "kc"))
     namespace, _, gateway = step.gateway.partition("/")
     try:
-        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=free_port(),
-                                                  service_type="ClusterIP")) as (runtime, source):
+        async with serving(
+            api,
+            kc,
+            KubeDataplane(xds_bind="127.0.0.1", xds_port=free_port(), service_type="ClusterIP"),
+        ) as (runtime, source):
             await settle(api, runtime, source)
             pods = [
-                {"metadata": {**d["spec"]["template"]["metadata"], "namespace": d["metadata"]["namespace"],
-                              "name": d["metadata"]["name"] + "-pod"}}
+                {
+                    "metadata": {
+                        **d["spec"]["template"]["metadata"],
+                        "namespace": d["metadata"]["namespace"],
+                        "name": d["metadata"]["name"] + "-pod",
+                    }
+                }
                 for d in api.objects("Deployment")
             ]
-            listed = {"ServiceAccount": api.objects("ServiceAccount"), "Pod": pods, "Service": api.objects("Service")}
+            listed = {
+                "ServiceAccount": api.objects("ServiceAccount"),
+                "Pod": pods,
+                "Service": api.objects("Service"),
+            }
             assert set(listed) == set(step.kinds)
-            found = {kind: generated.labelled(objects, namespace, gateway) for kind, objects in listed.items()}
+            found = {
+                kind: generated.labelled(objects, namespace, gateway)
+                for kind, objects in listed.items()
+            }
             assert all(len(objects) == 1 for objects in found.values()), found
             assert generated.check(step, found) is None
             wrong = msgspec.structs.replace(step, annotations={"key1": "other"})
@@ -202,7 +271,10 @@ async def test_gateway_infrastructure_case_holds_for_what_the_infra_sink_created
             config = api.get("ConfigMap", namespace, object_name(gateway))
             assert config is not None
             node = json.loads(config["data"]["bootstrap.json"])["node"]
-            assert (node["metadata"]["labels"], node["metadata"]["annotations"]) == (step.labels, step.annotations)
+            assert (node["metadata"]["labels"], node["metadata"]["annotations"]) == (
+                step.labels,
+                step.annotations,
+            )
     finally:
         await api.stop()
 
@@ -211,12 +283,22 @@ def test_load_balancer_service_requests_its_ip() -> None:
     from gateweave.ir import InfraGateway, InfraPort
     from gateweave.sinks.kubeinfra import KubernetesInfra
 
-    gw = InfraGateway(name="default/gw", namespace="default", gateway_name="gw", gateway_class="gc",
-                      address="0.0.0.0", ports=(InfraPort(name="dns", port=53, protocol="UDP"),),
-                      requested_addresses=("192.0.2.10",))
+    gw = InfraGateway(
+        name="default/gw",
+        namespace="default",
+        gateway_name="gw",
+        gateway_class="gc",
+        address="0.0.0.0",
+        ports=(InfraPort(name="dns", port=53, protocol="UDP"),),
+        requested_addresses=("192.0.2.10",),
+    )
     infra = KubernetesInfra(None, xds_host="10.0.0.1", xds_port=18000)  # type: ignore[arg-type]
     spec = next(obj for _path, obj in infra.manifests(gw) if obj["kind"] == "Service")["spec"]
-    assert spec["type"] == "LoadBalancer" and spec["loadBalancerIP"] == "192.0.2.10" and "externalIPs" not in spec
+    assert (
+        spec["type"] == "LoadBalancer"
+        and spec["loadBalancerIP"] == "192.0.2.10"
+        and "externalIPs" not in spec
+    )
     assert spec["ports"] == [{"name": "udp-53", "port": 53, "targetPort": 53, "protocol": "UDP"}]
 
 
@@ -224,9 +306,15 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
     from gateweave.ir import EnvoySettings, InfraGateway, InfraPort, KubernetesSettings
     from gateweave.sinks.kubeinfra import KubernetesInfra
 
-    base = InfraGateway(name="default/gw", namespace="default", gateway_name="gw", gateway_class="gc",
-                        address="0.0.0.0", ports=(InfraPort(name="http", port=80, protocol="TCP"),),
-                        requested_addresses=("192.0.2.10",))
+    base = InfraGateway(
+        name="default/gw",
+        namespace="default",
+        gateway_name="gw",
+        gateway_class="gc",
+        address="0.0.0.0",
+        ports=(InfraPort(name="http", port=80, protocol="TCP"),),
+        requested_addresses=("192.0.2.10",),
+    )
     infra = KubernetesInfra(None, xds_host="10.0.0.1", xds_port=18000)  # type: ignore[arg-type]
 
     def rendered(gw: InfraGateway) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -235,7 +323,11 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
 
     deployment, service = rendered(base)  # no parameters: one replica, Envoy's own concurrency
     container = deployment["template"]["spec"]["containers"][0]
-    assert deployment["replicas"] == 1 and "resources" not in container and service["type"] == "LoadBalancer"
+    assert (
+        deployment["replicas"] == 1
+        and "resources" not in container
+        and service["type"] == "LoadBalancer"
+    )
     assert "--concurrency" not in container["args"]
     # the drain time is always given: the preStop hook waits it (the host data plane's default)
     assert container["args"][container["args"].index("--drain-time-s") + 1] == "5"
@@ -243,16 +335,38 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
 
     tuned = msgspec.structs.replace(
         base,
-        envoy=EnvoySettings(concurrency=4, log_level="debug", drain_time_s=30, extra_args=("--component-log-level", "upstream:debug")),
-        kubernetes=KubernetesSettings(replicas=3, service_type="NodePort", requests={"cpu": "100m"}, limits={"memory": "1Gi"}),
+        envoy=EnvoySettings(
+            concurrency=4,
+            log_level="debug",
+            drain_time_s=30,
+            extra_args=("--component-log-level", "upstream:debug"),
+        ),
+        kubernetes=KubernetesSettings(
+            replicas=3, service_type="NodePort", requests={"cpu": "100m"}, limits={"memory": "1Gi"}
+        ),
     )
     deployment, service = rendered(tuned)
     container = deployment["template"]["spec"]["containers"][0]
     assert deployment["replicas"] == 3
     assert container["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}
-    assert container["args"] == ["--config-path", "/etc/envoy/bootstrap.json", "--log-level", "debug",
-                                 "--disable-hot-restart", "--concurrency", "4", "--drain-time-s", "30",
-                                 "--service-node", "default/gw/$(POD_NAME)",
-                                 "--component-log-level", "upstream:debug"]
+    assert container["args"] == [
+        "--config-path",
+        "/etc/envoy/bootstrap.json",
+        "--log-level",
+        "debug",
+        "--disable-hot-restart",
+        "--concurrency",
+        "4",
+        "--drain-time-s",
+        "30",
+        "--service-node",
+        "default/gw/$(POD_NAME)",
+        "--component-log-level",
+        "upstream:debug",
+    ]
     # a NodePort Service gets the requested address as an external IP, not loadBalancerIP
-    assert service["type"] == "NodePort" and service["externalIPs"] == ["192.0.2.10"] and "loadBalancerIP" not in service
+    assert (
+        service["type"] == "NodePort"
+        and service["externalIPs"] == ["192.0.2.10"]
+        and "loadBalancerIP" not in service
+    )

@@ -33,7 +33,12 @@ def kubectl_commands(text: str) -> list[str]:
 
 async def run(command: str, env: dict[str, str]) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        *command.split(), cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        *command.split(),
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     async with asyncio.timeout(120):
         out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode()
@@ -47,7 +52,11 @@ async def test_install_commands_run_against_the_stand_in(tmp_path: Path) -> None
     # kubectl sends no bearer token over plain HTTP: this stand-in asks for none
     api = KubeAPI(token=None)
     await api.start()
-    env = {**os.environ, "KUBECONFIG": write_kubeconfig(api, str(tmp_path / "kc")), "HOME": str(tmp_path)}
+    env = {
+        **os.environ,
+        "KUBECONFIG": write_kubeconfig(api, str(tmp_path / "kc")),
+        "HOME": str(tmp_path),
+    }
     outputs = {}
     try:
         for command in commands:
@@ -57,8 +66,12 @@ async def test_install_commands_run_against_the_stand_in(tmp_path: Path) -> None
         await api.stop()
 
     crds = {o["metadata"]["name"] for o in api.objects("CustomResourceDefinition")}
-    vendored = [d for f in sorted((ROOT / "third_party/gateway-api/crds/standard").glob("*.yaml"))
-                for d in yaml.safe_load_all(f.read_text()) if d and d["kind"] == "CustomResourceDefinition"]
+    vendored = [
+        d
+        for f in sorted((ROOT / "third_party/gateway-api/crds/standard").glob("*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d and d["kind"] == "CustomResourceDefinition"
+    ]
     assert {d["metadata"]["name"] for d in vendored} | {"gatewayparameters.gateweave.io"} <= crds
     deployment = api.get("Deployment", "gateweave-system", "gateweave")
     assert deployment is not None and api.get("ClusterRole", "", "gateweave") is not None

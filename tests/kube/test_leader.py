@@ -12,8 +12,13 @@ import yaml
 from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
-FAST = {"leader_elect": True, "lease_duration": 1.0, "renew_deadline": 0.8, "retry_period": 0.1,
-        "lease_namespace": "gateweave-system"}
+FAST = {
+    "leader_elect": True,
+    "lease_duration": 1.0,
+    "renew_deadline": 0.8,
+    "retry_period": 0.1,
+    "lease_namespace": "gateweave-system",
+}
 
 
 async def wait_until(cond: object, timeout: float = 5.0) -> None:
@@ -34,9 +39,13 @@ async def test_only_the_leader_writes_and_failover(tmp_path: Path) -> None:
     try:
         async with contextlib.AsyncExitStack() as stack_b:
             async with contextlib.AsyncExitStack() as stack_a:
-                rt_a, src_a = await stack_a.enter_async_context(serving(api, kc, identity="a", **FAST))
+                rt_a, src_a = await stack_a.enter_async_context(
+                    serving(api, kc, identity="a", **FAST)
+                )
                 await wait_until(lambda: src_a.elector.leading)
-                rt_b, src_b = await stack_b.enter_async_context(serving(api, kc, identity="b", **FAST))
+                rt_b, src_b = await stack_b.enter_async_context(
+                    serving(api, kc, identity="b", **FAST)
+                )
                 await settle(api, rt_a, src_a)
                 await settle(api, rt_b, src_b)
                 await asyncio.sleep(0.3)  # several lease rounds: b stays a follower
@@ -67,16 +76,27 @@ async def test_follower_takes_over_an_expired_lease(tmp_path: Path) -> None:
             api.put(doc)
     kc = write_kubeconfig(api, str(tmp_path / "kc"))
     # a leader that stopped renewing (crashed without releasing)
-    api.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-             "metadata": {"name": "gateweave-controller", "namespace": "gateweave-system"},
-             "spec": {"holderIdentity": "crashed", "leaseDurationSeconds": 1,
-                      "renewTime": "2026-01-01T00:00:00.000000Z", "leaseTransitions": 0}})
+    api.put(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "gateweave-controller", "namespace": "gateweave-system"},
+            "spec": {
+                "holderIdentity": "crashed",
+                "leaseDurationSeconds": 1,
+                "renewTime": "2026-01-01T00:00:00.000000Z",
+                "leaseTransitions": 0,
+            },
+        }
+    )
     try:
         async with serving(api, kc, identity="b", **FAST) as (rt_b, src_b):
             await asyncio.sleep(0.5)
             assert not src_b.elector.leading and src_b.status_writer.writes == 0  # not expired yet
             await wait_until(lambda: src_b.elector.leading, timeout=3)
             await settle(api, rt_b, src_b)
-            assert src_b.status_writer.writes == 3  # statuses computed while following, written on taking over
+            assert (
+                src_b.status_writer.writes == 3
+            )  # statuses computed while following, written on taking over
     finally:
         await api.stop()

@@ -27,14 +27,21 @@ from tests.support.kubeapi import (
 
 
 def route(name: str, ns: str = "default", host: str = "a.example.com") -> dict[str, Any]:
-    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [host]}}
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [host]},
+    }
 
 
 def gwclass(name: str) -> dict[str, Any]:
-    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": name}, "spec": {"controllerName": "gateweave.io/gateway-controller"}}
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GatewayClass",
+        "metadata": {"name": name},
+        "spec": {"controllerName": "gateweave.io/gateway-controller"},
+    }
 
 
 async def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -46,19 +53,31 @@ async def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def same_as_api(api: KubeAPI, store: Store, kinds: tuple[str, ...] = ("HTTPRoute", "GatewayClass")) -> bool:
+def same_as_api(
+    api: KubeAPI, store: Store, kinds: tuple[str, ...] = ("HTTPRoute", "GatewayClass")
+) -> bool:
     for kind in kinds:
         t = api.rtype(kind)
-        want = {Key(kind, o["metadata"].get("namespace", "") if t.namespaced else "", o["metadata"]["name"]):
-                o["metadata"]["resourceVersion"] for o in api.objects(kind)}
-        have = {k: s.raw["metadata"].get("resourceVersion") for k, s in store.items() if k.kind == kind}
+        want = {
+            Key(
+                kind,
+                o["metadata"].get("namespace", "") if t.namespaced else "",
+                o["metadata"]["name"],
+            ): o["metadata"]["resourceVersion"]
+            for o in api.objects(kind)
+        }
+        have = {
+            k: s.raw["metadata"].get("resourceVersion") for k, s in store.items() if k.kind == kind
+        }
         if want != have:
             return False
     return True
 
 
 @contextlib.asynccontextmanager
-async def running(api: KubeAPI, tmp_path: Path, **kw: Any) -> AsyncIterator[tuple[KubernetesProvider, Store]]:
+async def running(
+    api: KubeAPI, tmp_path: Path, **kw: Any
+) -> AsyncIterator[tuple[KubernetesProvider, Store]]:
     client = await KubeClient.from_kubeconfig(write_kubeconfig(api, str(tmp_path / "kubeconfig")))
     store = Store()
     provider = KubernetesProvider(client, store, kw.pop("errors", None), backoff=(0.02, 0.2), **kw)
@@ -105,7 +124,9 @@ async def test_store_follows_the_api_with_real_metadata(api: KubeAPI, tmp_path: 
         changes.clear()
         obj = api.get("HTTPRoute", "default", "r1")
         assert obj is not None
-        api._update(api.rtype("HTTPRoute"), "default", "r1", {**obj, "status": {"parents": []}}, True, "x")
+        api._update(
+            api.rtype("HTTPRoute"), "default", "r1", {**obj, "status": {"parents": []}}, True, "x"
+        )
         await wait_for(lambda: same_as_api(api, store))
         assert [(c.op, c.model_changed) for c in changes] == [("updated", False)]
         assert store.get(Key("HTTPRoute", "default", "r1")).raw["status"] == {"parents": []}  # type: ignore[union-attr]
@@ -117,8 +138,18 @@ async def test_store_follows_the_api_with_real_metadata(api: KubeAPI, tmp_path: 
 
 async def test_discovery_picks_the_served_version(tmp_path: Path) -> None:
     types = [t for t in default_types() if t.kind not in ("HTTPRoute", "TLSRoute")]
-    types.append(ResourceType("gateway.networking.k8s.io", ("v1beta1",), "HTTPRoute", "httproutes", True, True,
-                              True, custom=True))
+    types.append(
+        ResourceType(
+            "gateway.networking.k8s.io",
+            ("v1beta1",),
+            "HTTPRoute",
+            "httproutes",
+            True,
+            True,
+            True,
+            custom=True,
+        )
+    )
     api = KubeAPI(types=types, bookmark_interval=0.02)
     await api.start()
     try:
@@ -185,7 +216,12 @@ async def test_errors_are_retried_with_backoff(api: KubeAPI, tmp_path: Path) -> 
         api.put(route("later"))
         await wait_for(lambda: Key("HTTPRoute", "default", "later") in store)
         assert failures["left"] == 0
-        assert [r.code for r in api.requests(verb="watch", resource="httproutes")][:4] == [500, 500, 500, 200]
+        assert [r.code for r in api.requests(verb="watch", resource="httproutes")][:4] == [
+            500,
+            500,
+            500,
+            200,
+        ]
 
 
 async def test_namespace_scope(api: KubeAPI, tmp_path: Path) -> None:
@@ -201,14 +237,20 @@ async def test_namespace_scope(api: KubeAPI, tmp_path: Path) -> None:
         assert Key("GatewayClass", "", "gc") in store  # cluster-scoped kinds stay cluster-wide
         scopes = {(r.resource, r.namespace) for r in api.requests() if r.verb in ("list", "watch")}
         assert ("httproutes", "a") in scopes and ("gatewayclasses", "") in scopes
-        assert not any(ns == "" for res, ns in scopes if res in ("httproutes", "services", "secrets"))
+        assert not any(
+            ns == "" for res, ns in scopes if res in ("httproutes", "services", "secrets")
+        )
 
 
 async def test_forbidden_kind_is_reported_and_retried(api: KubeAPI, tmp_path: Path) -> None:
     allowed = {"now": False}
 
     def rbac(req: Request) -> None:
-        if req.resource == "gatewayclasses" and req.verb in ("list", "watch") and not allowed["now"]:
+        if (
+            req.resource == "gatewayclasses"
+            and req.verb in ("list", "watch")
+            and not allowed["now"]
+        ):
             raise ApiError(403, "Forbidden", "gatewayclasses is forbidden")
 
     api.hooks.append(rbac)

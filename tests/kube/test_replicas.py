@@ -21,8 +21,13 @@ from tests.support.envoypod import envoy_pod, free_port
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
 from tests.support.xdsclient import secret_files
 
-FAST: dict[str, Any] = {"leader_elect": True, "lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.1,
-        "lease_namespace": "gateweave-system"}
+FAST: dict[str, Any] = {
+    "leader_elect": True,
+    "lease_duration": 2.0,
+    "renew_deadline": 1.5,
+    "retry_period": 0.1,
+    "lease_namespace": "gateweave-system",
+}
 GATEWAYS = ("first", "second")
 
 
@@ -49,7 +54,9 @@ def objects() -> list[dict[str, Any]]:
     for name in GATEWAYS:
         gw = copy.deepcopy(gateway)
         gw["metadata"]["name"] = name
-        gw["spec"]["addresses"] = [{"type": "IPAddress", "value": "192.0.2.10"}]  # ClusterIP: no load balancer
+        gw["spec"]["addresses"] = [
+            {"type": "IPAddress", "value": "192.0.2.10"}
+        ]  # ClusterIP: no load balancer
         out.append(gw)
     return out
 
@@ -68,22 +75,40 @@ async def test_acks_shared_across_replicas_and_failover(tmp_path: Path) -> None:
     try:
         async with contextlib.AsyncExitStack() as stack_b:
             async with contextlib.AsyncExitStack() as stack_a:
-                rt_a, src_a = await stack_a.enter_async_context(serving(api, kc, dataplane(port_a), identity="a", **FAST))
+                rt_a, src_a = await stack_a.enter_async_context(
+                    serving(api, kc, dataplane(port_a), identity="a", **FAST)
+                )
                 await until(lambda: src_a.elector.leading)
-                rt_b, src_b = await stack_b.enter_async_context(serving(api, kc, dataplane(port_b), identity="b", **FAST))
+                rt_b, src_b = await stack_b.enter_async_context(
+                    serving(api, kc, dataplane(port_b), identity="b", **FAST)
+                )
                 await settle(api, rt_a, src_a)
-                assert programmed(api, "first")[0] == programmed(api, "second")[0] == "False"  # no pod yet
+                assert (
+                    programmed(api, "first")[0] == programmed(api, "second")[0] == "False"
+                )  # no pod yet
 
                 # "first"'s pod on the follower, "second"'s on the leader (mutual TLS, with their
                 # Gateway's client certificates, which the leader wrote): both Programmed
-                await until(lambda: all(api.get("Secret", "default", object_name(n)) for n in GATEWAYS))
-                files = {n: secret_files(api.get("Secret", "default", object_name(n)) or {}) for n in GATEWAYS}
-                pod_1 = await stack_b.enter_async_context(envoy_pod([port_b, port_a], "default/first", files["first"]))
-                pod_2 = await stack_b.enter_async_context(envoy_pod([port_a, port_b], "default/second", files["second"]))
-                await until(lambda: programmed(api, "first")[0] == programmed(api, "second")[0] == "True")
+                await until(
+                    lambda: all(api.get("Secret", "default", object_name(n)) for n in GATEWAYS)
+                )
+                files = {
+                    n: secret_files(api.get("Secret", "default", object_name(n)) or {})
+                    for n in GATEWAYS
+                }
+                pod_1 = await stack_b.enter_async_context(
+                    envoy_pod([port_b, port_a], "default/first", files["first"])
+                )
+                pod_2 = await stack_b.enter_async_context(
+                    envoy_pod([port_a, port_b], "default/second", files["second"])
+                )
+                await until(
+                    lambda: programmed(api, "first")[0] == programmed(api, "second")[0] == "True"
+                )
                 assert not src_b.elector.leading and src_b.status_writer.writes == 0
 
-                # a second pod of "second", on the follower, rejects its configuration: not Programmed,
+                # a second pod of "second", on the follower, rejects its configuration: not
+                # Programmed,
                 # with Envoy's message, though the leader's own pod ACKed
                 async with envoy_pod(port_b, "default/second", files["second"], reject=True):
                     await until(lambda: "rejected by the test" in programmed(api, "second")[1])
@@ -91,23 +116,37 @@ async def test_acks_shared_across_replicas_and_failover(tmp_path: Path) -> None:
                     assert programmed(api, "first")[0] == "True"
                 await until(lambda: programmed(api, "second")[0] == "True")  # that pod went away
 
-                # stop the leader: b takes over; no Programmed flips; "second"'s pod reconnects to b and ACKs
+                # stop the leader: b takes over; no Programmed flips; "second"'s pod reconnects to b
+                # and ACKs
                 writes_before = len(api.status_writes)
                 streams = pod_2.streams
             await until(lambda: src_b.elector.leading)
             await until(lambda: pod_2.streams > streams and pod_2.port == port_b)
-            await until(lambda: rt_b.dataplane_states.get("default/second") is not None
-                        and src_b.acks._mine["default/second"].pods == 1
-                        and src_b.acks._mine["default/second"].acked)
+            await until(
+                lambda: (
+                    rt_b.dataplane_states.get("default/second") is not None
+                    and src_b.acks._mine["default/second"].pods == 1
+                    and src_b.acks._mine["default/second"].acked
+                )
+            )
             route = api.get("HTTPRoute", "default", "demo")
             assert route is not None
-            api.put({**route, "spec": {**route["spec"], "hostnames": ["new.example.com"]}})  # a new configuration
+            api.put(
+                {**route, "spec": {**route["spec"], "hostnames": ["new.example.com"]}}
+            )  # a new configuration
             await settle(api, rt_b, src_b)
-            await asyncio.sleep(FAST["lease_duration"] * 1.5)  # a's report expires: b's pods alone count
+            await asyncio.sleep(
+                FAST["lease_duration"] * 1.5
+            )  # a's report expires: b's pods alone count
             await settle(api, rt_b, src_b)
             after = api.status_writes[writes_before:]
-            flips = [(r.name, c) for r, status in after if r.resource == "gateways"
-                     for c in status.get("conditions") or [] if c["type"] == "Programmed" and c["status"] != "True"]
+            flips = [
+                (r.name, c)
+                for r, status in after
+                if r.resource == "gateways"
+                for c in status.get("conditions") or []
+                if c["type"] == "Programmed" and c["status"] != "True"
+            ]
             assert flips == []
             assert programmed(api, "first")[0] == programmed(api, "second")[0] == "True"
             assert pod_1.port == port_b and pod_1.streams == 1 and pod_1.listeners

@@ -23,7 +23,9 @@ def test_a_pod_just_connected_keeps_an_acknowledged_state_a_nack_ends_it() -> No
 
 
 def test_reports_decode_and_names() -> None:
-    assert _decode({"gateways": '{"default/gw": {"pods": 1, "acked": true}}'}) == {"default/gw": PodsReport(1, True)}
+    assert _decode({"gateways": '{"default/gw": {"pods": 1, "acked": true}}'}) == {
+        "default/gw": PodsReport(1, True)
+    }
     assert _decode({"gateways": '{"default/gw": {"pods": "x"}}'}) == {}  # malformed: ignored
     assert report_name("Pod_7.example") == "gateweave-acks-pod-7.example"
 
@@ -33,7 +35,9 @@ def test_named_pods_are_the_union_of_the_reports() -> None:
     old = PodsReport(pods=2, acked=True, running=("pod-a", "pod-b"))
     new = PodsReport(pods=2, acked=False, running=("pod-c",), waiting=("pod-b", "pod-d"))
     merged = merge(PENDING, [old, new], was_acked=True)
-    assert merged == DataplaneState(acked=True, running=("pod-a", "pod-b", "pod-c"), waiting=("pod-d",))
+    assert merged == DataplaneState(
+        acked=True, running=("pod-a", "pod-b", "pod-c"), waiting=("pod-d",)
+    )
     # a rejection names its pod, whichever replica reported it
     rejecting = PodsReport(pods=1, error="bad listener", waiting=("pod-e",), rejected_by="pod-e")
     merged = merge(PENDING, [old, rejecting])

@@ -22,10 +22,20 @@ THEIRS = "example.com/other-controller"
 
 
 def their_entry(name: str = "their-gw") -> dict[str, Any]:
-    return {"parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name},
-            "controllerName": THEIRS,
-            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
-                            "observedGeneration": 1, "lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+    return {
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name},
+        "controllerName": THEIRS,
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "",
+                "observedGeneration": 1,
+                "lastTransitionTime": "2020-01-01T00:00:00Z",
+            }
+        ],
+    }
 
 
 @pytest.fixture
@@ -41,9 +51,14 @@ async def api() -> AsyncIterator[KubeAPI]:
         await server.stop()
 
 
-def status_writes(api: KubeAPI, resource: str | None = None, code: int | None = 200) -> list[Request]:
-    return [r for r in api.requests(subresource="status", resource=resource)
-            if r.verb in ("update", "patch") and (code is None or r.code == code)]
+def status_writes(
+    api: KubeAPI, resource: str | None = None, code: int | None = 200
+) -> list[Request]:
+    return [
+        r
+        for r in api.requests(subresource="status", resource=resource)
+        if r.verb in ("update", "patch") and (code is None or r.code == code)
+    ]
 
 
 def set_status(api: KubeAPI, kind: str, name: str, status: dict[str, Any]) -> None:
@@ -53,12 +68,20 @@ def set_status(api: KubeAPI, kind: str, name: str, status: dict[str, Any]) -> No
     api._update(api.rtype(kind), "default", name, {**obj, "status": status}, True, "other")
 
 
-async def test_statuses_written_once_and_own_writes_do_not_translate(api: KubeAPI, tmp_path: Path) -> None:
+async def test_statuses_written_once_and_own_writes_do_not_translate(
+    api: KubeAPI, tmp_path: Path
+) -> None:
     async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, source):
         await settle(api, runtime, source)
-        assert {r.resource for r in status_writes(api)} == {"gatewayclasses", "gateways", "httproutes"}
+        assert {r.resource for r in status_writes(api)} == {
+            "gatewayclasses",
+            "gateways",
+            "httproutes",
+        }
         assert len(status_writes(api)) == 3
-        assert runtime.translations == 1  # the three status writes came back through the watch: no translation
+        assert (
+            runtime.translations == 1
+        )  # the three status writes came back through the watch: no translation
         gw = api.get("Gateway", "default", "quickstart")
         assert gw is not None and gw["status"]["listeners"][0]["attachedRoutes"] == 1
 
@@ -76,12 +99,17 @@ async def test_statuses_written_once_and_own_writes_do_not_translate(api: KubeAP
         api.put({**route, "spec": {**route["spec"], "hostnames": ["other.example.com"]}})
         await settle(api, runtime, source)
         assert runtime.translations == 2
-        assert [r.resource for r in status_writes(api)][3:] == ["httproutes"]  # observedGeneration moved
+        assert [r.resource for r in status_writes(api)][3:] == [
+            "httproutes"
+        ]  # observedGeneration moved
         after = api.get("HTTPRoute", "default", "demo")["status"]  # type: ignore[index]
         cond = after["parents"][0]["conditions"][0]
         assert cond["observedGeneration"] == 2
         # unchanged condition status: lastTransitionTime kept
-        assert cond["lastTransitionTime"] == before["parents"][0]["conditions"][0]["lastTransitionTime"]
+        assert (
+            cond["lastTransitionTime"]
+            == before["parents"][0]["conditions"][0]["lastTransitionTime"]
+        )
 
 
 async def test_other_controllers_entries_are_kept(api: KubeAPI, tmp_path: Path) -> None:
@@ -91,7 +119,8 @@ async def test_other_controllers_entries_are_kept(api: KubeAPI, tmp_path: Path) 
         parents = api.get("HTTPRoute", "default", "demo")["status"]["parents"]  # type: ignore[index]
         assert [p["controllerName"] for p in parents] == [THEIRS, OURS]
 
-        # the other controller rewrites its entry (a status-only change): we keep ours, no translation
+        # the other controller rewrites its entry (a status-only change): we keep ours, no
+        # translation
         translations = runtime.translations
         entry = their_entry()
         entry["conditions"][0]["reason"] = "Pending"
@@ -162,8 +191,12 @@ async def test_410_and_disconnects_write_no_status_twice(tmp_path: Path) -> None
             await settle(api, runtime, source)
             assert source.provider.lists["HTTPRoute"] == 2  # the history was exceeded: listed again
             # one more write, for the route whose generation moved; nothing written twice
-            assert [r.resource for r in status_writes(api)] == ["gateways", "gatewayclasses", "httproutes",
-                                                                "httproutes"]
+            assert [r.resource for r in status_writes(api)] == [
+                "gateways",
+                "gatewayclasses",
+                "httproutes",
+                "httproutes",
+            ]
             status = api.get("HTTPRoute", "default", "demo")["status"]  # type: ignore[index]
             assert status["parents"][0]["conditions"][0]["observedGeneration"] == 5
     finally:
@@ -184,12 +217,20 @@ async def test_token_bucket() -> None:
 
 async def test_writes_are_rate_limited(api: KubeAPI, tmp_path: Path) -> None:
     for i in range(6):
-        api.put({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                 "metadata": {"name": f"r{i}", "namespace": "default"},
-                 "spec": {"parentRefs": [{"name": "quickstart"}]}})
+        api.put(
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": f"r{i}", "namespace": "default"},
+                "spec": {"parentRefs": [{"name": "quickstart"}]},
+            }
+        )
     loop = asyncio.get_running_loop()
-    async with serving(api, write_kubeconfig(api, str(tmp_path / "kc")), status_rate=20.0, status_burst=1) as (
-        runtime, source,
+    async with serving(
+        api, write_kubeconfig(api, str(tmp_path / "kc")), status_rate=20.0, status_burst=1
+    ) as (
+        runtime,
+        source,
     ):
         started = loop.time()
         await settle(api, runtime, source)

@@ -26,7 +26,11 @@ def tls_route_v1alpha2(**spec: Any) -> dict[str, Any]:
         "apiVersion": "gateway.networking.k8s.io/v1alpha2",
         "kind": "TLSRoute",
         "metadata": {"name": "legacy", "namespace": "default"},
-        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}], **spec},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}],
+            **spec,
+        },
     }
 
 
@@ -48,7 +52,10 @@ async def test_an_object_stored_in_an_older_version_is_kept_when_read_in_v1(tmp_
         assert provider.paths["TLSRoute"].version == "v1"  # read in v1
         stored = store.get(LEGACY)
         assert stored is not None and errors.all() == []
-        assert not stored.model.spec.hostnames and stored.raw["apiVersion"] == "gateway.networking.k8s.io/v1"
+        assert (
+            not stored.model.spec.hostnames
+            and stored.raw["apiVersion"] == "gateway.networking.k8s.io/v1"
+        )
         # defaulting still applies (backendRef weight), and a later update is followed
         assert stored.raw["spec"]["rules"][0]["backendRefs"][0]["weight"] == 1
         api.put(tls_route_v1alpha2(rules=[{"backendRefs": [{"name": "other", "port": 443}]}]))

@@ -52,7 +52,11 @@ async def test_replicas_racing_to_create_the_ca_end_with_one(tmp_path: Path) -> 
 
     def other_replica_first(req: Request) -> None:
         # the first create: another replica's create lands between this one's read and create
-        if req.verb == "create" and req.resource == "secrets" and api.get("Secret", NS, CA_SECRET) is None:
+        if (
+            req.verb == "create"
+            and req.resource == "secrets"
+            and api.get("Secret", NS, CA_SECRET) is None
+        ):
             api.put(ca_secret(NS, winner))
 
     api.hooks.append(other_replica_first)
@@ -62,7 +66,9 @@ async def test_replicas_racing_to_create_the_ca_end_with_one(tmp_path: Path) -> 
         assert all(r.authority == pki.Authority(winner.current) for r in replicas)
         stored = api.get("Secret", NS, CA_SECRET)
         assert stored is not None and authority_of(stored) == pki.Authority(winner.current)
-        assert api.requests(verb="create", resource="secrets", ok=True) == []  # every create lost: 409
+        assert (
+            api.requests(verb="create", resource="secrets", ok=True) == []
+        )  # every create lost: 409
     finally:
         for c in clients:
             await c.close()
@@ -79,7 +85,9 @@ def quickstart(api: KubeAPI, backend_port: int = 18000) -> None:
             api.put(doc)
 
 
-async def test_certificates_rotate_before_expiry_without_a_failed_connection(tmp_path: Path) -> None:
+async def test_certificates_rotate_before_expiry_without_a_failed_connection(
+    tmp_path: Path,
+) -> None:
     """Lifetimes of seconds: the CA rotates (trusted with the old one until that expires), the
     server's and the Gateway's certificates are renewed; a pod reconnecting all along with what
     its Secret holds at that moment always gets its listeners, and a stream opened before the
@@ -92,8 +100,12 @@ async def test_certificates_rotate_before_expiry_without_a_failed_connection(tmp
     short = CertLifetimes(ca=8.0, leaf=3.0, propagation=0.5, check_interval=0.1)
     name = object_name("quickstart")
     try:
-        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, certificates=short),
-                           lease_namespace=NS) as (runtime, source):
+        async with serving(
+            api,
+            kc,
+            KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, certificates=short),
+            lease_namespace=NS,
+        ) as (runtime, source):
             await settle(api, runtime, source)
             first = secret_files(await until(lambda: api.get("Secret", "default", name)))
             first_ca = authority_of(api.get("Secret", NS, CA_SECRET) or {})
@@ -114,7 +126,11 @@ async def test_certificates_rotate_before_expiry_without_a_failed_connection(tmp
                     await asyncio.sleep(0.05)
                 assert pki.expired(first_ca.current.cert_pem, datetime.datetime.now(datetime.UTC))
                 assert long_lived  # the stream opened first was never cut
-            assert len(cas) >= 2 and len(client_certs) >= 3, (len(cas), len(client_certs), connections)
+            assert len(cas) >= 2 and len(client_certs) >= 3, (
+                len(cas),
+                len(client_certs),
+                connections,
+            )
             # a certificate of the first CA is refused now that it expired (nothing trusts it)
             with contextlib.suppress(TimeoutError):
                 async with envoy_pod(xds_port, NODE, first) as stale:
@@ -147,8 +163,20 @@ def write_secret_volume(directory: Path, files: dict[str, str], generation: int)
 @contextlib.contextmanager
 def envoy(bootstrap: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
-        proc = subprocess.Popen([default_envoy_path(), "--config-path", str(bootstrap), "--concurrency", "1",
-                                 "--disable-hot-restart", "--log-level", "warn"], stdout=out, stderr=out)
+        proc = subprocess.Popen(
+            [
+                default_envoy_path(),
+                "--config-path",
+                str(bootstrap),
+                "--concurrency",
+                "1",
+                "--disable-hot-restart",
+                "--log-level",
+                "warn",
+            ],
+            stdout=out,
+            stderr=out,
+        )
     try:
         yield proc
     finally:
@@ -161,15 +189,22 @@ def envoy(bootstrap: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def xds_client_serial() -> int | None:
-    """The serial number of the client certificate Envoy's xDS connection presents (admin /certs)."""
+    """The serial number of the client certificate Envoy's xDS
+    connection presents (admin /certs).
+    """
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ENVOY_ADMIN_PORT}/certs", timeout=1) as resp:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{ENVOY_ADMIN_PORT}/certs", timeout=1
+        ) as resp:
             certs = json.load(resp)["certificates"]
     except OSError:
         return None
     for entry in certs:
         for chain in entry.get("cert_chain", []):
-            if any(s.get("uri") == pki.gateway_identity(NODE) for s in chain.get("subject_alt_names", [])):
+            if any(
+                s.get("uri") == pki.gateway_identity(NODE)
+                for s in chain.get("subject_alt_names", [])
+            ):
                 return int(chain["serial_number"], 16)
     return None
 
@@ -190,8 +225,17 @@ async def test_an_envoy_with_the_pods_bootstrap_is_served_over_mtls(tmp_path: Pa
     # the leaf lives 6 s: renewed after 4 s
     lifetimes = CertLifetimes(leaf=6.0, check_interval=0.2)
     try:
-        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, xds_host="127.0.0.1",
-                                                  certificates=lifetimes), lease_namespace=NS) as (runtime, source):
+        async with serving(
+            api,
+            kc,
+            KubeDataplane(
+                xds_bind="127.0.0.1",
+                xds_port=xds_port,
+                xds_host="127.0.0.1",
+                certificates=lifetimes,
+            ),
+            lease_namespace=NS,
+        ) as (runtime, source):
             await settle(api, runtime, source)
             config_map = api.get("ConfigMap", "default", name)
             secret = api.get("Secret", "default", name)
@@ -199,38 +243,56 @@ async def test_an_envoy_with_the_pods_bootstrap_is_served_over_mtls(tmp_path: Pa
             # the pod's volumes, where this test can write them: the same text, mount paths moved
             boot_dir.mkdir()
             for key, text in config_map["data"].items():
-                text = text.replace(BOOTSTRAP_DIR, str(boot_dir)).replace(XDS_CERT_DIR, str(cert_dir))
+                text = text.replace(BOOTSTRAP_DIR, str(boot_dir)).replace(
+                    XDS_CERT_DIR, str(cert_dir)
+                )
                 (boot_dir / key).write_text(text)
             files = secret_files(secret)
             write_secret_volume(cert_dir, files, 1)
             with envoy(boot_dir / "bootstrap.json", tmp_path / "envoy.log") as proc:
-                reply = await until_reply(lambda: h.fetch("127.0.0.1", 8080, "/", "demo.example.com"))
+                reply = await until_reply(
+                    lambda: h.fetch("127.0.0.1", 8080, "/", "demo.example.com")
+                )
                 assert reply.status == 200 and reply.headers["x-served-by"] == "gateweave"
                 assert xds_client_serial() == serial(files["tls.crt"])
 
-                # renewed: the kubelet swaps the files; Envoy presents the new certificate, no restart
-                renewed = secret_files(await until(lambda: (s := api.get("Secret", "default", name)) is not None
-                                                   and secret_files(s) != files and s, timeout=15))
+                # renewed: the kubelet swaps the files; Envoy presents the new certificate, no
+                # restart
+                renewed = secret_files(
+                    await until(
+                        lambda: (
+                            (s := api.get("Secret", "default", name)) is not None
+                            and secret_files(s) != files
+                            and s
+                        ),
+                        timeout=15,
+                    )
+                )
                 write_secret_volume(cert_dir, renewed, 2)
                 await until(lambda: xds_client_serial() == serial(renewed["tls.crt"]), timeout=10)
                 assert proc.poll() is None
-                reply = await until_reply(lambda: h.fetch("127.0.0.1", 8080, "/", "demo.example.com"))
+                reply = await until_reply(
+                    lambda: h.fetch("127.0.0.1", 8080, "/", "demo.example.com")
+                )
                 assert reply.status == 200
     finally:
         await api.stop()
         backend.close()
-        print((tmp_path / "envoy.log").read_text() if (tmp_path / "envoy.log").exists() else "", end="")
+        print(
+            (tmp_path / "envoy.log").read_text() if (tmp_path / "envoy.log").exists() else "",
+            end="",
+        )
 
 
-async def until_reply(probe: Callable[[], Awaitable[h.Reply | None]], timeout: float = 15.0) -> h.Reply:
+async def until_reply(
+    probe: Callable[[], Awaitable[h.Reply | None]], timeout: float = 15.0
+) -> h.Reply:
     for _ in range(int(timeout / 0.1)):
         reply = await probe()
         if reply is not None and reply.status == 200:
             return reply
         await asyncio.sleep(0.1)
     raise TimeoutError("no 200 from the Envoy")
-
-
 
 
 async def test_plain_text_xds_only_when_asked_for(tmp_path: Path) -> None:
@@ -241,14 +303,25 @@ async def test_plain_text_xds_only_when_asked_for(tmp_path: Path) -> None:
     xds_port = free_port()
     name = object_name("quickstart")
     try:
-        async with serving(api, kc, KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, xds_plaintext=True),
-                           lease_namespace=NS) as (runtime, source):
+        async with serving(
+            api,
+            kc,
+            KubeDataplane(xds_bind="127.0.0.1", xds_port=xds_port, xds_plaintext=True),
+            lease_namespace=NS,
+        ) as (runtime, source):
             await settle(api, runtime, source)
             config_map = api.get("ConfigMap", "default", name)
             assert config_map is not None and set(config_map["data"]) == {"bootstrap.json"}
-            assert "transport_socket" not in json.loads(config_map["data"]["bootstrap.json"])[
-                "static_resources"]["clusters"][0]
-            assert api.get("Secret", "default", name) is None and api.get("Secret", NS, CA_SECRET) is None
+            assert (
+                "transport_socket"
+                not in json.loads(config_map["data"]["bootstrap.json"])["static_resources"][
+                    "clusters"
+                ][0]
+            )
+            assert (
+                api.get("Secret", "default", name) is None
+                and api.get("Secret", NS, CA_SECRET) is None
+            )
             async with envoy_pod(xds_port, NODE) as listeners:  # no credentials at all
                 await until(lambda: bool(listeners))
     finally:

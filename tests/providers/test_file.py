@@ -74,7 +74,9 @@ async def test_create_modify_delete(tmp_path: Path) -> None:
         (tmp_path / "gw.yaml").unlink()
         await until(lambda: GW not in w.store)
         assert [(c.key.kind, c.op) for c in w.changes] == [
-            ("Gateway", "added"), ("Gateway", "updated"), ("Gateway", "deleted")
+            ("Gateway", "added"),
+            ("Gateway", "updated"),
+            ("Gateway", "deleted"),
         ]
         assert w.errors.all() == []
 
@@ -103,7 +105,9 @@ async def test_malformed_file_keeps_last_good_objects_until_fixed(tmp_path: Path
         await until(lambda: bool(w.errors.all()))
         (err,) = w.errors.all()
         assert err.source.startswith(f"{tmp_path}/gw.yaml:")
-        assert int(err.source.rsplit(":", 1)[1]) >= 9  # located at the broken line, not the file start
+        assert (
+            int(err.source.rsplit(":", 1)[1]) >= 9
+        )  # located at the broken line, not the file start
         assert w.port() == 80 and len(w.changes) == 0  # last good objects kept, nothing changed
         path.write_text(GATEWAY.replace("port: 80", "port: 81"))
         await until(lambda: w.port() == 81)
@@ -121,7 +125,9 @@ async def test_deleting_a_malformed_file_deletes_its_last_good_objects(tmp_path:
         assert w.errors.all() == []
 
 
-async def test_object_in_two_files_is_reported_and_resolved_deterministically(tmp_path: Path) -> None:
+async def test_object_in_two_files_is_reported_and_resolved_deterministically(
+    tmp_path: Path,
+) -> None:
     async with watching(tmp_path) as w:
         # b.yaml first: a.yaml (the smaller path) still wins once it appears.
         (tmp_path / "b.yaml").write_text("# b\n" + GATEWAY.replace("port: 80", "port: 82"))

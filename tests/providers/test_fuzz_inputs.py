@@ -71,55 +71,125 @@ def _meta(name: str, ns: str | None = "default") -> dict[str, Any]:
 BACKENDS = [{"name": "svc", "port": 80, "weight": 1}]
 ROUTES = [
     {
-        "apiVersion": f"{G}/v1", "kind": "HTTPRoute", "metadata": _meta("app"),
+        "apiVersion": f"{G}/v1",
+        "kind": "HTTPRoute",
+        "metadata": _meta("app"),
         "spec": {
             "parentRefs": [{"name": "gw", "sectionName": "http"}],
             "hostnames": ["app.test"],
             "rules": [
                 {
-                    "matches": [{"path": {"type": "PathPrefix", "value": "/a"}, "headers": [{"name": "x", "value": "y"}]}],
-                    "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}]}}],
+                    "matches": [
+                        {
+                            "path": {"type": "PathPrefix", "value": "/a"},
+                            "headers": [{"name": "x", "value": "y"}],
+                        }
+                    ],
+                    "filters": [
+                        {
+                            "type": "RequestHeaderModifier",
+                            "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}]},
+                        }
+                    ],
                     "backendRefs": BACKENDS,
                 },
-                {"matches": [{"path": {"type": "Exact", "value": "/b"}}], "backendRefs": BACKENDS},  # shared: an alias
+                {
+                    "matches": [{"path": {"type": "Exact", "value": "/b"}}],
+                    "backendRefs": BACKENDS,
+                },  # shared: an alias
             ],
         },
     },
     {
-        "apiVersion": f"{G}/v1", "kind": "GRPCRoute", "metadata": _meta("grpc"),
-        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"method": {"service": "a.B", "method": "C"}}],
-                                                             "backendRefs": [{"name": "svc", "port": 80}]}]},
+        "apiVersion": f"{G}/v1",
+        "kind": "GRPCRoute",
+        "metadata": _meta("grpc"),
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "rules": [
+                {
+                    "matches": [{"method": {"service": "a.B", "method": "C"}}],
+                    "backendRefs": [{"name": "svc", "port": 80}],
+                }
+            ],
+        },
     },
     {
-        "apiVersion": f"{G}/v1alpha2", "kind": "TLSRoute", "metadata": _meta("tls"),
-        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["tls.test"], "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}]},
+        "apiVersion": f"{G}/v1alpha2",
+        "kind": "TLSRoute",
+        "metadata": _meta("tls"),
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "hostnames": ["tls.test"],
+            "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}],
+        },
     },
     {
-        "apiVersion": f"{G}/v1beta1", "kind": "ReferenceGrant", "metadata": _meta("grant", "other"),
-        "spec": {"from": [{"group": G, "kind": "HTTPRoute", "namespace": "default"}], "to": [{"group": "", "kind": "Service"}]},
+        "apiVersion": f"{G}/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": _meta("grant", "other"),
+        "spec": {
+            "from": [{"group": G, "kind": "HTTPRoute", "namespace": "default"}],
+            "to": [{"group": "", "kind": "Service"}],
+        },
     },
-    {"apiVersion": "v1", "kind": "Service", "metadata": _meta("svc2"), "spec": {"ports": [{"name": "p", "port": 80, "targetPort": 8080}]}},
     {
-        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta("svc2"),
+        "spec": {"ports": [{"name": "p", "port": 80, "targetPort": 8080}]},
+    },
+    {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
         "metadata": {**_meta("svc2-1"), "labels": {"kubernetes.io/service-name": "svc2"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}],
         "ports": [{"name": "p", "port": 8080, "protocol": "TCP"}],
     },
     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("cm"), "data": {"a": "b"}},
-    {"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "Backend", "metadata": _meta("eg"),
-     "spec": {"endpoints": [{"ip": {"address": "127.0.0.1", "port": 3000}}]}},
-    {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("web"), "spec": {"replicas": 1}},
+    {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "Backend",
+        "metadata": _meta("eg"),
+        "spec": {"endpoints": [{"ip": {"address": "127.0.0.1", "port": 3000}}]},
+    },
+    {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta("web"),
+        "spec": {"replicas": 1},
+    },
 ]
 BASE = [  # the rest of a working configuration, in a file of its own
-    {"apiVersion": f"{G}/v1", "kind": "GatewayClass", "metadata": _meta("gateweave", None),
-     "spec": {"controllerName": "gateweave.io/gateway-controller"}},
-    {"apiVersion": f"{G}/v1", "kind": "Gateway", "metadata": _meta("gw"),
-     "spec": {"gatewayClassName": "gateweave", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"},
-                                                              {"name": "tls", "port": 443, "protocol": "TLS",
-                                                               "tls": {"mode": "Passthrough"}}]}},
-    {"apiVersion": "v1", "kind": "Service", "metadata": _meta("svc"), "spec": {"ports": [{"name": "p", "port": 80}]}},
+    {
+        "apiVersion": f"{G}/v1",
+        "kind": "GatewayClass",
+        "metadata": _meta("gateweave", None),
+        "spec": {"controllerName": "gateweave.io/gateway-controller"},
+    },
+    {
+        "apiVersion": f"{G}/v1",
+        "kind": "Gateway",
+        "metadata": _meta("gw"),
+        "spec": {
+            "gatewayClassName": "gateweave",
+            "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP"},
+                {"name": "tls", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}},
+            ],
+        },
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta("svc"),
+        "spec": {"ports": [{"name": "p", "port": 80}]},
+    },
 ]
-ACCEPTED = yaml.safe_dump_all(ROUTES, sort_keys=False)  # what the provider's fuzz file holds between inputs
+ACCEPTED = yaml.safe_dump_all(
+    ROUTES, sort_keys=False
+)  # what the provider's fuzz file holds between inputs
 
 
 @dataclass(frozen=True)
@@ -154,7 +224,9 @@ Draw = Callable[..., Any]
 
 json_junk = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -163,9 +235,9 @@ def _misspell(draw: Draw, word: str) -> str:
     i = draw(st.integers(0, max(0, len(word) - 1)))
     how = draw(st.sampled_from(["drop", "double", "case", "plural", "other"]))
     if how == "drop":
-        return word[:i] + word[i + 1:]
+        return word[:i] + word[i + 1 :]
     if how == "double":
-        return word[:i] + word[i:i + 1] * 2 + word[i + 1:]
+        return word[:i] + word[i : i + 1] * 2 + word[i + 1 :]
     if how == "case":
         return word.swapcase()
     if how == "plural":
@@ -175,12 +247,27 @@ def _misspell(draw: Draw, word: str) -> str:
 
 def _mutate(draw: Draw, doc: dict[str, Any]) -> str:
     """Mutate one document in place; returns what was done."""
-    how = draw(st.sampled_from(
-        ["apiVersion", "kind", "unknown-field", "typo-field", "junk", "delete", "huge", "deep", "tag-marker"]
-    ))
+    how = draw(
+        st.sampled_from(
+            [
+                "apiVersion",
+                "kind",
+                "unknown-field",
+                "typo-field",
+                "junk",
+                "delete",
+                "huge",
+                "deep",
+                "tag-marker",
+            ]
+        )
+    )
     paths = [p for p in _paths(doc) if p]
     if how == "apiVersion":
-        doc["apiVersion"] = draw(st.sampled_from([f"{G}/v2", f"{G}/v1alpha9", "v1", "v2", f"{G}", "apps/v1"]) | st.text(max_size=20))
+        doc["apiVersion"] = draw(
+            st.sampled_from([f"{G}/v2", f"{G}/v1alpha9", "v1", "v2", f"{G}", "apps/v1"])
+            | st.text(max_size=20)
+        )
     elif how == "kind":
         doc["kind"] = _misspell(draw, str(doc["kind"]))
     elif how in ("unknown-field", "typo-field"):
@@ -201,7 +288,9 @@ def _mutate(draw: Draw, doc: dict[str, Any]) -> str:
         size = draw(st.sampled_from([300, 70_000, 1_100_000]))
         _set(doc, draw(st.sampled_from(paths)), "h" * size)
     elif how == "deep":
-        depth = draw(st.sampled_from([10, 60, 99, 100, 150]))  # deeper: the hostile texts (no serializer recursion)
+        depth = draw(
+            st.sampled_from([10, 60, 99, 100, 150])
+        )  # deeper: the hostile texts (no serializer recursion)
         node: Any = "bottom"
         for i in range(depth):
             node = [node] if i % 2 else {"d": node}
@@ -211,14 +300,25 @@ def _mutate(draw: Draw, doc: dict[str, Any]) -> str:
     return how
 
 
-TAGS = ["!!binary aGk=", "!!python/object/apply:os.system [ls]", "!foo bar", "!!set {a: null}",
-        "!!omap [a: 1]", "!!timestamp 2020-01-01", "!!int notanint", "!!float 1.5", "!!str 12"]
+TAGS = [
+    "!!binary aGk=",
+    "!!python/object/apply:os.system [ls]",
+    "!foo bar",
+    "!!set {a: null}",
+    "!!omap [a: 1]",
+    "!!timestamp 2020-01-01",
+    "!!int notanint",
+    "!!float 1.5",
+    "!!str 12",
+]
 
 
 def _serialize(draw: Draw, docs: list[dict[str, Any]]) -> tuple[str, str]:
     as_json = draw(st.booleans())
     if as_json:
-        body: Any = docs[0] if len(docs) == 1 else {"apiVersion": "v1", "kind": "List", "items": docs}
+        body: Any = (
+            docs[0] if len(docs) == 1 else {"apiVersion": "v1", "kind": "List", "items": docs}
+        )
         text = json.dumps(body, indent=draw(st.sampled_from([None, 1, "\t"])))
         name = draw(st.sampled_from(["m.json", "m.yaml"]))  # a .yaml file may hold JSON
     else:
@@ -226,14 +326,20 @@ def _serialize(draw: Draw, docs: list[dict[str, Any]]) -> tuple[str, str]:
         name = "m.yaml"
     if "@@TAG@@" in text:
         tag = draw(st.sampled_from(TAGS))
-        text = text.replace('"@@TAG@@"', json.dumps(tag) if as_json else tag).replace("'@@TAG@@'", tag).replace("@@TAG@@", tag)
+        text = (
+            text.replace('"@@TAG@@"', json.dumps(tag) if as_json else tag)
+            .replace("'@@TAG@@'", tag)
+            .replace("@@TAG@@", tag)
+        )
     return name, text
 
 
 @st.composite
 def manifests(draw: Draw) -> Input:
     """Valid documents, each mutated (or not), serialized as YAML or JSON."""
-    docs = copy.deepcopy(draw(st.lists(st.sampled_from(ROUTES), min_size=1, max_size=3, unique_by=id)))
+    docs = copy.deepcopy(
+        draw(st.lists(st.sampled_from(ROUTES), min_size=1, max_size=3, unique_by=id))
+    )
     done = []
     for doc in docs:
         if draw(st.booleans()):
@@ -245,16 +351,22 @@ def manifests(draw: Draw) -> Input:
 @st.composite
 def garbled(draw: Draw) -> Input:
     """A valid file's text, damaged."""
-    docs = copy.deepcopy(draw(st.lists(st.sampled_from(ROUTES), min_size=1, max_size=3, unique_by=id)))
+    docs = copy.deepcopy(
+        draw(st.lists(st.sampled_from(ROUTES), min_size=1, max_size=3, unique_by=id))
+    )
     name, text = _serialize(draw, docs)
     raw = text.encode()
-    how = draw(st.sampled_from(["truncate", "repeat-line", "drop-line", "insert", "flip", "tab", "prefix"]))
+    how = draw(
+        st.sampled_from(["truncate", "repeat-line", "drop-line", "insert", "flip", "tab", "prefix"])
+    )
     lines = text.splitlines(keepends=True)
     if how == "truncate":
         raw = raw[: draw(st.integers(0, len(raw)))]
     elif how in ("repeat-line", "drop-line"):
         i = draw(st.integers(0, len(lines) - 1))
-        lines[i:i + 1] = [lines[i], lines[i]] if how == "repeat-line" else []  # repeating a line: a repeated key
+        lines[i : i + 1] = (
+            [lines[i], lines[i]] if how == "repeat-line" else []
+        )  # repeating a line: a repeated key
         raw = "".join(lines).encode()
     elif how == "insert":
         at = draw(st.integers(0, len(text)))
@@ -269,7 +381,14 @@ def garbled(draw: Draw) -> Input:
         at = draw(st.integers(0, len(text)))
         raw = (text[:at] + "\t" + text[at:]).encode()
     else:
-        raw = draw(st.sampled_from([b"[", b"{", b"- ", b"---\n", b"%YAML 1.1\n", b"\xef\xbb\xbf", b"&a ", b"*a "])) + raw
+        raw = (
+            draw(
+                st.sampled_from(
+                    [b"[", b"{", b"- ", b"---\n", b"%YAML 1.1\n", b"\xef\xbb\xbf", b"&a ", b"*a "]
+                )
+            )
+            + raw
+        )
     return Input(name, raw, valid=False, what=f"text:{how}")
 
 
@@ -282,7 +401,11 @@ def _alias_bomb(levels: int, width: int) -> str:
 
 @st.composite
 def hostile(draw: Draw) -> Input:
-    how = draw(st.sampled_from(["bomb", "brackets", "braces", "block-deep", "binary", "documents", "cycle", "unicode"]))
+    how = draw(
+        st.sampled_from(
+            ["bomb", "brackets", "braces", "block-deep", "binary", "documents", "cycle", "unicode"]
+        )
+    )
     if how == "bomb":
         text = _alias_bomb(draw(st.integers(2, 12)), draw(st.integers(2, 10)))
     elif how == "brackets":
@@ -295,14 +418,34 @@ def hostile(draw: Draw) -> Input:
         n = draw(st.sampled_from([50, 101, 800]))
         text = "".join(" " * i + "k:\n" for i in range(n)) + " " * n + "v\n"
     elif how == "binary":
-        return Input(draw(st.sampled_from(["m.yaml", "m.json"])), draw(st.binary(max_size=3000)), False, "hostile:binary")
+        return Input(
+            draw(st.sampled_from(["m.yaml", "m.json"])),
+            draw(st.binary(max_size=3000)),
+            False,
+            "hostile:binary",
+        )
     elif how == "documents":
         text = "---\n".join(["a: 1"] * draw(st.integers(1, 3000)))
     elif how == "cycle":
-        text = draw(st.sampled_from(["a: &x [*x]\n", "a: &x {b: *x}\n", "a: *undefined\n", "<<: *m\n", "a: &m {<<: *m}\n"]))
+        text = draw(
+            st.sampled_from(
+                [
+                    "a: &x [*x]\n",
+                    "a: &x {b: *x}\n",
+                    "a: *undefined\n",
+                    "<<: *m\n",
+                    "a: &m {<<: *m}\n",
+                ]
+            )
+        )
     else:
         text = draw(st.text(max_size=400))
-    return Input(draw(st.sampled_from(["m.yaml", "m.json"])) if how == "unicode" else "m.yaml", text.encode(), False, f"hostile:{how}")
+    return Input(
+        draw(st.sampled_from(["m.yaml", "m.json"])) if how == "unicode" else "m.yaml",
+        text.encode(),
+        False,
+        f"hostile:{how}",
+    )
 
 
 INPUTS = st.one_of(manifests(), garbled(), hostile())
@@ -327,7 +470,10 @@ class Counts:
 
     def fail(self, what: str, inp: Input, detail: str) -> None:
         if len(self.failures) < 10:
-            self.failures.append(f"{what} [{inp.what} {inp.name}, {len(inp.data)} bytes: {inp.data[:120]!r}]: {detail[:600]}")
+            self.failures.append(
+                f"{what} [{inp.what} {inp.name}, {len(inp.data)} bytes: {inp.data[:120]!r}]: "
+                f"{detail[:600]}"
+            )
 
     def check_messages(self, inp: Input, messages: list[tuple[str, str]]) -> None:
         """(source, whole line) of every message."""
@@ -362,13 +508,26 @@ class Counts:
         return out
 
     def problems(self) -> int:
-        return self.crashes + self.hangs + self.unlocated + self.overlong + self.refused_valid + self.not_kept + self.stale
+        return (
+            self.crashes
+            + self.hangs
+            + self.unlocated
+            + self.overlong
+            + self.refused_valid
+            + self.not_kept
+            + self.stale
+        )
 
 
 def _publish(counts: Counts, capsys: pytest.CaptureFixture[str]) -> None:
-    line = (f"fuzz {counts.target}: {counts.inputs} inputs, {counts.crashes} crashes, {counts.hangs} hangs, "
-            f"{counts.unlocated} unlocated messages, {counts.overlong} overlong, {counts.refused_valid} valid refused, "
-            f"{counts.not_kept} not kept, {counts.stale} stale; by kind: {json.dumps(dict(sorted(counts.kinds.items())))}")
+    line = (
+        f"fuzz {counts.target}: {counts.inputs} inputs, {counts.crashes} crashes, {counts.hangs} "
+        "hangs, "
+        f"{counts.unlocated} unlocated messages, {counts.overlong} overlong, "
+        f"{counts.refused_valid} valid refused, "
+        f"{counts.not_kept} not kept, {counts.stale} stale; by kind: "
+        f"{json.dumps(dict(sorted(counts.kinds.items())))}"
+    )
     with capsys.disabled():
         print("\n" + line)
     report = os.environ.get("GATEWEAVE_FUZZ_REPORT")
@@ -379,8 +538,14 @@ def _publish(counts: Counts, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 FUZZ_SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 )
 
 
@@ -393,7 +558,9 @@ def test_fuzz_translate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     base.write_text(yaml.safe_dump_all(BASE, sort_keys=False))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     options = TranslateOptions()
-    assert len(_expected_fuzz_objects(ACCEPTED, "m.yaml", {})) == len(ROUTES) - 1  # and the CEL library is set up
+    assert (
+        len(_expected_fuzz_objects(ACCEPTED, "m.yaml", {})) == len(ROUTES) - 1
+    )  # and the CEL library is set up
     n = [0]
 
     @FUZZ_SETTINGS
@@ -433,7 +600,9 @@ def test_fuzz_translate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 # ---------------------------------------------------------------- through a running file provider
 
 
-def _expected_fuzz_objects(text: str, name: str, accepted: dict[Key, Decoded]) -> dict[Key, Decoded]:
+def _expected_fuzz_objects(
+    text: str, name: str, accepted: dict[Key, Decoded]
+) -> dict[Key, Decoded]:
     """What the provider's rule says the fuzz file defines after ``text`` replaces the
     file whose accepted objects are ``accepted``."""
     loaded = load_text(text, name)
@@ -459,8 +628,10 @@ def _expected_fuzz_objects(text: str, name: str, accepted: dict[Key, Decoded]) -
 
 def _content(raw: dict[str, Any]) -> dict[str, Any]:
     meta = raw.get("metadata") or {}
-    return {**{k: v for k, v in raw.items() if k != "metadata"},
-            "metadata": {k: meta.get(k) for k in ("name", "namespace", "labels", "annotations")}}
+    return {
+        **{k: v for k, v in raw.items() if k != "metadata"},
+        "metadata": {k: meta.get(k) for k in ("name", "namespace", "labels", "annotations")},
+    }
 
 
 class ProviderRig:
@@ -476,8 +647,14 @@ class ProviderRig:
         self.thread.start()
         self.store, self.errors = Store(), ErrorBook()
         self.provider = FileProvider(str(root), self.store, self.errors, debounce_ms=5)
-        self.runtime = Runtime(self.store, translate_fn=incremental_translator(), status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
-                               dataplane=False, window=0.005, max_delay=0.05)
+        self.runtime = Runtime(
+            self.store,
+            translate_fn=incremental_translator(),
+            status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+            dataplane=False,
+            window=0.005,
+            max_delay=0.05,
+        )
         self.tasks = self.call(self._start())
 
     async def _start(self) -> list[asyncio.Task[None]]:
@@ -530,18 +707,32 @@ class ProviderRig:
 def test_fuzz_file_provider(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     counts = Counts("file provider")
     rig = ProviderRig(tmp_path)
-    base_objects = {key_of(d): d for d in (decode_sourced(o)[0] for o in load_text((tmp_path / "base.yaml").read_text(), "b").objects) if d}
+    base_objects = {
+        key_of(d): d
+        for d in (
+            decode_sourced(o)[0]
+            for o in load_text((tmp_path / "base.yaml").read_text(), "b").objects
+        )
+        if d
+    }
     accepted = _expected_fuzz_objects(ACCEPTED, "m.yaml", {})
     assert len(accepted) == len(ROUTES) - 1  # the Deployment is not read
 
     def check_store(inp: Input, expected: dict[Key, Decoded]) -> None:
-        want = {k: _content(d.raw) for k, d in {**expected, **base_objects}.items()}  # base.yaml wins a tie
+        want = {
+            k: _content(d.raw) for k, d in {**expected, **base_objects}.items()
+        }  # base.yaml wins a tie
         have = {k: _content(stored.raw) for k, stored in rig.store.items()}
         if have != want:
             counts.not_kept += 1
-            counts.fail("store", inp, f"missing {sorted(map(str, want.keys() - have.keys()))}, "
-                                      f"extra {sorted(map(str, have.keys() - want.keys()))}, "
-                                      f"different {sorted(str(k) for k in want.keys() & have.keys() if want[k] != have[k])}")
+            counts.fail(
+                "store",
+                inp,
+                f"missing {sorted(map(str, want.keys() - have.keys()))}, "
+                f"extra {sorted(map(str, have.keys() - want.keys()))}, "
+                "different "
+                f"{sorted(str(k) for k in want.keys() & have.keys() if want[k] != have[k])}",
+            )
 
     @FUZZ_SETTINGS
     @given(INPUTS)
@@ -550,7 +741,9 @@ def test_fuzz_file_provider(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             return  # the rig is stuck or dead: nothing more can be tried
         counts.start(inp)
         for step, (name, data) in enumerate([(inp.name, inp.data), ("m.yaml", ACCEPTED.encode())]):
-            ok, _ = counts.bounded(inp, functools.partial(rig.replace, name, data), "the provider or the runtime")
+            ok, _ = counts.bounded(
+                inp, functools.partial(rig.replace, name, data), "the provider or the runtime"
+            )
             if not ok:
                 return
             crash = rig.crashed()
@@ -564,8 +757,12 @@ def test_fuzz_file_provider(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                     text = inp.data.decode("utf-8-sig")
                 except UnicodeDecodeError:
                     text = None
-                before = accepted if inp.name == "m.yaml" else {}  # another name: a new file (m.yaml deleted)
-                check_store(inp, before if text is None else _expected_fuzz_objects(text, inp.name, before))
+                before = (
+                    accepted if inp.name == "m.yaml" else {}
+                )  # another name: a new file (m.yaml deleted)
+                check_store(
+                    inp, before if text is None else _expected_fuzz_objects(text, inp.name, before)
+                )
                 if inp.valid and rig.errors.all():
                     counts.refused_valid += 1
                     counts.fail("valid refused", inp, str(rig.errors.all()[:2]))

@@ -39,8 +39,15 @@ pytestmark = pytest.mark.timeout(60)
 ROUTE_KEY = Key("HTTPRoute", "default", "app")
 
 
-def route_text(path: str = "/v1", *, api_version: str = "gateway.networking.k8s.io/v1", kind: str = "HTTPRoute",
-               path_type: str = "PathPrefix", hostnames_key: str = "hostnames", name: str = "app") -> str:
+def route_text(
+    path: str = "/v1",
+    *,
+    api_version: str = "gateway.networking.k8s.io/v1",
+    kind: str = "HTTPRoute",
+    path_type: str = "PathPrefix",
+    hostnames_key: str = "hostnames",
+    name: str = "app",
+) -> str:
     # line numbers matter: apiVersion 1, kind 2, hostnames 8, type 13, value 14
     return (
         f"apiVersion: {api_version}\n"
@@ -111,7 +118,9 @@ class Watched:
         return error
 
     async def fixed(self, name: str) -> None:
-        await until(lambda: not any(f == name for f, _, _ in self.located()), f"no error left for {name}")
+        await until(
+            lambda: not any(f == name for f, _, _ in self.located()), f"no error left for {name}"
+        )
 
 
 @contextlib.asynccontextmanager
@@ -141,13 +150,29 @@ async def accepted_route(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("change", "line", "message"),
     [
-        ({"api_version": "gateway.networking.k8s.io/v2"}, 1,
-         'no matches for kind "HTTPRoute" in version "gateway.networking.k8s.io/v2" (served versions: v1, v1beta1)'),
-        ({"kind": "HTTPRoutes"}, 2,
-         'no matches for kind "HTTPRoutes" in version "gateway.networking.k8s.io/v1" (did you mean HTTPRoute?)'),
-        ({"path_type": "Prefix"}, 13,
-         'spec.rules[0].matches[0].path.type: Unsupported value: "Prefix": supported values: "Exact", "PathPrefix", "RegularExpression"'),
-        ({"hostnames_key": "hostname"}, 8, 'unknown field "spec.hostname" (did you mean "hostnames"?)'),
+        (
+            {"api_version": "gateway.networking.k8s.io/v2"},
+            1,
+            'no matches for kind "HTTPRoute" in version "gateway.networking.k8s.io/v2" (served '
+            "versions: v1, v1beta1)",
+        ),
+        (
+            {"kind": "HTTPRoutes"},
+            2,
+            'no matches for kind "HTTPRoutes" in version "gateway.networking.k8s.io/v1" (did you '
+            "mean HTTPRoute?)",
+        ),
+        (
+            {"path_type": "Prefix"},
+            13,
+            'spec.rules[0].matches[0].path.type: Unsupported value: "Prefix": supported values: '
+            '"Exact", "PathPrefix", "RegularExpression"',
+        ),
+        (
+            {"hostnames_key": "hostname"},
+            8,
+            'unknown field "spec.hostname" (did you mean "hostnames"?)',
+        ),
     ],
     ids=["unknown-version", "misspelt-kind", "enum", "unknown-field"],
 )
@@ -190,17 +215,25 @@ async def test_an_unknown_core_kind_close_to_one_gateweave_reads_is_refused(tmp_
 # ---------------------------------------------------------------- which objects a file keeps
 
 
-async def test_a_file_with_a_rejected_document_applies_the_valid_ones_and_deletes_nothing(tmp_path: Path) -> None:
+async def test_a_file_with_a_rejected_document_applies_the_valid_ones_and_deletes_nothing(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "routes.yaml"
     b_key = Key("HTTPRoute", "default", "b")
     c_key = Key("HTTPRoute", "default", "c")
-    path.write_text("---\n".join([route_text("/a1"), route_text("/b1", name="b"), route_text("/c1", name="c")]))
+    path.write_text(
+        "---\n".join([route_text("/a1"), route_text("/b1", name="b"), route_text("/c1", name="c")])
+    )
     async with watching(tmp_path) as w:
         assert (w.path_value(), w.path_value(b_key), w.path_value(c_key)) == ("/a1", "/b1", "/c1")
         # a changed validly, b broken, c removed: a applied, b and c kept as last accepted
-        path.write_text("---\n".join([route_text("/a2"), route_text("/b2", name="b", path_type="Prefix")]))
+        path.write_text(
+            "---\n".join([route_text("/a2"), route_text("/b2", name="b", path_type="Prefix")])
+        )
         errors = await w.errors_for("routes.yaml")
-        assert 18 + 13 in [line for line, _ in errors]  # b's path type (its document starts at line 19)
+        assert 18 + 13 in [
+            line for line, _ in errors
+        ]  # b's path type (its document starts at line 19)
         await until(lambda: w.path_value() == "/a2", "the valid document is applied")
         assert (w.path_value(b_key), w.path_value(c_key)) == ("/b1", "/c1")
         # the file is valid again: b applied, c (no longer defined) deleted
@@ -222,7 +255,9 @@ async def test_a_broken_name_deletes_nothing(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- hostile files
 
 
-async def test_deeply_nested_json_and_yaml_are_located_errors_and_affect_nothing_else(tmp_path: Path) -> None:
+async def test_deeply_nested_json_and_yaml_are_located_errors_and_affect_nothing_else(
+    tmp_path: Path,
+) -> None:
     path = await accepted_route(tmp_path)
     async with watching(tmp_path) as w:
         deep = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "data": {}}
@@ -235,9 +270,14 @@ async def test_deeply_nested_json_and_yaml_are_located_errors_and_affect_nothing
         line_json, msg_json = await w.error_for("deep.json")
         line_yaml, msg_yaml = await w.error_for("deep.yaml")
         assert msg_json == msg_yaml == f"nested deeper than {limits.MAX_DEPTH} levels"
-        assert line_json == 106 and line_yaml == 1  # where depth 101 begins ("data" is depth 2, on line 7)
+        assert (
+            line_json == 106 and line_yaml == 1
+        )  # where depth 101 begins ("data" is depth 2, on line 7)
         (tmp_path / "more.yaml").write_text(route_text("/more", name="more"))
-        await until(lambda: w.path_value(Key("HTTPRoute", "default", "more")) == "/more", "other files still load")
+        await until(
+            lambda: w.path_value(Key("HTTPRoute", "default", "more")) == "/more",
+            "other files still load",
+        )
         assert w.path_value() == "/v1"
         path.write_text(route_text("/v2"))
         await until(lambda: w.path_value() == "/v2", "other files still change")
@@ -275,10 +315,15 @@ async def test_a_named_pipe_is_refused_without_blocking(tmp_path: Path) -> None:
     await accepted_route(tmp_path)
     async with watching(tmp_path) as w:
         os.mkfifo(tmp_path / "x.yaml")
-        _, message = await w.error_for("x.yaml")  # would hang for good if the pipe were opened to read
+        _, message = await w.error_for(
+            "x.yaml"
+        )  # would hang for good if the pipe were opened to read
         assert message == "refused: a named pipe; only regular files are read"
         (tmp_path / "later.yaml").write_text(route_text("/later", name="later"))
-        await until(lambda: w.path_value(Key("HTTPRoute", "default", "later")) == "/later", "the provider goes on")
+        await until(
+            lambda: w.path_value(Key("HTTPRoute", "default", "later")) == "/later",
+            "the provider goes on",
+        )
         (tmp_path / "x.yaml").unlink()
         await w.fixed("x.yaml")
 
@@ -289,7 +334,9 @@ def test_a_named_pipe_at_startup_is_refused_by_a_plain_rescan(tmp_path: Path) ->
     store, errors = Store(), ErrorBook()
     FileProvider(str(tmp_path), store, errors).rescan()
     assert ROUTE_KEY in store
-    assert [e.message for e in errors.all()] == ["refused: a named pipe; only regular files are read"]
+    assert [e.message for e in errors.all()] == [
+        "refused: a named pipe; only regular files are read"
+    ]
 
 
 async def test_a_link_out_of_the_directory_is_refused(tmp_path: Path) -> None:
@@ -306,10 +353,14 @@ async def test_a_link_out_of_the_directory_is_refused(tmp_path: Path) -> None:
         assert Key("HTTPRoute", "default", "stolen") not in w.store
         assert w.path_value() == "/v1"
     result = load_paths([str(served)])  # translate -f DIR refuses it too
-    assert [e.message for e in result.errors] == ["refused: a symbolic link to a file outside the configuration directory"]
+    assert [e.message for e in result.errors] == [
+        "refused: a symbolic link to a file outside the configuration directory"
+    ]
 
 
-async def test_a_configmap_volume_layout_is_read_and_its_atomic_swap_followed(tmp_path: Path) -> None:
+async def test_a_configmap_volume_layout_is_read_and_its_atomic_swap_followed(
+    tmp_path: Path,
+) -> None:
     first = tmp_path / "..2026_01_01"
     first.mkdir()
     (first / "route.yaml").write_text(route_text("/v1"))
@@ -333,7 +384,9 @@ async def test_a_configmap_volume_layout_is_read_and_its_atomic_swap_followed(tm
 async def test_duplicate_keys_are_refused_at_the_second_one(tmp_path: Path) -> None:
     path = await accepted_route(tmp_path)
     async with watching(tmp_path) as w:
-        text = route_text("/v2").replace("        value: /v2\n", "        value: /v2\n        value: /v3\n")
+        text = route_text("/v2").replace(
+            "        value: /v2\n", "        value: /v2\n        value: /v3\n"
+        )
         path.write_text(text)
         line, message = await w.error_for("route.yaml")
         assert (line, message) == (15, 'duplicate field "spec.rules[0].matches[0].path.value"')
@@ -361,7 +414,9 @@ async def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> N
         with open(tmp_path / "big.yaml", "wb") as fh:
             fh.truncate(limits.MAX_FILE_BYTES + 1)  # sparse: nothing to write, nothing read
         _, message = await w.error_for("big.yaml")
-        assert message == f"refused: larger than {limits.MAX_FILE_BYTES} bytes (the limit on one manifest file)"
+        assert message == (
+            f"refused: larger than {limits.MAX_FILE_BYTES} bytes (the limit on one manifest file)"
+        )
         assert w.path_value() == "/v1"
 
 
@@ -373,15 +428,35 @@ async def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> N
     [
         ("a: &x [*x]\n", 1, "the alias *x is inside the node it names"),
         ("a: *nowhere\n", 1, "the alias *nowhere names no anchor"),
-        ("a: 1\nb:\n  c: !!binary aGk=\n", 3, 'the tag "tag:yaml.org,2002:binary" is not supported'),
-        ("a: !!python/object:os.system x\n", 1, 'the tag "tag:yaml.org,2002:python/object:os.system" is not supported'),
+        (
+            "a: 1\nb:\n  c: !!binary aGk=\n",
+            3,
+            'the tag "tag:yaml.org,2002:binary" is not supported',
+        ),
+        (
+            "a: !!python/object:os.system x\n",
+            1,
+            'the tag "tag:yaml.org,2002:python/object:os.system" is not supported',
+        ),
         ("? [a, b]\n: c\n", 1, "a mapping key must be a string"),
         ("a: 1\n<<: {b: 2}\n<<: {c: 3}\n", 3, 'duplicate field "<<"'),
-        ("k: v\n" + "---\n" * (limits.MAX_DOCUMENTS + 1), limits.MAX_DOCUMENTS + 1,
-         f"more than {limits.MAX_DOCUMENTS} documents in one file"),
+        (
+            "k: v\n" + "---\n" * (limits.MAX_DOCUMENTS + 1),
+            limits.MAX_DOCUMENTS + 1,
+            f"more than {limits.MAX_DOCUMENTS} documents in one file",
+        ),
         ("a: x\x00y\n", 1, None),
     ],
-    ids=["cycle", "undefined-alias", "binary-tag", "python-tag", "complex-key", "two-merges", "documents", "control-char"],
+    ids=[
+        "cycle",
+        "undefined-alias",
+        "binary-tag",
+        "python-tag",
+        "complex-key",
+        "two-merges",
+        "documents",
+        "control-char",
+    ],
 )
 def test_refused_yaml_is_located(text: str, line: int, message: str | None) -> None:
     with pytest.raises(yamlread.YamlError) as info:
@@ -403,12 +478,18 @@ def test_the_reader_builds_what_safe_load_builds() -> None:
     (doc,) = yamlread.read_documents(text)
     expected = yaml.safe_load(text)
     expected["scalars"][9] = "2024-01-02T03:04:05Z"  # timestamps stay strings
-    expected["1"], expected["~"] = expected.pop(1), expected.pop(None)  # keys are strings, as written
+    expected["1"], expected["~"] = (
+        expected.pop(1),
+        expected.pop(None),
+    )  # keys are strings, as written
     assert doc.value == expected
 
 
 def test_json_problems_are_located_by_reading_the_text_again() -> None:
-    dup = '{\n  "apiVersion": "v1",\n  "kind": "Namespace",\n  "metadata": {\n    "name": "a",\n    "name": "b"\n  }\n}\n'
+    dup = (
+        '{\n  "apiVersion": "v1",\n  "kind": "Namespace",\n  "metadata": {\n    "name": "a",\n    '
+        '"name": "b"\n  }\n}\n'
+    )
     (err,) = load_text(dup, "dup.json").errors
     assert (err.line, err.message) == (6, 'duplicate field "metadata.name"')
     starts_like_json = "[" * 5000 + "]" * 5000
@@ -462,7 +543,9 @@ def test_translate_reports_every_rejected_object_at_its_line_and_exits_1(tmp_pat
     (tmp_path / "b.yaml").write_text(route_text(kind="HTTPRoutes", name="b"))
     (tmp_path / "c.yaml").write_text(route_text(path_type="Prefix", name="c"))
     (tmp_path / "d.yaml").write_text(route_text(hostnames_key="hostname", name="d"))
-    (tmp_path / "e.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+    (tmp_path / "e.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+    )
     result = invoke("translate", "-f", str(tmp_path), "-q")
     assert result.exit_code == 1
     lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
@@ -471,7 +554,9 @@ def test_translate_reports_every_rejected_object_at_its_line_and_exits_1(tmp_pat
     assert "e.yaml" not in result.stderr
     only_ignored = tmp_path / "ignored"
     only_ignored.mkdir()
-    (only_ignored / "e.yaml").write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+    (only_ignored / "e.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+    )
     assert invoke("translate", "-f", str(only_ignored)).exit_code == 0
 
 
@@ -479,17 +564,23 @@ def test_translate_exits_2_for_an_unreadable_file_at_its_line(tmp_path: Path) ->
     (tmp_path / "bomb.yaml").write_text(alias_bomb())
     result = invoke("translate", "-f", str(tmp_path))
     assert result.exit_code == 2
-    assert f"bomb.yaml:6: aliases expand to more than {limits.MAX_ALIAS_NODES} nodes" in result.stderr
+    assert (
+        f"bomb.yaml:6: aliases expand to more than {limits.MAX_ALIAS_NODES} nodes" in result.stderr
+    )
 
 
 def test_translate_show_xds_as_yaml() -> None:
-    result = invoke("translate", "-f", str(ROOT / "examples" / "quickstart"), "--show", "xds", "-o", "yaml")
+    result = invoke(
+        "translate", "-f", str(ROOT / "examples" / "quickstart"), "--show", "xds", "-o", "yaml"
+    )
     assert result.exit_code == 0, result.stderr
     dumped = yaml.safe_load(result.stdout)
     (resources,) = dumped.values()
     listener = resources["Listener"][0]
     assert listener["@type"] == "type.googleapis.com/envoy.config.listener.v3.Listener"
-    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]  # an Any: an OrderedDict before
+    hcm = listener["filter_chains"][0]["filters"][0][
+        "typed_config"
+    ]  # an Any: an OrderedDict before
     assert hcm["@type"].endswith("HttpConnectionManager")
 
 
@@ -506,7 +597,12 @@ def test_status_from_files_lists_the_configuration_errors(tmp_path: Path) -> Non
 
 
 def test_strict_decoding_checks_metadata_and_core_kinds_at_the_top() -> None:
-    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "lables": {}}, "spce": {}}
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "lables": {}},
+        "spce": {},
+    }
     _, errors = decode(svc, mode=Decoding.STRICT)
     assert [(e.field, e.message) for e in errors] == [
         ("metadata.lables", 'unknown field "metadata.lables" (did you mean "labels"?)'),

@@ -1,4 +1,6 @@
-"""Runtime(gc_freeze=True): once ready, what is alive is frozen for the collector, until run() ends."""
+"""Runtime(gc_freeze=True): once ready, what is alive is frozen for the collector, until run()
+ends.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +29,12 @@ async def _stop(task: asyncio.Task[None]) -> None:
 
 async def test_frozen_once_ready_and_unfrozen_when_run_ends() -> None:
     gc.unfreeze()
-    runtime = Runtime(Store(), translate_fn=fake_translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME), gc_freeze=True)
+    runtime = Runtime(
+        Store(),
+        translate_fn=fake_translate,
+        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        gc_freeze=True,
+    )
     task = await _run_until_ready(runtime)
     try:
         assert runtime.ready
@@ -40,7 +47,9 @@ async def test_frozen_once_ready_and_unfrozen_when_run_ends() -> None:
 
 async def test_not_frozen_by_default() -> None:
     gc.unfreeze()
-    runtime = Runtime(Store(), translate_fn=fake_translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
+    runtime = Runtime(
+        Store(), translate_fn=fake_translate, status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME)
+    )
     task = await _run_until_ready(runtime)
     try:
         assert gc.get_freeze_count() == 0

@@ -25,7 +25,9 @@ async def _until(predicate: object, timeout: float) -> float:
 
 
 async def test_an_event_on_an_idle_processor_is_translated_at_once() -> None:
-    h = Harness(fake_translate, clock=Clock(), window=0.5, max_delay=2.0)  # the quiet window alone would wait 0.5 s
+    h = Harness(
+        fake_translate, clock=Clock(), window=0.5, max_delay=2.0
+    )  # the quiet window alone would wait 0.5 s
     async with running(h):
         for i in range(3):
             before = h.translations

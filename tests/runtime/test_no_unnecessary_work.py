@@ -44,7 +44,10 @@ def renamed(dec: Decoded, name: str) -> Decoded:
 
 def with_labels(dec: Decoded, labels: dict[str, str]) -> Decoded:
     raw = dict(dec.raw)
-    raw["metadata"] = {**raw["metadata"], "labels": {**(raw["metadata"].get("labels") or {}), **labels}}
+    raw["metadata"] = {
+        **raw["metadata"],
+        "labels": {**(raw["metadata"].get("labels") or {}), **labels},
+    }
     return decoded(raw)
 
 
@@ -55,11 +58,15 @@ async def loaded(h: Harness) -> None:
 
 
 def secret(name: str, value: str) -> Decoded:
-    return decoded({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": INFRA},
-        "type": "Opaque", "data": {"key": value},
-    })
+    return decoded(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": INFRA},
+            "type": "Opaque",
+            "data": {"key": value},
+        }
+    )
 
 
 class Counts:
@@ -151,7 +158,9 @@ async def test_a_metadata_only_change_publishes_nothing() -> None:
         before = Counts(h)
         for dec in objects():
             if dec.model.kind == "HTTPRoute":
-                change = h.store.apply(with_labels(dec, {"team": "a", "gateweave.test/touched": "yes"}))
+                change = h.store.apply(
+                    with_labels(dec, {"team": "a", "gateweave.test/touched": "yes"})
+                )
                 assert change is not None and change.model_changed
                 stored = h.store.get(key_of(dec))
                 assert stored is not None and stored.generation == 1  # metadata: no new generation
@@ -182,7 +191,9 @@ async def test_our_own_status_writes_never_cause_a_translation() -> None:
     h.status_sink.on_write = on_write
     async with running(h):
         await loaded(h)
-        await asyncio.sleep(0.2)  # let the written statuses come back, and anything they would cause
+        await asyncio.sleep(
+            0.2
+        )  # let the written statuses come back, and anything they would cause
         await h.runtime.wait_settled()
         assert fed_back and h.status_writes >= len(fed_back)
         translations = h.translations
@@ -198,7 +209,9 @@ async def test_our_own_status_writes_never_cause_a_translation() -> None:
         assert h.translations == translations + 1
         assert h.store.resource_version > version + 1  # the route, and statuses stored back
         stored = h.store.get(key_of(another))
-        assert stored is not None and stored.raw["status"] == h.runtime.status_sink.get(key_of(another))
+        assert stored is not None and stored.raw["status"] == h.runtime.status_sink.get(
+            key_of(another)
+        )
 
 
 # ---------------------------------------------------------------- files
@@ -231,7 +244,9 @@ async def test_rewriting_a_file_with_identical_content_publishes_nothing() -> No
         objs = objects()
         texts = {}
         for i in range(0, len(objs), 10):  # several objects per file
-            texts[root / f"part-{i:03d}.yaml"] = yaml.safe_dump_all([d.raw for d in objs[i:i + 10]], sort_keys=False)
+            texts[root / f"part-{i:03d}.yaml"] = yaml.safe_dump_all(
+                [d.raw for d in objs[i : i + 10]], sort_keys=False
+            )
         for path, text in texts.items():
             path.write_text(text)
         h = Harness()

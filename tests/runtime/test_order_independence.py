@@ -52,7 +52,11 @@ def test_variants_change_what_they_should() -> None:
 def test_any_interleaving_through_the_store_converges(name: str) -> None:
     u = universe(name)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(steps=plans(u))
     def check(steps: list[Step]) -> None:
         asyncio.run(run_on_store(u, steps))
@@ -77,23 +81,31 @@ def file_plans(draw: st.DrawFn, u: Universe) -> tuple[list[int], list[FileStep]]
     else:
         files = draw(st.integers(2, 8))
         layout = draw(st.lists(st.integers(0, files - 1), min_size=n, max_size=n))
-    index = st.one_of(st.sampled_from(u.important), st.integers(0, n - 1)) if u.important else st.integers(0, n - 1)
+    index = (
+        st.one_of(st.sampled_from(u.important), st.integers(0, n - 1))
+        if u.important
+        else st.integers(0, n - 1)
+    )
     mode = st.sampled_from((0, 1))  # 0: atomic replace, 1: rewrite in place
     version = st.sampled_from((BASE, BASE, SPEC, META))
-    creates: list[FileStep] = [("apply", i, draw(version), draw(mode)) for i in draw(st.permutations(range(n)))]
-    extra = draw(st.lists(
-        st.tuples(
-            st.integers(0, n),
-            st.one_of(
-                st.tuples(st.just("apply"), index, version, mode),
-                st.tuples(st.just("delete"), index, st.just(0), mode),
-                st.tuples(st.just("move"), index, st.integers(0, files - 1), mode),
-                st.tuples(st.just("touch"), st.integers(0, files - 1), st.just(0), mode),
-                st.tuples(st.just("sleep"), st.sampled_from(SLEEPS_MS), st.just(0), st.just(0)),
+    creates: list[FileStep] = [
+        ("apply", i, draw(version), draw(mode)) for i in draw(st.permutations(range(n)))
+    ]
+    extra = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, n),
+                st.one_of(
+                    st.tuples(st.just("apply"), index, version, mode),
+                    st.tuples(st.just("delete"), index, st.just(0), mode),
+                    st.tuples(st.just("move"), index, st.integers(0, files - 1), mode),
+                    st.tuples(st.just("touch"), st.integers(0, files - 1), st.just(0), mode),
+                    st.tuples(st.just("sleep"), st.sampled_from(SLEEPS_MS), st.just(0), st.just(0)),
+                ),
             ),
-        ),
-        max_size=20,
-    ))
+            max_size=20,
+        )
+    )
     steps = list(creates)
     for position, step in sorted(extra, key=lambda e: e[0], reverse=True):
         steps.insert(position, step)
@@ -199,7 +211,9 @@ async def _run_on_files(u: Universe, layout: list[int], steps: list[FileStep]) -
                     if n % 5 == 0:
                         await asyncio.sleep(0)
                 want = directory.final(u)
-                await _until(lambda: _store_holds(h, want), 10, "the store holding the files' objects")
+                await _until(
+                    lambda: _store_holds(h, want), 10, "the store holding the files' objects"
+                )
                 await h.runtime.wait_settled(timeout=10)
                 assert not provider.errors.all(), provider.errors.all()
                 h.assert_published_equals_translate()
@@ -212,7 +226,11 @@ async def _run_on_files(u: Universe, layout: list[int], steps: list[FileStep]) -
 FILE_SETS = ("union", "attached-routes", "backendtls")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_any_sequence_of_file_edits_converges(data: st.DataObject) -> None:
     u = universe(data.draw(st.sampled_from(FILE_SETS), label="case set"))
@@ -220,7 +238,8 @@ def test_any_sequence_of_file_edits_converges(data: st.DataObject) -> None:
     asyncio.run(_run_on_files(u, layout, steps))
 
 
-# ---------------------------------------------------------------- statuses translate stops reporting
+# ---------------------------------------------------------------- statuses translate stops
+# reporting
 
 
 async def test_objects_translate_stops_reporting_on_keep_no_status_of_ours() -> None:
@@ -263,14 +282,35 @@ async def test_withdrawn_status_keeps_the_given_one_and_other_controllers_entrie
     h = Harness()
     policy = next(it for it in u.items if it.key.kind == "BackendTLSPolicy")
     theirs = {
-        "ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "x", "name": "y"},
+        "ancestorRef": {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "namespace": "x",
+            "name": "y",
+        },
         "controllerName": "example.com/other",
-        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
-                        "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "",
+                "lastTransitionTime": "2024-01-01T00:00:00Z",
+            }
+        ],
     }
     gateway = next(it for it in u.items if it.key.kind == "Gateway")
-    given_gw = {"conditions": [{"type": "Accepted", "status": "Unknown", "reason": "Pending", "message": "",
-                                "lastTransitionTime": "2024-01-01T00:00:00Z"}]}
+    given_gw = {
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "Unknown",
+                "reason": "Pending",
+                "message": "",
+                "lastTransitionTime": "2024-01-01T00:00:00Z",
+            }
+        ]
+    }
     for item in u.items:
         raw = item.versions[BASE].raw
         if item is policy:
@@ -293,20 +333,31 @@ async def test_withdrawn_status_keeps_the_given_one_and_other_controllers_entrie
         stored = h.store.get(policy.key)
         assert stored is not None
         # Still reported on (no ancestor of ours): only the other controller's entry is left.
-        assert without_times(h.runtime.status_sink.get(policy.key)) == without_times(stored.raw["status"])
+        assert without_times(h.runtime.status_sink.get(policy.key)) == without_times(
+            stored.raw["status"]
+        )
 
 
 def test_the_sink_withdraws_only_its_own_entries_from_unreported_routes() -> None:
     """The sink's side of it, for routes translate stops reporting on altogether."""
-    theirs: dict[str, Any] = {"parentRef": {"name": "x"}, "controllerName": "example.com/other", "conditions": []}
-    ours: dict[str, Any] = {"parentRef": {"name": "gw"}, "controllerName": OURS,
-            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}]}
+    theirs: dict[str, Any] = {
+        "parentRef": {"name": "x"},
+        "controllerName": "example.com/other",
+        "conditions": [],
+    }
+    ours: dict[str, Any] = {
+        "parentRef": {"name": "gw"},
+        "controllerName": OURS,
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}],
+    }
     shared, alone = ("HTTPRoute", "ns", "shared"), ("HTTPRoute", "ns", "alone")
     given = {Key(*shared): {"parents": [theirs]}}
     sink = LocalStatusSink(OURS, clock=lambda: "2024-01-01T00:00:00Z")
     computed = {shared: {"parents": [ours]}, alone: {"parents": [ours]}}
     assert sink.publish(computed, given.get) == [Key(*alone), Key(*shared)]
-    assert [e["controllerName"] for e in sink.get(Key(*shared))["parents"]] == ["example.com/other", OURS]  # type: ignore[index]
+    stored = sink.get(Key(*shared))
+    assert stored is not None
+    assert [e["controllerName"] for e in stored["parents"]] == ["example.com/other", OURS]
     writes = sink.writes
     assert sink.publish({}, given.get) == [Key(*alone), Key(*shared)]
     assert sink.writes == writes + 2

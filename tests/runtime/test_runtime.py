@@ -35,11 +35,17 @@ async def test_first_translation_publishes_and_marks_ready() -> None:
         assert h.runtime.ready
         assert h.translations == 1
         assert h.count("gateweave_ready") == 1
-        assert h.publishes() == {"status": 0, "xds": 0, "infra": 0}  # nothing to publish for an empty store
+        assert h.publishes() == {
+            "status": 0,
+            "xds": 0,
+            "infra": 0,
+        }  # nothing to publish for an empty store
 
 
 @pytest.mark.parametrize("translate_fn", TRANSLATES)
-async def test_burst_of_1000_events_costs_at_most_two_translations(translate_fn: TranslateFn) -> None:
+async def test_burst_of_1000_events_costs_at_most_two_translations(
+    translate_fn: TranslateFn,
+) -> None:
     h = Harness(translate_fn, clock=Clock(), window=0.05)
     for kind in ("GatewayClass", "Gateway"):
         h.store.apply(decoded(SEED[kind]))
@@ -61,8 +67,9 @@ async def test_burst_of_1000_events_costs_at_most_two_translations(translate_fn:
 
 @pytest.mark.parametrize("translate_fn", TRANSLATES)
 @pytest.mark.parametrize("order", list(itertools.permutations(SEED)), ids="-".join)
-async def test_creates_in_any_order_converge_to_the_batch_result(translate_fn: TranslateFn,
-                                                                 order: tuple[str, ...]) -> None:
+async def test_creates_in_any_order_converge_to_the_batch_result(
+    translate_fn: TranslateFn, order: tuple[str, ...]
+) -> None:
     h = Harness(translate_fn, clock=Clock())
     async with running(h):
         for kind in order:
@@ -75,7 +82,9 @@ async def test_creates_in_any_order_converge_to_the_batch_result(translate_fn: T
 
 @pytest.mark.parametrize("translate_fn", TRANSLATES)
 @pytest.mark.parametrize("order", list(itertools.permutations(SEED)), ids="-".join)
-async def test_deletes_in_any_order_converge(translate_fn: TranslateFn, order: tuple[str, ...]) -> None:
+async def test_deletes_in_any_order_converge(
+    translate_fn: TranslateFn, order: tuple[str, ...]
+) -> None:
     h = Harness(translate_fn, clock=Clock())
     objects = {kind: decoded(text) for kind, text in SEED.items()}
     for obj in objects.values():
@@ -109,7 +118,9 @@ async def test_noop_events_publish_nothing() -> None:
         assert h.translations == translations
 
         # An unreferenced Secret is translated (the runtime cannot know) but publishes nothing.
-        h.store.apply(decoded("apiVersion: v1\nkind: Secret\nmetadata: {name: unused, namespace: default}\n"))
+        h.store.apply(
+            decoded("apiVersion: v1\nkind: Secret\nmetadata: {name: unused, namespace: default}\n")
+        )
         await h.runtime.wait_settled()
         assert h.translations == translations + 1
         assert h.publishes() == publishes
@@ -141,8 +152,15 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
     given = {
         "parentRef": {"name": "theirs"},
         "controllerName": "example.com/other",
-        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
-                        "lastTransitionTime": T0}],
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "",
+                "lastTransitionTime": T0,
+            }
+        ],
     }
     for kind in ("GatewayClass", "Gateway"):
         h.store.apply(decoded(SEED[kind]))
@@ -157,7 +175,8 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
         ours = first["parents"][1]
         assert ours["controllerName"] == OURS
         assert {c["type"]: c["lastTransitionTime"] for c in ours["conditions"]} == {
-            "Accepted": T0, "ResolvedRefs": T0
+            "Accepted": T0,
+            "ResolvedRefs": T0,
         }
         writes = h.status_sink.writes
 
@@ -178,7 +197,9 @@ async def test_status_writes_keep_transition_times_and_other_controllers() -> No
         third = h.runtime.status_sink.get(rkey)
         assert third is not None
         conds = {c["type"]: c for c in third["parents"][1]["conditions"]}
-        assert conds["Accepted"]["status"] == "False" and conds["Accepted"]["lastTransitionTime"] == T1
+        assert (
+            conds["Accepted"]["status"] == "False" and conds["Accepted"]["lastTransitionTime"] == T1
+        )
         assert conds["ResolvedRefs"]["lastTransitionTime"] == T0
         h.assert_converged()
 
@@ -216,7 +237,9 @@ async def test_set_dataplane_state_from_another_thread() -> None:
     h = Harness(fake_translate, clock=Clock(), dataplane=True)
     async with running(h):
         translations = h.translations
-        await asyncio.to_thread(h.runtime.set_dataplane_state, "default/gw", DataplaneState(error="down"))
+        await asyncio.to_thread(
+            h.runtime.set_dataplane_state, "default/gw", DataplaneState(error="down")
+        )
         for _ in range(100):
             if h.runtime.dataplane_states:
                 break
@@ -269,7 +292,9 @@ async def test_sink_attached_later_receives_everything() -> None:
         h.store.apply(decoded(obj))
     async with running(h):
         assert h.runtime.published_xds == {}  # nobody took it
-        assert h.runtime.last_result is not None and set(h.runtime.last_result.xds) == {"default/gw"}
+        assert h.runtime.last_result is not None and set(h.runtime.last_result.xds) == {
+            "default/gw"
+        }
         late = RecordingSink()
         h.runtime.attach(xds_sink=late)
         await h.runtime.wait_settled()

@@ -21,13 +21,21 @@ def cond(type_: str, status: str, when: str | None = None, **extra: Any) -> dict
 
 
 def parent(name: str, controller: str, *conds: dict[str, Any], **ref: Any) -> dict[str, Any]:
-    return {"parentRef": {"name": name, **ref}, "controllerName": controller, "conditions": list(conds)}
+    return {
+        "parentRef": {"name": name, **ref},
+        "controllerName": controller,
+        "conditions": list(conds),
+    }
 
 
 def test_new_conditions_stamped_with_now_or_left_out() -> None:
     computed = {"conditions": [cond("Accepted", "True")]}
-    assert merge_status("GatewayClass", None, computed, OURS, T0) == {"conditions": [cond("Accepted", "True", T0)]}
-    assert merge_status("GatewayClass", None, computed, OURS, None) == {"conditions": [cond("Accepted", "True")]}
+    assert merge_status("GatewayClass", None, computed, OURS, T0) == {
+        "conditions": [cond("Accepted", "True", T0)]
+    }
+    assert merge_status("GatewayClass", None, computed, OURS, None) == {
+        "conditions": [cond("Accepted", "True")]
+    }
 
 
 def test_transition_time_kept_while_status_unchanged_per_scope() -> None:
@@ -51,12 +59,17 @@ def test_transition_time_kept_while_status_unchanged_per_scope() -> None:
     }
     merged = merge_status("Gateway", current, computed, OURS, T1)
     assert merged["conditions"] == [
-        cond("Accepted", "True", T0, message="still", observedGeneration=2),  # unchanged status: kept
+        cond(
+            "Accepted", "True", T0, message="still", observedGeneration=2
+        ),  # unchanged status: kept
         cond("Programmed", "True", T1),  # flipped: now
     ]
     assert merged["listeners"] == [
         {"name": "https", "conditions": [cond("Accepted", "False", T1)]},
-        {"name": "http", "conditions": [cond("Accepted", "True", T0)]},  # matched by name, not position
+        {
+            "name": "http",
+            "conditions": [cond("Accepted", "True", T0)],
+        },  # matched by name, not position
         {"name": "new", "conditions": [cond("Accepted", "True", T1)]},
     ]
 
@@ -71,8 +84,15 @@ def test_route_parents_keep_other_controllers_and_drop_stale_ours() -> None:
     }
     computed = {
         "parents": [
-            parent("gw", OURS, cond("Accepted", "True"), cond("ResolvedRefs", "False"),
-                   group="gateway.networking.k8s.io", kind="Gateway", namespace="apps"),
+            parent(
+                "gw",
+                OURS,
+                cond("Accepted", "True"),
+                cond("ResolvedRefs", "False"),
+                group="gateway.networking.k8s.io",
+                kind="Gateway",
+                namespace="apps",
+            ),
             parent("gw", OURS, cond("Accepted", "False"), sectionName="http"),
         ]
     }
@@ -80,8 +100,15 @@ def test_route_parents_keep_other_controllers_and_drop_stale_ours() -> None:
     assert merged["parents"] == [
         parent("theirs", THEIRS, cond("Accepted", "True", T0)),
         # same parentRef once defaults are applied: its unchanged condition keeps T0
-        parent("gw", OURS, cond("Accepted", "True", T0), cond("ResolvedRefs", "False", T1),
-               group="gateway.networking.k8s.io", kind="Gateway", namespace="apps"),
+        parent(
+            "gw",
+            OURS,
+            cond("Accepted", "True", T0),
+            cond("ResolvedRefs", "False", T1),
+            group="gateway.networking.k8s.io",
+            kind="Gateway",
+            namespace="apps",
+        ),
         # another parentRef (sectionName): a new entry
         parent("gw", OURS, cond("Accepted", "False", T1), sectionName="http"),
     ]
@@ -91,18 +118,25 @@ def test_route_parents_keep_other_controllers_and_drop_stale_ours() -> None:
 
 def test_backend_tls_policy_ancestors_shared() -> None:
     theirs = {"ancestorRef": {"name": "other-gw"}, "controllerName": THEIRS, "conditions": []}
-    ours = {"ancestorRef": {"name": "gw"}, "controllerName": OURS, "conditions": [cond("Accepted", "True")]}
-    merged = merge_status("BackendTLSPolicy", {"ancestors": [theirs]}, {"ancestors": [ours]}, OURS, T0)
+    ours = {
+        "ancestorRef": {"name": "gw"},
+        "controllerName": OURS,
+        "conditions": [cond("Accepted", "True")],
+    }
+    merged = merge_status(
+        "BackendTLSPolicy", {"ancestors": [theirs]}, {"ancestors": [ours]}, OURS, T0
+    )
     assert merged["ancestors"][0] == theirs
     assert merged["ancestors"][1]["conditions"] == [cond("Accepted", "True", T0)]
-
 
 
 def test_sink_writes_only_differences_and_keeps_transition_times() -> None:
     clock = Clock()
     metrics = Metrics()
     written: list[Key] = []
-    sink = LocalStatusSink(OURS, clock=clock, metrics=metrics, on_write=lambda k, _s: written.append(k))
+    sink = LocalStatusSink(
+        OURS, clock=clock, metrics=metrics, on_write=lambda k, _s: written.append(k)
+    )
     key = ("Gateway", "default", "gw")
     route = ("HTTPRoute", "default", "r")
     computed = {
@@ -124,7 +158,9 @@ def test_sink_writes_only_differences_and_keeps_transition_times() -> None:
 
     computed[key] = {"conditions": [cond("Accepted", "True"), cond("Programmed", "True")]}
     assert sink.publish(computed, stored) == [Key(*key)]
-    assert sink.get(Key(*key)) == {"conditions": [cond("Accepted", "True", T0), cond("Programmed", "True", T1)]}
+    assert sink.get(Key(*key)) == {
+        "conditions": [cond("Accepted", "True", T0), cond("Programmed", "True", T1)]
+    }
     assert written == [Key(*key), Key(*route), Key(*key)]
 
     sink.retain({Key(*route)})

@@ -30,7 +30,6 @@ def parent(controller: str, *conds: dict[str, Any]) -> dict[str, Any]:
     return {"parentRef": {"name": "gw"}, "controllerName": controller, "conditions": list(conds)}
 
 
-
 @pytest.fixture
 def merges(monkeypatch: pytest.MonkeyPatch) -> list[Key]:
     """The keys merge_status is called for."""
@@ -52,18 +51,27 @@ def computed_gw(programmed: str) -> dict[str, Any]:
 def test_an_equal_computed_status_is_not_merged_again(merges: list[Key]) -> None:
     clock = Clock()
     sink = LocalStatusSink(OURS, clock=clock)
-    assert sink.publish({GW: computed_gw("True"), ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}})
+    assert sink.publish(
+        {GW: computed_gw("True"), ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}}
+    )
     assert len(merges) == 2
     first = {k: sink.get(Key(*k)) for k in (GW, ROUTE)}
     clock.now = T1
     # Equal values, new objects (as each translation makes them).
-    assert sink.publish({GW: computed_gw("True"), ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}}) == []
+    assert (
+        sink.publish(
+            {GW: computed_gw("True"), ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}}
+        )
+        == []
+    )
     assert len(merges) == 2  # neither merged
     assert {k: sink.get(Key(*k)) for k in (GW, ROUTE)} == first
     assert sink.writes == 2
 
 
-def test_a_changed_status_is_merged_with_transition_times_kept_per_condition(merges: list[Key]) -> None:
+def test_a_changed_status_is_merged_with_transition_times_kept_per_condition(
+    merges: list[Key],
+) -> None:
     clock = Clock()
     sink = LocalStatusSink(OURS, clock=clock)
     sink.publish({GW: computed_gw("False")})
@@ -72,7 +80,9 @@ def test_a_changed_status_is_merged_with_transition_times_kept_per_condition(mer
     clock.now = T2
     assert sink.publish({GW: computed_gw("True")}) == [Key(*GW)]
     assert len(merges) == 2
-    assert sink.get(Key(*GW)) == {"conditions": [cond("Accepted", "True", T0), cond("Programmed", "True", T2)]}
+    assert sink.get(Key(*GW)) == {
+        "conditions": [cond("Accepted", "True", T0), cond("Programmed", "True", T2)]
+    }
 
 
 def test_a_withdrawn_status_is_written_again_when_reported_again() -> None:
@@ -83,13 +93,21 @@ def test_a_withdrawn_status_is_written_again_when_reported_again() -> None:
     ours = {"parents": [parent(OURS, cond("Accepted", "True"))]}
     sink.publish({ROUTE: ours}, lambda _k: given)
     assert sink.get(Key(*ROUTE)) == {
-        "parents": [parent(THEIRS, cond("Accepted", "True", T0)), parent(OURS, cond("Accepted", "True", T1))]
+        "parents": [
+            parent(THEIRS, cond("Accepted", "True", T0)),
+            parent(OURS, cond("Accepted", "True", T1)),
+        ]
     }
     assert sink.publish({}, lambda _k: {"parents": []}) == [Key(*ROUTE)]  # withdrawn; theirs kept
     assert sink.get(Key(*ROUTE)) == {"parents": [parent(THEIRS, cond("Accepted", "True", T0))]}
-    assert sink.publish({ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}}) == [Key(*ROUTE)]
+    assert sink.publish({ROUTE: {"parents": [parent(OURS, cond("Accepted", "True"))]}}) == [
+        Key(*ROUTE)
+    ]
     assert sink.get(Key(*ROUTE)) == {
-        "parents": [parent(THEIRS, cond("Accepted", "True", T0)), parent(OURS, cond("Accepted", "True", T1))]
+        "parents": [
+            parent(THEIRS, cond("Accepted", "True", T0)),
+            parent(OURS, cond("Accepted", "True", T1)),
+        ]
     }
 
 

@@ -10,8 +10,12 @@ from gateweave.store import Change, Store
 GW_KEY = Key("Gateway", "default", "gw")
 
 
-def gateway(port: int = 80, labels: dict[str, str] | None = None, status: dict[str, Any] | None = None,
-            **meta: Any) -> Decoded:
+def gateway(
+    port: int = 80,
+    labels: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+    **meta: Any,
+) -> Decoded:
     raw: dict[str, Any] = {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
@@ -59,7 +63,10 @@ def test_generation_create_spec_change_metadata_change() -> None:
     store.apply(gateway(port=80, labels={"team": "a"}))  # spec change back: still counts
     assert store.get(GW_KEY).generation == 3  # type: ignore[union-attr]
     assert [(c.op, c.model_changed) for c in changes] == [
-        ("added", True), ("updated", True), ("updated", True), ("updated", True)
+        ("added", True),
+        ("updated", True),
+        ("updated", True),
+        ("updated", True),
     ]
 
 
@@ -134,7 +141,9 @@ def test_delete_and_changed_event() -> None:
 def test_snapshot_shares_unchanged_models_and_is_isolated() -> None:
     store = Store()
     store.apply(gateway())
-    ns, errs = decode({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}, "")
+    ns, errs = decode(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}, ""
+    )
     assert ns is not None, errs
     store.apply(ns)
     first = store.snapshot()
@@ -144,7 +153,9 @@ def test_snapshot_shares_unchanged_models_and_is_isolated() -> None:
     assert second.gateways[("default", "gw")] is first.gateways[("default", "gw")]
     store.apply(gateway(port=81))
     third = store.snapshot()
-    assert first.gateways[("default", "gw")].spec.listeners[0].port == 80  # earlier snapshot unaffected
+    assert (
+        first.gateways[("default", "gw")].spec.listeners[0].port == 80
+    )  # earlier snapshot unaffected
     assert third.gateways[("default", "gw")].spec.listeners[0].port == 81
     assert third.gateways[("default", "gw")].metadata.generation == 2
     assert third.namespaces[("", "default")] is first.namespaces[("", "default")]
@@ -163,6 +174,10 @@ def test_snapshot_order_does_not_depend_on_event_order() -> None:
         one.apply(ns(name))
     for name in ("a", "c", "b"):
         two.apply(ns(name))
-    assert list(one.snapshot().namespaces) == list(two.snapshot().namespaces) == [("", "a"), ("", "b"), ("", "c")]
+    assert (
+        list(one.snapshot().namespaces)
+        == list(two.snapshot().namespaces)
+        == [("", "a"), ("", "b"), ("", "c")]
+    )
     one.apply(ns("0"))
     assert next(iter(one.snapshot().namespaces)) == ("", "0")

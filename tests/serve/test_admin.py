@@ -61,8 +61,12 @@ async def test_endpoints() -> None:
     errors.set("file:x", [ConfigError("x.yaml:3", "invalid YAML: oops")])
     metrics = Metrics()
     runtime = Runtime(
-        store, translate_fn=fake_translate, options=TranslateOptions(controller_name=OURS),
-        status_sink=LocalStatusSink(OURS, clock=lambda: T0, metrics=metrics), dataplane=False, window=0.01,
+        store,
+        translate_fn=fake_translate,
+        options=TranslateOptions(controller_name=OURS),
+        status_sink=LocalStatusSink(OURS, clock=lambda: T0, metrics=metrics),
+        dataplane=False,
+        window=0.01,
         metrics=metrics,
     )
     for text in (SEED["HTTPRoute"], SECRET, SEED["Gateway"], SEED["GatewayClass"]):
@@ -85,20 +89,26 @@ async def test_endpoints() -> None:
             assert status == 200
             items = body["items"]
             assert [(o["kind"], o["metadata"]["name"]) for o in items] == [
-                ("GatewayClass", "gateweave"), ("Gateway", "gw"), ("HTTPRoute", "route")
+                ("GatewayClass", "gateweave"),
+                ("Gateway", "gw"),
+                ("HTTPRoute", "route"),
             ]  # kind order, no core kinds
             assert items[1]["status"]["conditions"][0]["lastTransitionTime"] == T0
             assert items[2]["status"]["parents"][0]["controllerName"] == OURS
             # the same shape `gateweave translate -o json` prints
             batch = fake_translate(store.snapshot(), runtime.translation_options())
-            assert items == objects_with_status(store.decoded_objects(), batch.statuses, OURS, now=T0)
+            assert items == objects_with_status(
+                store.decoded_objects(), batch.statuses, OURS, now=T0
+            )
 
             status, body = await get(session, "/api/errors")
             assert body == {"items": [{"source": "x.yaml:3", "message": "invalid YAML: oops"}]}
 
             status, body = await get(session, "/api/ir")
             assert body["xds"]["default/gw"]["address"] == "127.10.0.1"
-            assert body["infra"]["default/gw"]["ports"] == [{"name": "http", "port": 80, "protocol": "TCP"}]
+            assert body["infra"]["default/gw"]["ports"] == [
+                {"name": "http", "port": 80, "protocol": "TCP"}
+            ]
 
             status, text = await get(session, "/metrics")
             assert status == 200
@@ -119,16 +129,28 @@ def test_objects_with_status_offline_keeps_given_status() -> None:
     store = Store()
     load_into(store, SEED["GatewayClass"])
     load_into(store, SEED["Gateway"].replace("name: gw", "name: other"))
-    given = {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
-                             "lastTransitionTime": T0}]}
+    given = {
+        "conditions": [
+            {
+                "type": "Accepted",
+                "status": "True",
+                "reason": "Accepted",
+                "message": "",
+                "lastTransitionTime": T0,
+            }
+        ]
+    }
     gw = store.get(next(k for k in store if k.kind == "Gateway"))
     assert gw is not None
     gw_raw = {**gw.raw, "status": given}
     decoded, errors = decode(gw_raw, "")
     assert decoded is not None, errors
     statuses: dict[tuple[str, str, str], dict[str, Any]] = {
-        ("GatewayClass", "", "gateweave"): {"conditions": [{"type": "Accepted", "status": "True",
-                                                           "reason": "Accepted", "message": ""}]},
+        ("GatewayClass", "", "gateweave"): {
+            "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "Accepted", "message": ""}
+            ]
+        },
     }
     out = objects_with_status([decoded, *store.decoded_objects()[:1]], statuses, OURS)
     assert [o["kind"] for o in out] == ["GatewayClass", "Gateway"]
@@ -142,10 +164,16 @@ async def test_serve_end_to_end(tmp_path: Path) -> None:
     stop = asyncio.Event()
     started: list[AdminServer] = []
     settings = app.Settings(
-        provider=app.FileSettings(str(tmp_path), debounce_ms=20), dataplane=None, controller_name=OURS,
+        provider=app.FileSettings(str(tmp_path), debounce_ms=20),
+        dataplane=None,
+        controller_name=OURS,
         admin=app.AdminSettings("127.0.0.1:0"),
     )
-    hooks = app.Hooks(stop=stop, on_started=lambda running: started.append(running.admin), translator=fake_translate)
+    hooks = app.Hooks(
+        stop=stop,
+        on_started=lambda running: started.append(running.admin),
+        translator=fake_translate,
+    )
     task = asyncio.create_task(app.run(settings, hooks))
     try:
         for _ in range(500):
@@ -185,13 +213,20 @@ async def test_serve_end_to_end(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving_dir(config_dir: Path, admin: app.AdminSettings | None = None) -> AsyncIterator[AdminServer]:
+async def serving_dir(
+    config_dir: Path, admin: app.AdminSettings | None = None
+) -> AsyncIterator[AdminServer]:
     """``app.run`` on ``config_dir`` (real translation, no data plane), once translated."""
     stop = asyncio.Event()
     started: list[AdminServer] = []
-    settings = app.Settings(provider=app.FileSettings(str(config_dir), debounce_ms=20), dataplane=None,
-                            admin=admin or app.AdminSettings("127.0.0.1:0"))
-    task = asyncio.create_task(app.run(settings, app.Hooks(stop=stop, on_started=lambda a: started.append(a.admin))))
+    settings = app.Settings(
+        provider=app.FileSettings(str(config_dir), debounce_ms=20),
+        dataplane=None,
+        admin=admin or app.AdminSettings("127.0.0.1:0"),
+    )
+    task = asyncio.create_task(
+        app.run(settings, app.Hooks(stop=stop, on_started=lambda a: started.append(a.admin)))
+    )
     try:
         for _ in range(1000):
             if (started and started[0].runtime.ready) or task.done():
@@ -209,12 +244,31 @@ def tls_gateway_manifests() -> tuple[list[dict[str, Any]], bytes]:
     to backends (both keys reach the IR); returns the manifests and the listener's key."""
     cert, key = (pem.encode() for pem in certificate(("secure.test",)))
     client_cert, client_key = (pem.encode() for pem in certificate(("client.test",)))
-    gw = h.gateway("gw", "127.0.0.1", [h.listener("https", "HTTPS", 8443, hostname="secure.test",
-                                                  tls={"mode": "Terminate", "certificateRefs": [{"name": "tls-cert"}]})])
-    gw["spec"]["tls"] = {"backend": {"clientCertificateRef": {"kind": "Secret", "name": "client-cert"}}}
+    gw = h.gateway(
+        "gw",
+        "127.0.0.1",
+        [
+            h.listener(
+                "https",
+                "HTTPS",
+                8443,
+                hostname="secure.test",
+                tls={"mode": "Terminate", "certificateRefs": [{"name": "tls-cert"}]},
+            )
+        ],
+    )
+    gw["spec"]["tls"] = {
+        "backend": {"clientCertificateRef": {"kind": "Secret", "name": "client-cert"}}
+    }
     route = h.http_route("secure", "gw", ["secure.test"], [h.rule("/", [h.backend_ref("svc", 80)])])
-    docs = [h.gateway_class(), gw, *h.service("svc", 80, 8080), route,
-            h.tls_secret("tls-cert", cert, key), h.tls_secret("client-cert", client_cert, client_key)]
+    docs = [
+        h.gateway_class(),
+        gw,
+        *h.service("svc", 80, 8080),
+        route,
+        h.tls_secret("tls-cert", cert, key),
+        h.tls_secret("client-cert", client_cert, client_key),
+    ]
     return docs, key
 
 
@@ -230,7 +284,8 @@ async def test_no_endpoint_returns_a_private_key(tmp_path: Path) -> None:
             for route in admin.app.router.routes():
                 info = route.resource.get_info() if route.resource is not None else {}
                 path = info.get("path") or info["formatter"].format(
-                    kind="Gateway", namespace="default", name="gw", asset=ASSET)
+                    kind="Gateway", namespace="default", name="gw", asset=ASSET
+                )
                 if path == "/api/object":
                     path += "?kind=Gateway&namespace=default&name=gw"
                 async with session.get(path) as resp:
@@ -244,7 +299,9 @@ async def test_no_endpoint_returns_a_private_key(tmp_path: Path) -> None:
             assert "/api/explain/Gateway/default/gw" in bodies and "/api/ir" in bodies
             ir = msgspec.json.decode(bodies["/api/ir"])
             tls = json.dumps(ir["xds"]["default/gw"])
-            assert "default/tls-cert" in tls and "BEGIN CERTIFICATE" in tls  # the TLS config is there ...
+            assert (
+                "default/tls-cert" in tls and "BEGIN CERTIFICATE" in tls
+            )  # the TLS config is there ...
             assert "[redacted private key]" in tls  # ... with its keys blanked
             assert b"[redacted private key]" in bodies["/api/errors"]
             for path, body in bodies.items():
@@ -258,20 +315,37 @@ async def serving_dir_of_nothing() -> AsyncIterator[AdminServer]:
             yield admin
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:19000", "10.0.0.1", "[2001:db8::1]:80",
-                                  "localhost.evil.example", "127.0.0.1.evil.example"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:19000",
+        "10.0.0.1",
+        "[2001:db8::1]:80",
+        "localhost.evil.example",
+        "127.0.0.1.evil.example",
+    ],
+)
 async def test_a_non_loopback_host_header_is_refused(host: str) -> None:
-    async with serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url, headers=admin.headers) as session:
+    async with (
+        serving_dir_of_nothing() as admin,
+        aiohttp.ClientSession(admin.url, headers=admin.headers) as session,
+    ):
         for path in ("/api/ir", "/api/objects", "/healthz"):
             async with session.get(path, headers={"Host": host}) as resp:
                 assert resp.status == 421, (host, path)
                 assert "redacted" not in await resp.text()
 
 
-@pytest.mark.parametrize("host", ["localhost", "LOCALHOST:19000", "127.0.0.1", "127.3.4.5:80", "[::1]:19000", "::1"])
+@pytest.mark.parametrize(
+    "host", ["localhost", "LOCALHOST:19000", "127.0.0.1", "127.3.4.5:80", "[::1]:19000", "::1"]
+)
 async def test_loopback_host_headers_are_served(host: str) -> None:
-    async with (serving_dir_of_nothing() as admin, aiohttp.ClientSession(admin.url, headers=admin.headers) as session,
-                session.get("/api/ir", headers={"Host": host}) as resp):
+    async with (
+        serving_dir_of_nothing() as admin,
+        aiohttp.ClientSession(admin.url, headers=admin.headers) as session,
+        session.get("/api/ir", headers={"Host": host}) as resp,
+    ):
         assert resp.status == 200, host
 
 
@@ -288,10 +362,16 @@ def test_redact_blanks_every_key_and_keeps_json_valid() -> None:
     _, key = certificate(("a.test",))
     _, rsa_key = certificate(("b.test",), algorithm="rsa")
     cut = key[:100]  # a key cut short in a message
-    body = json.dumps({"a": key, "b": "kept", "c": cut, "d": [rsa_key, "-----BEGIN CERTIFICATE-----"]}).encode()
+    body = json.dumps(
+        {"a": key, "b": "kept", "c": cut, "d": [rsa_key, "-----BEGIN CERTIFICATE-----"]}
+    ).encode()
     out = json.loads(redact(body))
-    assert out == {"a": "[redacted private key]\n", "b": "kept", "c": "[redacted private key]",
-                   "d": ["[redacted private key]\n", "-----BEGIN CERTIFICATE-----"]}
+    assert out == {
+        "a": "[redacted private key]\n",
+        "b": "kept",
+        "c": "[redacted private key]",
+        "d": ["[redacted private key]\n", "-----BEGIN CERTIFICATE-----"],
+    }
     text = f"key:\n{key}tail\n".encode()  # raw text (not JSON)
     assert redact(text) == b"key:\n[redacted private key]\ntail\n"
     traditional = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----"
@@ -302,6 +382,17 @@ def test_redact_blanks_htpasswd_hashes_and_api_keys() -> None:
     users = "alice:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=\nbob:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="
     out = json.loads(redact(json.dumps({"users": users}).encode()))
     assert out == {"users": "alice:{SHA}[redacted]\nbob:{SHA}[redacted]"}
-    keys = json.dumps({"credentials": [{"client": "c1", "api_key": "s3\"cret"}, {"api_key": "two", "client": "c2"}]})
-    assert json.loads(redact(keys.encode())) == {"credentials": [{"client": "c1", "api_key": "[redacted]"},
-                                                                 {"api_key": "[redacted]", "client": "c2"}]}
+    keys = json.dumps(
+        {
+            "credentials": [
+                {"client": "c1", "api_key": 's3"cret'},
+                {"api_key": "two", "client": "c2"},
+            ]
+        }
+    )
+    assert json.loads(redact(keys.encode())) == {
+        "credentials": [
+            {"client": "c1", "api_key": "[redacted]"},
+            {"api_key": "[redacted]", "client": "c2"},
+        ]
+    }

@@ -27,9 +27,18 @@ from tests.support.data import QUICKSTART
 from tests.support.serveproc import ServeProcess
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
-PROTECTED = ["/api/ir", "/api/objects", "/api/errors", "/api/traffic", "/api/graph", "/api/logs/default/quickstart",
-             "/api/explain/Gateway/default/quickstart", "/api/object?kind=Gateway&namespace=default&name=quickstart", "/",
-             "/dashboard/dashboard.js"]
+PROTECTED = [
+    "/api/ir",
+    "/api/objects",
+    "/api/errors",
+    "/api/traffic",
+    "/api/graph",
+    "/api/logs/default/quickstart",
+    "/api/explain/Gateway/default/quickstart",
+    "/api/object?kind=Gateway&namespace=default&name=quickstart",
+    "/",
+    "/dashboard/dashboard.js",
+]
 
 
 @contextlib.asynccontextmanager
@@ -42,23 +51,30 @@ async def serving(metrics_auth: bool = False) -> AsyncIterator[AdminServer]:
         config = Path(tmp) / "config"
         config.mkdir()
         shutil.copy(QUICKSTART, config)
-        settings = app.AdminSettings("127.0.0.1:0", token_file=str(token_file), metrics_auth=metrics_auth)
+        settings = app.AdminSettings(
+            "127.0.0.1:0", token_file=str(token_file), metrics_auth=metrics_auth
+        )
         async with serving_dir(config, settings) as admin:
             assert admin.token == "s3cret-token"
             yield admin
 
 
-
 async def test_every_endpoint_but_the_probes_needs_the_token() -> None:
     async with serving() as admin, aiohttp.ClientSession(admin.url) as session:
         for path in PROTECTED:
-            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret-token"},
-                            {"Cookie": f"{COOKIE}=wrong"}):
+            for headers in (
+                {},
+                {"Authorization": "Bearer wrong"},
+                {"Authorization": "Basic s3cret-token"},
+                {"Cookie": f"{COOKIE}=wrong"},
+            ):
                 async with session.get(path, headers=headers, allow_redirects=False) as resp:
                     assert resp.status == 401, (path, headers)
                     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
                     body = await resp.text()
-                    assert body.count("\n") == 1 and "token" in body and "/token" in body, body  # where it is
+                    assert body.count("\n") == 1 and "token" in body and "/token" in body, (
+                        body
+                    )  # where it is
         for path in PROTECTED:
             async with session.get(path, headers=admin.headers) as resp:
                 # no data plane here: no access log to show (404, past the token)
@@ -85,8 +101,12 @@ async def test_the_dashboard_logs_a_browser_in_with_a_cookie() -> None:
             async with browser.get("/?token=wrong", allow_redirects=False) as resp:
                 assert resp.status == 401
             assert len(jar) == 0
-            async with browser.get(admin.dashboard_url.removeprefix(admin.url), allow_redirects=False) as resp:
-                assert resp.status == 303 and resp.headers["Location"] == "/"  # the token leaves the address bar
+            async with browser.get(
+                admin.dashboard_url.removeprefix(admin.url), allow_redirects=False
+            ) as resp:
+                assert (
+                    resp.status == 303 and resp.headers["Location"] == "/"
+                )  # the token leaves the address bar
                 cookie = resp.headers["Set-Cookie"]
                 assert cookie.startswith(f"{COOKIE}=s3cret-token;")
                 assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
@@ -104,8 +124,14 @@ async def test_the_dashboard_logs_a_browser_in_with_a_cookie() -> None:
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-    return subprocess.run([GATEWEAVE, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                          env={**clean, **(env or {})})
+    return subprocess.run(
+        [GATEWEAVE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**clean, **(env or {})},
+    )
 
 
 def test_status_finds_the_token_serve_wrote_to_its_state_directory(tmp_path: Path) -> None:
@@ -126,12 +152,33 @@ def test_status_finds_the_token_serve_wrote_to_its_state_directory(tmp_path: Pat
 
         refused = run("status", "--admin-address", address)  # no token anywhere
         lines = refused.stderr.strip().splitlines()
-        assert refused.returncode == 2 and len(lines) == 1 and "401" in lines[0] and "--admin-token-file" in lines[0]
+        assert (
+            refused.returncode == 2
+            and len(lines) == 1
+            and "401" in lines[0]
+            and "--admin-token-file" in lines[0]
+        )
 
-        explained = run("explain", "Gateway", "default/quickstart", "--admin-address", address, env={TOKEN_ENV: token})
+        explained = run(
+            "explain",
+            "Gateway",
+            "default/quickstart",
+            "--admin-address",
+            address,
+            env={TOKEN_ENV: token},
+        )
         assert explained.returncode == 0 and "quickstart" in explained.stdout, explained.stderr
-        assert run("explain", "Gateway", "default/quickstart", "--admin-address", address,
-                   env={TOKEN_ENV: "x"}).returncode == 2
+        assert (
+            run(
+                "explain",
+                "Gateway",
+                "default/quickstart",
+                "--admin-address",
+                address,
+                env={TOKEN_ENV: "x"},
+            ).returncode
+            == 2
+        )
 
         dashboard = run("dashboard", "--admin-address", address, "--config-dir", str(config))
         assert dashboard.stdout.strip() == f"http://{address}/?token={token}", dashboard.stderr
@@ -145,9 +192,22 @@ def test_a_token_file_others_may_read_is_refused(tmp_path: Path, mode: int) -> N
     token = tmp_path / "token"
     token.write_text("abc\n")
     token.chmod(mode)
-    for command in (["serve", "--no-dataplane", "--config-dir", str(tmp_path), "--admin-address", "127.0.0.1:0"],
-                    ["status", "--admin-address", "127.0.0.1:1"]):
+    for command in (
+        [
+            "serve",
+            "--no-dataplane",
+            "--config-dir",
+            str(tmp_path),
+            "--admin-address",
+            "127.0.0.1:0",
+        ],
+        ["status", "--admin-address", "127.0.0.1:1"],
+    ):
         done = run(*command, "--admin-token-file", str(token))
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, done.stderr
-        assert lines[0].startswith("error: ") and "readable by others" in lines[0] and f"chmod 600 {token}" in lines[0]
+        assert (
+            lines[0].startswith("error: ")
+            and "readable by others" in lines[0]
+            and f"chmod 600 {token}" in lines[0]
+        )

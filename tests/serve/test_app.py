@@ -37,22 +37,29 @@ status:
   - parentRef: {{group: gateway.networking.k8s.io, kind: Gateway, namespace: default, name: gw}}
     controllerName: gateweave.io/gateway-controller
     conditions:
-    - {{type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime: "2024-01-01T00:00:00Z"}}
+    - {{type: Accepted, status: "True", reason: Accepted, message: "", lastTransitionTime:
+    "2024-01-01T00:00:00Z"}}
 """
 
 
 def test_settings_refuse_a_kubernetes_data_plane_without_the_kubernetes_provider() -> None:
     with pytest.raises(ValueError, match="Kubernetes provider"):
         app.Settings(provider=app.FileSettings("."), dataplane=app.KubeDataplane())
-    kube = app.Settings(provider=app.KubeSettings(), dataplane=app.KubeDataplane(), controller_name=OTHER)
+    kube = app.Settings(
+        provider=app.KubeSettings(), dataplane=app.KubeDataplane(), controller_name=OTHER
+    )
     assert kube.translate_options().address_mode == "kubernetes"
     assert kube.translate_options().controller_name == OTHER
-    assert app.Settings(provider=app.KubeSettings()).translate_options().address_mode == "standalone"
+    assert (
+        app.Settings(provider=app.KubeSettings()).translate_options().address_mode == "standalone"
+    )
 
 
 def test_the_incremental_check_is_a_setting() -> None:
     settings = app.Settings(provider=app.FileSettings("."))
-    checked = app.Settings(provider=app.FileSettings("."), runtime=app.RuntimeSettings(check_incremental=True))
+    checked = app.Settings(
+        provider=app.FileSettings("."), runtime=app.RuntimeSettings(check_incremental=True)
+    )
     plain, check = translator(settings), translator(checked)
     assert isinstance(plain, IncrementalTranslator) and isinstance(check, IncrementalTranslator)
     assert not plain.check and check.check
@@ -65,21 +72,32 @@ async def test_the_controller_name_comes_from_the_settings_alone(tmp_path: Path)
     stop = asyncio.Event()
     started: asyncio.Future[app.App] = asyncio.get_running_loop().create_future()
     settings = app.Settings(
-        provider=app.FileSettings(str(tmp_path)), dataplane=None, controller_name=OTHER,
+        provider=app.FileSettings(str(tmp_path)),
+        dataplane=None,
+        controller_name=OTHER,
         admin=app.AdminSettings("127.0.0.1:0"),
     )
-    task = asyncio.create_task(app.run(settings, app.Hooks(stop=stop, on_started=started.set_result)))
+    task = asyncio.create_task(
+        app.run(settings, app.Hooks(stop=stop, on_started=started.set_result))
+    )
     try:
         running = await asyncio.wait_for(started, 10)
         await running.runtime.wait_settled(10)
-        async with httpx.AsyncClient(base_url=running.admin.url, headers=running.admin.headers) as client:
+        async with httpx.AsyncClient(
+            base_url=running.admin.url, headers=running.admin.headers
+        ) as client:
             items: list[dict[str, Any]] = (await client.get("/api/objects")).json()["items"]
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
     route = next(o for o in items if o["kind"] == "HTTPRoute")
-    assert [p["controllerName"] for p in route["status"]["parents"]] == ["gateweave.io/gateway-controller", OTHER]
+    assert [p["controllerName"] for p in route["status"]["parents"]] == [
+        "gateweave.io/gateway-controller",
+        OTHER,
+    ]
     ours = route["status"]["parents"][1]["conditions"]
     assert {c["type"]: c["status"] for c in ours} == {"Accepted": "True", "ResolvedRefs": "True"}
     gateway_class = next(o for o in items if o["kind"] == "GatewayClass")
-    assert {c["type"]: c["status"] for c in gateway_class["status"]["conditions"]}["Accepted"] == "True"
+    assert {c["type"]: c["status"] for c in gateway_class["status"]["conditions"]}[
+        "Accepted"
+    ] == "True"

@@ -54,8 +54,17 @@ def proxy_v1(source: str, port: int) -> bytes:
 
 
 def proxy_v2(source: str, port: int) -> bytes:
-    addresses = ipaddress.IPv4Address(source).packed + ipaddress.IPv4Address(IP).packed + struct.pack("!HH", 40000, port)
-    return b"\r\n\r\n\x00\r\nQUIT\n" + bytes([0x21, 0x11]) + struct.pack("!H", len(addresses)) + addresses
+    addresses = (
+        ipaddress.IPv4Address(source).packed
+        + ipaddress.IPv4Address(IP).packed
+        + struct.pack("!HH", 40000, port)
+    )
+    return (
+        b"\r\n\r\n\x00\r\nQUIT\n"
+        + bytes([0x21, 0x11])
+        + struct.pack("!H", len(addresses))
+        + addresses
+    )
 
 
 async def raw_get(port: int, host: str, preface: bytes = b"") -> int | None:
@@ -66,7 +75,9 @@ async def raw_get(port: int, host: str, preface: bytes = b"") -> int | None:
     except ConnectionError:
         return None
     try:
-        writer.write(preface + f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        writer.write(
+            preface + f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+        )
         await writer.drain()
         head = await asyncio.wait_for(reader.readline(), 5.0)
     except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
@@ -83,18 +94,39 @@ def logged_from(path: Path, host: str) -> list[str]:
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
         return []
-    return [str(e["downstream_address"]).rsplit(":", 1)[0] for e in lines if e.get("authority") == host]
+    return [
+        str(e["downstream_address"]).rsplit(":", 1)[0] for e in lines if e.get("authority") == host
+    ]
 
 
-async def test_client_address_from_forwarded_for_and_proxy_protocol(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_client_address_from_forwarded_for_and_proxy_protocol(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
-    h.write_manifests(tmp_path / "routes.yaml", [
-        route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b"),
-        policy("SecurityPolicy", "deny", "HTTPRoute", "b", {"authorization": {"defaultAction": "Allow", "rules": [
-            {"action": "Deny", "principal": {"clientCIDRs": [f"{DENIED}/32"]}}]}}),
-    ])
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [
+            route("a", "a.example", "svc-a"),
+            route("b", "b.example", "svc-b"),
+            policy(
+                "SecurityPolicy",
+                "deny",
+                "HTTPRoute",
+                "b",
+                {
+                    "authorization": {
+                        "defaultAction": "Allow",
+                        "rules": [
+                            {"action": "Deny", "principal": {"clientCIDRs": [f"{DENIED}/32"]}}
+                        ],
+                    }
+                },
+            ),
+        ],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
+
         async def up() -> bool:
             reply = await h.fetch(IP, port, "/", "nothing.example", timeout=0.5)
             return reply is not None and reply.status == 404
@@ -103,8 +135,14 @@ async def test_client_address_from_forwarded_for_and_proxy_protocol(tmp_path: Pa
         # no policy: the peer (127.0.0.1) is the client, whatever X-Forwarded-For claims
         assert await get(port, "b.example", DENIED) == 200
 
-        h.write_manifests(tmp_path / "ctp.yaml", [
-            client_traffic_policy("xff", "gw", {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}})])
+        h.write_manifests(
+            tmp_path / "ctp.yaml",
+            [
+                client_traffic_policy(
+                    "xff", "gw", {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}}
+                )
+            ],
+        )
 
         async def denied() -> bool:
             return await get(port, "b.example", DENIED) == 403
@@ -128,7 +166,9 @@ async def test_client_address_from_forwarded_for_and_proxy_protocol(tmp_path: Pa
         await until(logged, 15, "the access log showing the X-Forwarded-For client address")
 
         # PROXY protocol, required: the header's source address is the client
-        h.write_manifests(tmp_path / "ctp.yaml", [client_traffic_policy("xff", "gw", {"proxyProtocol": {}})])
+        h.write_manifests(
+            tmp_path / "ctp.yaml", [client_traffic_policy("xff", "gw", {"proxyProtocol": {}})]
+        )
 
         async def proxied_denied() -> bool:
             return await raw_get(port, "b.example", proxy_v1(DENIED, port)) == 403
@@ -140,13 +180,17 @@ async def test_client_address_from_forwarded_for_and_proxy_protocol(tmp_path: Pa
         assert await raw_get(port, "b.example") is None  # no header: closed
 
         # optional: a connection without a header is the peer's
-        h.write_manifests(tmp_path / "ctp.yaml", [
-            client_traffic_policy("xff", "gw", {"proxyProtocol": {"optional": True}})])
+        h.write_manifests(
+            tmp_path / "ctp.yaml",
+            [client_traffic_policy("xff", "gw", {"proxyProtocol": {"optional": True}})],
+        )
 
         async def plain_served() -> bool:
             return await raw_get(port, "b.example") == 200
 
-        await until(plain_served, 20, "a connection without a PROXY header served once it is optional")
+        await until(
+            plain_served, 20, "a connection without a PROXY header served once it is optional"
+        )
         assert await raw_get(port, "b.example", proxy_v2(DENIED, port)) == 403
 
 
@@ -161,20 +205,36 @@ async def closed_by_peer(reader: asyncio.StreamReader) -> bool:
     return True
 
 
-async def test_client_timeouts_and_headers_with_underscores(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_client_timeouts_and_headers_with_underscores(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
     port, tcp_port = free_port(IP), free_port(IP)
-    h.write_manifests(tmp_path / "base.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", IP, [h.listener("http", "HTTP", port), h.listener("tcp", "TCP", tcp_port)]),
-        *h.service("svc-a", 80, backends["A"].port),
-        *h.service("svc-echo", 9000, backends["echo"].port),
-        route("a", "a.example", "svc-a"),
-        h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
-        client_traffic_policy("timeouts", "gw", {"timeout": {"http": {"idleTimeout": "1s", "requestReceivedTimeout": "1s"},
-                                                             "tcp": {"idleTimeout": "1s"}},
-                                                 "headers": {"withUnderscoresAction": "RejectRequest"}}),
-    ])
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway(
+                "gw", IP, [h.listener("http", "HTTP", port), h.listener("tcp", "TCP", tcp_port)]
+            ),
+            *h.service("svc-a", 80, backends["A"].port),
+            *h.service("svc-echo", 9000, backends["echo"].port),
+            route("a", "a.example", "svc-a"),
+            h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)]),
+            client_traffic_policy(
+                "timeouts",
+                "gw",
+                {
+                    "timeout": {
+                        "http": {"idleTimeout": "1s", "requestReceivedTimeout": "1s"},
+                        "tcp": {"idleTimeout": "1s"},
+                    },
+                    "headers": {"withUnderscoresAction": "RejectRequest"},
+                },
+            ),
+        ],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
         async def up() -> bool:
             reply = await h.fetch(IP, port, "/", "a.example", timeout=0.5)
             return reply is not None and reply.status == 200
@@ -209,22 +269,34 @@ async def test_client_timeouts_and_headers_with_underscores(tmp_path: Path, back
         writer.close()
 
 
-async def test_connection_limit_closes_the_connection_beyond_it(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_connection_limit_closes_the_connection_beyond_it(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
-    h.write_manifests(tmp_path / "routes.yaml", [
-        route("a", "a.example", "svc-a"),
-        client_traffic_policy("limit", "gw", {"connection": {"connectionLimit": {"value": 2}, "bufferLimit": "64Ki"}}),
-    ])
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [
+            route("a", "a.example", "svc-a"),
+            client_traffic_policy(
+                "limit",
+                "gw",
+                {"connection": {"connectionLimit": {"value": 2}, "bufferLimit": "64Ki"}},
+            ),
+        ],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
         async def up() -> bool:
             return await raw_get(port, "a.example") == 200
 
         await until(up, 20, "Envoy serving the Gateway")
         held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         try:
+
             async def hold_two() -> bool:
-                # two kept-alive connections, each served (a closed one left over from up() may still count)
+                # two kept-alive connections, each served (a closed one left over from up() may
+                # still count)
                 while len(held) < 2:
                     reader, writer = await asyncio.open_connection(IP, port)
                     try:

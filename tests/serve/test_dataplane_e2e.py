@@ -35,7 +35,9 @@ T = TypeVar("T")
 STEP_LIMIT = 1.0  # seconds from a file write to Envoy serving the change
 
 
-def base(address: str, listeners: list[dict[str, Any]], backends: dict[str, Any]) -> list[dict[str, Any]]:
+def base(
+    address: str, listeners: list[dict[str, Any]], backends: dict[str, Any]
+) -> list[dict[str, Any]]:
     return [
         h.gateway_class(),
         h.gateway("gw", address, listeners),
@@ -45,8 +47,16 @@ def base(address: str, listeners: list[dict[str, Any]], backends: dict[str, Any]
     ]
 
 
-def answers(address: str, port: int, path: str, host: str, *, status: int = 200, body: str | None = None,
-            tls: ssl.SSLContext | None = None) -> Callable[[], Awaitable[h.Reply | None]]:
+def answers(
+    address: str,
+    port: int,
+    path: str,
+    host: str,
+    *,
+    status: int = 200,
+    body: str | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> Callable[[], Awaitable[h.Reply | None]]:
     async def probe() -> h.Reply | None:
         reply = await h.fetch(address, port, path, host, tls=tls)
         if reply is None or reply.status != status or (body is not None and reply.body != body):
@@ -73,30 +83,57 @@ def assert_gone(pids: set[int]) -> None:
 
 
 @pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
-async def test_route_appears_changes_and_disappears_within_a_second(tmp_path: Path, backends: dict[str, Any], delta: bool) -> None:
+async def test_route_appears_changes_and_disappears_within_a_second(
+    tmp_path: Path, backends: dict[str, Any], delta: bool
+) -> None:
     ip = "127.40.1.11" if delta else "127.40.1.1"
     port = free_port(ip)
-    h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends))
+    h.write_manifests(
+        tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends)
+    )
     route = tmp_path / "route.yaml"
     steps: dict[str, float] = {}
-    async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
+    async with h.running_serve(
+        tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL
+    ) as served:
         await until(programmed(served, "True"), 10, "the Gateway is programmed")
         await until(answers(ip, port, "/a", "app.test", status=404), 2, "no route: 404")
 
-        h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/a", [h.backend_ref("svc-a", 80)])])])
-        _, steps["appears"] = await until(answers(ip, port, "/a", "app.test", body="A"), 5, "route to A")
+        h.write_manifests(
+            route,
+            [h.http_route("app", "gw", ["app.test"], [h.rule("/a", [h.backend_ref("svc-a", 80)])])],
+        )
+        _, steps["appears"] = await until(
+            answers(ip, port, "/a", "app.test", body="A"), 5, "route to A"
+        )
 
-        h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/a", [h.backend_ref("svc-b", 80)])])])
-        _, steps["backend changes"] = await until(answers(ip, port, "/a", "app.test", body="B"), 5, "route to B")
+        h.write_manifests(
+            route,
+            [h.http_route("app", "gw", ["app.test"], [h.rule("/a", [h.backend_ref("svc-b", 80)])])],
+        )
+        _, steps["backend changes"] = await until(
+            answers(ip, port, "/a", "app.test", body="B"), 5, "route to B"
+        )
 
-        h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/b", [h.backend_ref("svc-b", 80)])])])
-        _, steps["path changes"] = await until(answers(ip, port, "/b", "app.test", body="B"), 5, "/b to B")
+        h.write_manifests(
+            route,
+            [h.http_route("app", "gw", ["app.test"], [h.rule("/b", [h.backend_ref("svc-b", 80)])])],
+        )
+        _, steps["path changes"] = await until(
+            answers(ip, port, "/b", "app.test", body="B"), 5, "/b to B"
+        )
         assert await answers(ip, port, "/a", "app.test", status=404)() is not None
 
         route.unlink()
-        _, steps["disappears"] = await until(answers(ip, port, "/b", "app.test", status=404), 5, "route gone")
+        _, steps["disappears"] = await until(
+            answers(ip, port, "/b", "app.test", status=404), 5, "route gone"
+        )
         served.envoy_pids()
-    print("file write -> Envoy serving", "(delta):" if delta else "(sotw):", {k: f"{v * 1000:.0f} ms" for k, v in steps.items()})
+    print(
+        "file write -> Envoy serving",
+        "(delta):" if delta else "(sotw):",
+        {k: f"{v * 1000:.0f} ms" for k, v in steps.items()},
+    )
     assert all(v < STEP_LIMIT for v in steps.values()), steps
     assert_gone(served.pids_seen)
 
@@ -126,22 +163,41 @@ def self_signed(hostname: str) -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-async def test_https_terminates_with_the_secret_certificate_by_sni(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_https_terminates_with_the_secret_certificate_by_sni(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
     ip = "127.40.1.2"
     port = free_port(ip)
     cert, key = self_signed("secure.test")
     https = h.listener(
-        "https", "HTTPS", port, hostname="secure.test",
+        "https",
+        "HTTPS",
+        port,
+        hostname="secure.test",
         tls={"mode": "Terminate", "certificateRefs": [{"name": "tls-cert"}]},
     )
-    h.write_manifests(tmp_path / "base.yaml", [*base(ip, [https], backends), h.tls_secret("tls-cert", cert, key)])
+    h.write_manifests(
+        tmp_path / "base.yaml", [*base(ip, [https], backends), h.tls_secret("tls-cert", cert, key)]
+    )
     h.write_manifests(
         tmp_path / "route.yaml",
-        [h.http_route("secure", "gw", ["secure.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])], section="https")],
+        [
+            h.http_route(
+                "secure",
+                "gw",
+                ["secure.test"],
+                [h.rule("/", [h.backend_ref("svc-a", 80)])],
+                section="https",
+            )
+        ],
     )
-    client = ssl.create_default_context(cadata=cert.decode())  # verifies the chain and the host name
+    client = ssl.create_default_context(
+        cadata=cert.decode()
+    )  # verifies the chain and the host name
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
-        reply, _ = await until(answers(ip, port, "/x", "secure.test", body="A", tls=client), 10, "HTTPS route to A")
+        reply, _ = await until(
+            answers(ip, port, "/x", "secure.test", body="A", tls=client), 10, "HTTPS route to A"
+        )
         assert reply.headers["x-path"] == "/x"
         # Another SNI matches no filter chain: the handshake fails.
         assert await h.fetch(ip, port, "/", "other.test", tls=ssl.create_default_context()) is None
@@ -155,12 +211,20 @@ async def test_https_terminates_with_the_secret_certificate_by_sni(tmp_path: Pat
 async def test_weighted_split_follows_the_weights(tmp_path: Path, backends: dict[str, Any]) -> None:
     ip = "127.40.1.3"
     port = free_port(ip)
-    h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends))
-    weighted = h.rule("/", [h.backend_ref("svc-a", 80, weight=3), h.backend_ref("svc-b", 80, weight=1)])
-    h.write_manifests(tmp_path / "route.yaml", [h.http_route("split", "gw", ["split.test"], [weighted])])
+    h.write_manifests(
+        tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends)
+    )
+    weighted = h.rule(
+        "/", [h.backend_ref("svc-a", 80, weight=3), h.backend_ref("svc-b", 80, weight=1)]
+    )
+    h.write_manifests(
+        tmp_path / "route.yaml", [h.http_route("split", "gw", ["split.test"], [weighted])]
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(answers(ip, port, "/", "split.test"), 10, "the split route answers")
-        replies = await asyncio.gather(*(h.fetch(ip, port, f"/{i}", "split.test") for i in range(200)))
+        replies = await asyncio.gather(
+            *(h.fetch(ip, port, f"/{i}", "split.test") for i in range(200))
+        )
         served.envoy_pids()
     bodies = [r.body if r is not None and r.status == 200 else None for r in replies]
     assert None not in bodies
@@ -177,7 +241,10 @@ async def test_tcp_route_reaches_the_echo_backend(tmp_path: Path, backends: dict
     ip = "127.40.1.4"
     port = free_port(ip)
     h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("tcp", "TCP", port)], backends))
-    h.write_manifests(tmp_path / "route.yaml", [h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)])])
+    h.write_manifests(
+        tmp_path / "route.yaml",
+        [h.tcp_route("echo", "gw", "tcp", [h.backend_ref("svc-echo", 9000)])],
+    )
     payload = os.urandom(16).hex().encode() * 64
 
     async def echoed() -> bytes | None:
@@ -194,18 +261,27 @@ async def test_tcp_route_reaches_the_echo_backend(tmp_path: Path, backends: dict
 
 
 @pytest.mark.parametrize("delta", [False, True], ids=["sotw", "delta"])
-async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(tmp_path: Path, backends: dict[str, Any], delta: bool) -> None:
+async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(
+    tmp_path: Path, backends: dict[str, Any], delta: bool
+) -> None:
     ip = "127.40.1.15" if delta else "127.40.1.5"
     good_port, taken_port = free_port(ip), free_port(ip)
     good = h.listener("http", "HTTP", good_port)
     h.write_manifests(tmp_path / "base.yaml", base(ip, [good], backends))
     route = tmp_path / "route.yaml"
-    h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
+    h.write_manifests(
+        route,
+        [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])],
+    )
     holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
+        async with h.running_serve(
+            tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL
+        ) as served:
             await until(programmed(served, "True"), 10, "the Gateway is programmed")
-            await until(answers(ip, good_port, "/", "app.test", body="A"), 5, "the good listener serves")
+            await until(
+                answers(ip, good_port, "/", "app.test", body="A"), 5, "the good listener serves"
+            )
 
             holder.bind((ip, taken_port))
             holder.listen()
@@ -221,8 +297,17 @@ async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(tmp_pa
             # A change that leaves the listeners as they were does not clear it: the
             # rejected listener is sent again now and then, and rejected again while the
             # port stays taken.
-            h.write_manifests(route, [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-b", 80)])])])
-            await until(answers(ip, good_port, "/", "app.test", body="B"), 2, "the route change is served")
+            h.write_manifests(
+                route,
+                [
+                    h.http_route(
+                        "app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-b", 80)])]
+                    )
+                ],
+            )
+            await until(
+                answers(ip, good_port, "/", "app.test", body="B"), 2, "the route change is served"
+            )
             assert await programmed(served, "False")() is not None
 
             # Fixing the file (the second listener on a free port) clears it.
@@ -230,9 +315,13 @@ async def test_nack_shows_in_status_keeps_the_last_good_config_and_clears(tmp_pa
             fixed_port = free_port(ip)
             fixed = h.listener("http-2", "HTTP", fixed_port)
             h.write_manifests(tmp_path / "base.yaml", base(ip, [good, fixed], backends))
-            cond, _ = await until(programmed(served, "True"), 5, "Programmed=True once the file is fixed")
+            cond, _ = await until(
+                programmed(served, "True"), 5, "Programmed=True once the file is fixed"
+            )
             assert cond["reason"] == "Programmed"
-            await until(answers(ip, fixed_port, "/", "app.test", body="B"), 2, "the second listener serves")
+            await until(
+                answers(ip, fixed_port, "/", "app.test", body="B"), 2, "the second listener serves"
+            )
             assert await h.fetch(ip, taken_port, "/", "app.test") is None  # never bound
             served.envoy_pids()
     finally:
@@ -254,10 +343,17 @@ async def test_a_nack_from_outside_the_configuration_clears_when_its_cause_goes(
     holder.listen()
     listeners = [h.listener("http", "HTTP", good_port), h.listener("http-2", "HTTP", taken_port)]
     h.write_manifests(tmp_path / "base.yaml", base(ip, listeners, backends))
-    h.write_manifests(tmp_path / "route.yaml", [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
+    h.write_manifests(
+        tmp_path / "route.yaml",
+        [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])],
+    )
     try:
-        async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
-            cond, _ = await until(programmed(served, "False", "Invalid"), 10, "Programmed=False after the NACK")
+        async with h.running_serve(
+            tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL
+        ) as served:
+            cond, _ = await until(
+                programmed(served, "False", "Invalid"), 10, "Programmed=False after the NACK"
+            )
             assert "Address already in use" in cond["message"], cond
             # While the port stays taken the listener is sent again with a doubling backoff
             # (1 s, 2 s, ...): within the next 3.5 s, one or two more NACKs, not a storm.
@@ -265,17 +361,32 @@ async def test_a_nack_from_outside_the_configuration_clears_when_its_cause_goes(
             listener_url = "type.googleapis.com/envoy.config.listener.v3.Listener"
 
             def nacks() -> float:
-                return registry.get_sample_value("gateweave_xds_nacks_total", {"type_url": listener_url}) or 0.0
+                return (
+                    registry.get_sample_value(
+                        "gateweave_xds_nacks_total", {"type_url": listener_url}
+                    )
+                    or 0.0
+                )
 
             before = nacks()
             await asyncio.sleep(3.5)
             assert 1 <= nacks() - before <= 2, (before, nacks())
             assert await programmed(served, "False", "Invalid")() is not None
             holder.close()
-            cond, _ = await until(programmed(served, "True"), 15, "Programmed=True once the port is free")
+            cond, _ = await until(
+                programmed(served, "True"), 15, "Programmed=True once the port is free"
+            )
             assert cond["reason"] == "Programmed"
-            await until(answers(ip, taken_port, "/", "app.test", body="A"), 5, "the listener serves on the freed port")
-            await until(answers(ip, good_port, "/", "app.test", body="A"), 2, "the other listener still serves")
+            await until(
+                answers(ip, taken_port, "/", "app.test", body="A"),
+                5,
+                "the listener serves on the freed port",
+            )
+            await until(
+                answers(ip, good_port, "/", "app.test", body="A"),
+                2,
+                "the other listener still serves",
+            )
             served.envoy_pids()
     finally:
         holder.close()
@@ -285,11 +396,18 @@ async def test_a_nack_from_outside_the_configuration_clears_when_its_cause_goes(
 # ---------------------------------------------------------------- Programmed follows the ACK
 
 
-async def test_programmed_only_once_envoy_acknowledged(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_programmed_only_once_envoy_acknowledged(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
     ip = "127.40.1.6"
     port = free_port(ip)
-    h.write_manifests(tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends))
-    h.write_manifests(tmp_path / "route.yaml", [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])])
+    h.write_manifests(
+        tmp_path / "base.yaml", base(ip, [h.listener("http", "HTTP", port)], backends)
+    )
+    h.write_manifests(
+        tmp_path / "route.yaml",
+        [h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("svc-a", 80)])])],
+    )
     seen: list[tuple[str, str]] = []
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         deadline = time.monotonic() + 10
@@ -309,7 +427,9 @@ async def test_programmed_only_once_envoy_acknowledged(tmp_path: Path, backends:
             await asyncio.sleep(0.005)
         served.envoy_pids()
     assert seen and seen[-1] == ("True", "Programmed"), seen
-    assert seen[0][0] != "True" and seen[0][1] == "Pending", seen  # before Envoy connected and ACKed
+    assert seen[0][0] != "True" and seen[0][1] == "Pending", (
+        seen
+    )  # before Envoy connected and ACKed
     assert_gone(served.pids_seen)
 
 
@@ -322,6 +442,7 @@ async def test_stopping_serve_stops_every_envoy(tmp_path: Path, backends: dict[s
     docs.append(h.gateway("gw-2", ips[1], [h.listener("http", "HTTP", free_port(ips[1]))]))
     h.write_manifests(tmp_path / "base.yaml", docs)
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
+
         async def both_running() -> set[int] | None:
             pids = served.envoy_pids()
             return pids if len(pids) == 2 else None

@@ -28,7 +28,11 @@ ECHO, HTTP_AUTH, GRPC_AUTH = "127.45.2.1", "127.45.2.2", "127.45.2.3"
 
 @pytest.fixture
 async def echo() -> AsyncIterator[RunningEcho]:
-    running = await start_echo(EchoSpec(mode="http", host=ECHO, http_port=0, h2c_port=0, pod="app-1-a", namespace="default"))
+    running = await start_echo(
+        EchoSpec(
+            mode="http", host=ECHO, http_port=0, h2c_port=0, pod="app-1-a", namespace="default"
+        )
+    )
     assert await running.ready(5)
     yield running
     await running.stop()
@@ -40,17 +44,32 @@ def _auth_rule(path: str, auth: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _objects(port: int, echo_port: int, http_auth: HttpAuth, grpc_auth: GrpcAuth) -> list[dict[str, Any]]:
+def _objects(
+    port: int, echo_port: int, http_auth: HttpAuth, grpc_auth: GrpcAuth
+) -> list[dict[str, Any]]:
     route = h.http_route(
         "app",
         "gw",
         ["app.test"],
         [
-            _auth_rule("/http", {"protocol": "HTTP", "backendRef": {"name": "http-auth", "port": 9002},
-                                 "http": {"path": "/check", "allowedHeaders": ["X-Tenant"]}}),
-            # the Service port has no appProtocol: the gRPC service is spoken to over HTTP/2 all the same
-            _auth_rule("/grpc", {"protocol": "GRPC", "backendRef": {"name": "grpc-auth", "port": 9001}, "grpc": {}}),
-            _auth_rule("/broken", {"protocol": "HTTP", "backendRef": {"name": "nowhere", "port": 80}, "http": {}}),
+            _auth_rule(
+                "/http",
+                {
+                    "protocol": "HTTP",
+                    "backendRef": {"name": "http-auth", "port": 9002},
+                    "http": {"path": "/check", "allowedHeaders": ["X-Tenant"]},
+                },
+            ),
+            # the Service port has no appProtocol: the gRPC service is spoken to over HTTP/2 all the
+            # same
+            _auth_rule(
+                "/grpc",
+                {"protocol": "GRPC", "backendRef": {"name": "grpc-auth", "port": 9001}, "grpc": {}},
+            ),
+            _auth_rule(
+                "/broken",
+                {"protocol": "HTTP", "backendRef": {"name": "nowhere", "port": 80}, "http": {}},
+            ),
             h.rule("/", [h.backend_ref("app", 80)]),
         ],
     )
@@ -66,14 +85,18 @@ def _objects(port: int, echo_port: int, http_auth: HttpAuth, grpc_auth: GrpcAuth
 
 async def _get(port: int, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-        return await client.get(f"http://{GATEWAY}:{port}{path}", headers={"Host": "app.test", **(headers or {})})
+        return await client.get(
+            f"http://{GATEWAY}:{port}{path}", headers={"Host": "app.test", **(headers or {})}
+        )
 
 
 async def test_requests_go_through_their_auth_service(tmp_path: Path, echo: RunningEcho) -> None:
     port = free_port(GATEWAY)
     http_auth, grpc_auth = HttpAuth(HTTP_AUTH), GrpcAuth(GRPC_AUTH)
     try:
-        h.write_manifests(tmp_path / "app.yaml", _objects(port, echo.ports["http"], http_auth, grpc_auth))
+        h.write_manifests(
+            tmp_path / "app.yaml", _objects(port, echo.ports["http"], http_auth, grpc_auth)
+        )
         async with h.running_serve(tmp_path) as served:
             deadline = time.monotonic() + 10
             while True:
@@ -86,16 +109,29 @@ async def test_requests_go_through_their_auth_service(tmp_path: Path, echo: Runn
                 await asyncio.sleep(0.05)
             assert not http_auth.checks and not grpc_auth.checks  # no ExternalAuth, nobody asked
 
-            for path, service, auth in (("/http/a?x=1", "http-auth", http_auth), ("/grpc/b", "grpc-auth", grpc_auth)):
-                allowed = await _get(port, path, {"Authorization": ALLOWED, "X-Tenant": "t1", "X-Other": "o"})
+            for path, service, auth in (
+                ("/http/a?x=1", "http-auth", http_auth),
+                ("/grpc/b", "grpc-auth", grpc_auth),
+            ):
+                allowed = await _get(
+                    port, path, {"Authorization": ALLOWED, "X-Tenant": "t1", "X-Other": "o"}
+                )
                 seen = allowed.json()
                 assert allowed.status_code == 200 and seen["path"] == path
                 assert seen["headers"]["X-Auth-User"] == [USER]  # the header the service added
                 denied = await _get(port, path, {"Authorization": "Bearer bad"})
-                assert (denied.status_code, denied.text, denied.headers["x-denied-by"]) == (403, f"denied by {service}", service)
+                assert (denied.status_code, denied.text, denied.headers["x-denied-by"]) == (
+                    403,
+                    f"denied by {service}",
+                    service,
+                )
                 assert auth.checks[-1].headers["authorization"] == "Bearer bad"
             asked = http_auth.checks[0]
-            assert asked.path == "/check/http/a?x=1" and asked.headers["x-tenant"] == "t1" and "x-other" not in asked.headers
+            assert (
+                asked.path == "/check/http/a?x=1"
+                and asked.headers["x-tenant"] == "t1"
+                and "x-other" not in asked.headers
+            )
             assert grpc_auth.checks[0].headers["x-other"] == "o"
             assert USER_HEADER not in http_auth.checks[0].headers
 

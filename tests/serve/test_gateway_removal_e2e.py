@@ -55,25 +55,36 @@ def refused(ip: str, port: int) -> bool:
 
 
 @pytest.mark.timeout(120)
-async def test_a_removed_gateway_finishes_its_request_in_flight_then_refuses(tmp_path: Path) -> None:
+async def test_a_removed_gateway_finishes_its_request_in_flight_then_refuses(
+    tmp_path: Path,
+) -> None:
     backend = _SlowServer()
     threading.Thread(target=backend.serve_forever, args=(0.05,), daemon=True).start()
     ip = "127.40.14.1"
     port = free_port(ip)
     gateway = h.gateway("gw", ip, [h.listener("http", "HTTP", port)])
     # Stopping an Envoy lets its requests finish for the Gateway's drainTimeout (default 1 s).
-    gateway["spec"]["infrastructure"] = {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
-                                                           "name": "drain"}}
-    h.write_manifests(tmp_path / "base.yaml", [
-        h.gateway_class(),
-        {"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters", "metadata": h.meta("drain"),
-         "spec": {"envoy": {"drainTimeout": "30s"}}},
-        *h.service("slow", 80, backend.server_address[1]),
-        h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("slow", 80)])]),
-    ])
+    gateway["spec"]["infrastructure"] = {
+        "parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters", "name": "drain"}
+    }
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            {
+                "apiVersion": "gateweave.io/v1alpha1",
+                "kind": "GatewayParameters",
+                "metadata": h.meta("drain"),
+                "spec": {"envoy": {"drainTimeout": "30s"}},
+            },
+            *h.service("slow", 80, backend.server_address[1]),
+            h.http_route("app", "gw", ["app.test"], [h.rule("/", [h.backend_ref("slow", 80)])]),
+        ],
+    )
     h.write_manifests(tmp_path / "gateway.yaml", [gateway])
     try:
         async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
+
             async def answers() -> h.Reply | None:
                 reply = await h.fetch(ip, port, "/", "app.test", timeout=10)
                 return reply if reply is not None and reply.status == 200 else None
@@ -84,8 +95,12 @@ async def test_a_removed_gateway_finishes_its_request_in_flight_then_refuses(tmp
 
             backend.arrived.clear()
             in_flight = asyncio.create_task(h.fetch(ip, port, "/", "app.test", timeout=20))
-            assert await asyncio.to_thread(backend.arrived.wait, 10), "the request reached the backend"
-            (tmp_path / "gateway.yaml").unlink()  # the Gateway is removed while the request is in flight
+            assert await asyncio.to_thread(backend.arrived.wait, 10), (
+                "the request reached the backend"
+            )
+            (
+                tmp_path / "gateway.yaml"
+            ).unlink()  # the Gateway is removed while the request is in flight
 
             reply = await in_flight
             assert reply is not None and (reply.status, reply.body) == (200, "slow")

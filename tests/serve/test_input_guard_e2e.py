@@ -37,8 +37,14 @@ def backends() -> Iterator[dict[str, h.NameServer]]:
         yield servers
 
 
-def route_text(backend: str = "svc-a", *, api_version: str = "gateway.networking.k8s.io/v1",
-               kind: str = "HTTPRoute", path_type: str = "PathPrefix", hostnames_key: str = "hostnames") -> str:
+def route_text(
+    backend: str = "svc-a",
+    *,
+    api_version: str = "gateway.networking.k8s.io/v1",
+    kind: str = "HTTPRoute",
+    path_type: str = "PathPrefix",
+    hostnames_key: str = "hostnames",
+) -> str:
     # apiVersion on line 1, kind 2, hostnames 8, the path's type 13
     return (
         f"apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: app\n"
@@ -80,7 +86,9 @@ def body_is(ip: str, port: int, body: str, host: str = "app.test") -> Callable[[
 
 
 async def config_errors(served: h.Served) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = (await get_json(f"{served.admin.url}/api/errors", served.admin.headers))["items"]
+    items: list[dict[str, Any]] = (
+        await get_json(f"{served.admin.url}/api/errors", served.admin.headers)
+    )["items"]
     return items
 
 
@@ -88,7 +96,8 @@ def error_metric(served: h.Served) -> float:
     return served.runtime.metrics.value("gateweave_config_errors")
 
 
-# ---------------------------------------------------------------- the last accepted route keeps serving
+# ---------------------------------------------------------------- the last accepted route keeps
+# serving
 
 
 BAD_EDITS = [
@@ -99,7 +108,9 @@ BAD_EDITS = [
 ]
 
 
-async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(tmp_path: Path, backends: dict[str, h.NameServer]) -> None:
+async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(
+    tmp_path: Path, backends: dict[str, h.NameServer]
+) -> None:
     ip = "127.40.12.1"
     port = free_port(ip)
     write_base(tmp_path, ip, port, backends)
@@ -108,10 +119,15 @@ async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(tmp_p
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(body_is(ip, port, "A"), "the route answers from A")
         for change, line, message in BAD_EDITS:
-            write(route, route_text("svc-b", **change))  # the edit also moves the route to B: must not apply
+            write(
+                route, route_text("svc-b", **change)
+            )  # the edit also moves the route to B: must not apply
 
             async def located(line: int = line, message: str = message) -> bool:
-                return any(e["source"] == f"{route}:{line}" and message in e["message"] for e in await config_errors(served))
+                return any(
+                    e["source"] == f"{route}:{line}" and message in e["message"]
+                    for e in await config_errors(served)
+                )
 
             await until(located, f"the error for {change} at route.yaml:{line}")
             for _ in range(20):  # the last accepted route: still A, still only for app.test
@@ -122,7 +138,9 @@ async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(tmp_p
             metrics = (await asyncio.to_thread(httpx.get, f"{served.admin.url}/metrics")).text
             assert re.search(r"^gateweave_config_errors [1-9]", metrics, re.M)
             status = await asyncio.to_thread(
-                CliRunner().invoke, app, ["status", "--admin-address", served.admin.url.removeprefix("http://")],
+                CliRunner().invoke,
+                app,
+                ["status", "--admin-address", served.admin.url.removeprefix("http://")],
                 env={"GATEWEAVE_ADMIN_TOKEN": served.admin.token},
             )
             assert "Configuration errors" in status.stdout and f"route.yaml:{line}" in status.stdout
@@ -140,17 +158,21 @@ async def test_a_rejected_edit_keeps_envoy_serving_the_last_accepted_route(tmp_p
         served.envoy_pids()
 
 
-# ---------------------------------------------------------------- an alias bomb does not block serve
+# ---------------------------------------------------------------- an alias bomb does not block
+# serve
 
 
-async def test_an_alias_bomb_is_refused_while_serve_keeps_answering(tmp_path: Path, backends: dict[str, h.NameServer]) -> None:
+async def test_an_alias_bomb_is_refused_while_serve_keeps_answering(
+    tmp_path: Path, backends: dict[str, h.NameServer]
+) -> None:
     ip = "127.40.12.2"
     port = free_port(ip)
     write_base(tmp_path, ip, port, backends)
     write(tmp_path / "route.yaml", route_text("svc-a"))
     names = "abcdefghi"
     bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
-        f"{names[i]}: &{names[i]} [" + ",".join(f"*{names[i - 1]}" for _ in range(9)) + "]\n" for i in range(1, 9)
+        f"{names[i]}: &{names[i]} [" + ",".join(f"*{names[i - 1]}" for _ in range(9)) + "]\n"
+        for i in range(1, 9)
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(body_is(ip, port, "A"), "the route answers from A")
@@ -179,10 +201,13 @@ async def test_an_alias_bomb_is_refused_while_serve_keeps_answering(tmp_path: Pa
         await until(no_errors, "the error is gone with the file")
 
 
-# ---------------------------------------------------------------- a named pipe: no hang, SIGTERM still stops serve
+# ---------------------------------------------------------------- a named pipe: no hang, SIGTERM
+# still stops serve
 
 
-async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(tmp_path: Path, backends: dict[str, h.NameServer]) -> None:
+async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(
+    tmp_path: Path, backends: dict[str, h.NameServer]
+) -> None:
     ip = "127.40.12.3"
     port = free_port(ip)
     write_base(tmp_path, ip, port, backends)
@@ -194,7 +219,11 @@ async def test_a_named_pipe_neither_hangs_serve_nor_stops_sigterm(tmp_path: Path
         await until(body_is(ip, port, "A"), "the route answers through Envoy", timeout=30)
 
         async def refused() -> list[dict[str, Any]]:
-            return [e for e in await config_errors_at(url, server.headers) if e["source"].endswith("x.yaml:1")]
+            return [
+                e
+                for e in await config_errors_at(url, server.headers)
+                if e["source"].endswith("x.yaml:1")
+            ]
 
         (err,) = await until(refused, "the pipe is reported")
         assert err["message"] == "refused: a named pipe; only regular files are read"

@@ -62,7 +62,9 @@ class Serve(ServeProcess):
         if self.url is None:
             return False
         try:
-            items = httpx.get(f"{self.url}/api/objects", headers=self.headers, timeout=5).json()["items"]
+            items = httpx.get(f"{self.url}/api/objects", headers=self.headers, timeout=5).json()[
+                "items"
+            ]
         except (httpx.HTTPError, ValueError):
             return False
         for obj in items:
@@ -82,7 +84,9 @@ def backends() -> Iterator[dict[str, h.NameServer]]:
         b.close()
 
 
-def manifests(address: str, port: int, backends: dict[str, h.NameServer], extra_rule: bool = False) -> list[dict[str, Any]]:
+def manifests(
+    address: str, port: int, backends: dict[str, h.NameServer], extra_rule: bool = False
+) -> list[dict[str, Any]]:
     rules = [h.rule("/", [h.backend_ref("svc-a", 80)])]
     if extra_rule:
         rules.append(h.rule("/b", [h.backend_ref("svc-b", 80)]))
@@ -112,11 +116,22 @@ def test_kill_9_then_a_new_serve_adopts_the_envoy_without_a_failed_request(
     traffic: Traffic | None = None
     pids: set[int] = set()
     try:
-        until(lambda: first.programmed("gw"), 30, f"Gateway programmed by the first serve:\n{first.log()}")
-        until(lambda: (r := h.fetch_sync(address, port)) is not None and r.body == "A", 10, "served by Envoy")
+        until(
+            lambda: first.programmed("gw"),
+            30,
+            f"Gateway programmed by the first serve:\n{first.log()}",
+        )
+        until(
+            lambda: (r := h.fetch_sync(address, port)) is not None and r.body == "A",
+            10,
+            "served by Envoy",
+        )
         [record] = envoys(state)
         pids.add(record.pid)
-        assert (state.stat().st_mode & 0o777, (state / "xds.sock").stat().st_mode & 0o777) == (0o700, 0o600)
+        assert (state.stat().st_mode & 0o777, (state / "xds.sock").stat().st_mode & 0o777) == (
+            0o700,
+            0o600,
+        )
 
         traffic = Traffic(address, port, "A")
         until(lambda: traffic.sent >= 10, 10, "traffic flowing")
@@ -125,25 +140,43 @@ def test_kill_9_then_a_new_serve_adopts_the_envoy_without_a_failed_request(
         assert alive(record.pid)
 
         # Without a controller: the Envoy keeps serving, and status lists it.
-        status = subprocess.run([GATEWEAVE, "status", "--state-dir", str(state)], capture_output=True, text=True, timeout=30)
+        status = subprocess.run(
+            [GATEWEAVE, "status", "--state-dir", str(state)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert status.returncode == 0, status.stderr
-        assert "no controller" in status.stdout and "default/gw" in status.stdout and str(record.pid) in status.stdout
+        assert (
+            "no controller" in status.stdout
+            and "default/gw" in status.stdout
+            and str(record.pid) in status.stdout
+        )
         sent = traffic.sent
         until(lambda: traffic.sent >= sent + 10, 10, "traffic flowing without a controller")
 
         second = Serve("--config-dir", str(config), "--state-dir", str(state))
-        until(lambda: second.programmed("gw"), 30, f"Gateway programmed by the second serve:\n{second.log()}")
+        until(
+            lambda: second.programmed("gw"),
+            30,
+            f"Gateway programmed by the second serve:\n{second.log()}",
+        )
         assert second.metric("gateweave_envoys_adopted_total") == 1.0
         assert second.metric("gateweave_envoys_orphaned") == 0.0
 
         # The adopted Envoy follows the new serve's configuration.
         h.write_manifests(config / "all.yaml", manifests(address, port, backends, extra_rule=True))
-        until(lambda: (r := h.fetch_sync(address, port, "/b")) is not None and r.body == "B", 10,
-              f"a route added after the restart is served:\n{second.log()}")
+        until(
+            lambda: (r := h.fetch_sync(address, port, "/b")) is not None and r.body == "B",
+            10,
+            f"a route added after the restart is served:\n{second.log()}",
+        )
         sent = traffic.sent
         until(lambda: traffic.sent >= sent + 10, 10, "traffic flowing after the change")
         traffic.stop()
-        assert traffic.failed == [], f"{len(traffic.failed)} of {traffic.sent} requests failed: {traffic.failed[:5]}"
+        assert traffic.failed == [], (
+            f"{len(traffic.failed)} of {traffic.sent} requests failed: {traffic.failed[:5]}"
+        )
         assert [r.pid for r in envoys(state)] == [record.pid]  # adopted, no second Envoy
 
         # An explicit stop drains and stops it within 5 s.
@@ -165,14 +198,29 @@ def test_kill_9_then_a_new_serve_adopts_the_envoy_without_a_failed_request(
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_dev_py_quickstart_passes_the_signal_on_and_leaves_no_envoy(sig: signal.Signals, tmp_path: Path) -> None:
+def test_dev_py_quickstart_passes_the_signal_on_and_leaves_no_envoy(
+    sig: signal.Signals, tmp_path: Path
+) -> None:
     """``python3 dev.py quickstart`` (the real dev.py): its signal reaches gateweave, which
     drains and stops its Envoy before dev.py exits."""
     state = tmp_path / "state"
     env = {**os.environ, "GATEWEAVE_NATIVE": "0"}
     dev = subprocess.Popen(
-        [sys.executable, str(ROOT / "dev.py"), "quickstart", "--admin-address", "127.0.0.1:0", "--state-dir", str(state)],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(ROOT / "dev.py"),
+            "quickstart",
+            "--admin-address",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(state),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     pids: list[int] = []
     try:
@@ -181,7 +229,9 @@ def test_dev_py_quickstart_passes_the_signal_on_and_leaves_no_envoy(sig: signal.
             if line.startswith("gateweave is serving"):
                 break
         else:
-            raise AssertionError(f"the quickstart did not start: {dev.stderr.read() if dev.stderr else ''}")
+            raise AssertionError(
+                f"the quickstart did not start: {dev.stderr.read() if dev.stderr else ''}"
+            )
         pids = [r.pid for r in envoys(state)]
         assert len(pids) == 1 and alive(pids[0])
         stopped_at = time.monotonic()

@@ -37,7 +37,9 @@ HOLD_LIMIT = 30.0  # a held request is answered after this at the latest (the te
 
 
 class _Steady:
-    """Requests to a Gateway's listener ``a`` one after another (a bounded loop) while the change happens."""
+    """Requests to a Gateway's listener ``a`` one after another (a bounded loop) while the change
+    happens.
+    """
 
     def __init__(self, serve: Serve, address: str) -> None:
         self.serve, self.address = serve, address
@@ -68,29 +70,54 @@ DRAIN = {"long": "60s", "short": "1s"}
 
 
 def objects(fast: int, slow: int, with_b: bool) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = [h.gateway_class(), *h.service("fast", 80, fast), *h.service("slow", 80, slow)]
+    docs: list[dict[str, Any]] = [
+        h.gateway_class(),
+        *h.service("fast", 80, fast),
+        *h.service("slow", 80, slow),
+    ]
     for name, address in ADDRESSES.items():
-        listeners = [h.listener("a", "HTTP", 8080)] + ([h.listener("b", "HTTP", 8081)] if with_b else [])
+        listeners = [h.listener("a", "HTTP", 8080)] + (
+            [h.listener("b", "HTTP", 8081)] if with_b else []
+        )
         gateway = h.gateway(name, address, listeners)
-        gateway["spec"]["infrastructure"] = {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
-                                                               "name": name}}
+        gateway["spec"]["infrastructure"] = {
+            "parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters", "name": name}
+        }
         docs += [
             gateway,
-            {"apiVersion": PARAMS, "kind": "GatewayParameters", "metadata": h.meta(name),
-             "spec": {"envoy": {"drainTimeout": DRAIN[name]}}},
-            h.http_route(f"{name}-a", name, ["app.test"], [h.rule("/", [h.backend_ref("fast", 80)])], section="a"),
+            {
+                "apiVersion": PARAMS,
+                "kind": "GatewayParameters",
+                "metadata": h.meta(name),
+                "spec": {"envoy": {"drainTimeout": DRAIN[name]}},
+            },
+            h.http_route(
+                f"{name}-a",
+                name,
+                ["app.test"],
+                [h.rule("/", [h.backend_ref("fast", 80)])],
+                section="a",
+            ),
         ]
         if with_b:
-            docs.append(h.http_route(f"{name}-b", name, ["app.test"], [h.rule("/", [h.backend_ref("slow", 80)])],
-                                     section="b"))
+            docs.append(
+                h.http_route(
+                    f"{name}-b",
+                    name,
+                    ["app.test"],
+                    [h.rule("/", [h.backend_ref("slow", 80)])],
+                    section="b",
+                )
+            )
     return docs
 
 
 def b_gone(serve: Serve, gateway: str) -> bool:
     """Whether the Envoy of ``gateway`` has neither listener ``b`` (port 8081) nor its cluster."""
     node = f"default/{gateway}"
-    return (f"{node}/8081" not in serve.envoy_admin_get("/listeners", node)
-            and "default/slow" not in serve.envoy_admin_get("/clusters", node))
+    return f"{node}/8081" not in serve.envoy_admin_get(
+        "/listeners", node
+    ) and "default/slow" not in serve.envoy_admin_get("/clusters", node)
 
 
 def test_a_removed_listener_drains_its_in_flight_request(ns: Netns, tmp_path: Path) -> None:
@@ -104,20 +131,33 @@ def test_a_removed_listener_drains_its_in_flight_request(ns: Netns, tmp_path: Pa
     steady: _Steady | None = None
     try:
         for address in ADDRESSES.values():
-            until(answers(serve, "/", "fast", address=address), 30, f"listener a of {address} answers", serve)
+            until(
+                answers(serve, "/", "fast", address=address),
+                30,
+                f"listener a of {address} answers",
+                serve,
+            )
         envoys = sorted(serve.envoys())
         steady = _Steady(serve, ADDRESSES["long"])
         in_flight: dict[str, Future[h.Reply | None]] = {}
         for name, address in ADDRESSES.items():
             slow.arrived.clear()
-            in_flight[name] = client.submit(serve.ns.call, h.fetch_sync, address, 8081, "/", "app.test",
-                                            timeout=HOLD_LIMIT + 10)
+            in_flight[name] = client.submit(
+                serve.ns.call, h.fetch_sync, address, 8081, "/", "app.test", timeout=HOLD_LIMIT + 10
+            )
             assert slow.arrived.wait(30), f"the request on {name}'s b reached the slow backend"
 
         write(config / "objects.yaml", objects(fast.port, slow.port, with_b=False))
         for name in ADDRESSES:
-            until(functools.partial(b_gone, serve, name), 30, f"{name}'s listener b and its cluster are gone", serve)
-            assert serve.fetch(ADDRESSES[name], 8081, "/", "app.test") is None, "b refuses new connections"
+            until(
+                functools.partial(b_gone, serve, name),
+                30,
+                f"{name}'s listener b and its cluster are gone",
+                serve,
+            )
+            assert serve.fetch(ADDRESSES[name], 8081, "/", "app.test") is None, (
+                "b refuses new connections"
+            )
 
         # the short drain ends while its request is still held: that connection is closed
         assert in_flight["short"].result(HOLD_LIMIT) is None

@@ -38,7 +38,9 @@ def backends() -> Iterator[dict[str, h.NameServer]]:
         yield servers
 
 
-def answers(ip: str, port: int, path: str, body: str | None, status: int = 200) -> Callable[[], Awaitable[h.Reply | None]]:
+def answers(
+    ip: str, port: int, path: str, body: str | None, status: int = 200
+) -> Callable[[], Awaitable[h.Reply | None]]:
     async def probe() -> h.Reply | None:
         reply = await h.fetch(ip, port, path, "app.test")
         if reply is None or reply.status != status or (body is not None and reply.body != body):
@@ -48,20 +50,29 @@ def answers(ip: str, port: int, path: str, body: str | None, status: int = 200) 
     return probe
 
 
-def accepted(served: h.Served, name: str, status: str, text: str) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+def accepted(
+    served: h.Served, name: str, status: str, text: str
+) -> Callable[[], Awaitable[dict[str, Any] | None]]:
     """The route's Accepted condition once it is ``status`` with ``text`` in its message."""
 
     async def probe() -> dict[str, Any] | None:
         route = await served.get("HTTPRoute", name)
         parents = route.get("status", {}).get("parents", []) if route else []
         conds = [c for p in parents for c in p.get("conditions", []) if c.get("type") == "Accepted"]
-        return dict(conds[0]) if conds and conds[0]["status"] == status and text in conds[0]["message"] else None
+        return (
+            dict(conds[0])
+            if conds and conds[0]["status"] == status and text in conds[0]["message"]
+            else None
+        )
 
     return probe
 
 
 def regex_route(name: str, pattern: str, backend: str) -> dict[str, Any]:
-    rule = {"matches": [{"path": {"type": "RegularExpression", "value": pattern}}], "backendRefs": [h.backend_ref(backend, 80)]}
+    rule = {
+        "matches": [{"path": {"type": "RegularExpression", "value": pattern}}],
+        "backendRefs": [h.backend_ref(backend, 80)],
+    }
     return h.http_route(name, "gw", ["app.test"], [rule])
 
 
@@ -89,10 +100,16 @@ async def test_a_regex_over_envoys_limit_gets_a_condition_and_the_listener_keeps
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
         await until(answers(ip, port, "/good", "A"), 10, "the good route serves A")
         h.write_manifests(tmp_path / "bad.yaml", [regex_route("bad", ISSUE_REGEX, "svc-b")])
-        cond, _ = await until(accepted(served, "bad", "False", "RE2 program size 274 is over Envoy's limit of 100"), 5, "bad refused")
+        cond, _ = await until(
+            accepted(served, "bad", "False", "RE2 program size 274 is over Envoy's limit of 100"),
+            5,
+            "bad refused",
+        )
         assert cond["reason"] == "UnsupportedValue"
         h.write_manifests(tmp_path / "good.yaml", [good_route("svc-b")])
-        _, took = await until(answers(ip, port, "/good", "B"), 5, "the good route's change is served")
+        _, took = await until(
+            answers(ip, port, "/good", "B"), 5, "the good route's change is served"
+        )
         assert took < STEP_LIMIT, took
         await until(programmed(served, "True"), 5, "the Gateway is programmed")
         assert served.xds.searches_run == 0  # Envoy never saw the regex: nothing was rejected
@@ -104,7 +121,9 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
 ) -> None:
     ip = "127.40.9.21" if delta else "127.40.9.11"
     port = setup(tmp_path, ip, backends)
-    async with h.running_serve(tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL) as served:
+    async with h.running_serve(
+        tmp_path, delta=delta, check_incremental=CHECK_INCREMENTAL
+    ) as served:
         await until(answers(ip, port, "/good", "A"), 10, "the good route serves A")
         process = served.infra.process("default/gw")
         assert process is not None
@@ -118,11 +137,15 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
         # The culprit and a change of another route of the same listener, at once.
         h.write_manifests(tmp_path / "bad.yaml", [regex_route("bad", ENVOY_ONLY_REGEX, "svc-b")])
         h.write_manifests(tmp_path / "good.yaml", [good_route("svc-b")])
-        _, took = await until(answers(ip, port, "/good", "B"), 5, "the good route's change is served")
+        _, took = await until(
+            answers(ip, port, "/good", "B"), 5, "the good route's change is served"
+        )
         steps = {"other route changed beside the culprit": took}
 
         envoy_says = f"RE2 program size of 50 > max program size of {ENVOY_ONLY_LIMIT}"
-        cond, _ = await until(accepted(served, "bad", "False", envoy_says), 5, "the culprit's condition")
+        cond, _ = await until(
+            accepted(served, "bad", "False", envoy_says), 5, "the culprit's condition"
+        )
         assert cond["reason"] == "UnsupportedValue"
         assert "the Envoy of Gateway default/gw rejects it" in cond["message"]
         await until(programmed(served, "True"), 5, "the Gateway is programmed again")
@@ -138,17 +161,25 @@ async def test_a_route_only_envoy_rejects_is_quarantined_and_never_freezes_the_o
 
         # Still isolated: the next change of the good route is served at once.
         h.write_manifests(tmp_path / "good.yaml", [good_route("svc-a")])
-        _, steps["next change of the other route"] = await until(answers(ip, port, "/good", "A"), 5, "the next change")
+        _, steps["next change of the other route"] = await until(
+            answers(ip, port, "/good", "A"), 5, "the next change"
+        )
 
         # Fixing the culprit releases it: tried again, served.
         h.write_manifests(tmp_path / "bad.yaml", [regex_route("bad", FIXED_REGEX, "svc-b")])
-        _, steps["fixed culprit served"] = await until(answers(ip, port, "/items/abc", "B"), 5, "the fixed route serves B")
+        _, steps["fixed culprit served"] = await until(
+            answers(ip, port, "/items/abc", "B"), 5, "the fixed route serves B"
+        )
         await until(accepted(served, "bad", "True", "Accepted"), 5, "the fixed route is accepted")
         assert served.runtime.metrics.value("gateweave_quarantined_objects") == 0
         assert (await admin_get(served, "/api/errors"))["items"] == []
         await until(programmed(served, "True"), 5, "the Gateway is programmed")
         assert await answers(ip, port, "/good", "A")() is not None
         searches = served.xds.searches_run
-    print("file write -> Envoy serving", "(delta):" if delta else "(sotw):", {k: f"{v * 1000:.0f} ms" for k, v in steps.items()},
-          f"searches: {searches}")
+    print(
+        "file write -> Envoy serving",
+        "(delta):" if delta else "(sotw):",
+        {k: f"{v * 1000:.0f} ms" for k, v in steps.items()},
+        f"searches: {searches}",
+    )
     assert all(v < STEP_LIMIT for v in steps.values()), steps

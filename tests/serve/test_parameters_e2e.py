@@ -27,11 +27,19 @@ PARAMS = "gateweave.io/v1alpha1"
 
 
 def params(name: str, envoy: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": PARAMS, "kind": "GatewayParameters", "metadata": h.meta(name), "spec": {"envoy": envoy}}
+    return {
+        "apiVersion": PARAMS,
+        "kind": "GatewayParameters",
+        "metadata": h.meta(name),
+        "spec": {"envoy": envoy},
+    }
 
 
 def gateway(name: str, port: int, ref: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"gatewayClassName": h.CLASS, "listeners": [h.listener("http", "HTTP", port)]}
+    spec: dict[str, Any] = {
+        "gatewayClassName": h.CLASS,
+        "listeners": [h.listener("http", "HTTP", port)],
+    }
     if ref is not None:
         spec["infrastructure"] = {"parametersRef": ref}
     return {"apiVersion": f"{h.G}/v1", "kind": "Gateway", "metadata": h.meta(name), "spec": spec}
@@ -49,35 +57,68 @@ def concurrency(serve: Serve, gateway: str) -> int | None:
     return int(info["command_line_options"]["concurrency"])
 
 
-def test_class_defaults_and_a_gateway_override_reach_the_running_envoys(ns: Netns, tmp_path: Path) -> None:
+def test_class_defaults_and_a_gateway_override_reach_the_running_envoys(
+    ns: Netns, tmp_path: Path
+) -> None:
     config = tmp_path / "config"
     config.mkdir()
     gc = h.gateway_class()
     gc["spec"]["parametersRef"] = {**ref("defaults"), "namespace": "default"}
-    write(config / "objects.yaml", [
-        gc,
-        params("defaults", {"concurrency": 2, "logLevel": "info"}),
-        params("override", {"concurrency": 3}),
-        gateway("plain", 8080),
-        gateway("tuned", 8081, ref("override")),
-        gateway("missing", 8082, ref("nowhere")),
-        gateway("wrong-kind", 8083, ref("cfg", kind="ConfigMap", group="")),
-    ])
+    write(
+        config / "objects.yaml",
+        [
+            gc,
+            params("defaults", {"concurrency": 2, "logLevel": "info"}),
+            params("override", {"concurrency": 3}),
+            gateway("plain", 8080),
+            gateway("tuned", 8081, ref("override")),
+            gateway("missing", 8082, ref("nowhere")),
+            gateway("wrong-kind", 8083, ref("cfg", kind="ConfigMap", group="")),
+        ],
+    )
     serve = Serve(ns, config, tmp_path / "serve.log")
     try:
-        until(lambda: concurrency(serve, "plain") == 2, 30, "plain runs with the class's concurrency 2", serve)
-        until(lambda: concurrency(serve, "tuned") == 3, 30, "tuned runs with its own concurrency 3", serve)
-        for pid in serve.envoys():  # the class's log level reaches both (the override does not set one)
+        until(
+            lambda: concurrency(serve, "plain") == 2,
+            30,
+            "plain runs with the class's concurrency 2",
+            serve,
+        )
+        until(
+            lambda: concurrency(serve, "tuned") == 3,
+            30,
+            "tuned runs with its own concurrency 3",
+            serve,
+        )
+        for (
+            pid
+        ) in serve.envoys():  # the class's log level reaches both (the override does not set one)
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
             assert cmd[cmd.index("--log-level") + 1] == "info"
         for name, message in (
-            ("missing", "infrastructure.parametersRef gateweave.io/GatewayParameters default/nowhere does not exist"),
-            ("wrong-kind", "infrastructure.parametersRef /ConfigMap default/cfg: gateweave reads parameters of kind "
-                           "gateweave.io/GatewayParameters only"),
+            (
+                "missing",
+                "infrastructure.parametersRef gateweave.io/GatewayParameters default/nowhere does "
+                "not exist",
+            ),
+            (
+                "wrong-kind",
+                "infrastructure.parametersRef /ConfigMap default/cfg: gateweave reads parameters "
+                "of kind "
+                "gateweave.io/GatewayParameters only",
+            ),
         ):
-            accepted = until(functools.partial(gateway_condition, serve, name, "Accepted"), 10,
-                             f"{name} has a status", serve)
-            assert (accepted["status"], accepted["reason"], accepted["message"]) == ("False", "InvalidParameters", message)
+            accepted = until(
+                functools.partial(gateway_condition, serve, name, "Accepted"),
+                10,
+                f"{name} has a status",
+                serve,
+            )
+            assert (accepted["status"], accepted["reason"], accepted["message"]) == (
+                "False",
+                "InvalidParameters",
+                message,
+            )
         assert len(serve.envoys()) == 2  # no Envoy for the Gateways with invalid parameters
 
         # a schema error: refused with its line, the last accepted version kept
@@ -86,13 +127,22 @@ def test_class_defaults_and_a_gateway_override_reach_the_running_envoys(ns: Netn
         write(config / "objects.yaml", [*docs, params("override", {"concurrency": 0})])
         text = (config / "objects.yaml").read_text()
         line = text[: text.index("concurrency: 0")].count("\n") + 1
-        errors = until(lambda: (serve.api("/api/errors") or {}).get("items"), 10, "the error is listed", serve)
-        assert f"objects.yaml:{line}" in json.dumps(errors) and "spec.envoy.concurrency" in json.dumps(errors), errors
+        errors = until(
+            lambda: (serve.api("/api/errors") or {}).get("items"), 10, "the error is listed", serve
+        )
+        assert f"objects.yaml:{line}" in json.dumps(
+            errors
+        ) and "spec.envoy.concurrency" in json.dumps(errors), errors
         assert concurrency(serve, "tuned") == 3
 
         # a new value restarts the overridden Gateway's Envoy only
         write(config / "objects.yaml", [*docs, params("override", {"concurrency": 4})])
-        until(lambda: concurrency(serve, "tuned") == 4, 30, "tuned restarted with concurrency 4", serve)
+        until(
+            lambda: concurrency(serve, "tuned") == 4,
+            30,
+            "tuned restarted with concurrency 4",
+            serve,
+        )
         assert [p for p in serve.envoys() if concurrency_pid(p) == 2] == plain_pid
         assert not (serve.api("/api/errors") or {}).get("items")
     finally:

@@ -30,9 +30,14 @@ def rate_limit(name: str, target_kind: str, target: str, requests: int) -> dict[
         "kind": "BackendTrafficPolicy",
         "metadata": h.meta(name),
         "spec": {
-            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": target_kind, "name": target}],
+            "targetRefs": [
+                {"group": "gateway.networking.k8s.io", "kind": target_kind, "name": target}
+            ],
             # An hour: the window never refills while the test runs.
-            "rateLimit": {"type": "Local", "local": {"rules": [{"limit": {"requests": requests, "unit": "Hour"}}]}},
+            "rateLimit": {
+                "type": "Local",
+                "local": {"rules": [{"limit": {"requests": requests, "unit": "Hour"}}]},
+            },
         },
     }
 
@@ -50,15 +55,23 @@ async def limited_after(port: int, host: str, body: str, n: int) -> None:
     assert reply is not None and reply.status == 429, (host, reply)
 
 
-async def test_rate_limit_route_overrides_gateway_and_a_late_target(tmp_path: Path, backends: dict[str, Any]) -> None:
+async def test_rate_limit_route_overrides_gateway_and_a_late_target(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
-    h.write_manifests(tmp_path / "policies.yaml", [
-        rate_limit("per-gateway", "Gateway", "gw", 3),
-        rate_limit("per-route", "HTTPRoute", "b", 1),
-        rate_limit("early", "HTTPRoute", "late", 2),  # its route comes later
-    ])
-    h.write_manifests(tmp_path / "routes.yaml", [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b")])
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            rate_limit("per-gateway", "Gateway", "gw", 3),
+            rate_limit("per-route", "HTTPRoute", "b", 1),
+            rate_limit("early", "HTTPRoute", "late", 2),  # its route comes later
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b")],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
 
         async def up() -> bool:
@@ -72,11 +85,17 @@ async def test_rate_limit_route_overrides_gateway_and_a_late_target(tmp_path: Pa
         async def overridden() -> dict[str, Any] | None:
             pol = await served.get("BackendTrafficPolicy", "per-gateway")
             entries = (pol or {}).get("status", {}).get("ancestors", [])
-            return next((dict(c) for e in entries for c in e["conditions"] if c["type"] == "Overridden"), None)
+            return next(
+                (dict(c) for e in entries for c in e["conditions"] if c["type"] == "Overridden"),
+                None,
+            )
 
         cond, _ = await until(overridden, 10, "the Gateway-level policy Overridden")
         assert cond["reason"] == "Overridden"
-        assert cond["message"] == "This policy is being overridden by other backendTrafficPolicies for these routes: [default/b]"
+        assert cond["message"] == (
+            "This policy is being overridden by other backendTrafficPolicies for these routes: "
+            "[default/b]"
+        )
 
         async def early_ancestors() -> list[Any]:
             pol = await served.get("BackendTrafficPolicy", "early")

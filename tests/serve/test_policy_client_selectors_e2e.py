@@ -27,7 +27,9 @@ IP = "127.40.16.1"
 
 
 def btp(name: str, route: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
-    return backend_traffic_policy(name, route, {"rateLimit": {"type": "Local", "local": {"rules": rules}}})
+    return backend_traffic_policy(
+        name, route, {"rateLimit": {"type": "Local", "local": {"rules": rules}}}
+    )
 
 
 def limit(requests: int) -> dict[str, Any]:
@@ -35,8 +37,13 @@ def limit(requests: int) -> dict[str, Any]:
     return {"requests": requests, "unit": "Hour"}
 
 
-async def statuses(port: int, host: str, n: int, source: str | None = None,
-                   headers: Mapping[str, str] | None = None) -> list[int | None]:
+async def statuses(
+    port: int,
+    host: str,
+    n: int,
+    source: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> list[int | None]:
     out: list[int | None] = []
     for _ in range(n):
         reply = await h.fetch(IP, port, "/", host, source=source, headers=headers)
@@ -47,21 +54,61 @@ async def statuses(port: int, host: str, n: int, source: str | None = None,
 async def test_rules_with_client_selectors(tmp_path: Path, backends: dict[str, Any]) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
-    h.write_manifests(tmp_path / "routes.yaml", [
-        h.http_route(name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("svc-a", 80)])])
-        for name in ("by-address", "by-header")
-    ])
-    h.write_manifests(tmp_path / "policies.yaml", [
-        btp("per-address", "by-address", [
-            {"clientSelectors": [{"sourceCIDR": {"value": "127.40.0.0/16", "type": "Distinct"}}], "limit": limit(2)},
-        ]),
-        btp("per-header", "by-header", [
-            {"clientSelectors": [{"headers": [{"name": "X-Plan", "value": "free"}]}], "limit": limit(1)},
-            {"clientSelectors": [{"headers": [{"name": "x-user", "type": "Distinct"}]}], "limit": limit(2)},
-            {"clientSelectors": [{"headers": [{"name": "x-bot", "type": "RegularExpression", "value": "crawl.*"}],
-                                  "sourceCIDR": {"value": "127.40.16.9/32"}}], "limit": limit(1)},
-        ]),
-    ])
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [
+            h.http_route(
+                name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("svc-a", 80)])]
+            )
+            for name in ("by-address", "by-header")
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            btp(
+                "per-address",
+                "by-address",
+                [
+                    {
+                        "clientSelectors": [
+                            {"sourceCIDR": {"value": "127.40.0.0/16", "type": "Distinct"}}
+                        ],
+                        "limit": limit(2),
+                    },
+                ],
+            ),
+            btp(
+                "per-header",
+                "by-header",
+                [
+                    {
+                        "clientSelectors": [{"headers": [{"name": "X-Plan", "value": "free"}]}],
+                        "limit": limit(1),
+                    },
+                    {
+                        "clientSelectors": [{"headers": [{"name": "x-user", "type": "Distinct"}]}],
+                        "limit": limit(2),
+                    },
+                    {
+                        "clientSelectors": [
+                            {
+                                "headers": [
+                                    {
+                                        "name": "x-bot",
+                                        "type": "RegularExpression",
+                                        "value": "crawl.*",
+                                    }
+                                ],
+                                "sourceCIDR": {"value": "127.40.16.9/32"},
+                            }
+                        ],
+                        "limit": limit(1),
+                    },
+                ],
+            ),
+        ],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
 
         async def up() -> bool:
@@ -71,20 +118,49 @@ async def test_rules_with_client_selectors(tmp_path: Path, backends: dict[str, A
         await until(up, 20, "Envoy serving the Gateway")
 
         # sourceCIDR Distinct: each address in the range has its own two requests.
-        assert await statuses(port, "by-address.example", 3, source="127.40.16.2") == [200, 200, 429]
-        assert await statuses(port, "by-address.example", 3, source="127.40.16.3") == [200, 200, 429]
+        assert await statuses(port, "by-address.example", 3, source="127.40.16.2") == [
+            200,
+            200,
+            429,
+        ]
+        assert await statuses(port, "by-address.example", 3, source="127.40.16.3") == [
+            200,
+            200,
+            429,
+        ]
         assert await statuses(port, "by-address.example", 1, source="127.40.16.2") == [429]
         # outside the range: no rule picks it
         assert await statuses(port, "by-address.example", 4, source="127.41.0.1") == [200] * 4
 
         # header Exact: one request for the free plan; another value is not picked
-        assert await statuses(port, "by-header.example", 2, headers={"x-plan": "free"}) == [200, 429]
+        assert await statuses(port, "by-header.example", 2, headers={"x-plan": "free"}) == [
+            200,
+            429,
+        ]
         assert await statuses(port, "by-header.example", 4, headers={"x-plan": "paid"}) == [200] * 4
         # header Distinct: two per user
-        assert await statuses(port, "by-header.example", 3, headers={"x-user": "alice"}) == [200, 200, 429]
-        assert await statuses(port, "by-header.example", 3, headers={"x-user": "bob"}) == [200, 200, 429]
+        assert await statuses(port, "by-header.example", 3, headers={"x-user": "alice"}) == [
+            200,
+            200,
+            429,
+        ]
+        assert await statuses(port, "by-header.example", 3, headers={"x-user": "bob"}) == [
+            200,
+            200,
+            429,
+        ]
         # a header RegularExpression and an address, both needed (ANDed)
         crawler = {"x-bot": "crawler-1"}
-        assert await statuses(port, "by-header.example", 3, source="127.40.16.8", headers=crawler) == [200] * 3
-        assert await statuses(port, "by-header.example", 2, source="127.40.16.9", headers=crawler) == [200, 429]
-        assert await statuses(port, "by-header.example", 2, source="127.40.16.9", headers={"x-bot": "human"}) == [200] * 2
+        assert (
+            await statuses(port, "by-header.example", 3, source="127.40.16.8", headers=crawler)
+            == [200] * 3
+        )
+        assert await statuses(
+            port, "by-header.example", 2, source="127.40.16.9", headers=crawler
+        ) == [200, 429]
+        assert (
+            await statuses(
+                port, "by-header.example", 2, source="127.40.16.9", headers={"x-bot": "human"}
+            )
+            == [200] * 2
+        )

@@ -2,7 +2,8 @@
 
 A client accepting gzip (or brotli, or zstd) gets the backend's answer compressed with it
 (``Content-Encoding``; of several, the one it weighs most), which decompresses to the
-backend's very answer; a client accepting none, or a route the policy does not govern, gets it as the backend sent it.
+backend's very answer; a client accepting none, or a route the policy does not govern, gets it as
+the backend sent it.
 """
 
 from __future__ import annotations
@@ -29,10 +30,14 @@ PATH = "/" + "compress-me/" * 8
 
 
 def _get(port: int, host: str, accept: str | None) -> tuple[int, str | None, bytes]:
-    """``GET PATH`` (with ``Accept-Encoding: accept``): the status, Content-Encoding and raw body."""
+    """``GET PATH`` (with ``Accept-Encoding: accept``): the status,
+    Content-Encoding and raw body.
+    """
     conn = http.client.HTTPConnection(IP, port, timeout=5)
     try:
-        conn.request("GET", PATH, headers={"Host": host, **({"Accept-Encoding": accept} if accept else {})})
+        conn.request(
+            "GET", PATH, headers={"Host": host, **({"Accept-Encoding": accept} if accept else {})}
+        )
         reply = conn.getresponse()
         return reply.status, reply.getheader("Content-Encoding"), reply.read()
     finally:
@@ -45,16 +50,30 @@ async def get(port: int, host: str, accept: str | None) -> tuple[int, str | None
 
 async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
     port = free_port(IP)
-    h.write_manifests(tmp_path / "base.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-        *h.service("backend", 80, flaky.port),
-        *(h.http_route(name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("backend", 80)])])
-          for name in ("compressed", "plain")),
-    ])
-    h.write_manifests(tmp_path / "policies.yaml", [
-        btp("compress", "compressed", {"compressor": [{"type": "Brotli"}, {"type": "Gzip"}, {"type": "Zstd"}]}),
-    ])
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *h.service("backend", 80, flaky.port),
+            *(
+                h.http_route(
+                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("backend", 80)])]
+                )
+                for name in ("compressed", "plain")
+            ),
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            btp(
+                "compress",
+                "compressed",
+                {"compressor": [{"type": "Brotli"}, {"type": "Gzip"}, {"type": "Zstd"}]},
+            ),
+        ],
+    )
     expected = f"200 {PATH}".encode()
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
 
@@ -64,8 +83,13 @@ async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
 
         await until(up, 20, "Envoy serving the Gateway")
 
-        for accept, encoding in (("gzip", "gzip"), ("br", "br"), ("zstd", "zstd"),
-                                 ("gzip;q=0.5, br", "br"), ("br;q=0.2, zstd;q=0.9, gzip;q=0.5", "zstd")):
+        for accept, encoding in (
+            ("gzip", "gzip"),
+            ("br", "br"),
+            ("zstd", "zstd"),
+            ("gzip;q=0.5, br", "br"),
+            ("br;q=0.2, zstd;q=0.9, gzip;q=0.5", "zstd"),
+        ):
             status, got, body = await get(port, "compressed.example", accept)
             assert (status, got) == (200, encoding), accept
             assert body != expected and codings.decode(got, body) == expected, accept

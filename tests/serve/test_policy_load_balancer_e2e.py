@@ -55,24 +55,53 @@ async def answers(port: int, host: str, n: int, **kw: Any) -> set[str]:
     return out
 
 
-async def test_consistent_hash_sends_a_client_to_one_endpoint(tmp_path: Path, pair: tuple[int, list[h.NameServer]]) -> None:
+async def test_consistent_hash_sends_a_client_to_one_endpoint(
+    tmp_path: Path, pair: tuple[int, list[h.NameServer]]
+) -> None:
     backend_port, _ = pair
     port = free_port(IP)
-    h.write_manifests(tmp_path / "base.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-        *two_endpoint_service(backend_port),
-        *(h.http_route(name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("pair", 80)])])
-          for name in ("by-source", "by-header", "plain")),
-        btp("source", "by-source", {"loadBalancer": {"type": "ConsistentHash", "consistentHash": {"type": "SourceIP"}}}),
-        btp("header", "by-header", {"loadBalancer": {"type": "ConsistentHash",
-                                                     "consistentHash": {"type": "Header", "header": {"name": "x-user"}}}}),
-    ])
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *two_endpoint_service(backend_port),
+            *(
+                h.http_route(
+                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("pair", 80)])]
+                )
+                for name in ("by-source", "by-header", "plain")
+            ),
+            btp(
+                "source",
+                "by-source",
+                {
+                    "loadBalancer": {
+                        "type": "ConsistentHash",
+                        "consistentHash": {"type": "SourceIP"},
+                    }
+                },
+            ),
+            btp(
+                "header",
+                "by-header",
+                {
+                    "loadBalancer": {
+                        "type": "ConsistentHash",
+                        "consistentHash": {"type": "Header", "header": {"name": "x-user"}},
+                    }
+                },
+            ),
+        ],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
 
         async def both() -> bool:
             replies = [await h.fetch(IP, port, "/", "plain.example", timeout=0.5) for _ in range(4)]
-            return {r.body for r in replies if r is not None and r.status == 200} == {"A", "B"}  # round robin
+            return {r.body for r in replies if r is not None and r.status == 200} == {
+                "A",
+                "B",
+            }  # round robin
 
         await until(both, 20, "Envoy serving both endpoints")
 
@@ -93,22 +122,44 @@ async def test_consistent_hash_sends_a_client_to_one_endpoint(tmp_path: Path, pa
 
 async def test_active_health_check_takes_an_endpoint_out_and_puts_it_back(tmp_path: Path) -> None:
     backend_port = free_port(ENDPOINTS[0])
-    a, b = (HealthServer(name, host, backend_port) for name, host in zip("AB", ENDPOINTS, strict=True))
+    a, b = (
+        HealthServer(name, host, backend_port) for name, host in zip("AB", ENDPOINTS, strict=True)
+    )
     try:
         port = free_port(IP)
-        h.write_manifests(tmp_path / "base.yaml", [
-            h.gateway_class(),
-            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-            *two_endpoint_service(backend_port),
-            h.http_route("checked", "gw", ["checked.example"], [h.rule("/", [h.backend_ref("pair", 80)])]),
-            btp("health", "checked", {"healthCheck": {"active": {
-                "type": "HTTP", "interval": "100ms", "timeout": "500ms", "healthyThreshold": 1, "unhealthyThreshold": 1,
-                "http": {"path": "/healthz", "expectedStatuses": [200]}}}}),
-        ])
+        h.write_manifests(
+            tmp_path / "base.yaml",
+            [
+                h.gateway_class(),
+                h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+                *two_endpoint_service(backend_port),
+                h.http_route(
+                    "checked", "gw", ["checked.example"], [h.rule("/", [h.backend_ref("pair", 80)])]
+                ),
+                btp(
+                    "health",
+                    "checked",
+                    {
+                        "healthCheck": {
+                            "active": {
+                                "type": "HTTP",
+                                "interval": "100ms",
+                                "timeout": "500ms",
+                                "healthyThreshold": 1,
+                                "unhealthyThreshold": 1,
+                                "http": {"path": "/healthz", "expectedStatuses": [200]},
+                            }
+                        }
+                    },
+                ),
+            ],
+        )
         async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
 
             async def reached(want: set[str]) -> bool:
-                replies = [await h.fetch(IP, port, "/", "checked.example", timeout=0.5) for _ in range(6)]
+                replies = [
+                    await h.fetch(IP, port, "/", "checked.example", timeout=0.5) for _ in range(6)
+                ]
                 return {r.body for r in replies if r is not None and r.status == 200} == want
 
             await until(lambda: reached({"A", "B"}), 20, "both endpoints healthy and served")

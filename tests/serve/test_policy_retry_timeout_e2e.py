@@ -25,19 +25,40 @@ IP = "127.40.17.1"
 
 async def test_retry_and_request_timeout(tmp_path: Path, flaky: FlakyServer) -> None:
     port = free_port(IP)
-    h.write_manifests(tmp_path / "base.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-        *h.service("flaky", 80, flaky.port),
-        *(h.http_route(name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("flaky", 80)])])
-          for name in ("retried", "plain", "bounded")),
-    ])
-    h.write_manifests(tmp_path / "policies.yaml", [
-        btp("retry", "retried", {"retry": {"numRetries": 1, "retryOn": {"httpStatusCodes": [500]},
-                                           "perRetry": {"backOff": {"baseInterval": "10ms", "maxInterval": "20ms"},
-                                                        "timeout": "5s"}}}),
-        btp("timeout", "bounded", {"timeout": {"http": {"requestTimeout": "200ms"}}}),
-    ])
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *h.service("flaky", 80, flaky.port),
+            *(
+                h.http_route(
+                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("flaky", 80)])]
+                )
+                for name in ("retried", "plain", "bounded")
+            ),
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            btp(
+                "retry",
+                "retried",
+                {
+                    "retry": {
+                        "numRetries": 1,
+                        "retryOn": {"httpStatusCodes": [500]},
+                        "perRetry": {
+                            "backOff": {"baseInterval": "10ms", "maxInterval": "20ms"},
+                            "timeout": "5s",
+                        },
+                    }
+                },
+            ),
+            btp("timeout", "bounded", {"timeout": {"http": {"requestTimeout": "200ms"}}}),
+        ],
+    )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
 
         async def up() -> bool:

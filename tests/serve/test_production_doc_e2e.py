@@ -76,7 +76,9 @@ class Block:
 
 
 def blocks(path: Path = DOC) -> list[Block]:
-    found = re.findall(r"^```(\S*)[ \t]*([^\n]*)\n(.*?)^```[ \t]*$", path.read_text(), re.MULTILINE | re.DOTALL)
+    found = re.findall(
+        r"^```(\S*)[ \t]*([^\n]*)\n(.*?)^```[ \t]*$", path.read_text(), re.MULTILINE | re.DOTALL
+    )
     return [Block(lang, attrs.strip(), text) for lang, attrs, text in found]
 
 
@@ -108,15 +110,19 @@ def test_the_unit_is_what_the_docs_say() -> None:
         if arg.startswith("--"):
             assert arg.split("=")[0] in options, f"ExecStart: serve has no option {arg}"
     args = dict(zip(argv[2::2], argv[3::2], strict=True))
-    assert args["--state-dir"] == f"/var/lib/{service['StateDirectory']}"  # systemd makes it for the user
+    assert (
+        args["--state-dir"] == f"/var/lib/{service['StateDirectory']}"
+    )  # systemd makes it for the user
     assert service["StateDirectoryMode"] == "0700"  # as serve requires of its state directory
     assert args["--config-dir"] == "/etc/gateweave" and "/etc/gateweave/web.yaml" in files(blocks())
     assert service["KillMode"] == "process"
     assert service["Restart"] == "on-failure"
-    assert service["AmbientCapabilities"] == service["CapabilityBoundingSet"] == "CAP_NET_BIND_SERVICE"
+    assert (
+        service["AmbientCapabilities"] == service["CapabilityBoundingSet"] == "CAP_NET_BIND_SERVICE"
+    )
     assert service["User"] == "gateweave" and "useradd --system" in DOC.read_text()
     text = DOC.read_text()
-    table = text[text.index("| setting | why |"):]
+    table = text[text.index("| setting | why |") :]
     for key in service:
         assert f"`{key}=" in table, f"docs/production.md does not say why the unit sets {key}"
 
@@ -125,10 +131,16 @@ def test_systemd_accepts_the_unit(tmp_path: Path) -> None:
     """``systemd-analyze verify`` (offline; it checks that ExecStart's program exists, so the
     copy verified names this checkout's gateweave)."""
     analyze = shutil.which("systemd-analyze")
-    assert analyze is not None, "systemd-analyze (Debian's systemd package) is needed to check the unit"
+    assert analyze is not None, (
+        "systemd-analyze (Debian's systemd package) is needed to check the unit"
+    )
     copy = tmp_path / "gateweave.service"
-    copy.write_text(UNIT.read_text().replace("/opt/gateweave/bin/gateweave", str(BIN / "gateweave")))
-    done = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60)
+    copy.write_text(
+        UNIT.read_text().replace("/opt/gateweave/bin/gateweave", str(BIN / "gateweave"))
+    )
+    done = subprocess.run(
+        [analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and not done.stdout.strip() and not done.stderr.strip(), done
 
 
@@ -139,7 +151,11 @@ def test_every_manifest_in_the_docs_is_accepted(tmp_path: Path) -> None:
         path = tmp_path / f"{i}.yaml"
         path.write_text(block.text)
         run = read_objects([str(path)])
-        assert run.objects and not run.load_errors and not run.rejected, (block.text, run.load_errors, run.rejected)
+        assert run.objects and not run.load_errors and not run.rejected, (
+            block.text,
+            run.load_errors,
+            run.rejected,
+        )
 
 
 # ---------------------------------------------------------------- the docs, run
@@ -149,12 +165,27 @@ class UnitServe(Serve):
     """The unit's ``ExecStart`` (``argv``) in ``ns`` as ``NOBODY``, holding only the unit's
     capabilities, as systemd would run it (``state``: the state directory ``argv`` names)."""
 
-    def __init__(self, ns: Netns, argv: list[str], service: dict[str, str], state: Path, log: Path) -> None:
+    def __init__(
+        self, ns: Netns, argv: list[str], service: dict[str, str], state: Path, log: Path
+    ) -> None:
         self.ns, self.log, self.state = ns, log, state
-        caps = ",".join("+" + c.strip().lower().removeprefix("cap_") for c in service["AmbientCapabilities"].split())
-        bounding = ",".join("+" + c.strip().lower().removeprefix("cap_") for c in service["CapabilityBoundingSet"].split())
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                  f"--inh-caps=-all,{caps}", f"--ambient-caps=-all,{caps}", f"--bounding-set=-all,{bounding}"]
+        caps = ",".join(
+            "+" + c.strip().lower().removeprefix("cap_")
+            for c in service["AmbientCapabilities"].split()
+        )
+        bounding = ",".join(
+            "+" + c.strip().lower().removeprefix("cap_")
+            for c in service["CapabilityBoundingSet"].split()
+        )
+        prefix = [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            f"--inh-caps=-all,{caps}",
+            f"--ambient-caps=-all,{caps}",
+            f"--bounding-set=-all,{bounding}",
+        ]
         if service.get("NoNewPrivileges") == "yes":
             prefix.append("--no-new-privs")
         with log.open("wb") as out:
@@ -190,7 +221,10 @@ def backend_of(manifests: dict[str, str]) -> tuple[str, int]:
 def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
     doc = blocks()
     manifests = files(doc)
-    mapping = {"/opt/gateweave/bin/gateweave": str(BIN / "gateweave"), **{k: str(v) for k, v in dirs.items()}}
+    mapping = {
+        "/opt/gateweave/bin/gateweave": str(BIN / "gateweave"),
+        **{k: str(v) for k, v in dirs.items()},
+    }
 
     def mapped(text: str) -> str:
         for path, here in mapping.items():
@@ -199,7 +233,9 @@ def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
 
     for path, text in manifests.items():
         target = Path(mapped(path))
-        assert target.parent == dirs["/etc/gateweave"], f"{path} is not in the configuration directory"
+        assert target.parent == dirs["/etc/gateweave"], (
+            f"{path} is not in the configuration directory"
+        )
         target.write_text(text)
         target.chmod(0o644)
     name, port = backend_of(manifests)
@@ -211,20 +247,37 @@ def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
         service = unit_settings()["Service"]
         argv = [mapped(a) for a in shlex.split(service["ExecStart"])]
         serve = UnitServe(ns, argv, service, dirs["/var/lib/gateweave"], tmp_path / "serve.log")
-        env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}", "COLUMNS": "200"}
+        env = {
+            **os.environ,
+            "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "COLUMNS": "200",
+        }
 
         def run(line: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(["ip", "netns", "exec", ns.name, "bash", "-c", mapped(line)],
-                                  capture_output=True, text=True, env=env, timeout=30)
+            return subprocess.run(
+                ["ip", "netns", "exec", ns.name, "bash", "-c", mapped(line)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=30,
+            )
 
         lines = checks(doc)
-        assert [line.split()[:2] for line in lines] == [["curl", "-sS"], ["gateweave", "status"]], lines
+        assert [line.split()[:2] for line in lines] == [["curl", "-sS"], ["gateweave", "status"]], (
+            lines
+        )
         curl, status = lines
-        until(lambda: run(curl).stdout == "app", 60, "the docs' curl gets the backend's answer", serve)
+        until(
+            lambda: run(curl).stdout == "app", 60, "the docs' curl gets the backend's answer", serve
+        )
         assert all(Path(f"/proc/{pid}").stat().st_uid == NOBODY for pid in serve.envoys())
         shown = run(status)
         assert shown.returncode == 0, shown
-        row = next(line for line in shown.stdout.splitlines() if "default/web" in line and "0.0.0.0" in line)
+        row = next(
+            line
+            for line in shown.stdout.splitlines()
+            if "default/web" in line and "0.0.0.0" in line
+        )
         assert row.split("│")[4:6] == [" True     ", " True       "], row  # ACCEPTED, PROGRAMMED
         assert "No configuration errors." in shown.stdout
 
@@ -236,7 +289,12 @@ def test_the_docs_run(dirs: dict[str, Path], tmp_path: Path) -> None:
         serve.proc.wait(10)
         assert run(curl).stdout == "app"  # no controller: the Envoy serves on
         serve = UnitServe(ns, argv, service, dirs["/var/lib/gateweave"], tmp_path / "restarted.log")
-        until(lambda: "Envoy adopted" in serve.log.read_text(), 60, "the restarted serve adopts the Envoy", serve)
+        until(
+            lambda: "Envoy adopted" in serve.log.read_text(),
+            60,
+            "the restarted serve adopts the Envoy",
+            serve,
+        )
         assert '"Envoy adopted" for every Gateway' in DOC.read_text()
         assert sorted(serve.envoys()) == envoys
         assert run(curl).stdout == "app"

@@ -35,7 +35,10 @@ pytestmark = [
 ]
 
 SERVER, CLIENT = "10.232.0.1", "10.232.0.2"  # the veth pair's ends
-HOSTS = {"api.backends.test": "127.0.0.41", "web.backends.test": "127.0.0.42"}  # the server namespace's hosts file
+HOSTS = {
+    "api.backends.test": "127.0.0.41",
+    "web.backends.test": "127.0.0.42",
+}  # the server namespace's hosts file
 EG = "gateway.envoyproxy.io"
 
 
@@ -60,26 +63,48 @@ def objects(external: int, web: int, socket: str) -> list[dict[str, Any]]:
     public = h.gateway("public", SERVER, [h.listener("http", "HTTP", 8080)])
     everywhere = h.gateway("everywhere", SERVER, [h.listener("http", "HTTP", 8081)])
     del everywhere["spec"]["addresses"]  # --default-address decides
-    route = h.http_route("app", "public", ["app.example.com"], [
-        h.rule("/external", [h.backend_ref("external", external)]),
-        h.rule("/fqdn", [h.backend_ref("web", 80)]),
-        h.rule("/unix", [{"group": EG, "kind": "Backend", "name": "unix"}]),
-    ])
+    route = h.http_route(
+        "app",
+        "public",
+        ["app.example.com"],
+        [
+            h.rule("/external", [h.backend_ref("external", external)]),
+            h.rule("/fqdn", [h.backend_ref("web", 80)]),
+            h.rule("/unix", [{"group": EG, "kind": "Backend", "name": "unix"}]),
+        ],
+    )
     route["spec"]["parentRefs"] = [{"name": "public"}, {"name": "everywhere"}]
     return [
         h.gateway_class(),
         public,
         everywhere,
         route,
-        {"apiVersion": "v1", "kind": "Service", "metadata": h.meta("external"),
-         "spec": {"type": "ExternalName", "externalName": "api.backends.test"}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": h.meta("web"), "spec": {"ports": [{"name": "http", "port": 80}]}},
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-         "metadata": h.meta("web-names", labels={"kubernetes.io/service-name": "web"}),
-         "addressType": "FQDN", "endpoints": [{"addresses": ["web.backends.test"]}],
-         "ports": [{"name": "http", "port": web}]},
-        {"apiVersion": f"{EG}/v1alpha1", "kind": "Backend", "metadata": h.meta("unix"),
-         "spec": {"endpoints": [{"unix": {"path": socket}}]}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": h.meta("external"),
+            "spec": {"type": "ExternalName", "externalName": "api.backends.test"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": h.meta("web"),
+            "spec": {"ports": [{"name": "http", "port": 80}]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": h.meta("web-names", labels={"kubernetes.io/service-name": "web"}),
+            "addressType": "FQDN",
+            "endpoints": [{"addresses": ["web.backends.test"]}],
+            "ports": [{"name": "http", "port": web}],
+        },
+        {
+            "apiVersion": f"{EG}/v1alpha1",
+            "kind": "Backend",
+            "metadata": h.meta("unix"),
+            "spec": {"endpoints": [{"unix": {"path": socket}}]},
+        },
     ]
 
 
@@ -87,9 +112,16 @@ def served_all(serve: Serve, gateway: str) -> bool:
     """Whether the access log of ``gateway`` shows each backend answering 200 to the client's
     address (a backend by its Service or Backend name)."""
     reply = serve.admin_get(f"/api/logs/default/{gateway}")
-    lines = [json.loads(line) for line in (reply.body if reply is not None else "").splitlines() if line.strip()]
-    return {entry["backend"].split("/")[1] for entry in lines if entry["response_code"] == 200
-            and entry["downstream_address"].startswith(f"{CLIENT}:")} == {"external", "web", "unix"}
+    lines = [
+        json.loads(line)
+        for line in (reply.body if reply is not None else "").splitlines()
+        if line.strip()
+    ]
+    return {
+        entry["backend"].split("/")[1]
+        for entry in lines
+        if entry["response_code"] == 200 and entry["downstream_address"].startswith(f"{CLIENT}:")
+    } == {"external", "web", "unix"}
 
 
 def programmed(serve: Serve, gateway: str) -> dict[str, Any] | None:
@@ -115,29 +147,46 @@ def test_a_client_in_another_namespace_reaches_backends_by_name(
     def answers(port: int, path: str, name: str) -> Any:
         def probe() -> h.Reply | None:
             reply = client.call(h.fetch_sync, SERVER, port, path, "app.example.com")
-            return reply if reply is not None and reply.status == 200 and reply.body == name else None
+            return (
+                reply if reply is not None and reply.status == 200 and reply.body == name else None
+            )
+
         return probe
 
     try:
         for port in (8080, 8081):
             for path, name in (("/external", "external"), ("/fqdn", "fqdn"), ("/unix", "unix")):
-                reply = until(answers(port, path, name), 30, f"the client gets {name} through port {port}", serve)
+                reply = until(
+                    answers(port, path, name),
+                    30,
+                    f"the client gets {name} through port {port}",
+                    serve,
+                )
                 assert reply.headers["x-backend"] == name
 
         # the statuses say where each Gateway is bound and that everything resolved
         for name, address in (("public", SERVER), ("everywhere", "0.0.0.0")):
-            gateway = until(functools.partial(programmed, serve, name), 10, f"{name} is Programmed", serve)
+            gateway = until(
+                functools.partial(programmed, serve, name), 10, f"{name} is Programmed", serve
+            )
             assert gateway["status"]["addresses"] == [{"type": "IPAddress", "value": address}]
         route = serve.get("HTTPRoute", "default", "app") or {}
         for parent in route["status"]["parents"]:
-            assert {c["type"]: c["status"] for c in parent["conditions"]} == {"Accepted": "True", "ResolvedRefs": "True"}
+            assert {c["type"]: c["status"] for c in parent["conditions"]} == {
+                "Accepted": "True",
+                "ResolvedRefs": "True",
+            }
         accepted = condition(serve.get("Backend", "default", "unix"), "Accepted")
         assert accepted is not None and accepted["status"] == "True"
 
         # the access logs say the requests came from the client's end of the veth, to each backend
         for name in ("public", "everywhere"):
-            until(functools.partial(served_all, serve, name), 10, f"{name}'s access log shows the client's requests",
-                  serve)
+            until(
+                functools.partial(served_all, serve, name),
+                10,
+                f"{name}'s access log shows the client's requests",
+                serve,
+            )
     finally:
         serve.stop()
         for backend in backends:

@@ -43,68 +43,191 @@ def security_policy(name: str, route: str, spec: dict[str, Any]) -> dict[str, An
         "apiVersion": f"{EG}/v1alpha1",
         "kind": "SecurityPolicy",
         "metadata": h.meta(name),
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}], **spec},
+        "spec": {
+            "targetRefs": [
+                {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": route}
+            ],
+            **spec,
+        },
     }
 
 
 def htpasswd_secret(name: str, users: dict[str, str]) -> dict[str, Any]:
-    lines = "".join(f"{u}:{{SHA}}{base64.b64encode(hashlib.sha1(p.encode()).digest()).decode()}\n" for u, p in users.items())
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": h.meta(name), "type": "Opaque",
-            "data": {".htpasswd": base64.b64encode(lines.encode()).decode()}}
+    lines = "".join(
+        f"{u}:{{SHA}}{base64.b64encode(hashlib.sha1(p.encode()).digest()).decode()}\n"
+        for u, p in users.items()
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": h.meta(name),
+        "type": "Opaque",
+        "data": {".htpasswd": base64.b64encode(lines.encode()).decode()},
+    }
 
 
 def route(name: str, host: str, service: str) -> dict[str, Any]:
     return h.http_route(name, "gw", [host], [h.rule("/", [h.backend_ref(service, 80)])])
 
 
-async def get(port: int, host: str, *, source: str = "127.0.0.1", auth: tuple[str, str] | None = None,
-              headers: dict[str, str] | None = None) -> httpx.Response:
+async def get(
+    port: int,
+    host: str,
+    *,
+    source: str = "127.0.0.1",
+    auth: tuple[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
     transport = httpx.AsyncHTTPTransport(local_address=source)
     async with httpx.AsyncClient(transport=transport, timeout=5.0, trust_env=False) as client:
-        return await client.get(f"http://{IP}:{port}/", headers={"Host": host, **(headers or {})}, auth=auth)
+        return await client.get(
+            f"http://{IP}:{port}/", headers={"Host": host, **(headers or {})}, auth=auth
+        )
 
 
 async def test_security_policy_features(tmp_path: Path, backends: dict[str, Any]) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
-    h.write_manifests(tmp_path / "routes.yaml", [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b"),
-                                                  route("c", "c.example", "svc-a"), route("d", "d.example", "svc-b"),
-                                                  route("e", "e.example", "svc-a"), route("f", "f.example", "svc-b"),
-                                                  route("g", "g.example", "svc-a"), route("h", "h.example", "svc-b")])
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [
+            route("a", "a.example", "svc-a"),
+            route("b", "b.example", "svc-b"),
+            route("c", "c.example", "svc-a"),
+            route("d", "d.example", "svc-b"),
+            route("e", "e.example", "svc-a"),
+            route("f", "f.example", "svc-b"),
+            route("g", "g.example", "svc-a"),
+            route("h", "h.example", "svc-b"),
+        ],
+    )
     rsa, ec = rsa_key(), ec_key()
     auth = HttpAuth("127.40.16.2")
-    h.write_manifests(tmp_path / "policies.yaml", [
-        security_policy("basic", "a", {"basicAuth": {"users": {"name": "users"}}}),
-        security_policy("late-secret", "d", {"basicAuth": {"users": {"name": "later"}}}),
-        security_policy("cidr", "b", {"authorization": {"defaultAction": "Allow", "rules": [
-            {"action": "Deny", "principal": {"clientCIDRs": ["127.0.0.2/32"]}}]}}),
-        security_policy("header", "c", {"authorization": {"rules": [
-            {"name": "team", "action": "Allow", "principal": {"headers": [{"name": "x-team", "values": ["blue", "green"]}]}}]}}),
-        security_policy("cors", "e", {"cors": {"allowOrigins": ["https://*.app.example"], "allowMethods": ["GET", "PUT"],
-                                                "allowHeaders": ["x-token"], "exposeHeaders": ["x-trace"], "maxAge": "10m",
-                                                "allowCredentials": True}}),
-        security_policy("keys", "f", {"apiKeyAuth": {"credentialRefs": [{"name": "api-keys"}],
-                                                     "extractFrom": [{"headers": ["x-api-key"]}, {"params": ["key"]}]}}),
-        {"apiVersion": "v1", "kind": "Secret", "metadata": h.meta("api-keys"), "stringData": {"client-1": "s3cret"}},
-        security_policy("jwt", "g", {"jwt": {"providers": [
-            {"name": "rsa", "issuer": "https://issuer.example", "audiences": ["gw"],
-             "localJWKS": {"type": "Inline", "inline": rsa.jwks()}},
-            {"name": "ec", "issuer": "https://other.example",
-             "localJWKS": {"type": "ValueRef", "valueRef": {"group": "", "kind": "ConfigMap", "name": "ec-jwks"}}}]}}),
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": h.meta("ec-jwks"), "data": {"jwks": ec.jwks()}},
-        security_policy("ext", "h", {"extAuth": {"http": {"backendRef": {"name": "auth", "port": 9002}, "path": "/check"},
-                                                 "headersToExtAuth": ["x-tenant"]}}),
-        *h.service("auth", 9002, auth.port, auth.host),
-        htpasswd_secret("users", {"alice": "wonderland", "bob": "builder"}),
-    ])
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            security_policy("basic", "a", {"basicAuth": {"users": {"name": "users"}}}),
+            security_policy("late-secret", "d", {"basicAuth": {"users": {"name": "later"}}}),
+            security_policy(
+                "cidr",
+                "b",
+                {
+                    "authorization": {
+                        "defaultAction": "Allow",
+                        "rules": [
+                            {"action": "Deny", "principal": {"clientCIDRs": ["127.0.0.2/32"]}}
+                        ],
+                    }
+                },
+            ),
+            security_policy(
+                "header",
+                "c",
+                {
+                    "authorization": {
+                        "rules": [
+                            {
+                                "name": "team",
+                                "action": "Allow",
+                                "principal": {
+                                    "headers": [{"name": "x-team", "values": ["blue", "green"]}]
+                                },
+                            }
+                        ]
+                    }
+                },
+            ),
+            security_policy(
+                "cors",
+                "e",
+                {
+                    "cors": {
+                        "allowOrigins": ["https://*.app.example"],
+                        "allowMethods": ["GET", "PUT"],
+                        "allowHeaders": ["x-token"],
+                        "exposeHeaders": ["x-trace"],
+                        "maxAge": "10m",
+                        "allowCredentials": True,
+                    }
+                },
+            ),
+            security_policy(
+                "keys",
+                "f",
+                {
+                    "apiKeyAuth": {
+                        "credentialRefs": [{"name": "api-keys"}],
+                        "extractFrom": [{"headers": ["x-api-key"]}, {"params": ["key"]}],
+                    }
+                },
+            ),
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": h.meta("api-keys"),
+                "stringData": {"client-1": "s3cret"},
+            },
+            security_policy(
+                "jwt",
+                "g",
+                {
+                    "jwt": {
+                        "providers": [
+                            {
+                                "name": "rsa",
+                                "issuer": "https://issuer.example",
+                                "audiences": ["gw"],
+                                "localJWKS": {"type": "Inline", "inline": rsa.jwks()},
+                            },
+                            {
+                                "name": "ec",
+                                "issuer": "https://other.example",
+                                "localJWKS": {
+                                    "type": "ValueRef",
+                                    "valueRef": {
+                                        "group": "",
+                                        "kind": "ConfigMap",
+                                        "name": "ec-jwks",
+                                    },
+                                },
+                            },
+                        ]
+                    }
+                },
+            ),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": h.meta("ec-jwks"),
+                "data": {"jwks": ec.jwks()},
+            },
+            security_policy(
+                "ext",
+                "h",
+                {
+                    "extAuth": {
+                        "http": {"backendRef": {"name": "auth", "port": 9002}, "path": "/check"},
+                        "headersToExtAuth": ["x-tenant"],
+                    }
+                },
+            ),
+            *h.service("auth", 9002, auth.port, auth.host),
+            htpasswd_secret("users", {"alice": "wonderland", "bob": "builder"}),
+        ],
+    )
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(auth.close)
-        served = await stack.enter_async_context(h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL))
+        served = await stack.enter_async_context(
+            h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL)
+        )
         await _checks(served, tmp_path, port, rsa, ec, auth)
 
 
-async def _checks(served: Any, tmp_path: Path, port: int, rsa: SigningKey, ec: SigningKey, auth: HttpAuth) -> None:
+async def _checks(
+    served: Any, tmp_path: Path, port: int, rsa: SigningKey, ec: SigningKey, auth: HttpAuth
+) -> None:
     """Each feature through the Envoy ``served`` runs, on its own route."""
+
     async def up() -> bool:
         reply = await h.fetch(IP, port, "/", "nothing.example", timeout=0.5)
         return reply is not None and reply.status == 404
@@ -131,10 +254,17 @@ async def _checks(served: Any, tmp_path: Path, port: int, rsa: SigningKey, ec: S
 
     # CORS: the preflight answered by Envoy, the allowed origin reflected
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+
         def preflight(origin: str) -> Any:
-            return client.options(f"http://{IP}:{port}/", headers={
-                "Host": "e.example", "Origin": origin, "Access-Control-Request-Method": "PUT",
-                "Access-Control-Request-Headers": "x-token"})
+            return client.options(
+                f"http://{IP}:{port}/",
+                headers={
+                    "Host": "e.example",
+                    "Origin": origin,
+                    "Access-Control-Request-Method": "PUT",
+                    "Access-Control-Request-Headers": "x-token",
+                },
+            )
 
         answer = await preflight("https://web.app.example")
         assert answer.status_code == 200 and answer.text == ""  # Envoy's, not the backend's "A"
@@ -145,7 +275,10 @@ async def _checks(served: Any, tmp_path: Path, port: int, rsa: SigningKey, ec: S
         assert answer.headers["access-control-allow-credentials"] == "true"
         other = await preflight("https://evil.example")
         assert "access-control-allow-origin" not in other.headers
-        simple = await client.get(f"http://{IP}:{port}/", headers={"Host": "e.example", "Origin": "https://web.app.example"})
+        simple = await client.get(
+            f"http://{IP}:{port}/",
+            headers={"Host": "e.example", "Origin": "https://web.app.example"},
+        )
         assert simple.text == "A" and simple.headers["access-control-expose-headers"] == "x-trace"
         assert simple.headers["access-control-allow-origin"] == "https://web.app.example"
 
@@ -154,23 +287,44 @@ async def _checks(served: Any, tmp_path: Path, port: int, rsa: SigningKey, ec: S
     assert (await get(port, "f.example", headers={"x-api-key": "guess"})).status_code == 401
     assert (await get(port, "f.example", headers={"x-api-key": "s3cret"})).text == "B"
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-        by_param = await client.get(f"http://{IP}:{port}/?key=s3cret", headers={"Host": "f.example"})
+        by_param = await client.get(
+            f"http://{IP}:{port}/?key=s3cret", headers={"Host": "f.example"}
+        )
         assert (by_param.status_code, by_param.text) == (200, "B")
 
     # JWT
-    claims = {"iss": "https://issuer.example", "aud": "gw", "sub": "u1", "exp": int(time.time()) + 3600}
+    claims = {
+        "iss": "https://issuer.example",
+        "aud": "gw",
+        "sub": "u1",
+        "exp": int(time.time()) + 3600,
+    }
     good = rsa.sign(claims)
 
     def bearer(token: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"}
 
     assert (await get(port, "g.example", headers=bearer(good))).text == "A"
-    assert (await get(port, "g.example", headers=bearer(ec.sign({**claims, "iss": "https://other.example"})))).text == "A"
+    assert (
+        await get(
+            port, "g.example", headers=bearer(ec.sign({**claims, "iss": "https://other.example"}))
+        )
+    ).text == "A"
     assert (await get(port, "g.example")).status_code == 401
-    assert (await get(port, "g.example", headers=bearer(tampered(good, {**claims, "sub": "admin"})))).status_code == 401
-    assert (await get(port, "g.example", headers=bearer(rsa.sign({**claims, "exp": 1000})))).status_code == 401
-    assert (await get(port, "g.example", headers=bearer(rsa.sign({**claims, "iss": "https://evil.example"})))).status_code == 401
-    assert (await get(port, "g.example", headers=bearer(ec.sign(claims)))).status_code == 401  # not ec's issuer
+    assert (
+        await get(port, "g.example", headers=bearer(tampered(good, {**claims, "sub": "admin"})))
+    ).status_code == 401
+    assert (
+        await get(port, "g.example", headers=bearer(rsa.sign({**claims, "exp": 1000})))
+    ).status_code == 401
+    assert (
+        await get(
+            port, "g.example", headers=bearer(rsa.sign({**claims, "iss": "https://evil.example"}))
+        )
+    ).status_code == 401
+    assert (
+        await get(port, "g.example", headers=bearer(ec.sign(claims)))
+    ).status_code == 401  # not ec's issuer
 
     # extAuth: the service's verdict
     denied = await get(port, "h.example", headers={"x-tenant": "t1"})
@@ -186,6 +340,7 @@ async def _checks(served: Any, tmp_path: Path, port: int, rsa: SigningKey, ec: S
             entries = (pol or {}).get("status", {}).get("ancestors", [])
             conds = [dict(c) for e in entries for c in e["conditions"] if c["type"] == "Accepted"]
             return conds[0] if conds and conds[0]["status"] == status else None
+
         return probe
 
     cond, _ = await until(accepted("False"), 10, "the late-secret policy refused")

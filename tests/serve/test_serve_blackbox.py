@@ -69,13 +69,21 @@ def item_key(item: dict[str, Any]) -> tuple[str, str, str]:
     return (item["kind"], meta.get("namespace", ""), meta["name"])
 
 
-def settle(server: Server, want_keys: set[tuple[str, str, str]], timeout: float = 30) -> list[dict[str, Any]]:
-    """Poll until /readyz is 200, the objects are the ones expected and two reads 0.5 s apart are equal."""
+def settle(
+    server: Server, want_keys: set[tuple[str, str, str]], timeout: float = 30
+) -> list[dict[str, Any]]:
+    """Poll until /readyz is 200, the objects are the ones expected and two reads 0.5 s apart are
+    equal.
+    """
     deadline = time.monotonic() + timeout
     previous: list[dict[str, Any]] | None = None
     while True:
-        assert server.proc.poll() is None, f"serve exited ({server.proc.returncode}):\n{server.log()}"
-        assert time.monotonic() < deadline, f"the server did not settle in {timeout}s:\n{server.log()}"
+        assert server.proc.poll() is None, (
+            f"serve exited ({server.proc.returncode}):\n{server.log()}"
+        )
+        assert time.monotonic() < deadline, (
+            f"the server did not settle in {timeout}s:\n{server.log()}"
+        )
         ready = server.get("/readyz").status_code == 200
         items = server.objects()
         gateway_api = {item_key(i) for i in items}
@@ -94,7 +102,9 @@ def key_of_raw(raw: dict[str, Any]) -> Key | None:
     return None if dec is None else key_of(dec)
 
 
-def objects_of(case_files: tuple[str, ...], skip: Collection[Key] = ()) -> dict[Key, dict[str, Any]]:
+def objects_of(
+    case_files: tuple[str, ...], skip: Collection[Key] = ()
+) -> dict[Key, dict[str, Any]]:
     out: dict[Key, dict[str, Any]] = {}
     for case_file in case_files:
         for raw in case_raws(case_file):
@@ -138,7 +148,9 @@ class Layout:
     root: Path
     files: dict[str, dict[Key, dict[str, Any]]] = field(default_factory=dict)
 
-    def write(self, name: str, objects: list[dict[str, Any]], rng: random.Random, *, atomic: bool = False) -> None:
+    def write(
+        self, name: str, objects: list[dict[str, Any]], rng: random.Random, *, atomic: bool = False
+    ) -> None:
         path = self.root / name
         text = yaml.safe_dump_all(objects, sort_keys=False)
         if atomic or rng.random() < 0.5:
@@ -168,14 +180,20 @@ def phases(root: Path, rng: random.Random) -> Iterator[set[tuple[str, str, str]]
     waits (the caller settles the server) before going on."""
     final = objects_of(FINAL_CASES)
     extra = objects_of(EXTRA_CASES, skip=set(final))
-    twice = rng.sample(sorted(k for k in final if k.kind in ("Gateway", "HTTPRoute") and changes_spec(final[k])), 4)
+    twice = rng.sample(
+        sorted(k for k in final if k.kind in ("Gateway", "HTTPRoute") and changes_spec(final[k])), 4
+    )
     late = set(rng.sample(sorted(k for k in final if k not in twice), len(final) // 10))
 
     keys = sorted(final) + sorted(extra)
     rng.shuffle(keys)
     n_files = rng.randint(8, 20)
-    file_of = {k: f"obj-{rng.randrange(n_files):02d}.yaml" if rng.random() < 0.7 else f"single-{i:03d}.yaml"
-               for i, k in enumerate(keys)}
+    file_of = {
+        k: f"obj-{rng.randrange(n_files):02d}.yaml"
+        if rng.random() < 0.7
+        else f"single-{i:03d}.yaml"
+        for i, k in enumerate(keys)
+    }
 
     # Phase 1: everything but the late objects, the twice-written ones in their first
     # version, the extra objects too; files in a random order, some written in two goes.
@@ -183,14 +201,18 @@ def phases(root: Path, rng: random.Random) -> Iterator[set[tuple[str, str, str]]
     for key in keys:
         if key in late:
             continue
-        raw = spec_changed(final[key]) if key in twice else final[key] if key in final else extra[key]
+        raw = (
+            spec_changed(final[key]) if key in twice else final[key] if key in final else extra[key]
+        )
         first.files.setdefault(file_of[key], {})[key] = raw
     names = list(first.files)
     rng.shuffle(names)
     for name in names:
         written = list(first.files[name].values())
         if len(written) > 1 and rng.random() < 0.3:
-            first.write(name, rng.sample(written, rng.randint(1, len(written) - 1)), rng)  # a partial write first
+            first.write(
+                name, rng.sample(written, rng.randint(1, len(written) - 1)), rng
+            )  # a partial write first
             pause(rng)
         first.write(name, written, rng)
         pause(rng)
@@ -205,7 +227,9 @@ def phases(root: Path, rng: random.Random) -> Iterator[set[tuple[str, str, str]]
         name = file_of[key]
         if key not in twice and rng.random() < 0.1:
             name = f"moved-{rng.randrange(3)}.yaml"
-        second.files.setdefault(name, {})[key] = final_version(final[key]) if key in twice else final[key]
+        second.files.setdefault(name, {})[key] = (
+            final_version(final[key]) if key in twice else final[key]
+        )
     names = sorted(set(first.files) | set(second.files))
     rng.shuffle(names)
     for name in names:
@@ -224,7 +248,9 @@ def phases(root: Path, rng: random.Random) -> Iterator[set[tuple[str, str, str]]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([GATEWEAVE, *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [GATEWEAVE, *args], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_serve_publishes_what_translate_prints(tmp_path: Path) -> None:
@@ -246,18 +272,37 @@ def test_serve_publishes_what_translate_prints(tmp_path: Path) -> None:
         assert [item_key(i) for i in items] == [item_key(i) for i in expected], f"seed {seed}"
         for got, want_item in zip(items, expected, strict=True):
             assert without_times(got) == without_times(want_item), f"seed {seed}: {item_key(got)}"
-        assert any(i["metadata"].get("generation") == 2 for i in items)  # the spec changes were seen
+        assert any(
+            i["metadata"].get("generation") == 2 for i in items
+        )  # the spec changes were seen
 
-        explained = [i for i in items if i["kind"] in ("Gateway", "HTTPRoute", "TLSRoute", "ListenerSet")]
+        explained = [
+            i for i in items if i["kind"] in ("Gateway", "HTTPRoute", "TLSRoute", "ListenerSet")
+        ]
         targets = [item_key(i) for i in rng.sample(explained, 3)]
         with ThreadPoolExecutor(max_workers=8) as pool:
-            live = [pool.submit(run_cli, "explain", k, f"{ns}/{n}", "--admin-address", server.admin_address,
-                               "--admin-token-file", str(server.token_file))
-                    for k, ns, n in targets]
-            files = [pool.submit(run_cli, "explain", k, f"{ns}/{n}", "-f", str(root)) for k, ns, n in targets]
+            live = [
+                pool.submit(
+                    run_cli,
+                    "explain",
+                    k,
+                    f"{ns}/{n}",
+                    "--admin-address",
+                    server.admin_address,
+                    "--admin-token-file",
+                    str(server.token_file),
+                )
+                for k, ns, n in targets
+            ]
+            files = [
+                pool.submit(run_cli, "explain", k, f"{ns}/{n}", "-f", str(root))
+                for k, ns, n in targets
+            ]
             for target, from_server, from_files in zip(targets, live, files, strict=True):
                 a, b = from_server.result(), from_files.result()
                 assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
-                assert a.stdout.strip() and a.stdout.splitlines() == b.stdout.splitlines(), f"seed {seed}: {target}"
+                assert a.stdout.strip() and a.stdout.splitlines() == b.stdout.splitlines(), (
+                    f"seed {seed}: {target}"
+                )
     finally:
         server.stop()

@@ -75,7 +75,14 @@ def _objects(listener_port: int, target_port: int, shop: list[str]) -> list[dict
         [
             pair,
             _rule("/cookie", {"type": "Cookie", "cookie": {"name": "sticky"}}),
-            _rule("/permanent", {"type": "Cookie", "absoluteTimeout": "1h", "cookie": {"lifetimeType": "Permanent", "path": "/permanent"}}),
+            _rule(
+                "/permanent",
+                {
+                    "type": "Cookie",
+                    "absoluteTimeout": "1h",
+                    "cookie": {"lifetimeType": "Permanent", "path": "/permanent"},
+                },
+            ),
             _rule("/header", {"type": "Header", "header": {"name": "X-Session"}}),
             _rule("/plain", None),
         ],
@@ -136,7 +143,9 @@ def _cookie(reply: httpx.Response) -> tuple[str, str, dict[str, str]]:
     return name, value, attributes
 
 
-async def _backends(client: Client, path: str, headers: dict[str, str] | None, n: int = 12) -> set[str]:
+async def _backends(
+    client: Client, path: str, headers: dict[str, str] | None, n: int = 12
+) -> set[str]:
     seen = set()
     for _ in range(n):
         reply = await client.get(path, headers)
@@ -145,21 +154,28 @@ async def _backends(client: Client, path: str, headers: dict[str, str] | None, n
     return seen
 
 
-async def test_a_client_sticks_to_its_endpoint_and_moves_when_it_goes(tmp_path: Path, endpoints: dict[str, h.NameServer]) -> None:
+async def test_a_client_sticks_to_its_endpoint_and_moves_when_it_goes(
+    tmp_path: Path, endpoints: dict[str, h.NameServer]
+) -> None:
     listener_port = free_port(GATEWAY)
     target_port = next(iter(endpoints.values())).port
     h.write_manifests(tmp_path / "shop.yaml", _objects(listener_port, target_port, list(ENDPOINTS)))
     client = Client(listener_port)
     async with h.running_serve(tmp_path):
         await client.until("/plain")
-        # Without a session, requests spread over the endpoints (so what sticks below is the session).
+        # Without a session, requests spread over the endpoints (so what sticks below is the
+        # session).
         assert len(await _backends(client, "/plain", None)) > 1
 
         # Cookie: the first answer sets it (a session cookie: no Max-Age, no Expires; Path /).
         first = await client.get("/cookie")
         name, value, attributes = _cookie(first)
         assert name == "sticky" and value
-        assert attributes.get("path") == "/" and "max-age" not in attributes and "expires" not in attributes
+        assert (
+            attributes.get("path") == "/"
+            and "max-age" not in attributes
+            and "expires" not in attributes
+        )
         pinned = first.text
         assert await _backends(client, "/cookie", {"Cookie": f"sticky={value}"}) == {pinned}
 
@@ -190,7 +206,8 @@ async def test_a_client_sticks_to_its_endpoint_and_moves_when_it_goes(tmp_path: 
                 break
         assert pinned_to == {"annex", "shop"}
 
-        # The endpoint goes: the cookie's client moves to another one, with a new cookie, and sticks there.
+        # The endpoint goes: the cookie's client moves to another one, with a new cookie, and sticks
+        # there.
         gone = next(address for address, server in endpoints.items() if server.name == pinned)
         rest = [a for a in ENDPOINTS if a != gone]
         h.write_manifests(tmp_path / "shop.yaml", _objects(listener_port, target_port, rest))
@@ -200,7 +217,9 @@ async def test_a_client_sticks_to_its_endpoint_and_moves_when_it_goes(tmp_path: 
             moved = await client.get("/cookie", {"Cookie": f"sticky={value}"})
             if moved.status_code == 200 and moved.text != pinned:
                 break
-            assert time.monotonic() < deadline, "the session did not move off the endpoint that went"
+            assert time.monotonic() < deadline, (
+                "the session did not move off the endpoint that went"
+            )
             await asyncio.sleep(0.05)
         name2, value2, _ = _cookie(moved)
         assert name2 == "sticky" and value2 != value

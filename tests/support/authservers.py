@@ -80,7 +80,9 @@ class HttpAuth:
         self._server = _HttpAuthServer((host, 0), name)
         self.host, self.port = host, int(self._server.server_address[1])
         self.checks = self._server.checks
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -96,16 +98,29 @@ class _Authorization(pb_grpc.AuthorizationServicer):
     def Check(self, request: pb.CheckRequest, context: Any) -> pb.CheckResponse:
         http = request.attributes.request.http
         headers = {k.lower(): v for k, v in http.headers.items()}
-        self.checks.append(Check(http.method, http.path, headers, bytes(http.raw_body) or http.body.encode()))
+        self.checks.append(
+            Check(http.method, http.path, headers, bytes(http.raw_body) or http.body.encode())
+        )
         if headers.get("authorization") == ALLOWED:
-            add = base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=USER_HEADER, value=USER))
-            return pb.CheckResponse(status=status_pb2.Status(code=code_pb2.OK), ok_response=pb.OkHttpResponse(headers=[add]))
+            add = base_pb2.HeaderValueOption(
+                header=base_pb2.HeaderValue(key=USER_HEADER, value=USER)
+            )
+            return pb.CheckResponse(
+                status=status_pb2.Status(code=code_pb2.OK),
+                ok_response=pb.OkHttpResponse(headers=[add]),
+            )
         denied = pb.DeniedHttpResponse(
             status=http_status_pb2.HttpStatus(code=http_status_pb2.Forbidden),
-            headers=[base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="x-denied-by", value=self.name))],
+            headers=[
+                base_pb2.HeaderValueOption(
+                    header=base_pb2.HeaderValue(key="x-denied-by", value=self.name)
+                )
+            ],
             body=f"denied by {self.name}",
         )
-        return pb.CheckResponse(status=status_pb2.Status(code=code_pb2.PERMISSION_DENIED), denied_response=denied)
+        return pb.CheckResponse(
+            status=status_pb2.Status(code=code_pb2.PERMISSION_DENIED), denied_response=denied
+        )
 
 
 class GrpcAuth:

@@ -32,16 +32,25 @@ def _which(*names: str) -> str:
 
 @contextlib.contextmanager
 def headless_chromium(width: int = 1600, height: int = 1000) -> Iterator[WebDriver]:
-    """A Chromium window of ``width`` x ``height`` CSS pixels, quit (and its profile removed) on exit."""
+    """A Chromium window of ``width`` x ``height`` CSS pixels, quit (and its profile removed) on
+    exit.
+    """
     chromium = _which("chromium", "chromium-browser")
     driver_path = _which("chromedriver")
     with tempfile.TemporaryDirectory(prefix="gateweave-chromium-") as profile:
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
         for flag in (
-            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-            f"--user-data-dir={profile}", f"--window-size={width},{height}",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
         ):
             options.add_argument(flag)
         driver = webdriver.Chrome(options=options, service=Service(driver_path))

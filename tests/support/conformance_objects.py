@@ -28,7 +28,9 @@ def case_raws(case_file: str) -> tuple[dict[str, Any], ...]:
 
 @functools.cache
 def case_objects(case_file: str) -> tuple[Any, ...]:
-    """The typed objects one case starts from (class, base, TLS material, its manifests, EndpointSlices)."""
+    """The typed objects one case starts from (class, base, TLS material, its manifests,
+    EndpointSlices).
+    """
     raws = case_raws(case_file)
     out: dict[Key, Any] = {}
     for raw in raws:
@@ -52,7 +54,9 @@ def decoded(raw: Mapping[str, Any]) -> Decoded:
 
 
 def without_generation(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """``raw`` without ``metadata.generation`` (the store counts it; the input does not decide it)."""
+    """``raw`` without ``metadata.generation`` (the store counts it;
+    the input does not decide it).
+    """
     meta = raw.get("metadata")
     if not isinstance(meta, dict):
         return dict(raw)

@@ -14,12 +14,23 @@ EG_CRDS = ROOT / "third_party" / "envoy-gateway" / "crds"  # Envoy Gateway's, ge
 OWN_CRDS = ROOT / "deploy" / "crds"  # gateweave's own (GatewayParameters), generated from too
 CASES = GATEWAY_API / "conformance" / "cases"  # the upstream conformance tests, as case files
 MANIFESTS = GATEWAY_API / "conformance" / "manifests"  # the upstream conformance manifests
-EXTRA_CASES = ROOT / "tests" / "conformance_extra" / "cases"  # transcribed here (upstream tests CASES lacks)
+EXTRA_CASES = (
+    ROOT / "tests" / "conformance_extra" / "cases"
+)  # transcribed here (upstream tests CASES lacks)
 QUICKSTART = ROOT / "examples" / "quickstart" / "quickstart.yaml"
-BACKENDS_SYSTEM = ROOT / "tests" / "data" / "backends" / "system.yaml"  # backends by name, of every kind
+BACKENDS_SYSTEM = (
+    ROOT / "tests" / "data" / "backends" / "system.yaml"
+)  # backends by name, of every kind
 EG_QUICKSTART = ROOT / "third_party" / "envoy-gateway" / "examples" / "standalone-quickstart.yaml"
 DATA_DIRS = (
-    CRDS, GATEWAY_API / "crds" / "standard", EG_CRDS, OWN_CRDS, EG_QUICKSTART.parent, CASES, MANIFESTS, EXTRA_CASES,
+    CRDS,
+    GATEWAY_API / "crds" / "standard",
+    EG_CRDS,
+    OWN_CRDS,
+    EG_QUICKSTART.parent,
+    CASES,
+    MANIFESTS,
+    EXTRA_CASES,
     BACKENDS_SYSTEM.parent,
 )
 
@@ -34,7 +45,9 @@ def yaml_files(directory: Path, pattern: str = "*.yaml") -> list[Path]:
     there are none, so that a test over a directory cannot pass vacuously."""
     files = sorted(directory.glob(pattern))
     if not files:
-        raise FileNotFoundError(f"no {pattern} in {directory}: the repository's test data is missing")
+        raise FileNotFoundError(
+            f"no {pattern} in {directory}: the repository's test data is missing"
+        )
     return files
 
 
@@ -43,5 +56,7 @@ def case_files(directory: Path = CASES) -> list[Path]:
     error if there are none."""
     files = cases.case_files(directory)
     if not files:
-        raise FileNotFoundError(f"no conformance case files in {directory}: the repository's test data is missing")
+        raise FileNotFoundError(
+            f"no conformance case files in {directory}: the repository's test data is missing"
+        )
     return files

@@ -8,6 +8,7 @@ import socket
 
 async def echo_through(ip: str, port: int, payload: bytes) -> bytes | None:
     """What came back for ``payload`` sent on one connection (``None``: no connection)."""
+
     def talk() -> bytes | None:
         try:
             with socket.create_connection((ip, port), timeout=2) as sock:

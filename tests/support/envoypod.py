@@ -45,7 +45,9 @@ class Pod:
         self.answering.set()
 
 
-async def _stream(pod: Pod, port: int, node: base_pb2.Node, reject: bool, files: dict[str, str] | None) -> None:
+async def _stream(
+    pod: Pod, port: int, node: base_pb2.Node, reject: bool, files: dict[str, str] | None
+) -> None:
     requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
     for type_url in (CLUSTER, LISTENER):
         requests.put_nowait(discovery_pb2.DiscoveryRequest(node=node, type_url=type_url))
@@ -55,27 +57,50 @@ async def _stream(pod: Pod, port: int, node: base_pb2.Node, reject: bool, files:
             yield await requests.get()
 
     target = f"127.0.0.1:{port}"
-    channel = (grpc.aio.insecure_channel(target) if files is None else grpc.aio.secure_channel(
-        target, pod_credentials(files), options=[("grpc.ssl_target_name_override", SERVER_NAME)]))
+    channel = (
+        grpc.aio.insecure_channel(target)
+        if files is None
+        else grpc.aio.secure_channel(
+            target, pod_credentials(files), options=[("grpc.ssl_target_name_override", SERVER_NAME)]
+        )
+    )
     async with channel:
-        call: Any = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(outgoing())
+        call: Any = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(
+            outgoing()
+        )
         pod.port, pod.streams = port, pod.streams + 1
         try:
             async for response in call:
                 await pod.answering.wait()
                 if response.type_url == LISTENER and not reject:
-                    pod.listeners[:] = [listener_pb2.Listener.FromString(r.value) for r in response.resources]
-                detail = status_pb2.Status(code=3, message="rejected by the test") if reject else None
-                requests.put_nowait(discovery_pb2.DiscoveryRequest(
-                    node=node, type_url=response.type_url, response_nonce=response.nonce,
-                    version_info="" if reject else response.version_info, error_detail=detail))
+                    pod.listeners[:] = [
+                        listener_pb2.Listener.FromString(r.value) for r in response.resources
+                    ]
+                detail = (
+                    status_pb2.Status(code=3, message="rejected by the test") if reject else None
+                )
+                requests.put_nowait(
+                    discovery_pb2.DiscoveryRequest(
+                        node=node,
+                        type_url=response.type_url,
+                        response_nonce=response.nonce,
+                        version_info="" if reject else response.version_info,
+                        error_detail=detail,
+                    )
+                )
         finally:
             call.cancel()
 
 
 @contextlib.asynccontextmanager
-async def envoy_pod(ports: int | list[int], node_id: str, files: dict[str, str] | None = None, *,
-                    reject: bool = False, hold: bool = False) -> AsyncIterator[Pod]:
+async def envoy_pod(
+    ports: int | list[int],
+    node_id: str,
+    files: dict[str, str] | None = None,
+    *,
+    reject: bool = False,
+    hold: bool = False,
+) -> AsyncIterator[Pod]:
     order = [ports] if isinstance(ports, int) else list(ports)
     pod = Pod()
     if not hold:

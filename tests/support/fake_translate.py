@@ -35,7 +35,9 @@ def _cond(type_: str, ok: bool, reason: str, generation: int) -> dict[str, Any]:
 def fake_translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
     ctrl = options.controller_name
     ours = {
-        name for (_, name), gc in snapshot.gateway_classes.items() if gc.spec.controller_name == ctrl
+        name
+        for (_, name), gc in snapshot.gateway_classes.items()
+        if gc.spec.controller_name == ctrl
     }
     statuses: dict[tuple[str, str, str], dict[str, Any]] = {}
     for (_, name), gc in sorted(snapshot.gateway_classes.items()):
@@ -53,21 +55,35 @@ def fake_translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
             if gw is not None and gw.spec.gateway_class_name not in ours:
                 continue  # another controller's Gateway: not ours to report on
             ok = gw is not None
-            parents.append({
-                "parentRef": {"group": GATEWAY_GROUP, "kind": "Gateway", "namespace": gw_ns, "name": ref.name},
-                "controllerName": ctrl,
-                "conditions": [
-                    _cond("Accepted", ok, "Accepted" if ok else "NoMatchingParent", route.metadata.generation),
-                    _cond("ResolvedRefs", True, "ResolvedRefs", route.metadata.generation),
-                ],
-            })
+            parents.append(
+                {
+                    "parentRef": {
+                        "group": GATEWAY_GROUP,
+                        "kind": "Gateway",
+                        "namespace": gw_ns,
+                        "name": ref.name,
+                    },
+                    "controllerName": ctrl,
+                    "conditions": [
+                        _cond(
+                            "Accepted",
+                            ok,
+                            "Accepted" if ok else "NoMatchingParent",
+                            route.metadata.generation,
+                        ),
+                        _cond("ResolvedRefs", True, "ResolvedRefs", route.metadata.generation),
+                    ],
+                }
+            )
             if ok:
                 attached.setdefault((gw_ns, ref.name), []).append(f"{ns}/{name}")
         statuses[("HTTPRoute", ns, name)] = {"parents": parents}
 
     xds: dict[str, XdsGateway] = {}
     infra: dict[str, InfraGateway] = {}
-    our_gateways = sorted(k for k, gw in snapshot.gateways.items() if gw.spec.gateway_class_name in ours)
+    our_gateways = sorted(
+        k for k, gw in snapshot.gateways.items() if gw.spec.gateway_class_name in ours
+    )
     for index, (ns, name) in enumerate(our_gateways):
         gw = snapshot.gateways[(ns, name)]
         full = f"{ns}/{name}"
@@ -120,8 +136,10 @@ def fake_translate(snapshot: Snapshot, options: TranslateOptions) -> Result:
             gateway_name=name,
             gateway_class=gw.spec.gateway_class_name,
             address=address,
-            ports=tuple(InfraPort(name=listener.name, port=listener.port, protocol="TCP")
-                        for listener in gw.spec.listeners),
+            ports=tuple(
+                InfraPort(name=listener.name, port=listener.port, protocol="TCP")
+                for listener in gw.spec.listeners
+            ),
         )
     return Result(statuses=statuses, infra=infra, xds=xds)
 

@@ -16,7 +16,11 @@ from gateweave.xds.resources import serialize
 def fingerprint(objects: list[Any]) -> bytes:
     result = translate(Snapshot.from_objects(objects))
     enc = msgspec.json.Encoder(order="sorted")
-    parts = [enc.encode({"/".join(k): v for k, v in result.statuses.items()}), enc.encode(result.infra), enc.encode(result.xds)]
+    parts = [
+        enc.encode({"/".join(k): v for k, v in result.statuses.items()}),
+        enc.encode(result.infra),
+        enc.encode(result.xds),
+    ]
     for name in sorted(result.xds):
         for type_url, items in build(result.xds[name]).by_type().items():
             for res_name, msg in items.items():

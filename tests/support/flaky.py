@@ -1,4 +1,5 @@
-"""Test backends the test steers. :class:`FlakyServer`: by path, ``/fail-once/<key>`` answers 500 the
+"""Test backends the test steers. :class:`FlakyServer`: by path, ``/fail-once/<key>`` answers 500
+the
 first time a key is asked for and 200 after; ``/slow`` answers 200 after ``SLOW_S`` seconds;
 anything else 200; it counts the requests per path. :class:`HealthServer`: its health check."""
 
@@ -54,7 +55,9 @@ class FlakyServer:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self._server = _Server((host, 0))
         self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
 
     def hits(self, path: str) -> int:
@@ -98,7 +101,9 @@ class HealthServer:
 
     def __init__(self, name: str, host: str, port: int) -> None:
         self._server = _HealthServer((host, port), name)
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
 
     def set_healthy(self, healthy: bool) -> None:

@@ -15,7 +15,6 @@ DELETE = 3  # after the versions BASE, SPEC and META: the item is deleted
 Op = tuple[int, int]  # (item, BASE | SPEC | META | DELETE); item -1: a data-plane report
 
 
-
 class Driver:
     """A Store, the incremental translator in check mode, and the data plane's reports."""
 
@@ -25,7 +24,9 @@ class Driver:
         self.store = Store()
         self.translator = IncrementalTranslator(check=True)
         self.dataplane: dict[str, DataplaneState] = {}
-        self.gateway_names = sorted(f"{it.key.namespace}/{it.key.name}" for it in u.items if it.key.kind == "Gateway")
+        self.gateway_names = sorted(
+            f"{it.key.namespace}/{it.key.name}" for it in u.items if it.key.kind == "Gateway"
+        )
         for item in u.items:
             self.store.apply(item.versions[BASE])
 
@@ -51,13 +52,19 @@ class Driver:
 @st.composite
 def ops(draw: st.DrawFn, u: Universe, max_size: int = 30) -> list[Op]:
     n = len(u.items)
-    index = st.one_of(st.sampled_from(u.important), st.integers(0, n - 1)) if u.important else st.integers(0, n - 1)
+    index = (
+        st.one_of(st.sampled_from(u.important), st.integers(0, n - 1))
+        if u.important
+        else st.integers(0, n - 1)
+    )
     change = st.tuples(index, st.sampled_from((BASE, SPEC, SPEC, META, DELETE)))
     report = st.tuples(st.just(-1), st.integers(0, 7))
     return draw(st.lists(st.one_of(change, change, change, report), min_size=1, max_size=max_size))
 
 
-def run_plan(u: Universe, plan: list[Op], batch: int = 1, address_mode: str = "standalone") -> IncrementalTranslator:
+def run_plan(
+    u: Universe, plan: list[Op], batch: int = 1, address_mode: str = "standalone"
+) -> IncrementalTranslator:
     d = Driver(u, address_mode)
     d.translate()
     for start in range(0, len(plan), batch):

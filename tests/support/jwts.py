@@ -30,11 +30,24 @@ class SigningKey:
     def jwk(self) -> dict[str, str]:
         if self.alg == "RS256":
             numbers = self.private.public_key().public_numbers()
-            return {"kty": "RSA", "kid": self.kid, "alg": "RS256", "use": "sig",
-                    "n": _int(numbers.n, (numbers.n.bit_length() + 7) // 8), "e": _int(numbers.e, 3)}
+            return {
+                "kty": "RSA",
+                "kid": self.kid,
+                "alg": "RS256",
+                "use": "sig",
+                "n": _int(numbers.n, (numbers.n.bit_length() + 7) // 8),
+                "e": _int(numbers.e, 3),
+            }
         point = self.private.public_key().public_numbers()
-        return {"kty": "EC", "kid": self.kid, "alg": "ES256", "use": "sig", "crv": "P-256",
-                "x": _int(point.x, 32), "y": _int(point.y, 32)}
+        return {
+            "kty": "EC",
+            "kid": self.kid,
+            "alg": "ES256",
+            "use": "sig",
+            "crv": "P-256",
+            "x": _int(point.x, 32),
+            "y": _int(point.y, 32),
+        }
 
     def jwks(self) -> str:
         return json.dumps({"keys": [self.jwk()]})

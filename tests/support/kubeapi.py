@@ -85,31 +85,86 @@ def default_types() -> list[ResourceType]:
     for info in KINDS.values():
         if info.custom:
             has_status = info.kind not in ("ReferenceGrant", "GatewayParameters")
-            out.append(ResourceType(info.group, info.versions, info.kind, info.plural, info.namespaced,
-                                    has_status, True, custom=True))
+            out.append(
+                ResourceType(
+                    info.group,
+                    info.versions,
+                    info.kind,
+                    info.plural,
+                    info.namespaced,
+                    has_status,
+                    True,
+                    custom=True,
+                )
+            )
     out += [
         ResourceType("", ("v1",), "Service", "services", True, True, False),
         ResourceType("", ("v1",), "Namespace", "namespaces", False, True, False),
         ResourceType("", ("v1",), "Secret", "secrets", True, False, False),
         ResourceType("", ("v1",), "ConfigMap", "configmaps", True, False, False),
         ResourceType("", ("v1",), "ServiceAccount", "serviceaccounts", True, False, False),
-        ResourceType("discovery.k8s.io", ("v1",), "EndpointSlice", "endpointslices", True, False, False),
+        ResourceType(
+            "discovery.k8s.io", ("v1",), "EndpointSlice", "endpointslices", True, False, False
+        ),
         ResourceType("apps", ("v1",), "Deployment", "deployments", True, True, True),
-        ResourceType("policy", ("v1",), "PodDisruptionBudget", "poddisruptionbudgets", True, True, True),
-        ResourceType("autoscaling", ("v2",), "HorizontalPodAutoscaler", "horizontalpodautoscalers", True, True, False),
+        ResourceType(
+            "policy", ("v1",), "PodDisruptionBudget", "poddisruptionbudgets", True, True, True
+        ),
+        ResourceType(
+            "autoscaling",
+            ("v2",),
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            True,
+            True,
+            False,
+        ),
         ResourceType("coordination.k8s.io", ("v1",), "Lease", "leases", True, False, False),
-        # what installing gateweave creates (kubectl apply -k deploy/, tests/kube/test_install_docs.py)
-        ResourceType("apiextensions.k8s.io", ("v1",), "CustomResourceDefinition", "customresourcedefinitions",
-                     False, True, True),
-        ResourceType("rbac.authorization.k8s.io", ("v1",), "ClusterRole", "clusterroles", False, False, False),
-        ResourceType("rbac.authorization.k8s.io", ("v1",), "ClusterRoleBinding", "clusterrolebindings",
-                     False, False, False),
+        # what installing gateweave creates (kubectl apply -k deploy/,
+        # tests/kube/test_install_docs.py)
+        ResourceType(
+            "apiextensions.k8s.io",
+            ("v1",),
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            False,
+            True,
+            True,
+        ),
+        ResourceType(
+            "rbac.authorization.k8s.io", ("v1",), "ClusterRole", "clusterroles", False, False, False
+        ),
+        ResourceType(
+            "rbac.authorization.k8s.io",
+            ("v1",),
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            False,
+            False,
+            False,
+        ),
         ResourceType("rbac.authorization.k8s.io", ("v1",), "Role", "roles", True, False, False),
-        ResourceType("rbac.authorization.k8s.io", ("v1",), "RoleBinding", "rolebindings", True, False, False),
-        ResourceType("admissionregistration.k8s.io", ("v1",), "ValidatingAdmissionPolicy",
-                     "validatingadmissionpolicies", False, True, True),
-        ResourceType("admissionregistration.k8s.io", ("v1",), "ValidatingAdmissionPolicyBinding",
-                     "validatingadmissionpolicybindings", False, False, True),
+        ResourceType(
+            "rbac.authorization.k8s.io", ("v1",), "RoleBinding", "rolebindings", True, False, False
+        ),
+        ResourceType(
+            "admissionregistration.k8s.io",
+            ("v1",),
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            False,
+            True,
+            True,
+        ),
+        ResourceType(
+            "admissionregistration.k8s.io",
+            ("v1",),
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            False,
+            False,
+            True,
+        ),
     ]
     return out
 
@@ -131,8 +186,15 @@ class ApiError(Exception):
         self.code, self.reason, self.message = code, reason, message
 
     def body(self) -> JSON:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
 
 
 def _pointer(path: str) -> list[str]:
@@ -239,9 +301,15 @@ Hook = Callable[[Request], Awaitable[None] | None]
 class KubeAPI:
     """The stand-in. ``history``: how many past events a watch can resume from."""
 
-    def __init__(self, *, history: int = 1000, bookmark_interval: float = 0.1,
-                 max_watch_seconds: float = 300.0, types: list[ResourceType] | None = None,
-                 token: str | None = "standin-token") -> None:
+    def __init__(
+        self,
+        *,
+        history: int = 1000,
+        bookmark_interval: float = 0.1,
+        max_watch_seconds: float = 300.0,
+        types: list[ResourceType] | None = None,
+        token: str | None = "standin-token",
+    ) -> None:
         self.token = token  # the bearer token every request must carry (None: no authentication)
         self.types = types if types is not None else default_types()
         self.history = history
@@ -251,7 +319,9 @@ class KubeAPI:
         self.now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
         self.log: list[Request] = []
         self.hooks: list[Hook] = []
-        self.status_writes: list[tuple[Request, JSON]] = []  # each successful status write, with the status stored
+        self.status_writes: list[
+            tuple[Request, JSON]
+        ] = []  # each successful status write, with the status stored
         self._objects: dict[tuple[str, str], dict[tuple[str, str], _Obj]] = {}
         self._events: deque[tuple[int, ResourceType, str, JSON]] = deque()
         self._service_ips = 0
@@ -280,11 +350,17 @@ class KubeAPI:
 
     def kubeconfig(self, namespace: str = "default") -> JSON:
         return {
-            "apiVersion": "v1", "kind": "Config", "current-context": "standin",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "standin",
             "clusters": [{"name": "standin", "cluster": {"server": self.url}}],
             "users": [{"name": "standin", "user": {"token": self.token or "none"}}],
-            "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "standin",
-                                                         "namespace": namespace}}],
+            "contexts": [
+                {
+                    "name": "standin",
+                    "context": {"cluster": "standin", "user": "standin", "namespace": namespace},
+                }
+            ],
         }
 
     # ------------------------------------------------------------ test controls
@@ -303,12 +379,21 @@ class KubeAPI:
     def watch_count(self) -> int:
         return len(self._watchers)
 
-    def requests(self, verb: str | None = None, resource: str | None = None,
-                 subresource: str | None = None, ok: bool | None = None) -> list[Request]:
-        return [r for r in self.log
-                if (verb is None or r.verb == verb) and (resource is None or r.resource == resource)
-                and (subresource is None or r.subresource == subresource)
-                and (ok is None or (200 <= r.code < 300) == ok)]
+    def requests(
+        self,
+        verb: str | None = None,
+        resource: str | None = None,
+        subresource: str | None = None,
+        ok: bool | None = None,
+    ) -> list[Request]:
+        return [
+            r
+            for r in self.log
+            if (verb is None or r.verb == verb)
+            and (resource is None or r.resource == resource)
+            and (subresource is None or r.subresource == subresource)
+            and (ok is None or (200 <= r.code < 300) == ok)
+        ]
 
     def rtype(self, kind: str) -> ResourceType:
         return next(t for t in self.types if t.kind == kind)
@@ -317,7 +402,9 @@ class KubeAPI:
 
     def get(self, kind: str, namespace: str, name: str) -> JSON | None:
         t = self.rtype(kind)
-        o = self._objects.get((t.group, t.plural), {}).get((namespace if t.namespaced else "", name))
+        o = self._objects.get((t.group, t.plural), {}).get(
+            (namespace if t.namespaced else "", name)
+        )
         return copy.deepcopy(o.raw) if o else None
 
     def put(self, obj: JSON, manager: str = "test") -> JSON:
@@ -339,7 +426,10 @@ class KubeAPI:
 
     def objects(self, kind: str) -> list[JSON]:
         t = self.rtype(kind)
-        return [copy.deepcopy(o.raw) for _, o in sorted(self._objects.get((t.group, t.plural), {}).items())]
+        return [
+            copy.deepcopy(o.raw)
+            for _, o in sorted(self._objects.get((t.group, t.plural), {}).items())
+        ]
 
     # ------------------------------------------------------------ storage
 
@@ -386,15 +476,23 @@ class KubeAPI:
         if not name:
             raise ApiError(422, "Invalid", "metadata.name: Required value")
         if t.namespaced and meta.get("namespace") not in (None, "", ns):
-            raise ApiError(400, "BadRequest", "the namespace of the object does not match the request")
+            raise ApiError(
+                400, "BadRequest", "the namespace of the object does not match the request"
+            )
         if self._find(t, ns, name) is not None:
             raise ApiError(409, "AlreadyExists", f'{t.plural}.{t.group} "{name}" already exists')
         raw = copy.deepcopy(body)
         raw["apiVersion"], raw["kind"] = t.api_version(), t.kind
         if t.status:
             raw.pop("status", None)
-        for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields",
-                  "deletionTimestamp"):
+        for k in (
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+            "deletionTimestamp",
+        ):
             meta.pop(k, None)
         if t.namespaced:
             meta["namespace"] = ns
@@ -410,7 +508,9 @@ class KubeAPI:
             spec = raw.setdefault("spec", {})
             if spec.get("type") != "ExternalName" and not spec.get("clusterIP"):
                 self._service_ips += 1
-                spec["clusterIP"] = f"10.96.{self._service_ips // 250}.{self._service_ips % 250 + 1}"
+                spec["clusterIP"] = (
+                    f"10.96.{self._service_ips // 250}.{self._service_ips % 250 + 1}"
+                )
         o = _Obj(raw)
         self._take_ownership(o, {}, manager, False)
         self._store(t)[(ns, name)] = o
@@ -421,17 +521,33 @@ class KubeAPI:
         want = (body.get("metadata") or {}).get("resourceVersion")
         if want in (None, ""):
             if required:
-                raise ApiError(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be "
-                               "specified for an update")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+                )
             return
         if str(want) != o.raw["metadata"]["resourceVersion"]:
             name = o.raw["metadata"]["name"]
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {t.plural}.{t.group} '
-                           f'"{name}": the object has been modified; please apply your changes to the '
-                           'latest version and try again')
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on {t.plural}.{t.group} "
+                f'"{name}": the object has been modified; please apply your changes to the '
+                "latest version and try again",
+            )
 
-    def _update(self, t: ResourceType, ns: str, name: str, body: JSON, status: bool, manager: str,
-                *, rv_required: bool | None = None) -> JSON:
+    def _update(
+        self,
+        t: ResourceType,
+        ns: str,
+        name: str,
+        body: JSON,
+        status: bool,
+        manager: str,
+        *,
+        rv_required: bool | None = None,
+    ) -> JSON:
         o = self._find(t, ns, name)
         if o is None:
             raise ApiError(404, "NotFound", f'{t.plural}.{t.group} "{name}" not found')
@@ -479,8 +595,16 @@ class KubeAPI:
         self._emit(t, "MODIFIED", new)
         return copy.deepcopy(new)
 
-    def _apply(self, t: ResourceType, ns: str, name: str, applied: JSON, status: bool, manager: str,
-               force: bool) -> JSON:
+    def _apply(
+        self,
+        t: ResourceType,
+        ns: str,
+        name: str,
+        applied: JSON,
+        status: bool,
+        manager: str,
+        force: bool,
+    ) -> JSON:
         if not manager:
             raise ApiError(422, "Invalid", "fieldManager is required for apply requests")
         o = self._find(t, ns, name)
@@ -494,12 +618,19 @@ class KubeAPI:
         self._check_rv(o, applied, t, False)
         wanted = _owned_fields(applied, status)
         current = _owned_fields(o.raw, status)
-        conflicting = {p for p, v in wanted.items()
-                       if current.get(p, object()) != v and (o.owners.get(p, set()) - {manager})}
+        conflicting = {
+            p
+            for p, v in wanted.items()
+            if current.get(p, object()) != v and (o.owners.get(p, set()) - {manager})
+        }
         conflicts = sorted(".".join(p) for p in conflicting)
         if conflicts and not force:
-            raise ApiError(409, "Conflict", f"Apply failed with {len(conflicts)} conflict(s): "
-                           + "; ".join(f'conflict with another manager: {c}' for c in conflicts))
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Apply failed with {len(conflicts)} conflict(s): "
+                + "; ".join(f"conflict with another manager: {c}" for c in conflicts),
+            )
         new = copy.deepcopy(o.raw)
         for path, value in wanted.items():
             _set_path(new, path, value)
@@ -541,15 +672,27 @@ class KubeAPI:
         if parts == ["api"]:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
         if parts == ["apis"]:
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
-                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
-                for g, vs in sorted(self._groups().items())]}
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                        "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                    }
+                    for g, vs in sorted(self._groups().items())
+                ],
+            }
         if len(parts) == 2 and parts[0] == "apis" and parts[1] in self._groups():
             g, vs = parts[1], self._groups()[parts[1]]
-            return {"kind": "APIGroup", "apiVersion": "v1", "name": g,
-                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
-                    "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+            return {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                "name": g,
+                "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+            }
         if parts == ["api", "v1"]:
             group, version = "", "v1"
         elif len(parts) == 3 and parts[0] == "apis":
@@ -561,21 +704,46 @@ class KubeAPI:
             if t.group != group or version not in t.versions:
                 continue
             verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
-            resources.append({"name": t.plural, "singularName": t.kind.lower(), "namespaced": t.namespaced,
-                              "kind": t.kind, "verbs": verbs})
+            resources.append(
+                {
+                    "name": t.plural,
+                    "singularName": t.kind.lower(),
+                    "namespaced": t.namespaced,
+                    "kind": t.kind,
+                    "verbs": verbs,
+                }
+            )
             if t.status:
-                resources.append({"name": f"{t.plural}/status", "singularName": "", "namespaced": t.namespaced,
-                                  "kind": t.kind, "verbs": ["get", "patch", "update"]})
+                resources.append(
+                    {
+                        "name": f"{t.plural}/status",
+                        "singularName": "",
+                        "namespaced": t.namespaced,
+                        "kind": t.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
         if not resources:
             return None
         gv = f"{group}/{version}" if group else version
-        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": gv,
+            "resources": resources,
+        }
 
     def _openapi(self, parts: list[str]) -> JSON | None:
         """OpenAPI v3, as much as kubectl reads: the root's group-version list, and per group
         version each kind's PATCH operation with its ``fieldValidation`` query parameter (so
         kubectl leaves validation to the server, which here validates nothing)."""
-        gvs = sorted({("api/v1" if not t.group else f"apis/{t.group}/{v}") for t in self.types for v in t.versions})
+        gvs = sorted(
+            {
+                ("api/v1" if not t.group else f"apis/{t.group}/{v}")
+                for t in self.types
+                for v in t.versions
+            }
+        )
         if parts == ["openapi", "v3"]:
             return {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}"} for gv in gvs}}
         gv = "/".join(parts[2:])
@@ -587,9 +755,18 @@ class KubeAPI:
                 if ("api/v1" if not t.group else f"apis/{t.group}/{v}") != gv:
                     continue
                 scope = "namespaces/{namespace}/" if t.namespaced else ""
-                paths[f"/{gv}/{scope}{t.plural}/{{name}}"] = {"patch": {
-                    "x-kubernetes-group-version-kind": {"group": t.group, "version": v, "kind": t.kind},
-                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}]}}
+                paths[f"/{gv}/{scope}{t.plural}/{{name}}"] = {
+                    "patch": {
+                        "x-kubernetes-group-version-kind": {
+                            "group": t.group,
+                            "version": v,
+                            "kind": t.kind,
+                        },
+                        "parameters": [
+                            {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
+                        ],
+                    }
+                }
         return {"openapi": "3.0.0", "info": {"title": "stand-in", "version": "v1"}, "paths": paths}
 
     def _route(self, parts: list[str]) -> tuple[ResourceType, str, str, str, str]:
@@ -601,9 +778,17 @@ class KubeAPI:
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         ns = ""
-        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and not (len(rest) == 3 and rest[2] in ("status", "finalize"))
+        ):
             ns, rest = rest[1], rest[2:]
-        plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else ""), (rest[2] if len(rest) > 2 else "")
+        plural, name, sub = (
+            rest[0],
+            (rest[1] if len(rest) > 1 else ""),
+            (rest[2] if len(rest) > 2 else ""),
+        )
         if len(rest) > 3:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         for t in self.types:
@@ -615,22 +800,38 @@ class KubeAPI:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
-        if self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
+        if (
+            self.token is not None
+            and request.headers.get("Authorization") != f"Bearer {self.token}"
+        ):
             err = ApiError(401, "Unauthorized", "Unauthorized")
             return web.json_response(err.body(), status=401)
         if request.method == "GET":
             found = self._discovery(parts) or self._openapi(parts)
             if found is not None:
                 return web.json_response(found)
-        info: dict[str, str] = dict.fromkeys(("verb", "group", "resource", "subresource", "namespace", "name"), "")
+        info: dict[str, str] = dict.fromkeys(
+            ("verb", "group", "resource", "subresource", "namespace", "name"), ""
+        )
         try:
             t, version, ns, name, sub = self._route(parts)
             q = request.query
             watch = q.get("watch") in ("1", "true")
-            verb = {"GET": "watch" if watch else ("get" if name else "list"), "POST": "create", "PUT": "update",
-                    "PATCH": "patch", "DELETE": "delete"}.get(request.method, request.method.lower())
-            info = {"verb": verb, "group": t.group, "resource": t.plural, "subresource": sub,
-                    "namespace": ns, "name": name}
+            verb = {
+                "GET": "watch" if watch else ("get" if name else "list"),
+                "POST": "create",
+                "PUT": "update",
+                "PATCH": "patch",
+                "DELETE": "delete",
+            }.get(request.method, request.method.lower())
+            info = {
+                "verb": verb,
+                "group": t.group,
+                "resource": t.plural,
+                "subresource": sub,
+                "namespace": ns,
+                "name": name,
+            }
             if sub and sub != "status":
                 raise ApiError(404, "NotFound", f"subresource {sub!r} not found")
             for hook in list(self.hooks):
@@ -659,8 +860,16 @@ class KubeAPI:
         except (ValueError, yaml.YAMLError) as exc:
             raise ApiError(400, "BadRequest", f"cannot decode the body: {exc}") from None
 
-    async def _serve(self, request: web.Request, verb: str, t: ResourceType, version: str, ns: str,
-                     name: str, status: bool) -> JSON:
+    async def _serve(
+        self,
+        request: web.Request,
+        verb: str,
+        t: ResourceType,
+        version: str,
+        ns: str,
+        name: str,
+        status: bool,
+    ) -> JSON:
         if t.namespaced and not ns and verb not in ("list",):
             raise ApiError(404, "NotFound", "a namespaced resource needs a namespace in the path")
         manager = request.query.get("fieldManager", "")
@@ -680,11 +889,18 @@ class KubeAPI:
             return self._served(self._delete(t, ns, name), t, version)
         body = await self._body(request)
         if verb == "update":
-            if not isinstance(body, dict) or (body.get("metadata") or {}).get("name") not in (None, name):
-                raise ApiError(400, "BadRequest", "the name of the object does not match the request")
+            if not isinstance(body, dict) or (body.get("metadata") or {}).get("name") not in (
+                None,
+                name,
+            ):
+                raise ApiError(
+                    400, "BadRequest", "the name of the object does not match the request"
+                )
             if o is None and not status:
                 return self._served(self._create(t, ns, body, manager or "unknown"), t, version)
-            return self._served(self._update(t, ns, name, body, status, manager or "unknown"), t, version)
+            return self._served(
+                self._update(t, ns, name, body, status, manager or "unknown"), t, version
+            )
         # patch
         ctype = request.content_type
         if ctype == "application/apply-patch+yaml":
@@ -699,15 +915,24 @@ class KubeAPI:
         elif ctype == "application/json-patch+json":
             patched = _json_patch(o.raw, body)
         else:
-            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format: {ctype}",
+            )
         if not isinstance(patched, dict):
             raise ApiError(422, "Invalid", "the patch does not give an object")
         meta = patched.setdefault("metadata", {})
-        patched_rv = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        patched_rv = (
+            (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        )
         if patched_rv is None:
             meta["resourceVersion"] = o.raw["metadata"]["resourceVersion"]  # no precondition
-        return self._served(self._update(t, ns, name, patched, status, manager or "unknown",
-                                         rv_required=False), t, version)
+        return self._served(
+            self._update(t, ns, name, patched, status, manager or "unknown", rv_required=False),
+            t,
+            version,
+        )
 
     def _list(self, request: web.Request, t: ResourceType, version: str, ns: str) -> JSON:
         items = sorted((k, o) for k, o in self._store(t).items() if not ns or k[0] == ns)
@@ -725,10 +950,16 @@ class KubeAPI:
             items = items[:limit]
             meta["continue"] = base64.b64encode(json.dumps(list(items[-1][0])).encode()).decode()
             meta["remainingItemCount"] = len(self._store(t)) - limit
-        return {"kind": f"{t.kind}List", "apiVersion": t.api_version(version), "metadata": meta,
-                "items": [self._served(o.raw, t, version) for _, o in items]}
+        return {
+            "kind": f"{t.kind}List",
+            "apiVersion": t.api_version(version),
+            "metadata": meta,
+            "items": [self._served(o.raw, t, version) for _, o in items],
+        }
 
-    async def _watch(self, request: web.Request, t: ResourceType, version: str, ns: str) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, t: ResourceType, version: str, ns: str
+    ) -> web.StreamResponse:
         q = request.query
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(request)
@@ -746,16 +977,28 @@ class KubeAPI:
         else:
             since = int(rv_param)
             if since < self._compacted:
-                await send({"type": "ERROR", "object": {
-                    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
-                    "code": 410, "message": f"too old resource version: {since} ({self._compacted})"}})
+                await send(
+                    {
+                        "type": "ERROR",
+                        "object": {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "reason": "Expired",
+                            "code": 410,
+                            "message": f"too old resource version: {since} ({self._compacted})",
+                        },
+                    }
+                )
                 await resp.write_eof()
                 return resp
             for rv, et, etype, raw in self._events:
                 if et == t and rv > since and (not ns or raw["metadata"].get("namespace") == ns):
                     backlog.append({"type": etype, "object": self._served(raw, t, version)})
         self._watchers.append(watcher)
-        timeout = min(float(q.get("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds)
+        timeout = min(
+            float(q.get("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds
+        )
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -771,9 +1014,16 @@ class KubeAPI:
                     event: JSON | None = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
                     if bookmarks:
-                        await send({"type": "BOOKMARK", "object": {
-                            "kind": t.kind, "apiVersion": t.api_version(version),
-                            "metadata": {"resourceVersion": str(self.rv)}}})
+                        await send(
+                            {
+                                "type": "BOOKMARK",
+                                "object": {
+                                    "kind": t.kind,
+                                    "apiVersion": t.api_version(version),
+                                    "metadata": {"resourceVersion": str(self.rv)},
+                                },
+                            }
+                        )
                     continue
                 if event is None:  # forced disconnect
                     break
@@ -822,8 +1072,11 @@ async def serving(api: KubeAPI, kubeconfig: str, dataplane: Any = None, **settin
     )
     task = asyncio.create_task(app.run(config, app.Hooks(stop=stop, on_started=on_started)))
     try:
-        done, _ = await asyncio.wait([task, asyncio.create_task(started.wait())], timeout=10,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            [task, asyncio.create_task(started.wait())],
+            timeout=10,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
         if task in done:
             task.result()
         assert started.is_set(), "gateweave serve did not start"

@@ -16,7 +16,9 @@ T = TypeVar("T")
 POLL = 0.01
 
 
-async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: str) -> tuple[T, float]:
+async def until(
+    probe: Callable[[], Awaitable[T | None]], timeout: float, what: str
+) -> tuple[T, float]:
     """Poll ``probe`` until it returns something truthy: (that, seconds it took)."""
     start = time.monotonic()
     while True:
@@ -29,7 +31,9 @@ async def until(probe: Callable[[], Awaitable[T | None]], timeout: float, what: 
         await asyncio.sleep(POLL)
 
 
-def programmed(served: h.Served, want: str, reason: str | None = None) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+def programmed(
+    served: h.Served, want: str, reason: str | None = None
+) -> Callable[[], Awaitable[dict[str, Any] | None]]:
     """The Gateway's Programmed condition, once its status is ``want`` ("True"/"False")
     (and its reason ``reason``, if given)."""
 
@@ -57,9 +61,12 @@ def name_servers(*names: str) -> Iterator[dict[str, h.NameServer]]:
 def write_base(directory: Path, ip: str, port: int, backends: dict[str, h.NameServer]) -> None:
     """GatewayClass, Gateway ``gw`` (one HTTP listener on ip:port), Services svc-a and svc-b
     to the name servers A and B."""
-    h.write_manifests(directory / "base.yaml", [
-        h.gateway_class(),
-        h.gateway("gw", ip, [h.listener("http", "HTTP", port)]),
-        *h.service("svc-a", 80, backends["A"].port),
-        *h.service("svc-b", 80, backends["B"].port),
-    ])
+    h.write_manifests(
+        directory / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", ip, [h.listener("http", "HTTP", port)]),
+            *h.service("svc-a", 80, backends["A"].port),
+            *h.service("svc-b", 80, backends["B"].port),
+        ],
+    )

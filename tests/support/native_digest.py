@@ -1,5 +1,6 @@
 """Prints, as JSON, a digest of the translation (statuses, infrastructure and xDS IR) of each
-named object set in a JSON file ``{name: [manifest, ...]}``; tests/translate/test_native.py runs it once
+named object set in a JSON file ``{name: [manifest, ...]}``; tests/translate/test_native.py runs it
+once
 with the compiled translation and once from the sources, and compares.
 
 Usage: python tests/support/native_digest.py INPUTS.json

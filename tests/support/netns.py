@@ -39,7 +39,9 @@ class Netns:
         except BaseException:
             self.close()
             raise
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=self.name, initializer=self._enter)
+        self._pool = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix=self.name, initializer=self._enter
+        )
 
     def _enter(self) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -51,7 +53,9 @@ class Netns:
             os.close(fd)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` on a thread inside the namespace (sockets it makes live there)."""
+        """``fn(*args, **kwargs)`` on a thread inside the namespace
+        (sockets it makes live there).
+        """
         return self._pool.submit(fn, *args, **kwargs).result()
 
     def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
@@ -70,8 +74,26 @@ def link(a: Netns, b: Netns, a_address: str, b_address: str, prefix: int = 24) -
     """A veth pair between two namespaces: ``gw0`` in ``a`` with ``a_address``, ``gw1`` in
     ``b`` with ``b_address`` (both ``/prefix``), up. Made inside the namespaces, so its names
     never meet another test's; deleting either namespace deletes it."""
-    subprocess.run(["ip", "-n", a.name, "link", "add", "gw0", "type", "veth", "peer", "name", "gw1", "netns", b.name],
-                   check=True)
+    subprocess.run(
+        [
+            "ip",
+            "-n",
+            a.name,
+            "link",
+            "add",
+            "gw0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "gw1",
+            "netns",
+            b.name,
+        ],
+        check=True,
+    )
     for space, dev, addr in ((a, "gw0", a_address), (b, "gw1", b_address)):
-        subprocess.run(["ip", "-n", space.name, "addr", "add", f"{addr}/{prefix}", "dev", dev], check=True)
+        subprocess.run(
+            ["ip", "-n", space.name, "addr", "add", f"{addr}/{prefix}", "dev", dev], check=True
+        )
         subprocess.run(["ip", "-n", space.name, "link", "set", dev, "up"], check=True)

@@ -30,8 +30,15 @@ GW_ADDRESS = "127.10.0.1"
 class Serve:
     """``gateweave serve`` on ``config_dir`` inside ``ns`` (with host Envoys), its log kept."""
 
-    def __init__(self, ns: Netns, config_dir: Path, log: Path, *args: str, prefix: Sequence[str] = (),
-                 state: Path | None = None) -> None:
+    def __init__(
+        self,
+        ns: Netns,
+        config_dir: Path,
+        log: Path,
+        *args: str,
+        prefix: Sequence[str] = (),
+        state: Path | None = None,
+    ) -> None:
         """``args``: more options of serve; ``prefix``: a command serve runs under (setpriv...);
         ``state``: its state directory (default: ``state`` beside the log)."""
         self.ns = ns
@@ -39,9 +46,23 @@ class Serve:
         self.state = state or log.parent / "state"
         with log.open("wb") as out:
             self.proc = ns.popen(
-                [*prefix, GATEWEAVE, "--log-level", "info", "serve", "--config-dir", str(config_dir),
-                 "--admin-address", f"{ADMIN[0]}:{ADMIN[1]}", "--state-dir", str(self.state), *args],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                [
+                    *prefix,
+                    GATEWEAVE,
+                    "--log-level",
+                    "info",
+                    "serve",
+                    "--config-dir",
+                    str(config_dir),
+                    "--admin-address",
+                    f"{ADMIN[0]}:{ADMIN[1]}",
+                    "--state-dir",
+                    str(self.state),
+                    *args,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
             )
 
     def tail(self) -> str:
@@ -52,8 +73,14 @@ class Serve:
 
     def admin_get(self, path: str) -> h.Reply | None:
         """``GET path`` of the admin API, with the token serve wrote to its state directory."""
-        token = (self.state / TOKEN_FILE).read_text().strip() if (self.state / TOKEN_FILE).exists() else ""
-        return self.ns.call(h.fetch_sync, ADMIN[0], ADMIN[1], path, "127.0.0.1", headers=client_headers(token))
+        token = (
+            (self.state / TOKEN_FILE).read_text().strip()
+            if (self.state / TOKEN_FILE).exists()
+            else ""
+        )
+        return self.ns.call(
+            h.fetch_sync, ADMIN[0], ADMIN[1], path, "127.0.0.1", headers=client_headers(token)
+        )
 
     def api(self, path: str) -> Any:
         reply = self.admin_get(path)
@@ -61,8 +88,16 @@ class Serve:
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         objects = self.api("/api/objects") or {"items": []}
-        return next((o for o in objects["items"] if o["kind"] == kind and o["metadata"].get("namespace") == namespace
-                     and o["metadata"]["name"] == name), None)
+        return next(
+            (
+                o
+                for o in objects["items"]
+                if o["kind"] == kind
+                and o["metadata"].get("namespace") == namespace
+                and o["metadata"]["name"] == name
+            ),
+            None,
+        )
 
     def envoys(self) -> list[int]:
         """PIDs of the Envoys this serve runs (recorded in its state directory)."""
@@ -94,27 +129,42 @@ class Serve:
             except Exception:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
-        for pid in envoys:  # normally stopped by serve already; never left behind in a deleted namespace
+        for (
+            pid
+        ) in envoys:  # normally stopped by serve already; never left behind in a deleted namespace
             with contextlib.suppress(OSError):
                 if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"envoy"):
                     os.kill(pid, signal.SIGKILL)
 
 
-def until(probe: Callable[[], T | None], timeout: float, what: str, serve: Serve | None = None) -> T:
+def until(
+    probe: Callable[[], T | None], timeout: float, what: str, serve: Serve | None = None
+) -> T:
     deadline = time.monotonic() + timeout
     while True:
         got = probe()
         if got:
             return got
         if serve is not None:
-            assert serve.proc.poll() is None, f"serve exited ({serve.proc.returncode}):\n{serve.tail()}"
+            assert serve.proc.poll() is None, (
+                f"serve exited ({serve.proc.returncode}):\n{serve.tail()}"
+            )
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}" + (f"\n{serve.tail()}" if serve else ""))
+            raise AssertionError(
+                f"not within {timeout} s: {what}" + (f"\n{serve.tail()}" if serve else "")
+            )
         time.sleep(0.05)
 
 
-def answers(serve: Serve, path: str, body: str | None = None, status: int = 200, host: str = "app.test",
-            address: str = GW_ADDRESS, port: int = 8080) -> Callable[[], h.Reply | None]:
+def answers(
+    serve: Serve,
+    path: str,
+    body: str | None = None,
+    status: int = 200,
+    host: str = "app.test",
+    address: str = GW_ADDRESS,
+    port: int = 8080,
+) -> Callable[[], h.Reply | None]:
     def probe() -> h.Reply | None:
         reply = serve.fetch(address, port, path, host)
         if reply is None or reply.status != status or (body is not None and reply.body != body):
@@ -124,10 +174,14 @@ def answers(serve: Serve, path: str, body: str | None = None, status: int = 200,
     return probe
 
 
-def condition(obj: dict[str, Any] | None, type_: str, parent: bool = False) -> dict[str, Any] | None:
+def condition(
+    obj: dict[str, Any] | None, type_: str, parent: bool = False
+) -> dict[str, Any] | None:
     if obj is None or "status" not in obj:
         return None
-    conds = obj["status"]["parents"][0]["conditions"] if parent else obj["status"].get("conditions", [])
+    conds = (
+        obj["status"]["parents"][0]["conditions"] if parent else obj["status"].get("conditions", [])
+    )
     return next((c for c in conds if c["type"] == type_), None)
 
 

@@ -23,20 +23,26 @@ def plans(draw: st.DrawFn, u: Universe, max_extra: int = 40) -> list[Step]:
     """Every object created once in a random order (some as a variant), interleaved with
     random updates, deletes, re-creates and pauses."""
     n = len(u.items)
-    index = st.one_of(st.sampled_from(u.important), st.integers(0, n - 1)) if u.important else st.integers(0, n - 1)
+    index = (
+        st.one_of(st.sampled_from(u.important), st.integers(0, n - 1))
+        if u.important
+        else st.integers(0, n - 1)
+    )
     version = st.sampled_from((BASE, BASE, SPEC, META))
     creates: list[Step] = [("apply", i, draw(version)) for i in draw(st.permutations(range(n)))]
-    extra = draw(st.lists(
-        st.tuples(
-            st.integers(0, n),
-            st.one_of(
-                st.tuples(st.just("apply"), index, version),
-                st.tuples(st.just("delete"), index, st.just(0)),
-                st.tuples(st.just("sleep"), st.sampled_from(SLEEPS_MS), st.just(0)),
+    extra = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, n),
+                st.one_of(
+                    st.tuples(st.just("apply"), index, version),
+                    st.tuples(st.just("delete"), index, st.just(0)),
+                    st.tuples(st.just("sleep"), st.sampled_from(SLEEPS_MS), st.just(0)),
+                ),
             ),
-        ),
-        max_size=max_extra,
-    ))
+            max_size=max_extra,
+        )
+    )
     steps = list(creates)
     for position, step in sorted(extra, key=lambda e: e[0], reverse=True):
         steps.insert(position, step)
@@ -57,7 +63,9 @@ def assert_store_holds(h: Harness, want: dict[Key, Decoded]) -> None:
     assert set(h.store.keys()) == set(want)
     for key, dec in want.items():
         stored = h.store.get(key)
-        assert stored is not None and without_generation(stored.raw) == without_generation(dec.raw), key
+        assert stored is not None and without_generation(stored.raw) == without_generation(
+            dec.raw
+        ), key
 
 
 async def run_on_store(u: Universe, steps: list[Step]) -> None:

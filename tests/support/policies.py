@@ -9,13 +9,20 @@ from gateweave_bench import harness as h
 EG = "gateway.envoyproxy.io"
 
 
-def policy(kind: str, name: str, target_kind: str, target: str, spec: dict[str, Any]) -> dict[str, Any]:
+def policy(
+    kind: str, name: str, target_kind: str, target: str, spec: dict[str, Any]
+) -> dict[str, Any]:
     """A policy of ``kind`` (namespace default) targeting the ``target_kind`` ``target``."""
     return {
         "apiVersion": f"{EG}/v1alpha1",
         "kind": kind,
         "metadata": h.meta(name),
-        "spec": {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": target_kind, "name": target}], **spec},
+        "spec": {
+            "targetRefs": [
+                {"group": "gateway.networking.k8s.io", "kind": target_kind, "name": target}
+            ],
+            **spec,
+        },
     }
 
 

@@ -14,20 +14,45 @@ GW = "gateway.networking.k8s.io/v1"
 
 def route_objects(*routes: str) -> list[Any]:
     raws: list[dict[str, Any]] = [
-        {"apiVersion": GW, "kind": "GatewayClass", "metadata": {"name": "gw"},
-         "spec": {"controllerName": "gateweave.io/gateway-controller"}},
-        {"apiVersion": GW, "kind": "Gateway", "metadata": {"name": "gw", "namespace": NS},
-         "spec": {"gatewayClassName": "gw", "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}]}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": NS},
-         "spec": {"ports": [{"name": "http", "port": 80}]}},
+        {
+            "apiVersion": GW,
+            "kind": "GatewayClass",
+            "metadata": {"name": "gw"},
+            "spec": {"controllerName": "gateweave.io/gateway-controller"},
+        },
+        {
+            "apiVersion": GW,
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": NS},
+            "spec": {
+                "gatewayClassName": "gw",
+                "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "svc", "namespace": NS},
+            "spec": {"ports": [{"name": "http", "port": 80}]},
+        },
     ]
     for name in routes:
-        raws.append({
-            "apiVersion": GW, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": NS},
-            "spec": {"parentRefs": [{"name": "gw"}], "rules": [
-                {"matches": [{"path": {"type": "PathPrefix", "value": f"/{name}"}}],
-                 "backendRefs": [{"name": "svc", "port": 80}]}]},
-        })
+        raws.append(
+            {
+                "apiVersion": GW,
+                "kind": "HTTPRoute",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {
+                    "parentRefs": [{"name": "gw"}],
+                    "rules": [
+                        {
+                            "matches": [{"path": {"type": "PathPrefix", "value": f"/{name}"}}],
+                            "backendRefs": [{"name": "svc", "port": 80}],
+                        }
+                    ],
+                },
+            }
+        )
     return models(raws)
 
 

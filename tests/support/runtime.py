@@ -59,13 +59,18 @@ def without_times(value: Any) -> Any:
     return value
 
 
-def route(name: str, gateway: str = "gw", status: dict[str, Any] | None = None, port: int = 8080) -> Decoded:
+def route(
+    name: str, gateway: str = "gw", status: dict[str, Any] | None = None, port: int = 8080
+) -> Decoded:
     """An HTTPRoute in ``default`` attached to ``gateway``, with one backend."""
     raw: dict[str, Any] = {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"parentRefs": [{"name": gateway}], "rules": [{"backendRefs": [{"name": "svc", "port": port}]}]},
+        "spec": {
+            "parentRefs": [{"name": gateway}],
+            "rules": [{"backendRefs": [{"name": "svc", "port": port}]}],
+        },
     }
     if status is not None:
         raw["status"] = status
@@ -80,8 +85,15 @@ class Harness:
     publishes is checked against ``translate_fn``, or by default a full ``translate``. The
     status sink keeps time with ``clock`` when given (the wall clock otherwise)."""
 
-    def __init__(self, translate_fn: TranslateFn | None = None, *, clock: Clock | None = None,
-                 dataplane: bool = False, window: float = 0.01, max_delay: float = 0.5) -> None:
+    def __init__(
+        self,
+        translate_fn: TranslateFn | None = None,
+        *,
+        clock: Clock | None = None,
+        dataplane: bool = False,
+        window: float = 0.01,
+        max_delay: float = 0.5,
+    ) -> None:
         self.store = Store()
         self.clock = clock
         self.metrics = Metrics()
@@ -114,7 +126,9 @@ class Harness:
         return self.count("gateweave_status_writes_total")
 
     def publishes(self) -> dict[str, float]:
-        return {s: self.count("gateweave_publishes_total", sink=s) for s in ("status", "xds", "infra")}
+        return {
+            s: self.count("gateweave_publishes_total", sink=s) for s in ("status", "xds", "infra")
+        }
 
     def _translate_now(self) -> Result:
         return self.reference(self.store.snapshot(), self.runtime.translation_options())

@@ -43,7 +43,10 @@ class ServeProcess:
             args = (*args, "--admin-token-file", str(self.token_file))
         self.proc = subprocess.Popen(
             [GATEWEAVE, "serve", "--admin-address", "127.0.0.1:0", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -42,7 +42,9 @@ def private_key(algorithm: str, variant: int = 0) -> PrivateKey:
 
 
 @functools.cache
-def certificate(sans: tuple[str, ...], algorithm: str = "ecdsa", variant: int = 0) -> tuple[str, str]:
+def certificate(
+    sans: tuple[str, ...], algorithm: str = "ecdsa", variant: int = 0
+) -> tuple[str, str]:
     """(certificate PEM, key PEM): self-signed, for DNS names ``sans``."""
     key = private_key(algorithm, variant)
     now = datetime.datetime.now(datetime.UTC)
@@ -57,15 +59,21 @@ def certificate(sans: tuple[str, ...], algorithm: str = "ecdsa", variant: int = 
         .not_valid_after(now + datetime.timedelta(days=30))
     )
     if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(s) for s in sans]), critical=False)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(s) for s in sans]), critical=False
+        )
     cert = builder.sign(key, None if algorithm == "ed25519" else hashes.SHA256())
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
 
 
 def key_pem(algorithm: str, variant: int = 0) -> str:
     key = private_key(algorithm, variant)
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 def _b64(text: str) -> str:
@@ -89,31 +97,54 @@ def secret_for(name: str, *sans: str) -> dict[str, Any]:
 
 
 def gateway_class() -> dict[str, Any]:
-    return {"apiVersion": G, "kind": "GatewayClass", "metadata": {"name": "gw"}, "spec": {"controllerName": CONTROLLER}}
+    return {
+        "apiVersion": G,
+        "kind": "GatewayClass",
+        "metadata": {"name": "gw"},
+        "spec": {"controllerName": CONTROLLER},
+    }
 
 
-def https(name: str, hostname: str | None, secret: str, port: int = 443, protocol: str = "HTTPS") -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "port": port, "protocol": protocol, "tls": {"certificateRefs": [{"name": secret}]}}
+def https(
+    name: str, hostname: str | None, secret: str, port: int = 443, protocol: str = "HTTPS"
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": name,
+        "port": port,
+        "protocol": protocol,
+        "tls": {"certificateRefs": [{"name": secret}]},
+    }
     if hostname is not None:
         out["hostname"] = hostname
     return out
 
 
-def listener(name: str, port: int, protocol: str, hostname: str | None = None, **extra: Any) -> dict[str, Any]:
+def listener(
+    name: str, port: int, protocol: str, hostname: str | None = None, **extra: Any
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "port": port, "protocol": protocol, **extra}
     if hostname is not None:
         out["hostname"] = hostname
     return out
 
 
-def gateway(listeners: list[dict[str, Any]], name: str = "gw", allow_sets: bool = False) -> dict[str, Any]:
+def gateway(
+    listeners: list[dict[str, Any]], name: str = "gw", allow_sets: bool = False
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"gatewayClassName": "gw", "listeners": listeners}
     if allow_sets:
         spec["allowedListeners"] = {"namespaces": {"from": "Same"}}
-    return {"apiVersion": G, "kind": "Gateway", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    return {
+        "apiVersion": G,
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
 
 
-def listener_set(name: str, listeners: list[dict[str, Any]], gateway_name: str = "gw", created: str = "") -> dict[str, Any]:
+def listener_set(
+    name: str, listeners: list[dict[str, Any]], gateway_name: str = "gw", created: str = ""
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": NS}
     if created:
         meta["creationTimestamp"] = created
@@ -134,18 +165,29 @@ def service(name: str, port: int = 8443, port_name: str = "https") -> dict[str, 
     }
 
 
-def endpoint_slice(service_name: str, address: str, port: int = 8443, port_name: str = "https") -> dict[str, Any]:
+def endpoint_slice(
+    service_name: str, address: str, port: int = 8443, port_name: str = "https"
+) -> dict[str, Any]:
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {"name": f"{service_name}-1", "namespace": NS, "labels": {"kubernetes.io/service-name": service_name}},
+        "metadata": {
+            "name": f"{service_name}-1",
+            "namespace": NS,
+            "labels": {"kubernetes.io/service-name": service_name},
+        },
         "addressType": "IPv4",
         "endpoints": [{"addresses": [address]}],
         "ports": [{"name": port_name, "port": port}],
     }
 
 
-def http_route(name: str, backends: list[tuple[str, int, int]], parent: str = "gw", hostnames: tuple[str, ...] = ()) -> dict[str, Any]:
+def http_route(
+    name: str,
+    backends: list[tuple[str, int, int]],
+    parent: str = "gw",
+    hostnames: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """An HTTPRoute with one rule sending to ``(service, port, weight)`` backends."""
     spec: dict[str, Any] = {
         "parentRefs": [{"name": parent}],
@@ -153,7 +195,12 @@ def http_route(name: str, backends: list[tuple[str, int, int]], parent: str = "g
     }
     if hostnames:
         spec["hostnames"] = list(hostnames)
-    return {"apiVersion": G, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    return {
+        "apiVersion": G,
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    }
 
 
 def tls_route(name: str, section: str, backend: str = "secure", port: int = 8443) -> dict[str, Any]:
@@ -170,22 +217,34 @@ def tls_route(name: str, section: str, backend: str = "secure", port: int = 8443
     }
 
 
-def backend_tls_policy(name: str, service_name: str, ca_configmaps: list[str] | None = None, well_known: str = "") -> dict[str, Any]:
+def backend_tls_policy(
+    name: str, service_name: str, ca_configmaps: list[str] | None = None, well_known: str = ""
+) -> dict[str, Any]:
     validation: dict[str, Any] = {"hostname": "backend.example.com"}
     if ca_configmaps:
-        validation["caCertificateRefs"] = [{"group": "", "kind": "ConfigMap", "name": n} for n in ca_configmaps]
+        validation["caCertificateRefs"] = [
+            {"group": "", "kind": "ConfigMap", "name": n} for n in ca_configmaps
+        ]
     if well_known:
         validation["wellKnownCACertificates"] = well_known
     return {
         "apiVersion": G,
         "kind": "BackendTLSPolicy",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": service_name}], "validation": validation},
+        "spec": {
+            "targetRefs": [{"group": "", "kind": "Service", "name": service_name}],
+            "validation": validation,
+        },
     }
 
 
 def ca_configmap(name: str, sans: tuple[str, ...] = ("ca.example.com",)) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}, "data": {"ca.crt": certificate(sans)[0]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {"ca.crt": certificate(sans)[0]},
+    }
 
 
 def models(raws: list[dict[str, Any]]) -> list[Any]:
@@ -201,7 +260,9 @@ def run(raws: list[dict[str, Any]]) -> Result:
     return translate(Snapshot.from_objects(models(raws)))
 
 
-def listener_conditions(result: Result, kind: str, name: str, listener_name: str) -> dict[str, tuple[str, str]]:
+def listener_conditions(
+    result: Result, kind: str, name: str, listener_name: str
+) -> dict[str, tuple[str, str]]:
     """A listener's conditions as {type: (status, reason)}."""
     status: dict[str, Any] = result.statuses[(kind, NS, name)]
     (entry,) = [e for e in status["listeners"] if e["name"] == listener_name]
@@ -213,7 +274,9 @@ def conditions(result: Result, kind: str, name: str) -> dict[str, tuple[str, str
     return {cond["type"]: (cond["status"], cond["reason"]) for cond in status["conditions"]}
 
 
-def route_conditions(result: Result, name: str, kind: str = "HTTPRoute") -> dict[str, tuple[str, str]]:
+def route_conditions(
+    result: Result, name: str, kind: str = "HTTPRoute"
+) -> dict[str, tuple[str, str]]:
     status: dict[str, Any] = result.statuses[(kind, NS, name)]
     (parent,) = status["parents"]
     return {cond["type"]: (cond["status"], cond["reason"]) for cond in parent["conditions"]}

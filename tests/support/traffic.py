@@ -12,7 +12,9 @@ class Traffic:
     """A bounded request loop (about ``rate`` per second, each on a fresh connection) in a
     thread, counting the requests that did not answer 200 from the expected backend."""
 
-    def __init__(self, address: str, port: int, want: str, rate: float = 50.0, limit: float = 90.0) -> None:
+    def __init__(
+        self, address: str, port: int, want: str, rate: float = 50.0, limit: float = 90.0
+    ) -> None:
         self.address, self.port, self.want = address, port, want
         self.interval, self.limit = 1.0 / rate, limit
         self.sent = 0
@@ -27,7 +29,10 @@ class Traffic:
             reply = h.fetch_sync(self.address, self.port, "/", host="example.com")
             self.sent += 1
             if reply is None or reply.status != 200 or reply.body != self.want:
-                self.failed.append(f"{time.monotonic():.3f}: {None if reply is None else (reply.status, reply.body)}")
+                self.failed.append(
+                    f"{time.monotonic():.3f}: "
+                    f"{None if reply is None else (reply.status, reply.body)}"
+                )
             self._stop.wait(self.interval)
 
     def stop(self) -> None:

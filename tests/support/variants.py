@@ -39,24 +39,66 @@ _PARAMS = "gateweave.io/v1alpha1"
 # interface (0.0.0.0) whose port 80 overlaps the other Gateways'.
 EXTRA_OBJECTS: dict[str, tuple[dict[str, Any], ...]] = {
     "parameters": (
-        {"apiVersion": _PARAMS, "kind": "GatewayParameters", "metadata": {"name": "class-params", "namespace": _NS},
-         "spec": {"envoy": {"concurrency": 2, "logLevel": "info"}, "kubernetes": {"replicas": 2}}},
-        {"apiVersion": _PARAMS, "kind": "GatewayParameters", "metadata": {"name": "gw-params", "namespace": _NS},
-         "spec": {"envoy": {"concurrency": 4, "extraArgs": ["--component-log-level", "upstream:debug"]}}},
-        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "params-class"},
-         "spec": {"controllerName": "gateweave.io/gateway-controller",
-                  "parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters", "name": "class-params",
-                                    "namespace": _NS}}},
-        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-         "metadata": {"name": "params-gw", "namespace": _NS},
-         "spec": {"gatewayClassName": "params-class",
-                  "infrastructure": {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
-                                                       "name": "gw-params"}},
-                  "listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}},
-        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-         "metadata": {"name": "a-every-interface", "namespace": _NS},
-         "spec": {"gatewayClassName": "params-class", "addresses": [{"type": "IPAddress", "value": "0.0.0.0"}],
-                  "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}},
+        {
+            "apiVersion": _PARAMS,
+            "kind": "GatewayParameters",
+            "metadata": {"name": "class-params", "namespace": _NS},
+            "spec": {
+                "envoy": {"concurrency": 2, "logLevel": "info"},
+                "kubernetes": {"replicas": 2},
+            },
+        },
+        {
+            "apiVersion": _PARAMS,
+            "kind": "GatewayParameters",
+            "metadata": {"name": "gw-params", "namespace": _NS},
+            "spec": {
+                "envoy": {
+                    "concurrency": 4,
+                    "extraArgs": ["--component-log-level", "upstream:debug"],
+                }
+            },
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "params-class"},
+            "spec": {
+                "controllerName": "gateweave.io/gateway-controller",
+                "parametersRef": {
+                    "group": "gateweave.io",
+                    "kind": "GatewayParameters",
+                    "name": "class-params",
+                    "namespace": _NS,
+                },
+            },
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "params-gw", "namespace": _NS},
+            "spec": {
+                "gatewayClassName": "params-class",
+                "infrastructure": {
+                    "parametersRef": {
+                        "group": "gateweave.io",
+                        "kind": "GatewayParameters",
+                        "name": "gw-params",
+                    }
+                },
+                "listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}],
+            },
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "a-every-interface", "namespace": _NS},
+            "spec": {
+                "gatewayClassName": "params-class",
+                "addresses": [{"type": "IPAddress", "value": "0.0.0.0"}],
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        },
     ),
 }
 
@@ -77,7 +119,10 @@ def _labelled(raw: dict[str, Any], value: str) -> dict[str, Any]:
 
 def metadata_variant(raw: dict[str, Any]) -> dict[str, Any]:
     out = _labelled(raw, "metadata")
-    out["metadata"]["annotations"] = {**(out["metadata"].get("annotations") or {}), "gateweave.test/note": "x"}
+    out["metadata"]["annotations"] = {
+        **(out["metadata"].get("annotations") or {}),
+        "gateweave.test/note": "x",
+    }
     return out
 
 
@@ -160,7 +205,10 @@ def _variant(make: Any, base: Decoded) -> Decoded:
 def universe(name: str) -> Universe:
     items = tuple(
         Item(key_of(dec), (dec, _variant(spec_variant, dec), _variant(metadata_variant, dec)))
-        for dec in [*case_set(CASE_SETS[name]), *(decoded(raw) for raw in EXTRA_OBJECTS.get(name, ()))]
+        for dec in [
+            *case_set(CASE_SETS[name]),
+            *(decoded(raw) for raw in EXTRA_OBJECTS.get(name, ())),
+        ]
     )
     important = tuple(i for i, it in enumerate(items) if it.key.kind in ("GatewayClass", "Gateway"))
     return Universe(items, important)

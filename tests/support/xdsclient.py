@@ -23,14 +23,20 @@ def secret_files(secret: dict[str, Any]) -> dict[str, str]:
 
 def pod_credentials(files: dict[str, str]) -> grpc.ChannelCredentials:
     """The mutual TLS a pod mounting a Gateway's xDS Secret has."""
-    return grpc.ssl_channel_credentials(root_certificates=files["ca.crt"].encode(),
-                                        private_key=files["tls.key"].encode(),
-                                        certificate_chain=files["tls.crt"].encode())
+    return grpc.ssl_channel_credentials(
+        root_certificates=files["ca.crt"].encode(),
+        private_key=files["tls.key"].encode(),
+        certificate_chain=files["tls.crt"].encode(),
+    )
 
 
 @contextlib.asynccontextmanager
-async def envoy_pod(port: int, node_id: str, files: dict[str, str] | None = None,
-                    server_name: str = "gateweave.gateweave-system.svc") -> AsyncIterator[list[listener_pb2.Listener]]:
+async def envoy_pod(
+    port: int,
+    node_id: str,
+    files: dict[str, str] | None = None,
+    server_name: str = "gateweave.gateweave-system.svc",
+) -> AsyncIterator[list[listener_pb2.Listener]]:
     """An ADS client standing in for a Gateway's Envoy pod: subscribes to Clusters and
     Listeners (wildcard), ACKs every response; yields the Listeners last received. With
     ``files`` (its Secret's) over mutual TLS, checking the server is ``server_name``."""
@@ -47,16 +53,30 @@ async def envoy_pod(port: int, node_id: str, files: dict[str, str] | None = None
     async def incoming(call: Any) -> None:
         async for response in call:
             if response.type_url == LISTENER:
-                listeners[:] = [listener_pb2.Listener.FromString(r.value) for r in response.resources]
-            requests.put_nowait(discovery_pb2.DiscoveryRequest(
-                node=node, type_url=response.type_url, version_info=response.version_info,
-                response_nonce=response.nonce))
+                listeners[:] = [
+                    listener_pb2.Listener.FromString(r.value) for r in response.resources
+                ]
+            requests.put_nowait(
+                discovery_pb2.DiscoveryRequest(
+                    node=node,
+                    type_url=response.type_url,
+                    version_info=response.version_info,
+                    response_nonce=response.nonce,
+                )
+            )
 
     target = f"127.0.0.1:{port}"
-    channel = (grpc.aio.insecure_channel(target) if files is None else grpc.aio.secure_channel(
-        target, pod_credentials(files), options=[("grpc.ssl_target_name_override", server_name)]))
+    channel = (
+        grpc.aio.insecure_channel(target)
+        if files is None
+        else grpc.aio.secure_channel(
+            target, pod_credentials(files), options=[("grpc.ssl_target_name_override", server_name)]
+        )
+    )
     async with channel:
-        call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(outgoing())
+        call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(
+            outgoing()
+        )
         task = asyncio.create_task(incoming(call))
         try:
             yield listeners

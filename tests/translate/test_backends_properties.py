@@ -73,25 +73,49 @@ def system() -> Universe:
     )
     # what other objects depend on most: changed more often
     important = tuple(
-        i for i, it in enumerate(items)
+        i
+        for i, it in enumerate(items)
         if it.key.kind in ("Secret", "ConfigMap", "ReferenceGrant", "Gateway")
-        or (it.key.kind, it.key.name) in (("Backend", "tls"), ("Backend", "fallback"), ("Backend", "shared"), ("Service", "external"))
+        or (it.key.kind, it.key.name)
+        in (
+            ("Backend", "tls"),
+            ("Backend", "fallback"),
+            ("Backend", "shared"),
+            ("Service", "external"),
+        )
     )
     return Universe(items, important)
 
 
 def _index(kind: str, name: str) -> int:
-    return next(i for i, it in enumerate(system().items) if (it.key.kind, it.key.name) == (kind, name))
+    return next(
+        i for i, it in enumerate(system().items) if (it.key.kind, it.key.name) == (kind, name)
+    )
 
 
 def test_the_variants_change_what_they_should() -> None:
     for item in system().items:
         base, spec, _ = (v.raw for v in item.versions)
-        if item.key.kind in ("Backend", "Service", "EndpointSlice", "Secret", "HTTPRoute", "TCPRoute", "UDPRoute", "Gateway"):
-            assert {k: v for k, v in spec.items() if k != "metadata"} != {k: v for k, v in base.items() if k != "metadata"}, item.key
+        if item.key.kind in (
+            "Backend",
+            "Service",
+            "EndpointSlice",
+            "Secret",
+            "HTTPRoute",
+            "TCPRoute",
+            "UDPRoute",
+            "Gateway",
+        ):
+            assert {k: v for k, v in spec.items() if k != "metadata"} != {
+                k: v for k, v in base.items() if k != "metadata"
+            }, item.key
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(plan=ops(system(), max_size=40), batch=st.sampled_from((1, 1, 4)))
 def test_incremental_equals_full(plan: list[Op], batch: int) -> None:
     run_plan(system(), plan, batch)  # IncrementalMismatch on the first difference
@@ -99,13 +123,23 @@ def test_incremental_equals_full(plan: list[Op], batch: int) -> None:
 
 def test_incremental_equals_full_when_what_a_backend_depends_on_changes() -> None:
     """The changes the random plans may miss: each dependency of a Backend changes, then back."""
-    for kind, name in (("Secret", "client"), ("ConfigMap", "ca"), ("ReferenceGrant", "routes-from-apps"),
-                       ("Backend", "tls"), ("Backend", "fallback"), ("Service", "external")):
+    for kind, name in (
+        ("Secret", "client"),
+        ("ConfigMap", "ca"),
+        ("ReferenceGrant", "routes-from-apps"),
+        ("Backend", "tls"),
+        ("Backend", "fallback"),
+        ("Service", "external"),
+    ):
         i = _index(kind, name)
         run_plan(system(), [(i, 1), (i, 2), (i, 3), (i, 0)])
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(plan=ops(system(), max_size=20))
 def test_incremental_equals_full_in_kubernetes_address_mode(plan: list[Op]) -> None:
     run_plan(system(), plan, address_mode="kubernetes")
@@ -116,11 +150,17 @@ def test_incremental_equals_full_in_kubernetes_address_mode(plan: list[Op]) -> N
 def test_any_permutation_gives_identical_output(data: st.DataObject) -> None:
     objects = [it.versions[0].model for it in system().items]
     expected = fingerprint(objects)
-    assert b"Backend/" in expected and b"example.internal" in expected  # the system is in the output
+    assert (
+        b"Backend/" in expected and b"example.internal" in expected
+    )  # the system is in the output
     assert fingerprint(data.draw(st.permutations(objects))) == expected
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(steps=plans(system(), max_extra=30))
 def test_any_interleaving_through_the_store_converges(steps: list[Step]) -> None:
     asyncio.run(run_on_store(system(), steps))

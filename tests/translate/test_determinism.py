@@ -1,4 +1,6 @@
-"""Invariant 1: the same objects in any order give a byte-identical result (statuses, infra IR, xDS IR, Envoy resources)."""
+"""Invariant 1: the same objects in any order give a byte-identical result (statuses, infra IR, xDS
+IR, Envoy resources).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ RICH = [
 
 
 @pytest.mark.parametrize("case_file", RICH)
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_any_permutation_gives_identical_output(case_file: str, data: st.DataObject) -> None:
     objects = list(case_objects(case_file))

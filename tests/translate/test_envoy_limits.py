@@ -1,4 +1,5 @@
-"""Envoy's own limits, applied by translate: what valid Gateway API objects can say and Envoy refuses.
+"""Envoy's own limits, applied by translate: what valid Gateway API objects can say and Envoy
+refuses.
 
 Each case shows both halves: the Envoy resource the object would have become is refused by Envoy
 itself (``envoy --mode validate``, the same check as a NACK), and translate now refuses the object
@@ -43,7 +44,10 @@ def _objects(*routes: dict[str, Any]) -> list[Any]:
             "apiVersion": GW,
             "kind": "Gateway",
             "metadata": {"name": "gw", "namespace": NS},
-            "spec": {"gatewayClassName": "gw", "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}]},
+            "spec": {
+                "gatewayClassName": "gw",
+                "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}],
+            },
         },
         {
             "apiVersion": "v1",
@@ -73,7 +77,9 @@ def _grpc_route(name: str, method: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": NS},
         "spec": {
             "parentRefs": [{"name": "gw"}],
-            "rules": [{"matches": [{"method": method}], "backendRefs": [{"name": "svc", "port": 80}]}],
+            "rules": [
+                {"matches": [{"method": method}], "backendRefs": [{"name": "svc", "port": 80}]}
+            ],
         },
     }
 
@@ -101,7 +107,9 @@ def _accepted(route: dict[str, Any]) -> dict[str, str]:
 
 def _gateway(route: ir.Route) -> ir.XdsGateway:
     """A Gateway whose one route table holds ``route`` (as a translation would have made it)."""
-    config = ir.RouteConfig(name="rc", virtual_hosts=(ir.VirtualHost(name="vh", domains=("*",), routes=(route,)),))
+    config = ir.RouteConfig(
+        name="rc", virtual_hosts=(ir.VirtualHost(name="vh", domains=("*",), routes=(route,)),)
+    )
     return ir.XdsGateway(
         name=f"{NS}/gw",
         address="127.0.0.1",
@@ -118,7 +126,9 @@ def _envoy_refuses(route: ir.Route) -> str:
 
 
 def _to_c(match: ir.RouteMatch, **kw: Any) -> ir.Route:
-    return ir.Route(name="r", match=match, backends=(ir.WeightedCluster(cluster="c", weight=1),), **kw)
+    return ir.Route(
+        name="r", match=match, backends=(ir.WeightedCluster(cluster="c", weight=1),), **kw
+    )
 
 
 def _sizes_agree(envoy_message: str, condition_message: str) -> None:
@@ -135,7 +145,9 @@ def _sizes_agree(envoy_message: str, condition_message: str) -> None:
 
 def test_the_issues_path_regex_is_refused_with_its_program_size_and_the_limit() -> None:
     envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="RegularExpression", path=ISSUE_REGEX)))
-    route = _http_route("big", {"matches": [{"path": {"type": "RegularExpression", "value": ISSUE_REGEX}}]})
+    route = _http_route(
+        "big", {"matches": [{"path": {"type": "RegularExpression", "value": ISSUE_REGEX}}]}
+    )
     accepted = _accepted(route)
     assert (accepted["status"], accepted["reason"]) == ("False", "UnsupportedValue")
     assert f"invalid path regular expression {ISSUE_REGEX!r}" in accepted["message"]
@@ -145,10 +157,16 @@ def test_the_issues_path_regex_is_refused_with_its_program_size_and_the_limit() 
 
 def test_the_limit_is_envoys_exactly() -> None:
     # 100 is taken by Envoy and by translate; 101 is refused by both.
-    ok, message = validate_with_envoy(build(_gateway(_to_c(ir.RouteMatch(path_type="RegularExpression", path=AT_LIMIT)))))
+    ok, message = validate_with_envoy(
+        build(_gateway(_to_c(ir.RouteMatch(path_type="RegularExpression", path=AT_LIMIT))))
+    )
     assert ok, message
     assert re2_error(AT_LIMIT) is None
-    accepted = _accepted(_http_route("edge", {"matches": [{"path": {"type": "RegularExpression", "value": AT_LIMIT}}]}))
+    accepted = _accepted(
+        _http_route(
+            "edge", {"matches": [{"path": {"type": "RegularExpression", "value": AT_LIMIT}}]}
+        )
+    )
     assert accepted["status"] == "True"
     envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="RegularExpression", path=OVER_LIMIT)))
     _sizes_agree(envoy, re2_error(OVER_LIMIT) or "")
@@ -159,31 +177,48 @@ def test_header_and_query_param_regexes_are_held_to_the_limit(where: str) -> Non
     value = "[0-9a-f]{64}"  # a SHA-256 digest: program size 132
     entry = ir.StringMatch(name="x-commit", type="RegularExpression", value=value)
     envoy = _envoy_refuses(
-        _to_c(ir.RouteMatch(headers=(entry,)) if where == "headers" else ir.RouteMatch(query_params=(entry,)))
+        _to_c(
+            ir.RouteMatch(headers=(entry,))
+            if where == "headers"
+            else ir.RouteMatch(query_params=(entry,))
+        )
     )
     match = {where: [{"name": "x-commit", "type": "RegularExpression", "value": value}]}
     accepted = _accepted(_http_route("commit", {"matches": [match]}))
     what = "header" if where == "headers" else "query param"
-    assert accepted["status"] == "False" and f"invalid {what} regular expression {value!r}" in accepted["message"]
+    assert (
+        accepted["status"] == "False"
+        and f"invalid {what} regular expression {value!r}" in accepted["message"]
+    )
     _sizes_agree(envoy, accepted["message"])
 
 
 def test_a_grpc_method_regex_is_held_to_the_limit_as_the_path_regex_it_becomes() -> None:
     # Each part is within the limit; the path regex gateweave makes of them is not.
-    service = "(inventory|catalog|orders|payments|shipping|billing)\\.v[0-9]+\\.[A-Z][a-z]+Service"  # 66
+    service = (
+        "(inventory|catalog|orders|payments|shipping|billing)\\.v[0-9]+\\.[A-Z][a-z]+Service"  # 66
+    )
     method = "(Get|List|Watch|Create|Update|Delete|Patch)[A-Z][a-z]+(s|es)?"  # 50
     assert re2_error(service) is None and re2_error(method) is None
     path = f"/{service}/{method}"
-    envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="RegularExpression", path=path, grpc=True)))
-    accepted = _accepted(_grpc_route("rpc", {"type": "RegularExpression", "service": service, "method": method}))
-    assert accepted["status"] == "False" and f"path regular expression {path!r}" in accepted["message"]
+    envoy = _envoy_refuses(
+        _to_c(ir.RouteMatch(path_type="RegularExpression", path=path, grpc=True))
+    )
+    accepted = _accepted(
+        _grpc_route("rpc", {"type": "RegularExpression", "service": service, "method": method})
+    )
+    assert (
+        accepted["status"] == "False" and f"path regular expression {path!r}" in accepted["message"]
+    )
     _sizes_agree(envoy, accepted["message"])
 
 
 def test_a_long_exact_grpc_service_alone_becomes_a_regex_and_is_held_to_the_limit() -> None:
     service = "com.example." + "inventory" * 10 + ".ItemService"  # any method: a regex
     path = f"/{re2_escape(service)}/[^/]+"
-    envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="RegularExpression", path=path, grpc=True)))
+    envoy = _envoy_refuses(
+        _to_c(ir.RouteMatch(path_type="RegularExpression", path=path, grpc=True))
+    )
     accepted = _accepted(_grpc_route("svc-only", {"type": "Exact", "service": service}))
     assert accepted["status"] == "False"
     _sizes_agree(envoy, accepted["message"])
@@ -215,7 +250,11 @@ def test_a_regex_envoy_cannot_compile_is_refused_though_utf8_re2_takes_it() -> N
     pattern = "/\\x{100}"  # a code point over 255: an error where patterns are Latin-1
     envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="RegularExpression", path=pattern)))
     assert envoy == "invalid escape sequence: \\x{100"
-    accepted = _accepted(_http_route("wide", {"matches": [{"path": {"type": "RegularExpression", "value": pattern}}]}))
+    accepted = _accepted(
+        _http_route(
+            "wide", {"matches": [{"path": {"type": "RegularExpression", "value": pattern}}]}
+        )
+    )
     assert accepted["status"] == "False" and accepted["message"].endswith(envoy)
 
 
@@ -226,22 +265,36 @@ def test_an_empty_path_regex_is_refused() -> None:
     # The CRD allows an empty value; Envoy's RegexMatcher needs at least one character.
     envoy = _envoy_refuses(_to_c(ir.RouteMatch(path_type="RegularExpression", path="")))
     assert "RegexMatcherValidationError.Regex: value length must be at least 1" in envoy
-    accepted = _accepted(_http_route("empty", {"matches": [{"path": {"type": "RegularExpression", "value": ""}}]}))
-    assert accepted["status"] == "False" and "Envoy does not take an empty regular expression" in accepted["message"]
+    accepted = _accepted(
+        _http_route("empty", {"matches": [{"path": {"type": "RegularExpression", "value": ""}}]})
+    )
+    assert (
+        accepted["status"] == "False"
+        and "Envoy does not take an empty regular expression" in accepted["message"]
+    )
 
 
 _REWRITES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # The CRD allows any character in a path modifier; Envoy none of NUL, CR, LF.
     "rewrite-full": (
-        {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/a\nb"}}},
+        {
+            "type": "URLRewrite",
+            "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/a\nb"}},
+        },
         {"url_rewrite": ir.URLRewrite(path_type="ReplaceFullPath", path="/a\nb")},
     ),
     "rewrite-prefix": (
-        {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/a\rb"}}},
+        {
+            "type": "URLRewrite",
+            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/a\rb"}},
+        },
         {"url_rewrite": ir.URLRewrite(path_type="ReplacePrefixMatch", path="/a\rb")},
     ),
     "redirect-full": (
-        {"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/a\x00b"}}},
+        {
+            "type": "RequestRedirect",
+            "requestRedirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/a\x00b"}},
+        },
         {"redirect": ir.Redirect(path_type="ReplaceFullPath", path="/a\x00b"), "backends": ()},
     ),
 }
@@ -252,14 +305,24 @@ def test_a_path_modifier_with_a_control_character_envoy_refuses_is_refused(case:
     rule_filter, ir_fields = _REWRITES[case]
     prefix = ir.RouteMatch(path_type="PathPrefix", path="/p")
     envoy = _envoy_refuses(
-        ir.Route(name="r", match=prefix, **{"backends": (ir.WeightedCluster(cluster="c", weight=1),), **ir_fields})
+        ir.Route(
+            name="r",
+            match=prefix,
+            **{"backends": (ir.WeightedCluster(cluster="c", weight=1),), **ir_fields},
+        )
     )
     assert "value does not match regex pattern" in envoy
-    rule: dict[str, Any] = {"matches": [{"path": {"type": "PathPrefix", "value": "/p"}}], "filters": [rule_filter]}
+    rule: dict[str, Any] = {
+        "matches": [{"path": {"type": "PathPrefix", "value": "/p"}}],
+        "filters": [rule_filter],
+    }
     if "redirect" in ir_fields:
         rule["backendRefs"] = []
     accepted = _accepted(_http_route(case, rule))
-    assert accepted["status"] == "False" and "Envoy refuses NUL, CR and LF in a path" in accepted["message"]
+    assert (
+        accepted["status"] == "False"
+        and "Envoy refuses NUL, CR and LF in a path" in accepted["message"]
+    )
 
 
 _HEADER_MODIFIERS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
@@ -282,7 +345,10 @@ _HEADER_MODIFIERS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         ":-prefixed or host headers may not be removed",
     ),
     "response-set-host": (
-        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [{"name": "host", "value": "a"}]}},
+        {
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"set": [{"name": "host", "value": "a"}]},
+        },
         {"response_headers": ir.HeaderMods(set=(("host", "a"),))},
         ":-prefixed or host headers may not be modified",
     ),
@@ -301,7 +367,15 @@ def test_a_header_modifier_envoy_refuses_is_refused(case: str) -> None:
 
 
 def test_a_backend_refs_response_modifier_on_host_is_refused_too() -> None:
-    ref = {"name": "svc", "port": 80, "filters": [
-        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "HOST", "value": "a"}]}}]}
+    ref = {
+        "name": "svc",
+        "port": 80,
+        "filters": [
+            {
+                "type": "ResponseHeaderModifier",
+                "responseHeaderModifier": {"add": [{"name": "HOST", "value": "a"}]},
+            }
+        ],
+    }
     accepted = _accepted(_http_route("ref-host", {"backendRefs": [ref]}))
     assert accepted["status"] == "False" and "response header 'HOST'" in accepted["message"]

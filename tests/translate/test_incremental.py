@@ -66,13 +66,21 @@ def bench_universe(routes: int, seed: int) -> Universe:
         base, errors = decode(raw)
         assert base is not None, errors
         if pos in route_pos:
-            spec = _variant(functools.partial(_changed, changed_route, objects, route_pos[pos]), raw)
+            spec = _variant(
+                functools.partial(_changed, changed_route, objects, route_pos[pos]), raw
+            )
         elif pos in slice_pos:
-            spec = _variant(functools.partial(_changed, changed_endpoint_slice, objects, slice_pos[pos]), raw)
+            spec = _variant(
+                functools.partial(_changed, changed_endpoint_slice, objects, slice_pos[pos]), raw
+            )
         else:
             spec = _variant(spec_variant, raw)
         items.append(Item(key_of(base), (base, spec, _variant(metadata_variant, raw))))
-    important = tuple(i for i, it in enumerate(items) if it.key.kind in ("Gateway", "Service", "ReferenceGrant", "Namespace"))
+    important = tuple(
+        i
+        for i, it in enumerate(items)
+        if it.key.kind in ("Gateway", "Service", "ReferenceGrant", "Namespace")
+    )
     return Universe(tuple(items), important)
 
 
@@ -80,7 +88,11 @@ def bench_universe(routes: int, seed: int) -> Universe:
 def test_conformance_sets_incremental_equals_full(name: str) -> None:
     u = universe(name)
 
-    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
     def check(plan: list[Op], batch: int) -> None:
         run_plan(u, plan, batch)
@@ -92,7 +104,11 @@ def test_conformance_sets_incremental_equals_full(name: str) -> None:
 def test_generated_sets_incremental_equals_full(routes: int, seed: int) -> None:
     u = bench_universe(routes, seed)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(plan=ops(u, max_size=50), batch=st.sampled_from((1, 1, 5)))
     def check(plan: list[Op], batch: int) -> None:
         run_plan(u, plan, batch)
@@ -104,7 +120,11 @@ def test_kubernetes_address_mode_incremental_equals_full() -> None:
     """Kubernetes mode reads Services on the gateway side too (the Gateways' addresses)."""
     u = bench_universe(40, 3)
 
-    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=15,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(plan=ops(u, max_size=30))
     def check(plan: list[Op]) -> None:
         run_plan(u, plan, address_mode="kubernetes")
@@ -116,7 +136,13 @@ def test_kubernetes_address_mode_incremental_equals_full() -> None:
 def test_every_conformance_case_incremental_equals_full(case_file: str) -> None:
     """Each case's objects: every object changed, deleted and restored in a seeded order."""
     decoded = [d for d in case_set([case_file])]
-    u = Universe(tuple(Item(key_of(d), (d, _variant(spec_variant, d.raw), _variant(metadata_variant, d.raw))) for d in decoded), ())
+    u = Universe(
+        tuple(
+            Item(key_of(d), (d, _variant(spec_variant, d.raw), _variant(metadata_variant, d.raw)))
+            for d in decoded
+        ),
+        (),
+    )
     rng = random.Random(case_file)
     plan: list[Op] = []
     for i in rng.sample(range(len(u.items)), len(u.items)):
@@ -172,8 +198,20 @@ def test_unchanged_parts_keep_their_instances() -> None:
     changed = [name for name in after.xds if after.xds[name] is not before.xds[name]]
     assert len(changed) == 1
     old, new = before.xds[changed[0]], after.xds[changed[0]]
-    old_vhosts = {vh.name: vh for p in old.ports for rc in [p.http, *(fc.http for fc in p.filter_chains)] if rc for vh in rc.virtual_hosts}
-    new_vhosts = [vh for p in new.ports for rc in [p.http, *(fc.http for fc in p.filter_chains)] if rc for vh in rc.virtual_hosts]
+    old_vhosts = {
+        vh.name: vh
+        for p in old.ports
+        for rc in [p.http, *(fc.http for fc in p.filter_chains)]
+        if rc
+        for vh in rc.virtual_hosts
+    }
+    new_vhosts = [
+        vh
+        for p in new.ports
+        for rc in [p.http, *(fc.http for fc in p.filter_chains)]
+        if rc
+        for vh in rc.virtual_hosts
+    ]
     reused = sum(1 for vh in new_vhosts if old_vhosts.get(vh.name) is vh)
     assert 0 < len(new_vhosts) - reused <= 4  # only the route's own virtual hosts are new
     key = (route.key.kind, route.key.namespace, route.key.name)
@@ -249,8 +287,12 @@ def test_a_mismatch_fails_the_translation_in_the_runtime(monkeypatch: pytest.Mon
     monkeypatch.setattr(incremental, "translate_all", wrong)
 
     async def main() -> Runtime:
-        runtime = Runtime(store, dataplane=False, translate_fn=IncrementalTranslator(check=True),
-                          status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME))
+        runtime = Runtime(
+            store,
+            dataplane=False,
+            translate_fn=IncrementalTranslator(check=True),
+            status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        )
         task = asyncio.get_running_loop().create_task(runtime.run())
         try:
             await runtime.wait_settled(30)

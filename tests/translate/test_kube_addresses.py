@@ -21,22 +21,45 @@ KUBE = TranslateOptions(address_mode="kubernetes")
 GW = ("Gateway", "default", "gw")
 
 
-def objects(addresses: list[dict[str, str]] | None = None, service: dict[str, Any] | None = None,
-            svc_labels: dict[str, str] | None = None) -> Snapshot:
+def objects(
+    addresses: list[dict[str, str]] | None = None,
+    service: dict[str, Any] | None = None,
+    svc_labels: dict[str, str] | None = None,
+) -> Snapshot:
     raws: list[dict[str, Any]] = [
-        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass", "metadata": {"name": "gc"},
-         "spec": {"controllerName": "gateweave.io/gateway-controller"}},
-        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-         "metadata": {"name": "gw", "namespace": "default"},
-         "spec": {"gatewayClassName": "gc", "addresses": addresses or [],
-                  "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080},
-                                {"name": "dns", "protocol": "UDP", "port": 5353}]}},
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "gc"},
+            "spec": {"controllerName": "gateweave.io/gateway-controller"},
+        },
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": "default"},
+            "spec": {
+                "gatewayClassName": "gc",
+                "addresses": addresses or [],
+                "listeners": [
+                    {"name": "http", "protocol": "HTTP", "port": 8080},
+                    {"name": "dns", "protocol": "UDP", "port": 5353},
+                ],
+            },
+        },
     ]
     if service is not None:
-        raws.append({"apiVersion": "v1", "kind": "Service",
-                     "metadata": {"name": "gateweave-gw", "namespace": "default",
-                                  "labels": ir.envoy_labels("gw") if svc_labels is None else svc_labels},
-                     **service})
+        raws.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "gateweave-gw",
+                    "namespace": "default",
+                    "labels": ir.envoy_labels("gw") if svc_labels is None else svc_labels,
+                },
+                **service,
+            }
+        )
     snap = Snapshot()
     for raw in raws:
         decoded, errors = decode(raw)
@@ -91,21 +114,28 @@ def test_load_balancer_waits_for_ingress() -> None:
     status = translate(objects(service=lb()), KUBE).statuses[GW]
     assert "addresses" not in status
     assert conditions(status)["Programmed"] == ("False", "AddressNotAssigned")
-    hostname = translate(objects(service=lb([{"hostname": "lb.example.com"}, {"ip": "198.51.100.1"}])),
-                         KUBE).statuses[GW]
-    assert hostname["addresses"] == [{"type": "Hostname", "value": "lb.example.com"},
-                                     {"type": "IPAddress", "value": "198.51.100.1"}]
+    hostname = translate(
+        objects(service=lb([{"hostname": "lb.example.com"}, {"ip": "198.51.100.1"}])), KUBE
+    ).statuses[GW]
+    assert hostname["addresses"] == [
+        {"type": "Hostname", "value": "lb.example.com"},
+        {"type": "IPAddress", "value": "198.51.100.1"},
+    ]
 
 
 def test_cluster_ip_service_uses_external_ips_then_cluster_ip() -> None:
-    status = translate(objects(service={"spec": {"type": "ClusterIP", "clusterIP": "10.96.0.9"}}), KUBE).statuses[GW]
+    status = translate(
+        objects(service={"spec": {"type": "ClusterIP", "clusterIP": "10.96.0.9"}}), KUBE
+    ).statuses[GW]
     assert status["addresses"] == [{"type": "IPAddress", "value": "10.96.0.9"}]
     assert conditions(status)["Programmed"] == ("True", "Programmed")
     requested = [{"type": "IPAddress", "value": "192.0.2.10"}]
     svc = {"spec": {"type": "NodePort", "clusterIP": "10.96.0.9", "externalIPs": ["192.0.2.10"]}}
     status = translate(objects(requested, svc), KUBE).statuses[GW]
-    assert status["addresses"] == [{"type": "IPAddress", "value": "192.0.2.10"},
-                                   {"type": "IPAddress", "value": "10.96.0.9"}]
+    assert status["addresses"] == [
+        {"type": "IPAddress", "value": "192.0.2.10"},
+        {"type": "IPAddress", "value": "10.96.0.9"},
+    ]
     assert conditions(status)["Programmed"] == ("True", "Programmed")
 
 
@@ -117,16 +147,22 @@ def test_requested_address_goes_to_infra_and_must_be_obtained() -> None:
     assert conditions(status)["Programmed"] == ("False", "AddressNotUsable")
     assert status["addresses"] == [{"type": "IPAddress", "value": "203.0.113.7"}]
     listener_statuses: list[dict[str, Any]] = status["listeners"]  # type: ignore[assignment]
-    assert {conditions(lst)["Programmed"] for lst in listener_statuses} == {("False", "AddressNotUsable")}
+    assert {conditions(lst)["Programmed"] for lst in listener_statuses} == {
+        ("False", "AddressNotUsable")
+    }
     got = translate(objects(requested, lb([{"ip": "192.0.2.10"}])), KUBE).statuses[GW]
     assert conditions(got)["Programmed"] == ("True", "Programmed")
     # non-loopback addresses are fine in Kubernetes mode (standalone would refuse them)
-    standalone = translate(objects(requested, lb([{"ip": "192.0.2.10"}])), TranslateOptions()).statuses[GW]
+    standalone = translate(
+        objects(requested, lb([{"ip": "192.0.2.10"}])), TranslateOptions()
+    ).statuses[GW]
     assert conditions(standalone)["Programmed"] == ("False", "AddressNotUsable")
 
 
-@pytest.mark.parametrize("address", [{"type": "Hostname", "value": "gw.example.com"},
-                                     {"type": "example.com/Named", "value": "x"}])
+@pytest.mark.parametrize(
+    "address",
+    [{"type": "Hostname", "value": "gw.example.com"}, {"type": "example.com/Named", "value": "x"}],
+)
 def test_unsupported_address_types(address: dict[str, str]) -> None:
     result = translate(objects([address], lb([{"ip": "203.0.113.7"}])), KUBE)
     status = result.statuses[GW]
@@ -136,7 +172,9 @@ def test_unsupported_address_types(address: dict[str, str]) -> None:
 
 def test_service_found_by_labels_only() -> None:
     other = {"app.kubernetes.io/name": "something-else"}
-    status = translate(objects(service=lb([{"ip": "203.0.113.7"}]), svc_labels=other), KUBE).statuses[GW]
+    status = translate(
+        objects(service=lb([{"ip": "203.0.113.7"}]), svc_labels=other), KUBE
+    ).statuses[GW]
     assert conditions(status)["Programmed"] == ("False", "AddressNotAssigned")
 
 
@@ -146,7 +184,9 @@ def test_dataplane_ack_still_needed_once_addressed() -> None:
     snap = objects(service=lb([{"ip": "203.0.113.7"}]))
     pending = TranslateOptions(address_mode="kubernetes", dataplane={})
     assert conditions(translate(snap, pending).statuses[GW])["Programmed"] == ("False", "Pending")
-    acked = TranslateOptions(address_mode="kubernetes", dataplane={"default/gw": DataplaneState(acked=True)})
+    acked = TranslateOptions(
+        address_mode="kubernetes", dataplane={"default/gw": DataplaneState(acked=True)}
+    )
     assert conditions(translate(snap, acked).statuses[GW])["Programmed"] == ("True", "Programmed")
 
 
@@ -154,27 +194,54 @@ def test_service_status_change_is_a_model_change() -> None:
     """A Service's status (written by Kubernetes) counts for translation; a Gateway's
     (written by us) does not."""
     store = Store()
-    svc: dict[str, Any] = {"apiVersion": "v1", "kind": "Service",
-                           "metadata": {"name": "s", "namespace": "default", "resourceVersion": "1"},
-                           "spec": {"type": "LoadBalancer"}}
-    gw: dict[str, Any] = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-                          "metadata": {"name": "g", "namespace": "default", "resourceVersion": "2"},
-                          "spec": {"gatewayClassName": "gc", "listeners": [
-                              {"name": "http", "protocol": "HTTP", "port": 80}]}}
+    svc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "namespace": "default", "resourceVersion": "1"},
+        "spec": {"type": "LoadBalancer"},
+    }
+    gw: dict[str, Any] = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "g", "namespace": "default", "resourceVersion": "2"},
+        "spec": {
+            "gatewayClassName": "gc",
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+        },
+    }
     for raw in (svc, gw):
         decoded, _ = decode(raw)
         assert decoded is not None
         store.apply(decoded, authoritative=True)
-    svc2 = {**svc, "metadata": {**svc["metadata"], "resourceVersion": "3"},
-            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
-    gw2 = {**gw, "metadata": {**gw["metadata"], "resourceVersion": "4"},
-           "status": {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
-                                       "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}}
+    svc2 = {
+        **svc,
+        "metadata": {**svc["metadata"], "resourceVersion": "3"},
+        "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}},
+    }
+    gw2 = {
+        **gw,
+        "metadata": {**gw["metadata"], "resourceVersion": "4"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Accepted",
+                    "status": "True",
+                    "reason": "Accepted",
+                    "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    "observedGeneration": 1,
+                }
+            ]
+        },
+    }
     changes = []
     for raw in (svc2, gw2):
         decoded, _ = decode(raw)
         assert decoded is not None
         changes.append(store.apply(decoded, authoritative=True))
-    assert [(ch.key.kind, ch.model_changed) for ch in changes if ch] == [("Service", True), ("Gateway", False)]
+    assert [(ch.key.kind, ch.model_changed) for ch in changes if ch] == [
+        ("Service", True),
+        ("Gateway", False),
+    ]
     model: m.Service = store.snapshot().services[("default", "s")]
     assert model.status.load_balancer.ingress[0].ip == "203.0.113.7"

@@ -23,39 +23,84 @@ NODE = node_of("gc")
 
 
 def gateway_class(merged: bool = True) -> list[dict[str, Any]]:
-    ref = {"group": "gateweave.io", "kind": "GatewayParameters", "name": "shared", "namespace": "infra"}
-    spec: dict[str, Any] = {"mergeGateways": True, "envoy": {"concurrency": 2}} if merged else {"envoy": {"concurrency": 2}}
+    ref = {
+        "group": "gateweave.io",
+        "kind": "GatewayParameters",
+        "name": "shared",
+        "namespace": "infra",
+    }
+    spec: dict[str, Any] = (
+        {"mergeGateways": True, "envoy": {"concurrency": 2}}
+        if merged
+        else {"envoy": {"concurrency": 2}}
+    )
     return [
-        {"apiVersion": GWAPI, "kind": "GatewayClass", "metadata": {"name": "gc"},
-         "spec": {"controllerName": "gateweave.io/gateway-controller", "parametersRef": ref}},
+        {
+            "apiVersion": GWAPI,
+            "kind": "GatewayClass",
+            "metadata": {"name": "gc"},
+            "spec": {"controllerName": "gateweave.io/gateway-controller", "parametersRef": ref},
+        },
         params("shared", spec, "infra"),
     ]
 
 
 def params(name: str, spec: dict[str, Any], namespace: str = "apps") -> dict[str, Any]:
-    return {"apiVersion": "gateweave.io/v1alpha1", "kind": "GatewayParameters",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return {
+        "apiVersion": "gateweave.io/v1alpha1",
+        "kind": "GatewayParameters",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
 
-def gateway(name: str, address: str, port: int = 80, created: str = "2026-01-01T00:00:00Z",
-            own_params: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"gatewayClassName": "gc", "addresses": [{"type": "IPAddress", "value": address}],
-                            "listeners": [{"name": "http", "protocol": "HTTP", "port": port}]}
+def gateway(
+    name: str,
+    address: str,
+    port: int = 80,
+    created: str = "2026-01-01T00:00:00Z",
+    own_params: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "gatewayClassName": "gc",
+        "addresses": [{"type": "IPAddress", "value": address}],
+        "listeners": [{"name": "http", "protocol": "HTTP", "port": port}],
+    }
     if own_params is not None:
-        spec["infrastructure"] = {"parametersRef": {"group": "gateweave.io", "kind": "GatewayParameters",
-                                                    "name": own_params}}
-    return {"apiVersion": GWAPI, "kind": "Gateway",
-            "metadata": {"name": name, "namespace": "apps", "creationTimestamp": created}, "spec": spec}
+        spec["infrastructure"] = {
+            "parametersRef": {
+                "group": "gateweave.io",
+                "kind": "GatewayParameters",
+                "name": own_params,
+            }
+        }
+    return {
+        "apiVersion": GWAPI,
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": "apps", "creationTimestamp": created},
+        "spec": spec,
+    }
 
 
 def route(name: str, gw: str, host: str) -> dict[str, Any]:
-    return {"apiVersion": GWAPI, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": "apps"},
-            "spec": {"parentRefs": [{"name": gw}], "hostnames": [host],
-                     "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}}
+    return {
+        "apiVersion": GWAPI,
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "apps"},
+        "spec": {
+            "parentRefs": [{"name": gw}],
+            "hostnames": [host],
+            "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}],
+        },
+    }
 
 
-SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc", "namespace": "apps"},
-           "spec": {"ports": [{"port": 80}]}}
+SERVICE = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "svc", "namespace": "apps"},
+    "spec": {"ports": [{"port": 80}]},
+}
 
 
 def snapshot(*raws: dict[str, Any]) -> Snapshot:
@@ -68,8 +113,14 @@ def cond(status: dict[str, Any], type_: str) -> tuple[str, str, str]:
 
 
 def objects(merged: bool = True) -> list[dict[str, Any]]:
-    return [*gateway_class(merged), SERVICE, gateway("a", "10.0.0.5"), gateway("b", "10.0.0.6"),
-            route("ra", "a", "a.example"), route("rb", "b", "b.example")]
+    return [
+        *gateway_class(merged),
+        SERVICE,
+        gateway("a", "10.0.0.5"),
+        gateway("b", "10.0.0.6"),
+        route("ra", "a", "a.example"),
+        route("rb", "b", "b.example"),
+    ]
 
 
 def test_a_merged_class_is_one_envoy_with_each_gateways_listeners_on_its_address() -> None:
@@ -77,8 +128,12 @@ def test_a_merged_class_is_one_envoy_with_each_gateways_listeners_on_its_address
     assert list(res.xds) == [NODE] and list(res.infra) == [NODE]
     xds = res.xds[NODE]
     assert [(p.name, p.address, p.port) for p in xds.ports] == [
-        ("apps/a/80", "10.0.0.5", 80), ("apps/b/80", "10.0.0.6", 80)]
-    assert [c.name for c in xds.clusters] == ["apps/svc/80/http1"]  # one cluster for both Gateways' routes
+        ("apps/a/80", "10.0.0.5", 80),
+        ("apps/b/80", "10.0.0.6", 80),
+    ]
+    assert [c.name for c in xds.clusters] == [
+        "apps/svc/80/http1"
+    ]  # one cluster for both Gateways' routes
     domains = [vh.domains for p in xds.ports if p.http is not None for vh in p.http.virtual_hosts]
     assert domains == [("a.example",), ("b.example",)]
     infra = res.infra[NODE]
@@ -93,19 +148,37 @@ def test_a_merged_class_is_one_envoy_with_each_gateways_listeners_on_its_address
 
 def test_programmed_per_gateway_from_the_class_nodes_acknowledgements() -> None:
     snap = snapshot(*objects())
-    waiting = translate(snap, msgspec.structs.replace(LOCAL, dataplane={"apps/a": DataplaneState(acked=True)}))
+    waiting = translate(
+        snap, msgspec.structs.replace(LOCAL, dataplane={"apps/a": DataplaneState(acked=True)})
+    )
     for gw in ("a", "b"):  # the Gateways' own names are no Envoy's nodes any more
-        assert cond(waiting.statuses[("Gateway", "apps", gw)], "Programmed")[:2] == ("False", "Pending")
-    acked = translate(snap, msgspec.structs.replace(LOCAL, dataplane={NODE: DataplaneState(acked=True)}))
+        assert cond(waiting.statuses[("Gateway", "apps", gw)], "Programmed")[:2] == (
+            "False",
+            "Pending",
+        )
+    acked = translate(
+        snap, msgspec.structs.replace(LOCAL, dataplane={NODE: DataplaneState(acked=True)})
+    )
     for gw in ("a", "b"):
-        assert cond(acked.statuses[("Gateway", "apps", gw)], "Programmed")[:2] == ("True", "Programmed")
-    nacked = translate(snap, msgspec.structs.replace(LOCAL, dataplane={NODE: DataplaneState(error="bad")}))
+        assert cond(acked.statuses[("Gateway", "apps", gw)], "Programmed")[:2] == (
+            "True",
+            "Programmed",
+        )
+    nacked = translate(
+        snap, msgspec.structs.replace(LOCAL, dataplane={NODE: DataplaneState(error="bad")})
+    )
     assert cond(nacked.statuses[("Gateway", "apps", "b")], "Programmed")[0] == "False"
 
 
 def test_two_gateways_of_a_merged_class_on_one_address_and_port_the_older_keeps_it() -> None:
-    res = translate(snapshot(*gateway_class(), gateway("new", "10.0.0.5", created="2026-02-01T00:00:00Z"),
-                             gateway("old", "10.0.0.5")), LOCAL)
+    res = translate(
+        snapshot(
+            *gateway_class(),
+            gateway("new", "10.0.0.5", created="2026-02-01T00:00:00Z"),
+            gateway("old", "10.0.0.5"),
+        ),
+        LOCAL,
+    )
     listeners: Any = res.statuses[("Gateway", "apps", "new")]["listeners"]
     new = listeners[0]
     assert cond(new, "Accepted")[:2] == ("False", "PortUnavailable")
@@ -114,10 +187,22 @@ def test_two_gateways_of_a_merged_class_on_one_address_and_port_the_older_keeps_
 
 
 def test_merge_gateways_on_a_gateways_own_parameters_is_invalid_parameters() -> None:
-    res = translate(snapshot(*objects(), params("mine", {"mergeGateways": False}),
-                             gateway("c", "10.0.0.5", port=81, own_params="mine")), LOCAL)
-    assert cond(res.statuses[("Gateway", "apps", "c")], "Accepted")[:2] == ("False", "InvalidParameters")
-    assert "mergeGateways is a GatewayClass setting" in cond(res.statuses[("Gateway", "apps", "c")], "Accepted")[2]
+    res = translate(
+        snapshot(
+            *objects(),
+            params("mine", {"mergeGateways": False}),
+            gateway("c", "10.0.0.5", port=81, own_params="mine"),
+        ),
+        LOCAL,
+    )
+    assert cond(res.statuses[("Gateway", "apps", "c")], "Accepted")[:2] == (
+        "False",
+        "InvalidParameters",
+    )
+    assert (
+        "mergeGateways is a GatewayClass setting"
+        in cond(res.statuses[("Gateway", "apps", "c")], "Accepted")[2]
+    )
     assert [p.name for p in res.xds[NODE].ports] == ["apps/a/80", "apps/b/80"]
 
 
@@ -146,16 +231,31 @@ def test_incremental_equals_full_as_merging_and_gateways_change() -> None:
 
 def test_the_dashboard_reads_which_gateway_serves_which_route_through_a_merged_node() -> None:
     res = translate(snapshot(*objects()), LOCAL)
-    served = served_listeners(res.xds, res.infra, {("apps/a", "http"): None, ("apps/b", "http"): None})
-    assert served == {("apps/a", "HTTPRoute/apps/ra"): {"http"}, ("apps/b", "HTTPRoute/apps/rb"): {"http"}}
+    served = served_listeners(
+        res.xds, res.infra, {("apps/a", "http"): None, ("apps/b", "http"): None}
+    )
+    assert served == {
+        ("apps/a", "HTTPRoute/apps/ra"): {"http"},
+        ("apps/b", "HTTPRoute/apps/rb"): {"http"},
+    }
     unmerged = translate(snapshot(*objects(merged=False)), LOCAL)
-    assert served_listeners(unmerged.xds, unmerged.infra, {("apps/a", "http"): None, ("apps/b", "http"): None}) == served
+    assert (
+        served_listeners(
+            unmerged.xds, unmerged.infra, {("apps/a", "http"): None, ("apps/b", "http"): None}
+        )
+        == served
+    )
 
 
-def test_a_merged_envoy_logs_and_traces_as_its_class_says_whatever_a_gateways_own_parameters_say() -> None:
+def test_a_merged_envoy_logs_and_traces_as_the_class_says_whatever_a_gateways_own_say() -> None:
     class_spec = {"mergeGateways": True, "telemetry": {"accessLog": {"format": "text"}}}
-    raws = [gateway_class()[0], params("shared", class_spec, "infra"), SERVICE,
-            gateway("a", "10.0.0.5", own_params="quiet"), gateway("b", "10.0.0.6"),
-            params("quiet", {"telemetry": {"accessLog": {"sink": "off"}}})]
+    raws = [
+        gateway_class()[0],
+        params("shared", class_spec, "infra"),
+        SERVICE,
+        gateway("a", "10.0.0.5", own_params="quiet"),
+        gateway("b", "10.0.0.6"),
+        params("quiet", {"telemetry": {"accessLog": {"sink": "off"}}}),
+    ]
     xds = translate(snapshot(*raws), LOCAL).xds[NODE]
     assert xds.telemetry.access_log_format == "text" and xds.telemetry.access_log == "file"

@@ -38,7 +38,9 @@ def _stamp(root: Path, build: Path, *, extensions: bool) -> None:
             ext.write_bytes(b"")
 
 
-def test_a_build_is_used_only_while_it_matches_the_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_build_is_used_only_while_it_matches_the_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("GATEWEAVE_NATIVE", raising=False)
     root, build = _fake_tree(tmp_path)
     assert [p.name for p in native.module_files(root / "gateweave")] == ["alpha.py", "beta.py"]
@@ -104,7 +106,13 @@ def _digests(inputs: Path, *, compiled: bool) -> dict[str, str]:
     else:
         env["GATEWEAVE_NATIVE"] = "0"
     script = native_digest.__file__
-    done = subprocess.run([sys.executable, str(script), str(inputs)], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script), str(inputs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, str] = json.loads(done.stdout)
     return out

@@ -18,7 +18,10 @@ from tests.support.incremental import Driver, Op, ops
 from tests.support.quarantine import NS, route_names, route_objects
 from tests.support.variants import BASE, universe
 
-ENVOY = "the Envoy of Gateway default/gw rejects it: regex '/x' RE2 program size of 50 > max program size of 30"
+ENVOY = (
+    "the Envoy of Gateway default/gw rejects it: regex '/x' RE2 program size of 50 > max program "
+    "size of 30"
+)
 
 
 # ---------------------------------------------------------------- translate
@@ -78,7 +81,11 @@ def quarantine_ops(draw: st.DrawFn, u: Any) -> list[Op]:
 def test_incremental_equals_full_with_quarantines_in_the_options(name: str) -> None:
     u = universe(name)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(plan=quarantine_ops(u), batch=st.sampled_from((1, 1, 4)))
     def check(plan: list[Op], batch: int) -> None:
         d = QuarantineDriver(u)

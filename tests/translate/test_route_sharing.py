@@ -30,33 +30,51 @@ def meta(name: str, ns: str = NS, ts: str = "2025-01-01T00:00:00Z", **kw: Any) -
 
 def objects(*listeners: m.Listener) -> list[Any]:
     gwc = m.GatewayClass(
-        metadata=m.ObjectMeta(name="gw-class"), spec=m.GatewayClassSpec(controller_name="gateweave.io/gateway-controller")
+        metadata=m.ObjectMeta(name="gw-class"),
+        spec=m.GatewayClassSpec(controller_name="gateweave.io/gateway-controller"),
     )
     all_ns = m.AllowedRoutes(namespaces=m.RouteNamespaces(from_="All"))
     gw = m.Gateway(
         metadata=meta("gw"),
         spec=m.GatewaySpec(
             gateway_class_name="gw-class",
-            listeners=listeners or (m.Listener(name="http", port=80, protocol="HTTP", allowed_routes=all_ns),),
+            listeners=listeners
+            or (m.Listener(name="http", port=80, protocol="HTTP", allowed_routes=all_ns),),
         ),
     )
-    svc = m.Service(metadata=meta("svc"), spec=m.ServiceSpec(ports=(m.ServicePort(name="http", port=8080),)))
+    svc = m.Service(
+        metadata=meta("svc"), spec=m.ServiceSpec(ports=(m.ServicePort(name="http", port=8080),))
+    )
     eps = m.EndpointSlice(
         metadata=meta("svc-a", labels={"kubernetes.io/service-name": "svc"}),
-        endpoints=(m.Endpoint(addresses=("10.0.0.1",), conditions=m.EndpointConditions(ready=True)),),
+        endpoints=(
+            m.Endpoint(addresses=("10.0.0.1",), conditions=m.EndpointConditions(ready=True)),
+        ),
         ports=(m.EndpointPort(name="http", port=3000),),
     )
     return [gwc, gw, svc, eps]
 
 
-def route(name: str, *rules: m.HTTPRouteRule, ns: str = NS, hostnames: tuple[str, ...] = (), ts: str = "2025-01-01T00:00:00Z") -> m.HTTPRoute:
+def route(
+    name: str,
+    *rules: m.HTTPRouteRule,
+    ns: str = NS,
+    hostnames: tuple[str, ...] = (),
+    ts: str = "2025-01-01T00:00:00Z",
+) -> m.HTTPRoute:
     return m.HTTPRoute(
         metadata=meta(name, ns, ts),
-        spec=m.HTTPRouteSpec(parent_refs=(m.ParentReference(name="gw", namespace=NS),), hostnames=hostnames, rules=rules),
+        spec=m.HTTPRouteSpec(
+            parent_refs=(m.ParentReference(name="gw", namespace=NS),),
+            hostnames=hostnames,
+            rules=rules,
+        ),
     )
 
 
-def rule(*matches: m.HTTPRouteMatch, backend_ns: str | None = None, weight: int = 1) -> m.HTTPRouteRule:
+def rule(
+    *matches: m.HTTPRouteMatch, backend_ns: str | None = None, weight: int = 1
+) -> m.HTTPRouteRule:
     ref = m.HTTPBackendRef(name="svc", namespace=backend_ns, port=8080, weight=weight)
     return m.HTTPRouteRule(matches=matches or (m.HTTPRouteMatch(),), backend_refs=(ref,))
 
@@ -95,16 +113,27 @@ def test_a_shared_invalid_header_match_drops_the_rule_of_every_route_that_has_it
     for name, dropped in (("r1", "rule 1"), ("r2", "rule 0")):
         partially = cond(entry(res, name), "PartiallyInvalid")
         assert partially["status"] == "True"
-        assert partially["message"].startswith(f"dropped {dropped}: invalid header regular expression 'v[0-9'")
+        assert partially["message"].startswith(
+            f"dropped {dropped}: invalid header regular expression 'v[0-9'"
+        )
         assert cond(entry(res, name), "Accepted")["status"] == "True"
     accepted = cond(entry(res, "r3"), "Accepted")
-    assert accepted["status"] == "False" and "invalid header regular expression" in accepted["message"]
+    assert (
+        accepted["status"] == "False" and "invalid header regular expression" in accepted["message"]
+    )
 
     routes = http_routes(res)
     assert set(routes) == {"httproute/infra/r1/rule/0/match/0", "httproute/infra/r2/rule/1/match/0"}
     # The valid header matches are the same value, built once: equal, and the same IR.
-    ok1, ok2 = routes["httproute/infra/r1/rule/0/match/0"], routes["httproute/infra/r2/rule/1/match/0"]
-    assert ok1.match.headers == ok2.match.headers == (ir.StringMatch(name="x-tenant", type="Exact", value="t"),)
+    ok1, ok2 = (
+        routes["httproute/infra/r1/rule/0/match/0"],
+        routes["httproute/infra/r2/rule/1/match/0"],
+    )
+    assert (
+        ok1.match.headers
+        == ok2.match.headers
+        == (ir.StringMatch(name="x-tenant", type="Exact", value="t"),)
+    )
 
 
 def test_a_reference_grant_is_checked_for_each_referring_namespace() -> None:
@@ -125,7 +154,9 @@ def test_a_reference_grant_is_checked_for_each_referring_namespace() -> None:
         assert (refused["status"], refused["reason"]) == ("False", "RefNotPermitted")
         assert cond(entry(res, "own"), "ResolvedRefs")["status"] == "True"
         routes = http_routes(res)
-        assert routes["httproute/a/r/rule/0/match/0"].backends == (ir.WeightedCluster(cluster="infra/svc/8080/http1", weight=1),)
+        assert routes["httproute/a/r/rule/0/match/0"].backends == (
+            ir.WeightedCluster(cluster="infra/svc/8080/http1", weight=1),
+        )
         assert routes["httproute/b/r/rule/0/match/0"].direct_status == 500
 
 
@@ -142,8 +173,12 @@ def test_weights_stay_per_rule_when_backends_are_shared() -> None:
 
 def test_hostnames_are_judged_per_route_on_shared_listener_verdicts() -> None:
     all_ns = m.AllowedRoutes(namespaces=m.RouteNamespaces(from_="All"))
-    wild = m.Listener(name="wild", port=80, protocol="HTTP", hostname="*.example.com", allowed_routes=all_ns)
-    exact = m.Listener(name="exact", port=80, protocol="HTTP", hostname="a.example.com", allowed_routes=all_ns)
+    wild = m.Listener(
+        name="wild", port=80, protocol="HTTP", hostname="*.example.com", allowed_routes=all_ns
+    )
+    exact = m.Listener(
+        name="exact", port=80, protocol="HTTP", hostname="a.example.com", allowed_routes=all_ns
+    )
     r_in = route("in", rule(prefix("/in")), hostnames=("X.Example.COM",))
     r_out = route("out", rule(prefix("/out")), hostnames=("b.other.org",))
     r_both = route("both", rule(prefix("/both")), hostnames=("*.example.com", "a.example.com"))
@@ -166,25 +201,48 @@ def test_hostnames_are_judged_per_route_on_shared_listener_verdicts() -> None:
             assert (alone.stage, alone.why, alone.hosts) == (v.stage, v.why, v.hosts)
     assert verdicts["in"] == {"wild": (OK, ("x.example.com",)), "exact": ("hostname", None)}
     assert verdicts["out"] == {"wild": ("hostname", None), "exact": ("hostname", None)}
-    assert verdicts["both"] == {"wild": (OK, ("*.example.com", "a.example.com")), "exact": (OK, ("a.example.com",))}
+    assert verdicts["both"] == {
+        "wild": (OK, ("*.example.com", "a.example.com")),
+        "exact": (OK, ("a.example.com",)),
+    }
     # The sentences explain shows (written only when read).
-    why = {v.listener.name: v.why for v in index.resolve("HTTPRoute", r_in, r_in.spec.parent_refs[0]).verdicts}  # type: ignore[union-attr]
+    outcome = index.resolve("HTTPRoute", r_in, r_in.spec.parent_refs[0])
+    assert outcome is not None
+    why = {v.listener.name: v.why for v in outcome.verdicts}
     assert why["wild"] == (
         "allowedRoutes.namespaces.from=All admits namespace infra; listener hostname *.example.com"
         " with route hostnames X.Example.COM serves x.example.com"
     )
     assert why["exact"] == (
-        "allowedRoutes.namespaces.from=All admits namespace infra, but listener hostname a.example.com"
+        "allowedRoutes.namespaces.from=All admits namespace infra, but listener hostname "
+        "a.example.com"
         " does not intersect route hostnames X.Example.COM"
     )
 
 
 def test_route_hostnames_on_a_listener_agree_with_effective_hostnames() -> None:
     listeners = [None, "a.example.com", "*.example.com", "*.b.example.com", "example.com", "*.com"]
-    singles = ["a.example.com", "A.Example.com", "*.example.com", "x.b.example.com", "*.b.example.com", "example.com", "*.com", "other.org"]
-    sets = [(), *((h,) for h in singles), *itertools.combinations(singles, 2), ("a.example.com", "A.EXAMPLE.COM")]
+    singles = [
+        "a.example.com",
+        "A.Example.com",
+        "*.example.com",
+        "x.b.example.com",
+        "*.b.example.com",
+        "example.com",
+        "*.com",
+        "other.org",
+    ]
+    sets = [
+        (),
+        *((h,) for h in singles),
+        *itertools.combinations(singles, 2),
+        ("a.example.com", "A.EXAMPLE.COM"),
+    ]
     for hosts in sets:
         hosts_of = _RouteHosts(route("r", hostnames=tuple(hosts)))
         for listener in listeners:
             suffix = listener[1:] if listener is not None and listener.startswith("*.") else None
-            assert hosts_of.on(listener, suffix) == effective_hostnames(listener, tuple(hosts)), (listener, hosts)
+            assert hosts_of.on(listener, suffix) == effective_hostnames(listener, tuple(hosts)), (
+                listener,
+                hosts,
+            )

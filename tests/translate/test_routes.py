@@ -40,25 +40,44 @@ def gateway_class() -> m.GatewayClass:
     )
 
 
-def listener(name: str, port: int = 80, protocol: str = "HTTP", hostname: str | None = None, **kw: Any) -> m.Listener:
+def listener(
+    name: str, port: int = 80, protocol: str = "HTTP", hostname: str | None = None, **kw: Any
+) -> m.Listener:
     return m.Listener(name=name, port=port, protocol=protocol, hostname=hostname, **kw)
 
 
-def gateway(name: str = "gw", *listeners: m.Listener, ns: str = NS, class_name: str = "gw-class") -> m.Gateway:
+def gateway(
+    name: str = "gw", *listeners: m.Listener, ns: str = NS, class_name: str = "gw-class"
+) -> m.Gateway:
     return m.Gateway(
         metadata=meta(name, ns),
-        spec=m.GatewaySpec(gateway_class_name=class_name, listeners=tuple(listeners) or (listener("http"),)),
+        spec=m.GatewaySpec(
+            gateway_class_name=class_name, listeners=tuple(listeners) or (listener("http"),)
+        ),
     )
 
 
 def service(name: str, *ports: m.ServicePort, ns: str = NS) -> m.Service:
-    return m.Service(metadata=meta(name, ns), spec=m.ServiceSpec(ports=ports or (m.ServicePort(name="http", port=8080),)))
+    return m.Service(
+        metadata=meta(name, ns),
+        spec=m.ServiceSpec(ports=ports or (m.ServicePort(name="http", port=8080),)),
+    )
 
 
-def slice_for(svc: str, *addrs: str, ns: str = NS, port: int = 3000, port_name: str = "http", suffix: str = "a", ready: bool | None = True) -> m.EndpointSlice:
+def slice_for(
+    svc: str,
+    *addrs: str,
+    ns: str = NS,
+    port: int = 3000,
+    port_name: str = "http",
+    suffix: str = "a",
+    ready: bool | None = True,
+) -> m.EndpointSlice:
     return m.EndpointSlice(
         metadata=meta(f"{svc}-{suffix}", ns, labels={"kubernetes.io/service-name": svc}),
-        endpoints=tuple(m.Endpoint(addresses=(a,), conditions=m.EndpointConditions(ready=ready)) for a in addrs),
+        endpoints=tuple(
+            m.Endpoint(addresses=(a,), conditions=m.EndpointConditions(ready=ready)) for a in addrs
+        ),
         ports=(m.EndpointPort(name=port_name, port=port),),
     )
 
@@ -82,7 +101,9 @@ def http_route(
     return m.HTTPRoute(
         metadata=meta(name, ns, ts, generation=3),
         spec=m.HTTPRouteSpec(
-            parent_refs=parents, hostnames=hostnames, rules=rules or (m.HTTPRouteRule(backend_refs=(bref("svc"),)),)
+            parent_refs=parents,
+            hostnames=hostnames,
+            rules=rules or (m.HTTPRouteRule(backend_refs=(bref("svc"),)),),
         ),
     )
 
@@ -92,7 +113,9 @@ def prefix(path: str, **kw: Any) -> m.HTTPRouteMatch:
 
 
 def base(*extra: Any) -> Snapshot:
-    return Snapshot.from_objects([gateway_class(), service("svc"), slice_for("svc", "10.0.0.1"), *extra])
+    return Snapshot.from_objects(
+        [gateway_class(), service("svc"), slice_for("svc", "10.0.0.1"), *extra]
+    )
 
 
 def run(snap: Snapshot) -> ir.Result:
@@ -140,7 +163,10 @@ def test_not_allowed_by_listeners_namespace_and_kind() -> None:
     other_ns = http_route("r", ns="apps", parents=(pref(namespace=NS),))
     tcp = m.TCPRoute(
         metadata=meta("t"),
-        spec=m.L4RouteSpec(parent_refs=(pref(),), rules=(m.L4RouteRule(backend_refs=(m.BackendRef(name="svc", port=8080),)),)),
+        spec=m.L4RouteSpec(
+            parent_refs=(pref(),),
+            rules=(m.L4RouteRule(backend_refs=(m.BackendRef(name="svc", port=8080),)),),
+        ),
     )
     res = run(base(gateway(), other_ns, tcp))
     (entry,) = parents_of(res, "HTTPRoute", "r", ns="apps")
@@ -152,7 +178,9 @@ def test_not_allowed_by_listeners_namespace_and_kind() -> None:
 
 def test_allowed_routes_selector_on_namespace_labels() -> None:
     sel = m.AllowedRoutes(
-        namespaces=m.RouteNamespaces(from_="Selector", selector=m.LabelSelector(match_labels={"team": "a"}))
+        namespaces=m.RouteNamespaces(
+            from_="Selector", selector=m.LabelSelector(match_labels={"team": "a"})
+        )
     )
     gw = gateway("gw", listener("http", allowed_routes=sel))
     ns_a = m.Namespace(metadata=m.ObjectMeta(name="apps", labels={"team": "a"}))
@@ -161,7 +189,10 @@ def test_allowed_routes_selector_on_namespace_labels() -> None:
     rb = http_route("rb", ns="other", parents=(pref(namespace=NS),))
     res = run(base(gw, ns_a, ns_b, ra, rb))
     assert cond(parents_of(res, "HTTPRoute", "ra", "apps")[0], "Accepted") == ("True", "Accepted")
-    assert cond(parents_of(res, "HTTPRoute", "rb", "other")[0], "Accepted") == ("False", "NotAllowedByListeners")
+    assert cond(parents_of(res, "HTTPRoute", "rb", "other")[0], "Accepted") == (
+        "False",
+        "NotAllowedByListeners",
+    )
 
 
 def test_no_matching_parent_by_section_name_and_port() -> None:
@@ -184,11 +215,17 @@ def test_no_matching_parent_by_section_name_and_port() -> None:
 def test_no_matching_listener_hostname() -> None:
     gw = gateway("gw", listener("http", hostname="foo.example.com"))
     res = run(base(gw, http_route("r", hostnames=("bar.example.com",))))
-    assert cond(parents_of(res, "HTTPRoute", "r")[0], "Accepted") == ("False", "NoMatchingListenerHostname")
+    assert cond(parents_of(res, "HTTPRoute", "r")[0], "Accepted") == (
+        "False",
+        "NoMatchingListenerHostname",
+    )
 
 
 def test_other_controllers_parents_get_no_entry_but_the_key_exists() -> None:
-    theirs = m.GatewayClass(metadata=m.ObjectMeta(name="theirs"), spec=m.GatewayClassSpec(controller_name="example.com/x"))
+    theirs = m.GatewayClass(
+        metadata=m.ObjectMeta(name="theirs"),
+        spec=m.GatewayClassSpec(controller_name="example.com/x"),
+    )
     other = gateway("other", class_name="theirs")
     route = http_route("r", parents=(pref("other"), pref("gw")))
     lonely = http_route("lonely", parents=(pref("other"),))
@@ -209,24 +246,42 @@ def test_route_counted_once_per_listener_with_two_parent_refs() -> None:
 
 
 def test_resolved_refs_reasons() -> None:
-    kind = http_route("kind", m.HTTPRouteRule(backend_refs=(bref("x", group="example.com", kind="Thing"),)))
+    kind = http_route(
+        "kind", m.HTTPRouteRule(backend_refs=(bref("x", group="example.com", kind="Thing"),))
+    )
     missing = http_route("missing", m.HTTPRouteRule(backend_refs=(bref("nope"),)))
     badport = http_route("badport", m.HTTPRouteRule(backend_refs=(bref("svc", port=1234),)))
     res = run(base(gateway(), kind, missing, badport))
-    for name, reason in (("kind", "InvalidKind"), ("missing", "BackendNotFound"), ("badport", "BackendNotFound")):
+    for name, reason in (
+        ("kind", "InvalidKind"),
+        ("missing", "BackendNotFound"),
+        ("badport", "BackendNotFound"),
+    ):
         (entry,) = parents_of(res, "HTTPRoute", name)
         assert cond(entry, "Accepted") == ("True", "Accepted")
         assert cond(entry, "ResolvedRefs") == ("False", reason)
     # every backend invalid: the rule answers 500
     (vh,) = vhosts(res).values()
-    assert {r.name.split("/")[2]: r.direct_status for r in vh.routes} == {"kind": 500, "missing": 500, "badport": 500}
+    assert {r.name.split("/")[2]: r.direct_status for r in vh.routes} == {
+        "kind": 500,
+        "missing": 500,
+        "badport": 500,
+    }
 
 
 def test_cross_namespace_backend_needs_a_reference_grant() -> None:
     route = http_route("r", m.HTTPRouteRule(backend_refs=(bref("remote", namespace="apps"),)))
-    objs = [gateway(), route, service("remote", ns="apps"), slice_for("remote", "10.0.9.9", ns="apps")]
+    objs = [
+        gateway(),
+        route,
+        service("remote", ns="apps"),
+        slice_for("remote", "10.0.9.9", ns="apps"),
+    ]
     res = run(base(*objs))
-    assert cond(parents_of(res, "HTTPRoute", "r")[0], "ResolvedRefs") == ("False", "RefNotPermitted")
+    assert cond(parents_of(res, "HTTPRoute", "r")[0], "ResolvedRefs") == (
+        "False",
+        "RefNotPermitted",
+    )
     assert res.xds[f"{NS}/gw"].clusters == ()
 
     grant = m.ReferenceGrant(
@@ -260,7 +315,10 @@ def test_partly_invalid_backends_keep_their_weight_on_the_invalid_cluster() -> N
 def test_unsupported_app_protocol() -> None:
     svc = service("odd", m.ServicePort(name="x", port=8080, app_protocol="example.com/custom"))
     res = run(base(gateway(), svc, http_route("r", m.HTTPRouteRule(backend_refs=(bref("odd"),)))))
-    assert cond(parents_of(res, "HTTPRoute", "r")[0], "ResolvedRefs") == ("False", "UnsupportedProtocol")
+    assert cond(parents_of(res, "HTTPRoute", "r")[0], "ResolvedRefs") == (
+        "False",
+        "UnsupportedProtocol",
+    )
 
 
 def test_app_protocol_sets_cluster_protocol_and_endpoints_are_filtered() -> None:
@@ -271,7 +329,14 @@ def test_app_protocol_sets_cluster_protocol_and_endpoints_are_filtered() -> None
         slice_for("h2", "10.0.0.99", port=9001, port_name="grpc", suffix="c", ready=False),
         slice_for("h2", "10.0.0.98", port=7777, port_name="other", suffix="d"),
     ]
-    res = run(base(gateway(), svc, *slices, http_route("r", m.HTTPRouteRule(backend_refs=(bref("h2", port=9000),)))))
+    res = run(
+        base(
+            gateway(),
+            svc,
+            *slices,
+            http_route("r", m.HTTPRouteRule(backend_refs=(bref("h2", port=9000),))),
+        )
+    )
     (cl,) = res.xds[f"{NS}/gw"].clusters
     assert (cl.name, cl.protocol) == (f"{NS}/h2/9000/h2c", "H2C")
     assert [e.address for e in cl.endpoints] == ["10.0.0.2", "10.0.0.3", "10.0.0.10"]
@@ -291,7 +356,10 @@ def test_invalid_regex_drops_the_rule_and_marks_partially_invalid() -> None:
     entry = parents_of(res, "HTTPRoute", "r")[0]
     assert cond(entry, "Accepted") == ("True", "Accepted")
     assert cond(entry, "PartiallyInvalid") == ("True", "UnsupportedValue")
-    assert cond(parents_of(res, "HTTPRoute", "allbad")[0], "Accepted") == ("False", "UnsupportedValue")
+    assert cond(parents_of(res, "HTTPRoute", "allbad")[0], "Accepted") == (
+        "False",
+        "UnsupportedValue",
+    )
     (vh,) = vhosts(res).values()
     assert [r.name for r in vh.routes] == [f"httproute/{NS}/r/rule/1/match/0"]
     # a route whose every rule is dropped is not counted as attached
@@ -301,23 +369,32 @@ def test_invalid_regex_drops_the_rule_and_marks_partially_invalid() -> None:
 def test_redirect_with_rewrite_is_incompatible_and_filters_map_to_ir() -> None:
     both = m.HTTPRouteRule(
         filters=(
-            m.HTTPRouteFilter(type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(scheme="https")),
+            m.HTTPRouteFilter(
+                type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(scheme="https")
+            ),
             m.HTTPRouteFilter(type="URLRewrite", url_rewrite=m.HTTPURLRewriteFilter(hostname="x")),
         )
     )
     res = run(base(gateway(), http_route("both", both)))
-    assert cond(parents_of(res, "HTTPRoute", "both")[0], "Accepted") == ("False", "IncompatibleFilters")
+    assert cond(parents_of(res, "HTTPRoute", "both")[0], "Accepted") == (
+        "False",
+        "IncompatibleFilters",
+    )
 
     rule = m.HTTPRouteRule(
         matches=(prefix("/api"),),
         filters=(
             m.HTTPRouteFilter(
                 type="RequestHeaderModifier",
-                request_header_modifier=m.HTTPHeaderFilter(set=(m.HTTPHeader(name="X-A", value="1"),), remove=("X-B",)),
+                request_header_modifier=m.HTTPHeaderFilter(
+                    set=(m.HTTPHeader(name="X-A", value="1"),), remove=("X-B",)
+                ),
             ),
             m.HTTPRouteFilter(
                 type="URLRewrite",
-                url_rewrite=m.HTTPURLRewriteFilter(path=m.HTTPPathModifier(type="ReplacePrefixMatch", replace_prefix_match="/v2")),
+                url_rewrite=m.HTTPURLRewriteFilter(
+                    path=m.HTTPPathModifier(type="ReplacePrefixMatch", replace_prefix_match="/v2")
+                ),
             ),
         ),
         backend_refs=(bref("svc"),),
@@ -332,7 +409,12 @@ def test_redirect_with_rewrite_is_incompatible_and_filters_map_to_ir() -> None:
 
 def test_rule_without_backends_answers_500_and_extension_ref_is_not_resolved() -> None:
     ext = m.HTTPRouteRule(
-        filters=(m.HTTPRouteFilter(type="ExtensionRef", extension_ref=m.LocalObjectReference(group="x.io", kind="F", name="f")),),
+        filters=(
+            m.HTTPRouteFilter(
+                type="ExtensionRef",
+                extension_ref=m.LocalObjectReference(group="x.io", kind="F", name="f"),
+            ),
+        ),
         backend_refs=(bref("svc"),),
     )
     res = run(base(gateway(), http_route("none", m.HTTPRouteRule()), http_route("ext", ext)))
@@ -343,7 +425,9 @@ def test_rule_without_backends_answers_500_and_extension_ref_is_not_resolved() -
 
 
 def _redirect_filter(**kw: Any) -> m.HTTPRouteFilter:
-    return m.HTTPRouteFilter(type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(**kw))
+    return m.HTTPRouteFilter(
+        type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(**kw)
+    )
 
 
 def _rewrite_filter(**kw: Any) -> m.HTTPRouteFilter:
@@ -358,7 +442,9 @@ def test_backend_ref_redirect_and_rewrite_filters_map_to_their_weighted_cluster(
         backend_refs=(
             bref("svc", weight=1),
             bref("svc", weight=2, filters=(_redirect_filter(path=full, status_code=301),)),
-            bref("svc", weight=3, filters=(_rewrite_filter(hostname="h.example", path=prefix_mod),)),
+            bref(
+                "svc", weight=3, filters=(_rewrite_filter(hostname="h.example", path=prefix_mod),)
+            ),
         ),
     )
     res = run(base(gateway(), http_route("r", rule)))
@@ -370,29 +456,62 @@ def test_backend_ref_redirect_and_rewrite_filters_map_to_their_weighted_cluster(
     plain, redirected, rewritten = route.backends
     assert (plain.weight, plain.redirect, plain.url_rewrite) == (1, None, None)
     assert redirected.weight == 2
-    assert redirected.redirect == ir.Redirect(path_type="ReplaceFullPath", path="/elsewhere", status_code=301)
+    assert redirected.redirect == ir.Redirect(
+        path_type="ReplaceFullPath", path="/elsewhere", status_code=301
+    )
     assert rewritten.weight == 3 and rewritten.redirect is None
-    assert rewritten.url_rewrite == ir.URLRewrite(hostname="h.example", path_type="ReplacePrefixMatch", path="/v2")
+    assert rewritten.url_rewrite == ir.URLRewrite(
+        hostname="h.example", path_type="ReplacePrefixMatch", path="/v2"
+    )
 
 
 def test_backend_ref_filters_are_validated_like_rule_filters() -> None:
     exact = m.HTTPRouteMatch(path=m.HTTPPathMatch(type="Exact", value="/x"))
     prefix_mod = m.HTTPPathModifier(type="ReplacePrefixMatch", replace_prefix_match="/v2")
-    not_prefix = m.HTTPRouteRule(matches=(exact,), backend_refs=(bref("svc", filters=(_rewrite_filter(path=prefix_mod),)),))
-    both = m.HTTPRouteRule(
-        backend_refs=(bref("svc", filters=(_redirect_filter(scheme="https"), _rewrite_filter(hostname="x"))),),
+    not_prefix = m.HTTPRouteRule(
+        matches=(exact,), backend_refs=(bref("svc", filters=(_rewrite_filter(path=prefix_mod),)),)
     )
-    mirror = m.HTTPRouteFilter(type="RequestMirror", request_mirror=m.HTTPRequestMirrorFilter(backend_ref=m.BackendObjectReference(name="svc", port=8080)))
+    both = m.HTTPRouteRule(
+        backend_refs=(
+            bref("svc", filters=(_redirect_filter(scheme="https"), _rewrite_filter(hostname="x"))),
+        ),
+    )
+    mirror = m.HTTPRouteFilter(
+        type="RequestMirror",
+        request_mirror=m.HTTPRequestMirrorFilter(
+            backend_ref=m.BackendObjectReference(name="svc", port=8080)
+        ),
+    )
     unsupported = m.HTTPRouteRule(backend_refs=(bref("svc", filters=(mirror,)),))
-    res = run(base(gateway(), http_route("np", not_prefix), http_route("both", both), http_route("mir", unsupported)))
+    res = run(
+        base(
+            gateway(),
+            http_route("np", not_prefix),
+            http_route("both", both),
+            http_route("mir", unsupported),
+        )
+    )
     assert cond(parents_of(res, "HTTPRoute", "np")[0], "Accepted") == ("False", "UnsupportedValue")
-    assert cond(parents_of(res, "HTTPRoute", "both")[0], "Accepted") == ("False", "IncompatibleFilters")
+    assert cond(parents_of(res, "HTTPRoute", "both")[0], "Accepted") == (
+        "False",
+        "IncompatibleFilters",
+    )
     assert cond(parents_of(res, "HTTPRoute", "mir")[0], "Accepted") == ("False", "UnsupportedValue")
     grpc = m.GRPCRoute(
         metadata=meta("gr"),
         spec=m.GRPCRouteSpec(
             parent_refs=(pref(),),
-            rules=(m.GRPCRouteRule(backend_refs=(m.GRPCBackendRef(name="svc", port=8080, filters=(m.GRPCRouteFilter(type="RequestMirror"),)),)),),
+            rules=(
+                m.GRPCRouteRule(
+                    backend_refs=(
+                        m.GRPCBackendRef(
+                            name="svc",
+                            port=8080,
+                            filters=(m.GRPCRouteFilter(type="RequestMirror"),),
+                        ),
+                    )
+                ),
+            ),
         ),
     )
     res = run(base(gateway(), grpc))
@@ -401,7 +520,9 @@ def test_backend_ref_filters_are_validated_like_rule_filters() -> None:
 
 def test_grpc_route_request_header_modifier_maps_to_the_route() -> None:
     mods = m.HTTPHeaderFilter(
-        set=(m.HTTPHeader(name="X-Set", value="s"),), add=(m.HTTPHeader(name="X-Add", value="a"),), remove=("X-Drop",)
+        set=(m.HTTPHeader(name="X-Set", value="s"),),
+        add=(m.HTTPHeader(name="X-Add", value="a"),),
+        remove=("X-Drop",),
     )
     route = m.GRPCRoute(
         metadata=meta("gr"),
@@ -409,7 +530,11 @@ def test_grpc_route_request_header_modifier_maps_to_the_route() -> None:
             parent_refs=(pref(),),
             rules=(
                 m.GRPCRouteRule(
-                    filters=(m.GRPCRouteFilter(type="RequestHeaderModifier", request_header_modifier=mods),),
+                    filters=(
+                        m.GRPCRouteFilter(
+                            type="RequestHeaderModifier", request_header_modifier=mods
+                        ),
+                    ),
                     backend_refs=(m.GRPCBackendRef(name="svc", port=8080),),
                 ),
             ),
@@ -418,8 +543,12 @@ def test_grpc_route_request_header_modifier_maps_to_the_route() -> None:
     res = run(base(gateway(), route))
     assert cond(parents_of(res, "GRPCRoute", "gr")[0], "Accepted") == ("True", "Accepted")
     ((r,),) = [vh.routes for vh in vhosts(res).values()]
-    assert r.request_headers == ir.HeaderMods(set=(("X-Set", "s"),), add=(("X-Add", "a"),), remove=("X-Drop",))
-    features: list[dict[str, str]] = res.statuses[("GatewayClass", "", "gw-class")]["supportedFeatures"]  # type: ignore[assignment]
+    assert r.request_headers == ir.HeaderMods(
+        set=(("X-Set", "s"),), add=(("X-Add", "a"),), remove=("X-Drop",)
+    )
+    features: list[dict[str, str]] = res.statuses[("GatewayClass", "", "gw-class")][
+        "supportedFeatures"
+    ]  # type: ignore[assignment]
     supported = [f["name"] for f in features]
     for feature in (
         "GRPCRouteRequestHeaderModifier",
@@ -432,19 +561,33 @@ def test_grpc_route_request_header_modifier_maps_to_the_route() -> None:
 
 def test_session_persistence_maps_to_the_routes_of_its_rule() -> None:
     def sticky(path: str, sp: m.SessionPersistence, name: str | None = None) -> m.HTTPRouteRule:
-        return m.HTTPRouteRule(name=name, matches=(prefix(path), prefix(path + "-too")), backend_refs=(bref("svc"),), session_persistence=sp)
+        return m.HTTPRouteRule(
+            name=name,
+            matches=(prefix(path), prefix(path + "-too")),
+            backend_refs=(bref("svc"),),
+            session_persistence=sp,
+        )
 
     cookie = m.SessionPersistence(cookie=m.CookieConfig(name="shop", path="/a"))
     unnamed = m.SessionPersistence(absolute_timeout="1h", cookie=m.CookieConfig())
-    permanent = m.SessionPersistence(absolute_timeout="90s", cookie=m.CookieConfig(lifetime_type="Permanent"))
+    permanent = m.SessionPersistence(
+        absolute_timeout="90s", cookie=m.CookieConfig(lifetime_type="Permanent")
+    )
     header = m.SessionPersistence(type="Header", header=m.HeaderConfig(name="X-Session"))
-    header_timeout = m.SessionPersistence(type="Header", absolute_timeout="1h", header=m.HeaderConfig(name="X-Session"))
+    header_timeout = m.SessionPersistence(
+        type="Header", absolute_timeout="1h", header=m.HeaderConfig(name="X-Session")
+    )
     grpc = m.GRPCRoute(
         metadata=meta("gr"),
         spec=m.GRPCRouteSpec(
             parent_refs=(pref(),),
             hostnames=("grpc.test",),
-            rules=(m.GRPCRouteRule(backend_refs=(m.GRPCBackendRef(name="svc", port=8080),), session_persistence=header),),
+            rules=(
+                m.GRPCRouteRule(
+                    backend_refs=(m.GRPCBackendRef(name="svc", port=8080),),
+                    session_persistence=header,
+                ),
+            ),
         ),
     )
     route = http_route(
@@ -466,9 +609,15 @@ def test_session_persistence_maps_to_the_routes_of_its_rule() -> None:
     sessions = {r.match.path: r.session for r in vhosts(res)["http.test"].routes}
     assert "/f" not in sessions and sessions["/plain"] is None
     assert sessions["/a"] == sessions["/a-too"] == ir.Session(type="Cookie", name="shop", path="/a")
-    # A cookie the rule does not name gets one of its own, by route and rule (its name, else its index).
+    # A cookie the rule does not name gets one of its own, by route and rule (its name, else its
+    # index).
     b, c = sessions["/b"], sessions["/c"]
-    assert b is not None and c is not None and b.name.startswith("session-") and c.name.startswith("session-")
+    assert (
+        b is not None
+        and c is not None
+        and b.name.startswith("session-")
+        and c.name.startswith("session-")
+    )
     assert b.name != c.name and len(b.name) == len("session-") + 16
     assert b == ir.Session(type="Cookie", name=b.name, path="/", ttl_s=3600)
     assert sessions["/d"] == ir.Session(type="Cookie", name=sessions["/d"].name, ttl_s=90)  # type: ignore[union-attr]
@@ -481,20 +630,39 @@ def test_session_persistence_maps_to_the_routes_of_its_rule() -> None:
 
 
 def test_external_auth_maps_to_the_routes_of_its_rule() -> None:
-    def authed(path: str, *auths: m.HTTPExternalAuthFilter, redirect: bool = False) -> m.HTTPRouteRule:
+    def authed(
+        path: str, *auths: m.HTTPExternalAuthFilter, redirect: bool = False
+    ) -> m.HTTPRouteRule:
         filters = [m.HTTPRouteFilter(type="ExternalAuth", external_auth=a) for a in auths]
         if redirect:
-            filters.append(m.HTTPRouteFilter(type="RequestRedirect", request_redirect=m.HTTPRequestRedirectFilter(hostname="x.test")))
-        return m.HTTPRouteRule(matches=(prefix(path),), filters=tuple(filters), backend_refs=(bref("svc"),))
+            filters.append(
+                m.HTTPRouteFilter(
+                    type="RequestRedirect",
+                    request_redirect=m.HTTPRequestRedirectFilter(hostname="x.test"),
+                )
+            )
+        return m.HTTPRouteRule(
+            matches=(prefix(path),), filters=tuple(filters), backend_refs=(bref("svc"),)
+        )
 
     http = m.HTTPExternalAuthFilter(
         protocol="HTTP",
         backend_ref=m.BackendObjectReference(name="auth", port=8080),
-        http=m.HTTPAuthConfig(path="/check", allowed_headers=("X-Tenant",), allowed_response_headers=("X-User",)),
+        http=m.HTTPAuthConfig(
+            path="/check", allowed_headers=("X-Tenant",), allowed_response_headers=("X-User",)
+        ),
         forward_body=m.ForwardBodyConfig(max_size=1024),
     )
-    grpc = m.HTTPExternalAuthFilter(protocol="GRPC", backend_ref=m.BackendObjectReference(name="auth", port=8080), grpc=m.GRPCAuthConfig())
-    missing = m.HTTPExternalAuthFilter(protocol="HTTP", backend_ref=m.BackendObjectReference(name="nowhere", port=80), http=m.HTTPAuthConfig())
+    grpc = m.HTTPExternalAuthFilter(
+        protocol="GRPC",
+        backend_ref=m.BackendObjectReference(name="auth", port=8080),
+        grpc=m.GRPCAuthConfig(),
+    )
+    missing = m.HTTPExternalAuthFilter(
+        protocol="HTTP",
+        backend_ref=m.BackendObjectReference(name="nowhere", port=80),
+        http=m.HTTPAuthConfig(),
+    )
     route = http_route(
         "r",
         authed("/http", http),
@@ -506,7 +674,10 @@ def test_external_auth_maps_to_the_routes_of_its_rule() -> None:
     res = run(base(gateway(), service("auth"), slice_for("auth", "10.0.0.9"), route))
     entry = parents_of(res, "HTTPRoute", "r")[0]
     assert cond(entry, "ResolvedRefs") == ("False", "BackendNotFound")
-    assert cond(entry, "PartiallyInvalid") == ("True", "UnsupportedValue")  # two ExternalAuth filters
+    assert cond(entry, "PartiallyInvalid") == (
+        "True",
+        "UnsupportedValue",
+    )  # two ExternalAuth filters
     routes = {r.match.path: r for r in vhosts(res)["a.test"].routes}
     assert "/twice" not in routes
     assert routes["/http"].ext_auth == ir.ExtAuth(
@@ -520,7 +691,10 @@ def test_external_auth_maps_to_the_routes_of_its_rule() -> None:
     # a gRPC auth service is spoken to over HTTP/2, a cluster of its own beside the HTTP/1 one
     assert routes["/grpc"].ext_auth == ir.ExtAuth(protocol="GRPC", cluster=f"{NS}/auth/8080/h2c")
     clusters = {c.name: c for c in res.xds[f"{NS}/gw"].clusters}
-    assert clusters[f"{NS}/auth/8080/h2c"].protocol == "H2C" and clusters[f"{NS}/auth/8080/http1"].protocol == "HTTP1"
+    assert (
+        clusters[f"{NS}/auth/8080/h2c"].protocol == "H2C"
+        and clusters[f"{NS}/auth/8080/http1"].protocol == "HTTP1"
+    )
     # an auth service that cannot be resolved lets nothing through, not even to a redirect
     broken = routes["/missing"]
     assert (broken.direct_status, broken.redirect, broken.ext_auth) == (500, None, None)
@@ -534,17 +708,26 @@ def test_precedence_order_within_a_virtual_host() -> None:
         m.HTTPRouteRule(matches=(prefix("/"),), backend_refs=(bref("svc"),)),
         m.HTTPRouteRule(matches=(prefix("/a"),), backend_refs=(bref("svc"),)),
         m.HTTPRouteRule(matches=(prefix("/a/b"),), backend_refs=(bref("svc"),)),
-        m.HTTPRouteRule(matches=(m.HTTPRouteMatch(path=m.HTTPPathMatch(type="Exact", value="/a")),), backend_refs=(bref("svc"),)),
+        m.HTTPRouteRule(
+            matches=(m.HTTPRouteMatch(path=m.HTTPPathMatch(type="Exact", value="/a")),),
+            backend_refs=(bref("svc"),),
+        ),
         m.HTTPRouteRule(matches=(prefix("/a", method="GET"),), backend_refs=(bref("svc"),)),
         m.HTTPRouteRule(
-            matches=(prefix("/a", headers=(m.HTTPHeaderMatch(name="h", value="1"),)),), backend_refs=(bref("svc"),)
+            matches=(prefix("/a", headers=(m.HTTPHeaderMatch(name="h", value="1"),)),),
+            backend_refs=(bref("svc"),),
         ),
         m.HTTPRouteRule(
-            matches=(prefix("/a", query_params=(m.HTTPQueryParamMatch(name="q", value="1"),)),), backend_refs=(bref("svc"),)
+            matches=(prefix("/a", query_params=(m.HTTPQueryParamMatch(name="q", value="1"),)),),
+            backend_refs=(bref("svc"),),
         ),
     )
     old = http_route("zzz-old", *rules, ts="2024-01-01T00:00:00Z")
-    new = http_route("aaa-new", m.HTTPRouteRule(matches=(prefix("/a/b"),), backend_refs=(bref("svc"),)), ts="2025-06-01T00:00:00Z")
+    new = http_route(
+        "aaa-new",
+        m.HTTPRouteRule(matches=(prefix("/a/b"),), backend_refs=(bref("svc"),)),
+        ts="2025-06-01T00:00:00Z",
+    )
     res = run(base(gateway(), new, old))
     (vh,) = vhosts(res).values()
     order = [r.name.removeprefix(f"httproute/{NS}/") for r in vh.routes]
@@ -564,12 +747,17 @@ def test_hostname_intersection() -> None:
     assert effective_hostnames(None, ()) is None
     assert effective_hostnames("foo.com", ()) == ("foo.com",)
     assert effective_hostnames(None, ("A.com",)) == ("a.com",)
-    assert effective_hostnames("*.example.com", ("a.example.com", "a.b.example.com", "example.com", "x.org")) == (
+    assert effective_hostnames(
+        "*.example.com", ("a.example.com", "a.b.example.com", "example.com", "x.org")
+    ) == (
         "a.example.com",
         "a.b.example.com",
     )
     assert effective_hostnames("a.example.com", ("*.example.com",)) == ("a.example.com",)
-    assert effective_hostnames("*.example.com", ("*.b.example.com", "*.com")) == ("*.b.example.com", "*.example.com")
+    assert effective_hostnames("*.example.com", ("*.b.example.com", "*.com")) == (
+        "*.b.example.com",
+        "*.example.com",
+    )
     assert effective_hostnames("foo.com", ("bar.com",)) == ()
 
 
@@ -593,7 +781,11 @@ def test_most_specific_listener_owns_a_domain() -> None:
         listener("wild", hostname="*.example.com"),
         listener("exact", hostname="foo.example.com"),
     )
-    r_any = http_route("r-any", parents=(pref(section_name="any"),), hostnames=("foo.example.com", "bar.example.com", "other.org"))
+    r_any = http_route(
+        "r-any",
+        parents=(pref(section_name="any"),),
+        hostnames=("foo.example.com", "bar.example.com", "other.org"),
+    )
     r_wild = http_route("r-wild", parents=(pref(section_name="wild"),))
     r_exact = http_route("r-exact", parents=(pref(section_name="exact"),))
     res = run(base(gw, r_any, r_wild, r_exact))
@@ -602,7 +794,8 @@ def test_most_specific_listener_owns_a_domain() -> None:
     assert [r.name.split("/")[2] for r in vh["foo.example.com"].routes] == ["r-exact"]
     assert [r.name.split("/")[2] for r in vh["*.example.com"].routes] == ["r-wild"]
     assert [r.name.split("/")[2] for r in vh["other.org"].routes] == ["r-any"]
-    # r-any still attached to "any" (status), even though two of its hosts belong to narrower listeners
+    # r-any still attached to "any" (status), even though two of its hosts belong to narrower
+    # listeners
     assert listener_status(res, "gw", "any")["attachedRoutes"] == 1
 
 
@@ -614,8 +807,15 @@ def test_weights_and_grpc_method_matches() -> None:
             parent_refs=(pref(),),
             rules=(
                 m.GRPCRouteRule(
-                    matches=(m.GRPCRouteMatch(method=m.GRPCMethodMatch(service="echo.Echo", method="Ping")),),
-                    backend_refs=(m.GRPCBackendRef(name="g", port=50051, weight=80), m.GRPCBackendRef(name="svc", port=8080, weight=20)),
+                    matches=(
+                        m.GRPCRouteMatch(
+                            method=m.GRPCMethodMatch(service="echo.Echo", method="Ping")
+                        ),
+                    ),
+                    backend_refs=(
+                        m.GRPCBackendRef(name="g", port=50051, weight=80),
+                        m.GRPCBackendRef(name="svc", port=8080, weight=20),
+                    ),
                 ),
                 m.GRPCRouteRule(
                     matches=(m.GRPCRouteMatch(method=m.GRPCMethodMatch(service="echo.Echo")),),
@@ -629,8 +829,13 @@ def test_weights_and_grpc_method_matches() -> None:
     (vh,) = vhosts(res).values()
     first, second = vh.routes
     assert first.match == ir.RouteMatch(path_type="Exact", path="/echo.Echo/Ping", grpc=True)
-    assert [(w.cluster, w.weight) for w in first.backends] == [(f"{NS}/g/50051/h2c", 80), (f"{NS}/svc/8080/h2c", 20)]
-    assert second.match.path_type == "RegularExpression" and second.match.path == r"/echo\.Echo/[^/]+"
+    assert [(w.cluster, w.weight) for w in first.backends] == [
+        (f"{NS}/g/50051/h2c", 80),
+        (f"{NS}/svc/8080/h2c", 20),
+    ]
+    assert (
+        second.match.path_type == "RegularExpression" and second.match.path == r"/echo\.Echo/[^/]+"
+    )
 
 
 # ---------------------------------------------------------------- L4 and TLS ports
@@ -650,11 +855,16 @@ def _tls_secret(name: str = "cert") -> m.Secret:
         .not_valid_after(now + datetime.timedelta(days=3650))
         .sign(key, hashes.SHA256())
     )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return m.Secret(
         metadata=meta(name),
         type="kubernetes.io/tls",
-        string_data={"tls.crt": cert.public_bytes(serialization.Encoding.PEM).decode(), "tls.key": key_pem.decode()},
+        string_data={
+            "tls.crt": cert.public_bytes(serialization.Encoding.PEM).decode(),
+            "tls.key": key_pem.decode(),
+        },
     )
 
 
@@ -674,7 +884,9 @@ def test_https_chains_answer_421_for_hosts_of_other_listeners() -> None:
         _https("narrow", "fourth.wildcard.org"),
     )
     routes = [
-        http_route("r-any", parents=(pref(section_name="any"),), hostnames=("example.org", "second.org")),
+        http_route(
+            "r-any", parents=(pref(section_name="any"),), hostnames=("example.org", "second.org")
+        ),
         http_route("r-exact", parents=(pref(section_name="exact"),)),
         http_route("r-wild", parents=(pref(section_name="wild"),)),
         http_route("r-narrow", parents=(pref(section_name="narrow"),)),
@@ -711,9 +923,24 @@ def test_https_chains_answer_421_for_hosts_of_other_listeners() -> None:
         "*.wildcard.org": "421",
         "fourth.wildcard.org": "421",
     }
-    assert served("exact") == {"second.org": "r-exact", "*.wildcard.org": "421", "fourth.wildcard.org": "421", "*": "421"}
-    assert served("wild") == {"*.wildcard.org": "r-wild", "second.org": "421", "fourth.wildcard.org": "421", "*": "421"}
-    assert served("narrow") == {"fourth.wildcard.org": "r-narrow", "second.org": "421", "*.wildcard.org": "421", "*": "421"}
+    assert served("exact") == {
+        "second.org": "r-exact",
+        "*.wildcard.org": "421",
+        "fourth.wildcard.org": "421",
+        "*": "421",
+    }
+    assert served("wild") == {
+        "*.wildcard.org": "r-wild",
+        "second.org": "421",
+        "fourth.wildcard.org": "421",
+        "*": "421",
+    }
+    assert served("narrow") == {
+        "fourth.wildcard.org": "r-narrow",
+        "second.org": "421",
+        "*.wildcard.org": "421",
+        "*": "421",
+    }
 
     # Without a catch-all listener, a host no listener matches is a 404 (no "*" virtual host);
     # a host of the chain's own listener without a route is a 404 too (routeless virtual host).
@@ -722,21 +949,37 @@ def test_https_chains_answer_421_for_hosts_of_other_listeners() -> None:
     res = run(base(gw2, _tls_secret(), only))
     (port,) = res.xds[f"{NS}/gw"].ports
     chains = {fc.name.rsplit("/", 1)[1]: fc for fc in port.filter_chains}
-    assert served("wild") == {"a.wildcard.org": "r-wild", "*.wildcard.org": "404", "second.org": "421"}
+    assert served("wild") == {
+        "a.wildcard.org": "r-wild",
+        "*.wildcard.org": "404",
+        "second.org": "421",
+    }
     assert served("exact") == {"second.org": "404", "*.wildcard.org": "421"}
-
 
 
 def test_tcp_oldest_route_wins_and_tls_passthrough_chains() -> None:
     gw = gateway(
         "gw",
-        listener("tcp", port=9000, protocol="TCP", allowed_routes=m.AllowedRoutes(kinds=(m.RouteGroupKind(kind="TCPRoute"),))),
-        listener("tls", port=443, protocol="TLS", hostname="*.example.com", tls=m.ListenerTLSConfig(mode="Passthrough")),
+        listener(
+            "tcp",
+            port=9000,
+            protocol="TCP",
+            allowed_routes=m.AllowedRoutes(kinds=(m.RouteGroupKind(kind="TCPRoute"),)),
+        ),
+        listener(
+            "tls",
+            port=443,
+            protocol="TLS",
+            hostname="*.example.com",
+            tls=m.ListenerTLSConfig(mode="Passthrough"),
+        ),
     )
 
     def tcp(name: str, svc: str, ts: str) -> m.TCPRoute:
         rule = m.L4RouteRule(backend_refs=(m.BackendRef(name=svc, port=8080),))
-        return m.TCPRoute(metadata=meta(name, ts=ts), spec=m.L4RouteSpec(parent_refs=(pref(),), rules=(rule,)))
+        return m.TCPRoute(
+            metadata=meta(name, ts=ts), spec=m.L4RouteSpec(parent_refs=(pref(),), rules=(rule,))
+        )
 
     tls = m.TLSRoute(
         metadata=meta("tr"),
@@ -747,7 +990,15 @@ def test_tcp_oldest_route_wins_and_tls_passthrough_chains() -> None:
         ),
     )
     svc2 = service("svc2")
-    res = run(base(gw, svc2, tcp("newer", "svc2", "2025-02-01T00:00:00Z"), tcp("older", "svc", "2025-01-01T00:00:00Z"), tls))
+    res = run(
+        base(
+            gw,
+            svc2,
+            tcp("newer", "svc2", "2025-02-01T00:00:00Z"),
+            tcp("older", "svc", "2025-01-01T00:00:00Z"),
+            tls,
+        )
+    )
     assert listener_status(res, "gw", "tcp")["attachedRoutes"] == 2
     xgw = res.xds[f"{NS}/gw"]
     ports = {p.port: p for p in xgw.ports}
@@ -755,7 +1006,9 @@ def test_tcp_oldest_route_wins_and_tls_passthrough_chains() -> None:
     assert [w.cluster for w in ports[9000].tcp.backends] == [f"{NS}/svc/8080/tcp"]
     (chain,) = ports[443].filter_chains
     assert chain.server_names == ("a.example.com",) and chain.tls is None
-    assert chain.tcp is not None and [w.cluster for w in chain.tcp.backends] == [f"{NS}/svc/8080/tcp"]
+    assert chain.tcp is not None and [w.cluster for w in chain.tcp.backends] == [
+        f"{NS}/svc/8080/tcp"
+    ]
 
 
 # ---------------------------------------------------------------- BackendTLSPolicy
@@ -779,11 +1032,17 @@ def _ca_pem() -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _policy(name: str, svc: str, cm: str, host: str, ts: str, section: str | None = None) -> m.BackendTLSPolicy:
+def _policy(
+    name: str, svc: str, cm: str, host: str, ts: str, section: str | None = None
+) -> m.BackendTLSPolicy:
     return m.BackendTLSPolicy(
         metadata=meta(name, ts=ts),
         spec=m.BackendTLSPolicySpec(
-            target_refs=(m.LocalPolicyTargetReference(group="", kind="Service", name=svc, section_name=section),),
+            target_refs=(
+                m.LocalPolicyTargetReference(
+                    group="", kind="Service", name=svc, section_name=section
+                ),
+            ),
             validation=m.BackendTLSPolicyValidation(
                 ca_certificate_refs=(m.LocalObjectReference(group="", kind="ConfigMap", name=cm),),
                 hostname=host,
@@ -813,7 +1072,12 @@ def test_backend_tls_policy_applies_conflicts_and_invalid_ca() -> None:
     def ancestor(name: str) -> dict[str, Any]:
         ancestors: list[dict[str, Any]] = res.statuses[("BackendTLSPolicy", NS, name)]["ancestors"]  # type: ignore[assignment]
         (entry,) = ancestors
-        assert entry["ancestorRef"] == {"group": G, "kind": "Gateway", "namespace": NS, "name": "gw"}
+        assert entry["ancestorRef"] == {
+            "group": G,
+            "kind": "Gateway",
+            "namespace": NS,
+            "name": "gw",
+        }
         return entry
 
     assert cond(ancestor("older"), "Accepted") == ("True", "Accepted")
@@ -830,8 +1094,12 @@ def test_backend_tls_policy_applies_conflicts_and_invalid_ca() -> None:
     (vh,) = vhosts(res).values()
     by_name = {r.name.split("/")[2]: r for r in vh.routes}
     assert by_name["rb"].direct_status == 500
-    # and the route says so (httproute_types.go: an unmet BackendTLSPolicy makes the backendRef invalid)
-    assert cond(parents_of(res, "HTTPRoute", "rb")[0], "ResolvedRefs") == ("False", "InvalidBackendTLS")
+    # and the route says so (httproute_types.go: an unmet BackendTLSPolicy makes the backendRef
+    # invalid)
+    assert cond(parents_of(res, "HTTPRoute", "rb")[0], "ResolvedRefs") == (
+        "False",
+        "InvalidBackendTLS",
+    )
 
 
 # ---------------------------------------------------------------- determinism
@@ -850,10 +1118,20 @@ def test_shuffled_input_gives_byte_identical_result() -> None:
     ]
     for i in range(12):
         rule = m.HTTPRouteRule(
-            matches=(prefix(f"/p{i % 4}"),), backend_refs=(bref("svc", weight=i + 1), bref("svc2"), bref("missing"))
+            matches=(prefix(f"/p{i % 4}"),),
+            backend_refs=(bref("svc", weight=i + 1), bref("svc2"), bref("missing")),
         )
         parents = (pref(), pref("gw2")) if i % 2 else (pref(port=8080),)
-        objs.append(http_route(f"r{i}", rule, parents=parents, hostnames=(f"h{i % 3}.example.com",), ts=f"2025-01-0{1 + i % 3}T00:00:00Z"))
+        objs.append(
+            http_route(
+                f"r{i}",
+                rule,
+                parents=parents,
+                hostnames=(f"h{i % 3}.example.com",),
+                ts=f"2025-01-0{1 + i % 3}T00:00:00Z",
+            )
+        )
+
     def encoded(snap: Snapshot) -> bytes:
         res = run(snap)
         # statuses are keyed by tuples: encode the items in their (deterministic) order

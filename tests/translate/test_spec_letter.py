@@ -45,11 +45,21 @@ BY_CERTIFICATES = ("True", "OverlappingCertificates")
 def test_overlapping_hostnames_mark_both_listeners() -> None:
     """The spec's example: A foo.example.com, B foo.example.org, C *.example.com on one port.
     A and C overlap, B does not. Their certificates (a.test, b.test, c.test) do not overlap."""
-    result = run([
-        gateway_class(),
-        secret_for("a", "a.test"), secret_for("b", "b.test"), secret_for("c", "c.test"),
-        gateway([https("a", "foo.example.com", "a"), https("b", "foo.example.org", "b"), https("c", "*.example.com", "c")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("a", "a.test"),
+            secret_for("b", "b.test"),
+            secret_for("c", "c.test"),
+            gateway(
+                [
+                    https("a", "foo.example.com", "a"),
+                    https("b", "foo.example.org", "b"),
+                    https("c", "*.example.com", "c"),
+                ]
+            ),
+        ]
+    )
     assert listener_conditions(result, "Gateway", "gw", "a")[OVERLAP] == BY_HOSTNAMES
     assert listener_conditions(result, "Gateway", "gw", "c")[OVERLAP] == BY_HOSTNAMES
     b = listener_conditions(result, "Gateway", "gw", "b")
@@ -60,11 +70,16 @@ def test_overlapping_hostnames_mark_both_listeners() -> None:
 def test_overlapping_hostnames_and_certificates_say_certificates() -> None:
     """foo.example.com with a certificate for foo.example.com, *.example.com with one for
     *.example.com: both overlaps hold, and the spec says OverlappingCertificates wins."""
-    result = run([
-        gateway_class(),
-        secret_for("foo", "foo.example.com"), secret_for("wild", "*.example.com"),
-        gateway([https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "wild")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("foo", "foo.example.com"),
+            secret_for("wild", "*.example.com"),
+            gateway(
+                [https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "wild")]
+            ),
+        ]
+    )
     for name in ("foo", "wild"):
         conds = listener_conditions(result, "Gateway", "gw", name)
         assert conds[OVERLAP] == BY_CERTIFICATES
@@ -74,11 +89,16 @@ def test_overlapping_hostnames_and_certificates_say_certificates() -> None:
 def test_wildcards_differ_for_hostnames_and_certificates() -> None:
     """A listener *.example.com covers a.b.example.com (any depth); a certificate for
     *.example.com does not (one label): hostnames overlap, certificates do not."""
-    result = run([
-        gateway_class(),
-        secret_for("deep", "a.b.example.com"), secret_for("wild", "*.example.com"),
-        gateway([https("deep", "a.b.example.com", "deep"), https("wild", "*.example.com", "wild")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("deep", "a.b.example.com"),
+            secret_for("wild", "*.example.com"),
+            gateway(
+                [https("deep", "a.b.example.com", "deep"), https("wild", "*.example.com", "wild")]
+            ),
+        ]
+    )
     assert listener_conditions(result, "Gateway", "gw", "deep")[OVERLAP] == BY_HOSTNAMES
     assert listener_conditions(result, "Gateway", "gw", "wild")[OVERLAP] == BY_HOSTNAMES
 
@@ -86,61 +106,84 @@ def test_wildcards_differ_for_hostnames_and_certificates() -> None:
 def test_one_certificate_on_two_distinct_hostnames_overlaps() -> None:
     """foo.example.com and bar.example.com do not overlap, but both serve a certificate for
     *.example.com: a client may reuse a connection to one for the other."""
-    result = run([
-        gateway_class(),
-        secret_for("shared", "*.example.com"),
-        gateway([https("foo", "foo.example.com", "shared"), https("bar", "bar.example.com", "shared")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("shared", "*.example.com"),
+            gateway(
+                [
+                    https("foo", "foo.example.com", "shared"),
+                    https("bar", "bar.example.com", "shared"),
+                ]
+            ),
+        ]
+    )
     assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_CERTIFICATES
     assert listener_conditions(result, "Gateway", "gw", "bar")[OVERLAP] == BY_CERTIFICATES
 
 
 def test_no_overlap_no_condition() -> None:
     """Distinct hostnames and certificates, and the same hostnames on different ports."""
-    result = run([
-        gateway_class(),
-        secret_for("foo", "foo.example.com"), secret_for("bar", "bar.example.com"), secret_for("wild", "*.example.com"),
-        gateway([
-            https("foo", "foo.example.com", "foo"),
-            https("bar", "bar.example.com", "bar"),
-            https("wild", "*.example.com", "wild", port=8443),
-            listener("plain", 80, "HTTP", "foo.example.com"),
-        ]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("foo", "foo.example.com"),
+            secret_for("bar", "bar.example.com"),
+            secret_for("wild", "*.example.com"),
+            gateway(
+                [
+                    https("foo", "foo.example.com", "foo"),
+                    https("bar", "bar.example.com", "bar"),
+                    https("wild", "*.example.com", "wild", port=8443),
+                    listener("plain", 80, "HTTP", "foo.example.com"),
+                ]
+            ),
+        ]
+    )
     for name in ("foo", "bar", "wild", "plain"):
         assert OVERLAP not in listener_conditions(result, "Gateway", "gw", name), name
 
 
 def test_a_listener_without_hostname_overlaps_every_other() -> None:
-    result = run([
-        gateway_class(),
-        secret_for("any", "any.test"), secret_for("foo", "foo.test"),
-        gateway([https("any", None, "any"), https("foo", "foo.example.com", "foo")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("any", "any.test"),
+            secret_for("foo", "foo.test"),
+            gateway([https("any", None, "any"), https("foo", "foo.example.com", "foo")]),
+        ]
+    )
     assert listener_conditions(result, "Gateway", "gw", "any")[OVERLAP] == BY_HOSTNAMES
     assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_HOSTNAMES
 
 
 def test_tls_passthrough_listeners_overlap_by_hostname() -> None:
     passthrough = {"mode": "Passthrough"}
-    result = run([
-        gateway_class(),
-        gateway([
-            listener("wild", 443, "TLS", "*.example.com", tls=passthrough),
-            listener("foo", 443, "TLS", "foo.example.com", tls=passthrough),
-        ]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            gateway(
+                [
+                    listener("wild", 443, "TLS", "*.example.com", tls=passthrough),
+                    listener("foo", 443, "TLS", "foo.example.com", tls=passthrough),
+                ]
+            ),
+        ]
+    )
     assert listener_conditions(result, "Gateway", "gw", "wild")[OVERLAP] == BY_HOSTNAMES
     assert listener_conditions(result, "Gateway", "gw", "foo")[OVERLAP] == BY_HOSTNAMES
 
 
 def test_overlap_across_a_gateway_and_its_listener_set() -> None:
-    result = run([
-        gateway_class(),
-        secret_for("wild", "wild.test"), secret_for("foo", "foo.test"),
-        gateway([https("wild", "*.example.com", "wild")], allow_sets=True),
-        listener_set("ls", [https("foo", "foo.example.com", "foo")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("wild", "wild.test"),
+            secret_for("foo", "foo.test"),
+            gateway([https("wild", "*.example.com", "wild")], allow_sets=True),
+            listener_set("ls", [https("foo", "foo.example.com", "foo")]),
+        ]
+    )
     assert listener_conditions(result, "Gateway", "gw", "wild")[OVERLAP] == BY_HOSTNAMES
     foo = listener_conditions(result, "ListenerSet", "ls", "foo")
     assert foo[OVERLAP] == BY_HOSTNAMES
@@ -149,11 +192,15 @@ def test_overlap_across_a_gateway_and_its_listener_set() -> None:
 
 def test_listeners_not_in_effect_are_not_compared() -> None:
     """A listener whose certificate is missing serves no TLS: nothing overlaps with it."""
-    result = run([
-        gateway_class(),
-        secret_for("foo", "foo.test"),
-        gateway([https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "missing")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("foo", "foo.test"),
+            gateway(
+                [https("foo", "foo.example.com", "foo"), https("wild", "*.example.com", "missing")]
+            ),
+        ]
+    )
     assert OVERLAP not in listener_conditions(result, "Gateway", "gw", "foo")
     wild = listener_conditions(result, "Gateway", "gw", "wild")
     assert OVERLAP not in wild and wild["ResolvedRefs"] == ("False", "InvalidCertificateRef")
@@ -181,7 +228,11 @@ def _sans_overlap(a: str, b: str) -> bool:
     if a == b:
         return True
     for wild, name in ((a, b), (b, a)):
-        if wild.startswith("*.") and not name.startswith("*.") and name.partition(".")[2] == wild[2:]:
+        if (
+            wild.startswith("*.")
+            and not name.startswith("*.")
+            and name.partition(".")[2] == wild[2:]
+        ):
             return True
     return False
 
@@ -196,11 +247,21 @@ def test_hostname_overlap_index_agrees_with_the_definition(hosts: list[str | Non
 
 
 @settings(max_examples=300, deadline=None)
-@given(sans=st.lists(st.lists(_names(wildcards=True), max_size=3).map(lambda names: tuple(sorted(set(names)))), min_size=1, max_size=6))
+@given(
+    sans=st.lists(
+        st.lists(_names(wildcards=True), max_size=3).map(lambda names: tuple(sorted(set(names)))),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_certificate_overlap_index_agrees_with_the_definition(sans: list[tuple[str, ...]]) -> None:
     found = tlsoverlap.certificate_overlaps(sans)
     for i, mine in enumerate(sans):
-        peers = {j for j, theirs in enumerate(sans) if j != i and any(_sans_overlap(a, b) for a in mine for b in theirs)}
+        peers = {
+            j
+            for j, theirs in enumerate(sans)
+            if j != i and any(_sans_overlap(a, b) for a in mine for b in theirs)
+        }
         got = found[i]
         if not peers:
             assert got is None, (sans, i)
@@ -210,7 +271,8 @@ def test_certificate_overlap_index_agrees_with_the_definition(sans: list[tuple[s
             assert j in peers and own in mine and theirs in sans[j] and _sans_overlap(own, theirs)
 
 
-# ---------------------------------------------------------------- 2. a certificate's key must be its own
+# ---------------------------------------------------------------- 2. a certificate's key must be
+# its own
 
 
 def _mismatched_secret(name: str, cert_algorithm: str, key_algorithm: str) -> dict[str, Any]:
@@ -220,14 +282,26 @@ def _mismatched_secret(name: str, cert_algorithm: str, key_algorithm: str) -> di
 
 @pytest.mark.parametrize(
     "cert_algorithm,key_algorithm",
-    [("rsa", "rsa"), ("ecdsa", "ecdsa"), ("ed25519", "ed25519"), ("rsa", "ecdsa"), ("ecdsa", "ed25519")],
+    [
+        ("rsa", "rsa"),
+        ("ecdsa", "ecdsa"),
+        ("ed25519", "ed25519"),
+        ("rsa", "ecdsa"),
+        ("ecdsa", "ed25519"),
+    ],
 )
-def test_a_key_that_is_not_the_certificates_is_an_invalid_certificate_ref(cert_algorithm: str, key_algorithm: str) -> None:
-    result = run([
-        gateway_class(),
-        _mismatched_secret("mismatched", cert_algorithm, key_algorithm),
-        gateway([https("https", "foo.example.com", "mismatched"), listener("http", 80, "HTTP")]),
-    ])
+def test_a_key_that_is_not_the_certificates_is_an_invalid_certificate_ref(
+    cert_algorithm: str, key_algorithm: str
+) -> None:
+    result = run(
+        [
+            gateway_class(),
+            _mismatched_secret("mismatched", cert_algorithm, key_algorithm),
+            gateway(
+                [https("https", "foo.example.com", "mismatched"), listener("http", 80, "HTTP")]
+            ),
+        ]
+    )
     conds = listener_conditions(result, "Gateway", "gw", "https")
     assert conds["ResolvedRefs"] == ("False", "InvalidCertificateRef")
     assert conds["Programmed"] == ("False", "Invalid")
@@ -241,7 +315,13 @@ def test_a_key_that_is_not_the_certificates_is_an_invalid_certificate_ref(cert_a
 @pytest.mark.parametrize("algorithm", ["rsa", "ecdsa", "ed25519"])
 def test_a_certificate_with_its_own_key_resolves(algorithm: str) -> None:
     cert, key = certificate(("foo.example.com",), algorithm)
-    result = run([gateway_class(), tls_secret("ok", cert, key), gateway([https("https", "foo.example.com", "ok")])])
+    result = run(
+        [
+            gateway_class(),
+            tls_secret("ok", cert, key),
+            gateway([https("https", "foo.example.com", "ok")]),
+        ]
+    )
     conds = listener_conditions(result, "Gateway", "gw", "https")
     assert conds["ResolvedRefs"] == ("True", "ResolvedRefs")
     assert conds["Programmed"] == ("True", "Programmed")
@@ -253,7 +333,11 @@ def test_the_key_comparison_is_made_once_per_secret_content() -> None:
     """Many listeners and translations using one Secret: its pair is parsed and compared once."""
     cert, _ = certificate(("*.example.com",), "rsa")
     secret = tls_secret("shared", cert, key_pem("rsa", variant=7))
-    objects = [gateway_class(), secret, gateway([https(f"l{i}", f"h{i}.example.com", "shared") for i in range(8)])]
+    objects = [
+        gateway_class(),
+        secret,
+        gateway([https(f"l{i}", f"h{i}.example.com", "shared") for i in range(8)]),
+    ]
     certs._keypair_problem.cache_clear()
     run(objects)
     run(objects)
@@ -262,7 +346,11 @@ def test_the_key_comparison_is_made_once_per_secret_content() -> None:
 
 
 def _listener_condition(result: Any, listener_name: str, type_: str) -> dict[str, Any]:
-    (entry,) = [e for e in result.statuses[("Gateway", "default", "gw")]["listeners"] if e["name"] == listener_name]
+    (entry,) = [
+        e
+        for e in result.statuses[("Gateway", "default", "gw")]["listeners"]
+        if e["name"] == listener_name
+    ]
     (cond,) = [c for c in entry["conditions"] if c["type"] == type_]
     return dict(cond)
 
@@ -288,28 +376,47 @@ def _policy_conditions(result: Any, name: str) -> dict[str, tuple[str, str]]:
 
 
 def test_well_known_ca_certificates_system_is_read() -> None:
-    result = run(_backend_setup(
-        backend_tls_policy("system-ca", "secure", well_known="System"),
-        http_route("r", [("secure", 8443, 1)]),
-    ))
-    assert _policy_conditions(result, "system-ca") == {"Accepted": ("True", "Accepted"), "ResolvedRefs": ("True", "ResolvedRefs")}
+    result = run(
+        _backend_setup(
+            backend_tls_policy("system-ca", "secure", well_known="System"),
+            http_route("r", [("secure", 8443, 1)]),
+        )
+    )
+    assert _policy_conditions(result, "system-ca") == {
+        "Accepted": ("True", "Accepted"),
+        "ResolvedRefs": ("True", "ResolvedRefs"),
+    }
     assert route_conditions(result, "r")["ResolvedRefs"] == ("True", "ResolvedRefs")
-    (cluster,) = [c for c in result.xds["default/gw"].clusters if c.name.startswith("default/secure/")]
-    assert cluster.tls is not None and cluster.tls.sni == "backend.example.com" and cluster.tls.ca_pem == ""
+    (cluster,) = [
+        c for c in result.xds["default/gw"].clusters if c.name.startswith("default/secure/")
+    ]
+    assert (
+        cluster.tls is not None
+        and cluster.tls.sni == "backend.example.com"
+        and cluster.tls.ca_pem == ""
+    )
     # What Envoy gets: the upstream certificate is verified against the system trust store.
     context = xds_tls.upstream_context(cluster.tls)
-    assert context.common_tls_context.validation_context.trusted_ca.filename == xds_tls.system_ca_file()
+    assert (
+        context.common_tls_context.validation_context.trusted_ca.filename
+        == xds_tls.system_ca_file()
+    )
 
 
-# ---------------------------------------------------------------- 4. no winner inside one ListenerSet
+# ---------------------------------------------------------------- 4. no winner inside one
+# ListenerSet
 
 
 def test_a_protocol_conflict_inside_one_listener_set_has_no_winner() -> None:
-    result = run([
-        gateway_class(),
-        gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
-        listener_set("ls", [listener("internal-http", 82, "HTTP"), listener("internal-tcp", 82, "TCP")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
+            listener_set(
+                "ls", [listener("internal-http", 82, "HTTP"), listener("internal-tcp", 82, "TCP")]
+            ),
+        ]
+    )
     for name in ("internal-http", "internal-tcp"):
         conds = listener_conditions(result, "ListenerSet", "ls", name)
         assert conds["Conflicted"] == ("True", "ProtocolConflict"), name
@@ -328,21 +435,29 @@ def test_a_protocol_conflict_inside_one_listener_set_has_no_winner() -> None:
 def test_a_hostname_conflict_inside_one_listener_set_has_no_winner() -> None:
     """HTTPS and TLS share a port by SNI; on the same hostname they are indistinct (the
     schema forbids two listeners with the same port, protocol and hostname)."""
-    result = run([
-        gateway_class(),
-        secret_for("foo", "foo.example.com"),
-        gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
-        listener_set("ls", [
-            https("a", "foo.example.com", "foo", port=82),
-            listener("b", 82, "TLS", "foo.example.com", tls={"mode": "Passthrough"}),
-            listener("c", 83, "HTTP"),
-        ]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            secret_for("foo", "foo.example.com"),
+            gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
+            listener_set(
+                "ls",
+                [
+                    https("a", "foo.example.com", "foo", port=82),
+                    listener("b", 82, "TLS", "foo.example.com", tls={"mode": "Passthrough"}),
+                    listener("c", 83, "HTTP"),
+                ],
+            ),
+        ]
+    )
     for name in ("a", "b"):
         conds = listener_conditions(result, "ListenerSet", "ls", name)
         assert conds["Conflicted"] == ("True", "HostnameConflict"), name
         assert conds["Accepted"] == ("False", "HostnameConflict"), name
-    assert listener_conditions(result, "ListenerSet", "ls", "c")["Programmed"] == ("True", "Programmed")
+    assert listener_conditions(result, "ListenerSet", "ls", "c")["Programmed"] == (
+        "True",
+        "Programmed",
+    )
     assert conditions(result, "ListenerSet", "ls")["Accepted"] == ("True", "ListenersNotValid")
     assert result.statuses[("Gateway", "default", "gw")]["attachedListenerSets"] == 1
     assert [p.port for p in result.xds["default/gw"].ports] == [80, 83]
@@ -351,54 +466,82 @@ def test_a_hostname_conflict_inside_one_listener_set_has_no_winner() -> None:
 def test_a_listener_set_listener_that_lost_to_the_gateway_leaves_its_sibling_the_port() -> None:
     """Against a higher-precedence source precedence decides first; what is left of the
     ListenerSet is then judged on its own (the one that lost holds no port)."""
-    result = run([
-        gateway_class(),
-        gateway([listener("gateway-listener", 82, "HTTP")], allow_sets=True),
-        listener_set("ls", [listener("tcp", 82, "TCP"), listener("http", 82, "HTTP", "foo.example.com")]),
-    ])
-    assert listener_conditions(result, "ListenerSet", "ls", "tcp")["Conflicted"] == ("True", "ProtocolConflict")
+    result = run(
+        [
+            gateway_class(),
+            gateway([listener("gateway-listener", 82, "HTTP")], allow_sets=True),
+            listener_set(
+                "ls", [listener("tcp", 82, "TCP"), listener("http", 82, "HTTP", "foo.example.com")]
+            ),
+        ]
+    )
+    assert listener_conditions(result, "ListenerSet", "ls", "tcp")["Conflicted"] == (
+        "True",
+        "ProtocolConflict",
+    )
     http = listener_conditions(result, "ListenerSet", "ls", "http")
-    assert http["Conflicted"] == ("False", "NoConflicts") and http["Programmed"] == ("True", "Programmed")
+    assert http["Conflicted"] == ("False", "NoConflicts") and http["Programmed"] == (
+        "True",
+        "Programmed",
+    )
 
 
-# ---------------------------------------------------------------- 5. Programmed=False reasons of conflicted listeners
+# ---------------------------------------------------------------- 5. Programmed=False reasons of
+# conflicted listeners
 
 
 def test_conflicted_gateway_listeners_are_programmed_false_invalid() -> None:
-    result = run([
-        gateway_class(),
-        secret_for("foo", "foo.example.com"),
-        gateway([
-            listener("http", 80, "HTTP"),
-            listener("tcp", 80, "TCP"),
-            https("https", "foo.example.com", "foo"),
-            listener("passthrough", 443, "TLS", "foo.example.com", tls={"mode": "Passthrough"}),
-            listener("ok", 8080, "HTTP"),
-        ]),
-    ])
-    for name, reason in (("http", "ProtocolConflict"), ("tcp", "ProtocolConflict"), ("https", "HostnameConflict"), ("passthrough", "HostnameConflict")):
+    result = run(
+        [
+            gateway_class(),
+            secret_for("foo", "foo.example.com"),
+            gateway(
+                [
+                    listener("http", 80, "HTTP"),
+                    listener("tcp", 80, "TCP"),
+                    https("https", "foo.example.com", "foo"),
+                    listener(
+                        "passthrough", 443, "TLS", "foo.example.com", tls={"mode": "Passthrough"}
+                    ),
+                    listener("ok", 8080, "HTTP"),
+                ]
+            ),
+        ]
+    )
+    for name, reason in (
+        ("http", "ProtocolConflict"),
+        ("tcp", "ProtocolConflict"),
+        ("https", "HostnameConflict"),
+        ("passthrough", "HostnameConflict"),
+    ):
         conds = listener_conditions(result, "Gateway", "gw", name)
         assert conds["Programmed"] == ("False", "Invalid"), name
         assert conds["Conflicted"] == ("True", reason), name
         assert conds["Accepted"] == ("False", reason), name
-    assert listener_conditions(result, "Gateway", "gw", "ok")["Programmed"] == ("True", "Programmed")
+    assert listener_conditions(result, "Gateway", "gw", "ok")["Programmed"] == (
+        "True",
+        "Programmed",
+    )
     assert conditions(result, "Gateway", "gw")["Accepted"] == ("True", "ListenersNotValid")
 
 
 def test_conflicted_listener_set_entries_keep_the_conflict_reason_on_programmed() -> None:
     """What the v1.6 conformance test ListenerSetProtocolConflict asserts of a ListenerSet
     entry that lost its port to the Gateway (the spec allows reasons beyond its list)."""
-    result = run([
-        gateway_class(),
-        gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
-        listener_set("ls", [listener("tcp", 80, "TCP"), listener("ok", 81, "HTTP")]),
-    ])
+    result = run(
+        [
+            gateway_class(),
+            gateway([listener("gateway-listener", 80, "HTTP")], allow_sets=True),
+            listener_set("ls", [listener("tcp", 80, "TCP"), listener("ok", 81, "HTTP")]),
+        ]
+    )
     conds = listener_conditions(result, "ListenerSet", "ls", "tcp")
     assert conds["Programmed"] == ("False", "ProtocolConflict")
     assert conds["Conflicted"] == ("True", "ProtocolConflict")
 
 
-# ---------------------------------------------------------------- 6. a BackendTLSPolicy that cannot be met
+# ---------------------------------------------------------------- 6. a BackendTLSPolicy that cannot
+# be met
 
 
 def _route_ir(result: Any) -> ir.Route:
@@ -412,10 +555,12 @@ def _route_ir(result: Any) -> ir.Route:
 def test_a_backend_whose_policy_cannot_be_met_is_an_invalid_backend_ref() -> None:
     """Every CA ref of the policy is missing: the route is ResolvedRefs=False and that
     backend's share of the requests answers 500."""
-    result = run(_backend_setup(
-        backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
-        http_route("r", [("secure", 8443, 1), ("plain", 8080, 3)]),
-    ))
+    result = run(
+        _backend_setup(
+            backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
+            http_route("r", [("secure", 8443, 1), ("plain", 8080, 3)]),
+        )
+    )
     conds = route_conditions(result, "r")
     assert conds["ResolvedRefs"] == ("False", "InvalidBackendTLS")
     assert conds["Accepted"] == ("True", "Accepted")
@@ -425,26 +570,35 @@ def test_a_backend_whose_policy_cannot_be_met_is_an_invalid_backend_ref() -> Non
     }
     route = _route_ir(result)
     assert route.direct_status is None
-    assert [(b.cluster, b.weight) for b in route.backends] == [(ir.INVALID_BACKEND_CLUSTER, 1), ("default/plain/8080/http1", 3)]
-    assert not [c for c in result.xds["default/gw"].clusters if c.name.startswith("default/secure/")]
+    assert [(b.cluster, b.weight) for b in route.backends] == [
+        (ir.INVALID_BACKEND_CLUSTER, 1),
+        ("default/plain/8080/http1", 3),
+    ]
+    assert not [
+        c for c in result.xds["default/gw"].clusters if c.name.startswith("default/secure/")
+    ]
 
 
 def test_a_route_whose_only_backend_policy_cannot_be_met_answers_500() -> None:
-    result = run(_backend_setup(
-        backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
-        http_route("r", [("secure", 8443, 1)]),
-    ))
+    result = run(
+        _backend_setup(
+            backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
+            http_route("r", [("secure", 8443, 1)]),
+        )
+    )
     assert route_conditions(result, "r")["ResolvedRefs"] == ("False", "InvalidBackendTLS")
     route = _route_ir(result)
     assert route.direct_status == 500 and route.backends == ()
 
 
 def test_the_policys_ca_appearing_resolves_the_route() -> None:
-    result = run(_backend_setup(
-        ca_configmap("the-ca"),
-        backend_tls_policy("with-ca", "secure", ca_configmaps=["the-ca"]),
-        http_route("r", [("secure", 8443, 1)]),
-    ))
+    result = run(
+        _backend_setup(
+            ca_configmap("the-ca"),
+            backend_tls_policy("with-ca", "secure", ca_configmaps=["the-ca"]),
+            http_route("r", [("secure", 8443, 1)]),
+        )
+    )
     assert route_conditions(result, "r")["ResolvedRefs"] == ("True", "ResolvedRefs")
     (backend,) = _route_ir(result).backends
     (cluster,) = [c for c in result.xds["default/gw"].clusters if c.name == backend.cluster]
@@ -454,23 +608,39 @@ def test_the_policys_ca_appearing_resolves_the_route() -> None:
 def test_a_tls_route_is_judged_by_the_policy_only_behind_a_terminating_listener() -> None:
     """Behind passthrough the client's own TLS reaches the backend and no BackendTLSPolicy
     applies; behind a terminating listener it does."""
-    result = run([
-        gateway_class(),
-        secret_for("tls", "tls.example.com"),
-        gateway([
-            listener("passthrough", 443, "TLS", "tls.example.com", tls={"mode": "Passthrough"}),
-            https("terminate", "tls.example.com", "tls", port=8443, protocol="TLS"),
-        ]),
-        service("secure"),
-        endpoint_slice("secure", "127.0.0.9"),
-        backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
-        tls_route("through", "passthrough"),
-        tls_route("terminated", "terminate"),
-    ])
-    assert route_conditions(result, "through", "TLSRoute")["ResolvedRefs"] == ("True", "ResolvedRefs")
-    assert route_conditions(result, "terminated", "TLSRoute")["ResolvedRefs"] == ("False", "InvalidBackendTLS")
+    result = run(
+        [
+            gateway_class(),
+            secret_for("tls", "tls.example.com"),
+            gateway(
+                [
+                    listener(
+                        "passthrough", 443, "TLS", "tls.example.com", tls={"mode": "Passthrough"}
+                    ),
+                    https("terminate", "tls.example.com", "tls", port=8443, protocol="TLS"),
+                ]
+            ),
+            service("secure"),
+            endpoint_slice("secure", "127.0.0.9"),
+            backend_tls_policy("no-ca", "secure", ca_configmaps=["missing-ca"]),
+            tls_route("through", "passthrough"),
+            tls_route("terminated", "terminate"),
+        ]
+    )
+    assert route_conditions(result, "through", "TLSRoute")["ResolvedRefs"] == (
+        "True",
+        "ResolvedRefs",
+    )
+    assert route_conditions(result, "terminated", "TLSRoute")["ResolvedRefs"] == (
+        "False",
+        "InvalidBackendTLS",
+    )
     ports = {p.port: p for p in result.xds["default/gw"].ports}
     (through,) = ports[443].filter_chains
     (terminated,) = ports[8443].filter_chains
-    assert through.tcp is not None and [b.cluster for b in through.tcp.backends] == ["default/secure/8443/tcp"]
-    assert terminated.tcp is not None and terminated.tcp.backends == ()  # no valid backend: connections are refused
+    assert through.tcp is not None and [b.cluster for b in through.tcp.backends] == [
+        "default/secure/8443/tcp"
+    ]
+    assert (
+        terminated.tcp is not None and terminated.tcp.backends == ()
+    )  # no valid backend: connections are refused

@@ -1,6 +1,7 @@
 """The spec-letter inputs (issue 16, items 1-6) in the incremental translator's property tests.
 
-The objects of tests/translate/test_spec_letter.py, each with a change that matters to those rules (a
+The objects of tests/translate/test_spec_letter.py, each with a change that matters to those rules
+(a
 certificate Secret whose key stops matching, a hostname that stops overlapping, a ListenerSet
 conflict that goes away, a BackendTLSPolicy switched to wellKnownCACertificates, its CA
 ConfigMap made invalid, deleted and re-created...), go through the same machinery as
@@ -103,7 +104,9 @@ def _objects() -> list[tuple[Raw, Callable[[Raw], Raw] | None]]:
                     https("wild", "*.example.com", "wild"),
                     https("foo", "foo.example.com", "foo"),
                     listener("http", 80, "HTTP"),
-                    listener("passthrough", 8443, "TLS", "tls.example.com", tls={"mode": "Passthrough"}),
+                    listener(
+                        "passthrough", 8443, "TLS", "tls.example.com", tls={"mode": "Passthrough"}
+                    ),
                     https("terminate", "tls.example.com", "tls", port=9443, protocol="TLS"),
                 ],
                 allow_sets=True,
@@ -111,14 +114,25 @@ def _objects() -> list[tuple[Raw, Callable[[Raw], Raw] | None]]:
             _first_hostname("*.example.org"),
         ),
         (
-            listener_set("ls", [
-                https("bar", "bar.example.com", "bar"),
-                listener("internal-http", 82, "HTTP"),
-                listener("internal-tcp", 82, "TCP"),
-            ], created="2029-01-01T00:00:00Z"),
+            listener_set(
+                "ls",
+                [
+                    https("bar", "bar.example.com", "bar"),
+                    listener("internal-http", 82, "HTTP"),
+                    listener("internal-tcp", 82, "TCP"),
+                ],
+                created="2029-01-01T00:00:00Z",
+            ),
             _move_listener(2, 84),
         ),
-        (listener_set("ls-conflicting", [listener("internal-tcp", 82, "TCP")], created="2030-01-01T00:00:00Z"), _move_listener(0, 85)),
+        (
+            listener_set(
+                "ls-conflicting",
+                [listener("internal-tcp", 82, "TCP")],
+                created="2030-01-01T00:00:00Z",
+            ),
+            _move_listener(0, 85),
+        ),
         (service("secure"), None),
         (endpoint_slice("secure", "127.0.0.9"), None),
         (service("plain", port=8080, port_name="http"), None),
@@ -144,14 +158,22 @@ def universe() -> Universe:
         spec = change(raw) if change is not None else metadata_variant(raw)
         base = _decoded(raw)
         items.append(Item(key_of(base), (base, _decoded(spec), _decoded(metadata_variant(raw)))))
-    important = tuple(i for i, it in enumerate(items) if it.key.kind in ("Secret", "ConfigMap", "BackendTLSPolicy", "Gateway", "ListenerSet"))
+    important = tuple(
+        i
+        for i, it in enumerate(items)
+        if it.key.kind in ("Secret", "ConfigMap", "BackendTLSPolicy", "Gateway", "ListenerSet")
+    )
     return Universe(tuple(items), important)
 
 
 def test_spec_letter_set_incremental_equals_full() -> None:
     u = universe()
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
     def check(plan: list[Op], batch: int) -> None:
         run_plan(u, plan, batch)
@@ -198,7 +220,9 @@ def test_a_ca_configmap_appearing_redoes_the_routes_resolved_refs() -> None:
 def test_a_certificate_secret_change_redoes_the_listeners_using_it() -> None:
     u = universe()
     d = Driver(u)
-    foo = next(i for i, it in enumerate(u.items) if it.key.kind == "Secret" and it.key.name == "foo")
+    foo = next(
+        i for i, it in enumerate(u.items) if it.key.kind == "Secret" and it.key.name == "foo"
+    )
     assert _listener_refs(d, "foo") == ("True", "ResolvedRefs")
     d.apply((foo, SPEC))  # the key no longer matches the certificate
     assert _listener_refs(d, "foo") == ("False", "InvalidCertificateRef")

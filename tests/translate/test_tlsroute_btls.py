@@ -1,4 +1,6 @@
-"""A BackendTLSPolicy re-encrypts a TLSRoute's traffic only behind a listener that terminates TLS."""
+"""A BackendTLSPolicy re-encrypts a TLSRoute's traffic only behind
+a listener that terminates TLS.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +17,12 @@ G = "gateway.networking.k8s.io/v1"
 def objects() -> list[Any]:
     material = tlsgen.builtin()
     raws: list[dict[str, Any]] = [
-        {"apiVersion": G, "kind": "GatewayClass", "metadata": {"name": "gw"}, "spec": {"controllerName": "gateweave.io/gateway-controller"}},
+        {
+            "apiVersion": G,
+            "kind": "GatewayClass",
+            "metadata": {"name": "gw"},
+            "spec": {"controllerName": "gateweave.io/gateway-controller"},
+        },
         {
             "apiVersion": G,
             "kind": "Gateway",
@@ -23,10 +30,23 @@ def objects() -> list[Any]:
             "spec": {
                 "gatewayClassName": "gw",
                 "listeners": [
-                    {"name": "terminate", "port": 8443, "protocol": "TLS", "hostname": "tls.example.com",
-                     "tls": {"mode": "Terminate", "certificateRefs": [{"name": "tls-terminate-checks-certificate"}]}},
-                    {"name": "passthrough", "port": 9443, "protocol": "TLS", "hostname": "tls.example.com",
-                     "tls": {"mode": "Passthrough"}},
+                    {
+                        "name": "terminate",
+                        "port": 8443,
+                        "protocol": "TLS",
+                        "hostname": "tls.example.com",
+                        "tls": {
+                            "mode": "Terminate",
+                            "certificateRefs": [{"name": "tls-terminate-checks-certificate"}],
+                        },
+                    },
+                    {
+                        "name": "passthrough",
+                        "port": 9443,
+                        "protocol": "TLS",
+                        "hostname": "tls.example.com",
+                        "tls": {"mode": "Passthrough"},
+                    },
                 ],
             },
         },
@@ -34,7 +54,11 @@ def objects() -> list[Any]:
             "apiVersion": G,
             "kind": "TLSRoute",
             "metadata": {"name": "r", "namespace": "gateway-conformance-infra"},
-            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["tls.example.com"], "rules": [{"backendRefs": [{"name": "svc", "port": 8443}]}]},
+            "spec": {
+                "parentRefs": [{"name": "gw"}],
+                "hostnames": ["tls.example.com"],
+                "rules": [{"backendRefs": [{"name": "svc", "port": 8443}]}],
+            },
         },
         {
             "apiVersion": "v1",
@@ -45,7 +69,11 @@ def objects() -> list[Any]:
         {
             "apiVersion": "discovery.k8s.io/v1",
             "kind": "EndpointSlice",
-            "metadata": {"name": "svc-1", "namespace": "gateway-conformance-infra", "labels": {"kubernetes.io/service-name": "svc"}},
+            "metadata": {
+                "name": "svc-1",
+                "namespace": "gateway-conformance-infra",
+                "labels": {"kubernetes.io/service-name": "svc"},
+            },
             "addressType": "IPv4",
             "endpoints": [{"addresses": ["127.0.0.9"]}],
             "ports": [{"name": "btls", "port": 8443}],
@@ -55,8 +83,15 @@ def objects() -> list[Any]:
             "kind": "BackendTLSPolicy",
             "metadata": {"name": "p", "namespace": "gateway-conformance-infra"},
             "spec": {
-                "targetRefs": [{"group": "", "kind": "Service", "name": "svc", "sectionName": "btls"}],
-                "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "tls-checks-ca-certificate"}], "hostname": "abc.example.com"},
+                "targetRefs": [
+                    {"group": "", "kind": "Service", "name": "svc", "sectionName": "btls"}
+                ],
+                "validation": {
+                    "caCertificateRefs": [
+                        {"group": "", "kind": "ConfigMap", "name": "tls-checks-ca-certificate"}
+                    ],
+                    "hostname": "abc.example.com",
+                },
             },
         },
         *material.manifests(),
@@ -81,6 +116,8 @@ def test_terminate_chain_re_encrypts_and_passthrough_does_not() -> None:
     assert term.tcp is not None and passthrough.tcp is not None
     upstream = clusters[term.tcp.backends[0].cluster]
     plain = clusters[passthrough.tcp.backends[0].cluster]
-    assert upstream.tls is not None and upstream.tls.sni == "abc.example.com" and upstream.tls.ca_pem
+    assert (
+        upstream.tls is not None and upstream.tls.sni == "abc.example.com" and upstream.tls.ca_pem
+    )
     assert plain.tls is None
     assert upstream.name != plain.name and upstream.endpoints == plain.endpoints

@@ -324,7 +324,10 @@ def _http_routes() -> tuple[ir.Route, ...]:
         ir.Route(
             name=f"{n}/27/match/0",
             match=_prefix("/sticky"),
-            backends=(ir.WeightedCluster(cluster=ECHO, weight=3), ir.WeightedCluster(cluster=ECHO2, weight=1)),
+            backends=(
+                ir.WeightedCluster(cluster=ECHO, weight=3),
+                ir.WeightedCluster(cluster=ECHO2, weight=1),
+            ),
             session=ir.Session(type="Cookie", name="shop", path="/sticky", ttl_s=3600),
         ),
         ir.Route(
@@ -876,7 +879,10 @@ def test_cors(res: Resources) -> None:
     )
     assert policy.allow_credentials.value
     # a preflight from a disallowed origin is answered by Envoy, never forwarded
-    assert policy.HasField("forward_not_matching_preflights") and not policy.forward_not_matching_preflights.value
+    assert (
+        policy.HasField("forward_not_matching_preflights")
+        and not policy.forward_not_matching_preflights.value
+    )
     assert "envoy.filters.http.cors" not in _route(res, _r(0)).typed_per_filter_config
 
 
@@ -892,7 +898,10 @@ def test_session_pin_regex_within_envoy_limit() -> None:
     route = ir.Route(
         name="httproute/default/long/rule/0/match/0",
         match=_prefix("/"),
-        backends=(ir.WeightedCluster(cluster=ECHO, weight=1), ir.WeightedCluster(cluster=ECHO2, weight=1)),
+        backends=(
+            ir.WeightedCluster(cluster=ECHO, weight=1),
+            ir.WeightedCluster(cluster=ECHO2, weight=1),
+        ),
         session=ir.Session(type="Cookie", name="c" * 256),
     )
     variants = pinned_variants(route)
@@ -905,7 +914,9 @@ def test_session_pin_regex_within_envoy_limit() -> None:
 def test_session_persistence(res: Resources) -> None:
     # The filter is in every HCM chain, disabled: only routes with a session enable it.
     hcm = _hcm(res.listeners["default/gw/80"])
-    session_filter = next(f for f in hcm.http_filters if f.name == "envoy.filters.http.stateful_session")
+    session_filter = next(
+        f for f in hcm.http_filters if f.name == "envoy.filters.http.stateful_session"
+    )
     assert session_filter.disabled
     assert "envoy.filters.http.stateful_session" not in _route(res, _r(0)).typed_per_filter_config
 
@@ -933,17 +944,25 @@ def test_session_persistence(res: Resources) -> None:
         pattern = cookie_match.string_match.safe_regex.regex
         assert re.fullmatch(pattern, f"a=1; {pin}={value}; shop=x")
         assert re.fullmatch(pattern, f"{pin}={value}")
-        assert not re.fullmatch(pattern, f"{pin}={value}0") and not re.fullmatch(pattern, f"{pin}=other")
+        assert not re.fullmatch(pattern, f"{pin}={value}0") and not re.fullmatch(
+            pattern, f"{pin}=other"
+        )
         assert re2_error(pattern) is None
         assert pinned.match.path_separated_prefix == "/sticky"
-        assert set_cookies[pinned.route.cluster] == [f"{pin}={value}; Path=/sticky; Max-Age=3600; HttpOnly"]
+        assert set_cookies[pinned.route.cluster] == [
+            f"{pin}={value}; Path=/sticky; Max-Age=3600; HttpOnly"
+        ]
         assert _session(pinned) == _session(picking)
     assert {_route(res, name).route.cluster for name in pins} == {ECHO, ECHO2}
     cookie_state = _session(picking).stateful_session.session_state
     assert cookie_state.name == "envoy.http.stateful_session.cookie"
     state_c = ss_cookie_pb2.CookieBasedSessionState()
     assert cookie_state.typed_config.Unpack(state_c)
-    assert (state_c.cookie.name, state_c.cookie.path, state_c.cookie.ttl.seconds) == ("shop", "/sticky", 3600)
+    assert (state_c.cookie.name, state_c.cookie.path, state_c.cookie.ttl.seconds) == (
+        "shop",
+        "/sticky",
+        3600,
+    )
 
 
 # ---------------------------------------------------------------- clusters
@@ -1202,7 +1221,12 @@ def _e2e_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
 
 
 def _request(
-    address: str, port: int, path: str, headers: dict[str, str], method: str = "GET", body: bytes | None = None
+    address: str,
+    port: int,
+    path: str,
+    headers: dict[str, str],
+    method: str = "GET",
+    body: bytes | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection(address, port, timeout=5)
     try:
@@ -1228,7 +1252,9 @@ class _Envoy:
         command = [envoy_path(), "-c", self.path, "--concurrency", "1", "--disable-hot-restart"]
         with open(self.log_path, "w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                [*command, "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT,
+                [*command, "--log-level", "warn"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 cwd=os.path.dirname(self.path),  # its access log (access.log) goes there
             )
         try:
@@ -1272,7 +1298,9 @@ def test_end_to_end_with_envoy(backend: int) -> None:
         assert status == 200 and headers["x-from-backend"] == "yes"
         seen = json.loads(body)
         assert seen["path"] == "/hello?x=1"
-        assert seen["headers"]["host"] == f"app.example:{port}"  # the Host reaches the backend unchanged
+        assert (
+            seen["headers"]["host"] == f"app.example:{port}"
+        )  # the Host reaches the backend unchanged
         assert seen["headers"]["x-set"] == "gw" and "x-drop" not in seen["headers"]
         assert headers["x-resp"] == "added"
 
@@ -1319,22 +1347,35 @@ def test_end_to_end_with_envoy(backend: int) -> None:
 # ---------------------------------------------------------------- end to end: ExternalAuth
 
 
-def _auth_gateway(address: str, port: int, backend: int, http_auth: int, grpc_auth: int) -> ir.XdsGateway:
-    http = ir.ExtAuth(protocol="HTTP", cluster="http-auth", path="/check", allowed_headers=("X-Extra",))
+def _auth_gateway(
+    address: str, port: int, backend: int, http_auth: int, grpc_auth: int
+) -> ir.XdsGateway:
+    http = ir.ExtAuth(
+        protocol="HTTP", cluster="http-auth", path="/check", allowed_headers=("X-Extra",)
+    )
     routes = (
         ir.Route(name="http", match=_prefix("/http"), backends=_to("echo"), ext_auth=http),
         ir.Route(
             name="http-some",
             match=_prefix("/some"),
             backends=_to("echo"),
-            ext_auth=ir.ExtAuth(protocol="HTTP", cluster="http-auth", allowed_response_headers=("x-auth-user",)),
+            ext_auth=ir.ExtAuth(
+                protocol="HTTP", cluster="http-auth", allowed_response_headers=("x-auth-user",)
+            ),
         ),
-        ir.Route(name="grpc", match=_prefix("/grpc"), backends=_to("echo"), ext_auth=ir.ExtAuth(protocol="GRPC", cluster="grpc-auth")),
+        ir.Route(
+            name="grpc",
+            match=_prefix("/grpc"),
+            backends=_to("echo"),
+            ext_auth=ir.ExtAuth(protocol="GRPC", cluster="grpc-auth"),
+        ),
         ir.Route(
             name="grpc-few",
             match=_prefix("/few"),
             backends=_to("echo"),
-            ext_auth=ir.ExtAuth(protocol="GRPC", cluster="grpc-auth", allowed_headers=("authorization",)),
+            ext_auth=ir.ExtAuth(
+                protocol="GRPC", cluster="grpc-auth", allowed_headers=("authorization",)
+            ),
         ),
         ir.Route(
             name="body",
@@ -1344,15 +1385,23 @@ def _auth_gateway(address: str, port: int, backend: int, http_auth: int, grpc_au
         ),
         ir.Route(name="open", match=_prefix("/"), backends=_to("echo")),
     )
-    config = ir.RouteConfig(name="auth", virtual_hosts=(ir.VirtualHost(name="vh", domains=("*",), routes=routes),))
+    config = ir.RouteConfig(
+        name="auth", virtual_hosts=(ir.VirtualHost(name="vh", domains=("*",), routes=routes),)
+    )
     return ir.XdsGateway(
         name="default/auth",
         address=address,
         ports=(ir.Port(name="default/auth/http", port=port, protocol="HTTP", http=config),),
         clusters=(
             ir.Cluster(name="echo", endpoints=(ir.Endpoint(address="127.0.0.1", port=backend),)),
-            ir.Cluster(name="grpc-auth", protocol="H2C", endpoints=(ir.Endpoint(address="127.0.0.1", port=grpc_auth),)),
-            ir.Cluster(name="http-auth", endpoints=(ir.Endpoint(address="127.0.0.1", port=http_auth),)),
+            ir.Cluster(
+                name="grpc-auth",
+                protocol="H2C",
+                endpoints=(ir.Endpoint(address="127.0.0.1", port=grpc_auth),),
+            ),
+            ir.Cluster(
+                name="http-auth", endpoints=(ir.Endpoint(address="127.0.0.1", port=http_auth),)
+            ),
         ),
     )
 
@@ -1366,10 +1415,15 @@ def test_external_auth_with_envoy(backend: int) -> None:
     good = {"Host": "app.example", "Authorization": ALLOWED, "X-Extra": "e", "X-Other": "o"}
     try:
         res = build(_auth_gateway(address, port, backend, http_auth.port, grpc_auth.port))
-        # one ext_authz filter per distinct ExternalAuth, after CORS, each off unless a route turns it on
+        # one ext_authz filter per distinct ExternalAuth, after CORS, each off unless a route turns
+        # it on
         filters = _hcm(res.listeners["default/auth/http"]).http_filters
         authz = [f for f in filters if f.name.startswith("envoy.filters.http.ext_authz/")]
-        assert len(authz) == 5 and all(f.disabled for f in authz) and filters[0].name == "envoy.filters.http.cors"
+        assert (
+            len(authz) == 5
+            and all(f.disabled for f in authz)
+            and filters[0].name == "envoy.filters.http.cors"
+        )
         assert [f.name for f in filters[1:6]] == sorted(f.name for f in authz)
         assert not res.routes["auth"].virtual_hosts[0].routes[-1].typed_per_filter_config  # "open"
         with tempfile.TemporaryDirectory() as tmp, _Envoy(res, tmp):
@@ -1379,19 +1433,31 @@ def test_external_auth_with_envoy(backend: int) -> None:
             for path, name in (("/http/a?q=1", "http-auth"), ("/grpc/b?q=2", "grpc-auth")):
                 status, _, body = _request(address, port, path, good)
                 seen = json.loads(body)["headers"]
-                assert status == 200 and json.loads(body)["path"] == path and seen[USER_HEADER] == USER
+                assert (
+                    status == 200 and json.loads(body)["path"] == path and seen[USER_HEADER] == USER
+                )
                 # the HTTP service's own Date, Server, Content-Length do not go on with the request
                 assert not {"date", "server", "content-length"} & set(seen)
-                status, headers, body = _request(address, port, path, {**good, "Authorization": "Bearer bad"})
-                assert (status, body, headers["x-denied-by"]) == (403, f"denied by {name}".encode(), name)
-            # HTTP: the path goes behind the prefix; the service gets the headers always sent and those allowed
+                status, headers, body = _request(
+                    address, port, path, {**good, "Authorization": "Bearer bad"}
+                )
+                assert (status, body, headers["x-denied-by"]) == (
+                    403,
+                    f"denied by {name}".encode(),
+                    name,
+                )
+            # HTTP: the path goes behind the prefix; the service gets the headers always sent and
+            # those allowed
             asked = http_auth.checks[0]
             assert asked.path == "/check/http/a?q=1" and asked.headers["authorization"] == ALLOWED
             assert asked.headers["x-extra"] == "e" and "x-other" not in asked.headers
             # gRPC: every header unless some are listed
             assert grpc_auth.checks[0].headers["x-other"] == "o"
             assert _request(address, port, "/few", good)[0] == 200
-            assert "x-other" not in grpc_auth.checks[-1].headers and grpc_auth.checks[-1].headers["authorization"] == ALLOWED
+            assert (
+                "x-other" not in grpc_auth.checks[-1].headers
+                and grpc_auth.checks[-1].headers["authorization"] == ALLOWED
+            )
             assert _request(address, port, "/some", good)[0] == 200
 
             # forwardBody: up to maxSize goes to the service; a longer body is refused
@@ -1405,7 +1471,8 @@ def test_external_auth_with_envoy(backend: int) -> None:
         grpc_auth.close()
 
 
-# ---------------------------------------------------------------- end to end: backendRef redirects and rewrites
+# ---------------------------------------------------------------- end to end: backendRef redirects
+# and rewrites
 
 
 def _split_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
@@ -1415,14 +1482,18 @@ def _split_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
         ir.Route(
             name=f"{n}/0/match/0",
             match=_prefix("/only-redirect"),
-            backends=_to("echo", redirect=ir.Redirect(path_type="ReplacePrefixMatch", path="/moved")),
+            backends=_to(
+                "echo", redirect=ir.Redirect(path_type="ReplacePrefixMatch", path="/moved")
+            ),
         ),
         ir.Route(
             # the rule rewrites the Host, the backendRef the path: both apply
             name=f"{n}/1/match/0",
             match=_prefix("/only-rewrite"),
             url_rewrite=ir.URLRewrite(hostname="rule.example"),
-            backends=_to("echo", url_rewrite=ir.URLRewrite(path_type="ReplaceFullPath", path="/rewritten")),
+            backends=_to(
+                "echo", url_rewrite=ir.URLRewrite(path_type="ReplaceFullPath", path="/rewritten")
+            ),
         ),
         ir.Route(
             name=f"{n}/2/match/0",
@@ -1435,9 +1506,13 @@ def _split_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
                     weight=1,
                     url_rewrite=ir.URLRewrite(path_type="ReplaceFullPath", path="/rewritten"),
                 ),
-                ir.WeightedCluster(cluster="echo", weight=0, redirect=ir.Redirect(hostname="never.example")),
                 ir.WeightedCluster(
-                    cluster="echo", weight=2, redirect=ir.Redirect(hostname="moved.example", status_code=307)
+                    cluster="echo", weight=0, redirect=ir.Redirect(hostname="never.example")
+                ),
+                ir.WeightedCluster(
+                    cluster="echo",
+                    weight=2,
+                    redirect=ir.Redirect(hostname="moved.example", status_code=307),
                 ),
             ),
         ),
@@ -1450,7 +1525,11 @@ def _split_gateway(address: str, port: int, backend_port: int) -> ir.XdsGateway:
         name="default/split",
         address=address,
         ports=(ir.Port(name="default/split/http", port=port, protocol="HTTP", http=config),),
-        clusters=(ir.Cluster(name="echo", endpoints=(ir.Endpoint(address="127.0.0.1", port=backend_port),)),),
+        clusters=(
+            ir.Cluster(
+                name="echo", endpoints=(ir.Endpoint(address="127.0.0.1", port=backend_port),)
+            ),
+        ),
     )
 
 
@@ -1469,21 +1548,32 @@ def test_backend_ref_redirects_and_rewrites_split_the_route() -> None:
     ]
     only_redirect, only_rewrite, plain, rewritten, redirected = vh.routes
     # one group: no runtime fraction, the route simply redirects / rewrites
-    assert only_redirect.WhichOneof("action") == "redirect" and not only_redirect.match.HasField("runtime_fraction")
+    assert only_redirect.WhichOneof("action") == "redirect" and not only_redirect.match.HasField(
+        "runtime_fraction"
+    )
     assert only_redirect.redirect.prefix_rewrite == "/moved"
-    assert only_rewrite.route.cluster == "echo" and only_rewrite.route.host_rewrite_literal == "rule.example"
+    assert (
+        only_rewrite.route.cluster == "echo"
+        and only_rewrite.route.host_rewrite_literal == "rule.example"
+    )
     assert only_rewrite.route.regex_rewrite.substitution == "/rewritten"
     # three groups (the weight-0 redirect is dropped): cumulative shares 1/4, 2/4, then the rest
     million = percent_pb2.FractionalPercent.MILLION
     fractions = [
-        (r.match.runtime_fraction.default_value.numerator, r.match.runtime_fraction.default_value.denominator)
+        (
+            r.match.runtime_fraction.default_value.numerator,
+            r.match.runtime_fraction.default_value.denominator,
+        )
         for r in (plain, rewritten)
     ]
     assert fractions == [(250_000, million), (500_000, million)]
     assert not redirected.match.HasField("runtime_fraction")
     assert all(r.match.path_separated_prefix == "/mixed" for r in (plain, rewritten, redirected))
     assert plain.route.cluster == "echo" and not plain.route.HasField("regex_rewrite")
-    assert rewritten.route.cluster == "echo" and rewritten.route.regex_rewrite.substitution == "/rewritten"
+    assert (
+        rewritten.route.cluster == "echo"
+        and rewritten.route.regex_rewrite.substitution == "/rewritten"
+    )
     assert redirected.redirect.host_redirect == "moved.example"
     assert redirected.redirect.response_code == rc.RedirectAction.TEMPORARY_REDIRECT
     # rule-level filters apply to every group
@@ -1501,7 +1591,11 @@ def test_backend_ref_redirects_and_rewrites_with_envoy(backend: int) -> None:
         assert status == 302 and headers["location"] == f"http://app.example:{port}/moved/a?q=1"
         status, _, body = _request(address, port, "/only-rewrite/a?q=1", host)
         seen = json.loads(body)
-        assert status == 200 and seen["path"] == "/rewritten?q=1" and seen["headers"]["host"] == "rule.example"
+        assert (
+            status == 200
+            and seen["path"] == "/rewritten?q=1"
+            and seen["headers"]["host"] == "rule.example"
+        )
 
         # Weights 1 (as is) : 1 (rewritten) : 2 (redirected). Envoy tests every route's
         # fraction against one random value per request, so the shares are 1/4, 1/4, 1/2

@@ -55,7 +55,13 @@ def _direct(config: ir.RouteConfig, port: int, https: bool) -> route_pb2.RouteCo
 
 def _configs(gw: ir.XdsGateway) -> list[tuple[ir.RouteConfig, int, bool]]:
     out = [(p.http, p.port, False) for p in gw.ports if p.protocol == "HTTP" and p.http is not None]
-    out += [(c.http, p.port, True) for p in gw.ports if p.protocol == "TLS" for c in p.filter_chains if c.http]
+    out += [
+        (c.http, p.port, True)
+        for p in gw.ports
+        if p.protocol == "TLS"
+        for c in p.filter_chains
+        if c.http
+    ]
     return out
 
 
@@ -65,7 +71,9 @@ def test_warm_builds_equal_cold_and_direct_builds_for_every_conformance_case() -
     and each RouteConfiguration the bytes of one built message by message."""
     gateways: list[ir.XdsGateway] = []
     for case_file in all_case_files():
-        gateways.extend(translate(Snapshot.from_objects(list(case_objects(case_file)))).xds.values())
+        gateways.extend(
+            translate(Snapshot.from_objects(list(case_objects(case_file)))).xds.values()
+        )
     configs = [c for gw in gateways for c in _configs(gw)]
     assert any(https for _, _, https in configs) and len(configs) > 50
     xds_routes.clear_caches()

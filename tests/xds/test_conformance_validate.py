@@ -74,7 +74,10 @@ def _all_results() -> dict[str, tuple[int, list[str]]]:
     with ThreadPoolExecutor(CONCURRENCY) as pool:
         results = dict(zip(CASE_FILES, pool.map(_check_case, CASE_FILES), strict=True))
     gateways = sum(n for n, _ in results.values())
-    print(f"\nvalidated {gateways} Gateways of {len(results)} cases with Envoy in {time.perf_counter() - started:.1f} s")
+    print(
+        f"\nvalidated {gateways} Gateways of {len(results)} cases with Envoy in "
+        f"{time.perf_counter() - started:.1f} s"
+    )
     return results
 
 
@@ -85,11 +88,15 @@ def test_envoy_accepts_every_snapshot(case_file: str) -> None:
 
 
 def test_cases_build_gateways() -> None:
-    """The suite is not vacuous: the cases yield Gateways with listeners, and a broken one is caught."""
+    """The suite is not vacuous: the cases yield Gateways with listeners, and a broken one is
+    caught.
+    """
     assert sum(n for n, _ in _all_results().values()) >= len(CASE_FILES)
     result = translate(Snapshot.from_objects(case_objects("HTTPRouteSimpleSameNamespace.yaml")))
     resources = next(build(gw) for gw in result.xds.values() if gw.clusters)
-    broken = Resources(listeners=resources.listeners, routes=resources.routes)  # routes to missing clusters
+    broken = Resources(
+        listeners=resources.listeners, routes=resources.routes
+    )  # routes to missing clusters
     ok, message = validate_with_envoy(broken)
     assert not ok and "unknown cluster" in message
 

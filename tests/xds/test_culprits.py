@@ -42,10 +42,12 @@ def test_suspects_are_the_route_objects_whose_routes_changed() -> None:
 
 def _envoy(culprits: set[Key], log: list[frozenset[Key]]) -> Any:
     """A fake Envoy: refuses any trial that still holds a culprit."""
+
     async def trial(left_out: frozenset[Key]) -> tuple[bool, str] | None:
         log.append(left_out)
         bad = sorted(k for k in culprits if k not in left_out)
         return (not bad, f"refused {bad[0].name}" if bad else "")
+
     return trial
 
 
@@ -53,7 +55,9 @@ def _keys(n: int) -> list[Key]:
     return [Key("HTTPRoute", NS, f"r{i:04d}") for i in range(n)]
 
 
-def _search(candidates: list[Key], culprits: set[Key], max_trials: int = MAX_TRIALS) -> tuple[Search | None, list[frozenset[Key]]]:
+def _search(
+    candidates: list[Key], culprits: set[Key], max_trials: int = MAX_TRIALS
+) -> tuple[Search | None, list[frozenset[Key]]]:
     log: list[frozenset[Key]] = []
     found = asyncio.run(find_culprits(candidates, "refused", _envoy(culprits, log), max_trials))
     return found, log
@@ -65,9 +69,14 @@ def test_one_culprit_costs_about_log2_n_trials(n: int) -> None:
     for culprit in (keys[0], keys[n // 2], keys[-1]):
         found, log = _search(keys, {culprit})
         assert found is not None and found.complete
-        assert set(found.culprits) == {culprit} and found.culprits[culprit] in ("refused", f"refused {culprit.name}")
+        assert set(found.culprits) == {culprit} and found.culprits[culprit] in (
+            "refused",
+            f"refused {culprit.name}",
+        )
         assert found.accepted == frozenset(keys) - {culprit}
-        assert len(log) <= math.ceil(math.log2(n)) + 2, len(log)  # the first, the halvings, the rest
+        assert len(log) <= math.ceil(math.log2(n)) + 2, len(
+            log
+        )  # the first, the halvings, the rest
         assert log[0] == frozenset(keys)  # first: everything left out
 
 
@@ -86,7 +95,9 @@ def test_the_number_of_trials_is_bounded() -> None:
     found, log = _search(keys, culprits, max_trials=10)
     assert found is not None and not found.complete
     assert len(log) == 10
-    assert set(found.culprits) <= culprits  # what was found is right; the rest waits for the next search
+    assert (
+        set(found.culprits) <= culprits
+    )  # what was found is right; the rest waits for the next search
 
 
 def test_a_rejection_no_candidate_explains_is_not_theirs() -> None:

@@ -1,4 +1,6 @@
-"""Incremental xDS snapshots: equal to a cold ``make_snapshot(build(gw))``, at the cost of what changed."""
+"""Incremental xDS snapshots: equal to a cold ``make_snapshot(build(gw))``, at the cost of what
+changed.
+"""
 
 from __future__ import annotations
 
@@ -73,7 +75,8 @@ def _bench_gateways(routes: int) -> tuple[ir.XdsGateway, ...]:
     return tuple(translate(store.snapshot(), TranslateOptions()).xds.values())
 
 
-# ---------------------------------------------------------------- IR edits that keep what they do not touch
+# ---------------------------------------------------------------- IR edits that keep what they do
+# not touch
 
 
 def _configs(gw: ir.XdsGateway) -> list[tuple[int, int | None]]:
@@ -87,9 +90,13 @@ def _configs(gw: ir.XdsGateway) -> list[tuple[int, int | None]]:
 
 
 def _with_config(
-    gw: ir.XdsGateway, where: tuple[int, int | None], edit: Callable[[ir.RouteConfig], ir.RouteConfig]
+    gw: ir.XdsGateway,
+    where: tuple[int, int | None],
+    edit: Callable[[ir.RouteConfig], ir.RouteConfig],
 ) -> ir.XdsGateway:
-    """``gw`` with one RouteConfig edited: new RouteConfig, Port and XdsGateway, the rest the same instances."""
+    """``gw`` with one RouteConfig edited: new RouteConfig, Port and XdsGateway, the rest the same
+    instances.
+    """
     i, j = where
     port = gw.ports[i]
     if j is None:
@@ -106,7 +113,9 @@ def _with_config(
     return replace(gw, ports=tuple(ports))
 
 
-def _vhosts(edit: Callable[[list[ir.VirtualHost]], None]) -> Callable[[ir.RouteConfig], ir.RouteConfig]:
+def _vhosts(
+    edit: Callable[[list[ir.VirtualHost]], None],
+) -> Callable[[ir.RouteConfig], ir.RouteConfig]:
     def apply(config: ir.RouteConfig) -> ir.RouteConfig:
         vhosts = list(config.virtual_hosts)
         edit(vhosts)
@@ -181,14 +190,18 @@ def _insert_remove_swap(gw: ir.XdsGateway, rng: random.Random, n: int) -> ir.Xds
 
 
 def _edit_cluster(gw: ir.XdsGateway, rng: random.Random, n: int) -> ir.XdsGateway | None:
-    """New endpoints (the CLA changes) or a new protocol (the Cluster changes, so its CLA version)."""
+    """New endpoints (the CLA changes) or a new protocol (the
+    Cluster changes, so its CLA version).
+    """
     if not gw.clusters:
         return None
     listed = list(gw.clusters)
     k = rng.randrange(len(listed))
     c = listed[k]
     if rng.random() < 0.5:
-        listed[k] = replace(c, endpoints=(*c.endpoints, ir.Endpoint(address=f"127.0.{n % 200}.9", port=8000 + n)))
+        listed[k] = replace(
+            c, endpoints=(*c.endpoints, ir.Endpoint(address=f"127.0.{n % 200}.9", port=8000 + n))
+        )
     else:
         listed[k] = replace(c, protocol="HTTP2" if c.protocol != "HTTP2" else "HTTP1")
     return replace(gw, clusters=tuple(listed))
@@ -210,7 +223,14 @@ def _config_at(gw: ir.XdsGateway, where: tuple[int, int | None]) -> ir.RouteConf
     return config
 
 
-EDITS: tuple[Edit, ...] = (_edit_vhost, _edit_vhost, _equal_copies, _insert_remove_swap, _edit_cluster, _move)
+EDITS: tuple[Edit, ...] = (
+    _edit_vhost,
+    _edit_vhost,
+    _equal_copies,
+    _insert_remove_swap,
+    _edit_cluster,
+    _move,
+)
 
 
 def _walk(start: ir.XdsGateway, rng: random.Random, steps: int) -> Iterator[ir.XdsGateway]:
@@ -300,7 +320,9 @@ class _Counter:
         return out
 
 
-def test_one_changed_virtual_host_builds_and_versions_one_virtual_host(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_changed_virtual_host_builds_and_versions_one_virtual_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     gw = _bench_gateways(120)[0]
     counter = _Counter(monkeypatch)
     builder = GatewaySnapshots()
@@ -353,7 +375,8 @@ def test_an_unchanged_gateway_costs_nothing(monkeypatch: pytest.MonkeyPatch) -> 
     assert counter.take() == {}
 
 
-# ---------------------------------------------------------------- errors, several Gateways, the publisher
+# ---------------------------------------------------------------- errors, several Gateways, the
+# publisher
 
 
 def test_an_ir_build_rejects_is_rejected_and_the_previous_build_kept() -> None:

@@ -46,8 +46,11 @@ async def mtls_server(ca: pki.Authority) -> AsyncIterator[AdsServer]:
 def channel_credentials(ca: pki.Authority, client: pki.KeyPair | None) -> grpc.ChannelCredentials:
     if client is None:
         return grpc.ssl_channel_credentials(root_certificates=ca.bundle(NOW).encode())
-    return grpc.ssl_channel_credentials(root_certificates=ca.bundle(NOW).encode(),
-                                        private_key=client.key_pem.encode(), certificate_chain=client.cert_pem.encode())
+    return grpc.ssl_channel_credentials(
+        root_certificates=ca.bundle(NOW).encode(),
+        private_key=client.key_pem.encode(),
+        certificate_chain=client.cert_pem.encode(),
+    )
 
 
 async def ask(channel: grpc.aio.Channel, node: str, *, nack: bool = False) -> list[str]:
@@ -57,7 +60,9 @@ async def ask(channel: grpc.aio.Channel, node: str, *, nack: bool = False) -> li
     if nack:
         first.response_nonce = "1"
         first.error_detail.CopyFrom(status_pb2.Status(code=13, message="injected"))
-    call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(iter([first]))
+    call = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel).StreamAggregatedResources(
+        iter([first])
+    )
     try:
         async with asyncio.timeout(5):
             async for response in call:
@@ -82,7 +87,9 @@ async def test_a_client_needs_a_certificate_from_the_ca_and_is_served_its_node()
         async with grpc.aio.secure_channel(target, channel_credentials(ca, foreign)) as other:
             assert (await ask(other, A))[0].startswith("error: ")
         server_pair = pki.issue_server(ca.current, ["localhost"], NOW)  # ours, but not for clients
-        async with grpc.aio.secure_channel(target, channel_credentials(ca, server_pair)) as not_client:
+        async with grpc.aio.secure_channel(
+            target, channel_credentials(ca, server_pair)
+        ) as not_client:
             assert (await ask(not_client, A))[0].startswith("error: ")
         nameless = pki.issue_client(ca.current, "no-gateway", NOW)  # a client's, naming no Gateway
         async with grpc.aio.secure_channel(target, channel_credentials(ca, nameless)) as chan:
@@ -102,23 +109,36 @@ async def test_a_gateways_certificate_gets_nothing_of_another_and_cannot_report_
         seen: list[tuple[str, NodeStatus]] = []
         server.on_status(lambda node, status: seen.append((node, status)))
         client_a = pki.issue_client(ca.current, A, NOW)
-        async with grpc.aio.secure_channel(f"localhost:{server.port}", channel_credentials(ca, client_a)) as chan:
+        async with grpc.aio.secure_channel(
+            f"localhost:{server.port}", channel_credentials(ca, client_a)
+        ) as chan:
             assert await ask(chan, B) == ["error: PERMISSION_DENIED"]
             assert await ask(chan, B, nack=True) == ["error: PERMISSION_DENIED"]
-            assert await ask(chan, f"{B}/pod") == ["error: PERMISSION_DENIED"]  # a pod of another Gateway
+            assert await ask(chan, f"{B}/pod") == [
+                "error: PERMISSION_DENIED"
+            ]  # a pod of another Gateway
         status_b = server.status(B)
         assert not status_b.connected and status_b.last_nack is None and status_b.error is None
         assert [node for node, _ in seen] == []  # nothing about B (or A) was reported
         assert server._metrics.nacks.labels(LISTENER)._value.get() == 0
 
 
-@pytest.mark.parametrize(("sans", "node"), [
-    ([b"spiffe://gateweave/ns/default/gateway/gw"], "default/gw"),
-    ([b"localhost", b"spiffe://gateweave/ns/default/gateway/gw"], "default/gw"),
-    ([b"spiffe://gateweave/ns/default/gateway/a", b"spiffe://gateweave/ns/default/gateway/b"], None),
-    ([b"spiffe://other/ns/default/gateway/gw"], None),
-    ([b"spiffe://gateweave/ns/default/gateway/a/b"], None),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    ("sans", "node"),
+    [
+        ([b"spiffe://gateweave/ns/default/gateway/gw"], "default/gw"),
+        ([b"localhost", b"spiffe://gateweave/ns/default/gateway/gw"], "default/gw"),
+        (
+            [
+                b"spiffe://gateweave/ns/default/gateway/a",
+                b"spiffe://gateweave/ns/default/gateway/b",
+            ],
+            None,
+        ),
+        ([b"spiffe://other/ns/default/gateway/gw"], None),
+        ([b"spiffe://gateweave/ns/default/gateway/a/b"], None),
+        ([], None),
+    ],
+)
 def test_peer_node(sans: list[bytes], node: str | None) -> None:
     assert peer_node({"x509_subject_alternative_name": sans}) == node

@@ -33,14 +33,20 @@ def hcm_of(listener: Any) -> hcm_pb2.HttpConnectionManager:
 
 def hops(docs: list[dict[str, Any]]) -> dict[str, int]:
     res = build(run(docs).xds["ns/gw"])
-    return {name: hcm_of(listener).xff_num_trusted_hops for name, listener in sorted(res.listeners.items())}
+    return {
+        name: hcm_of(listener).xff_num_trusted_hops
+        for name, listener in sorted(res.listeners.items())
+    }
 
 
 def test_trusted_hops_on_every_listener_of_the_gateway_and_validated_by_envoy() -> None:
     result = run([*base(), policy("c", "ClientTrafficPolicy", spec=XFF2)])
     assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
     res = build(result.xds["ns/gw"])
-    assert {name: hcm_of(lis).xff_num_trusted_hops for name, lis in res.listeners.items()} == {"ns/gw/8080": 2, "ns/gw/8081": 2}
+    assert {name: hcm_of(lis).xff_num_trusted_hops for name, lis in res.listeners.items()} == {
+        "ns/gw/8080": 2,
+        "ns/gw/8081": 2,
+    }
     assert all(hcm_of(lis).use_remote_address.value for lis in res.listeners.values())
     ok, message = validate_with_envoy(res)
     assert ok, message
@@ -48,16 +54,26 @@ def test_trusted_hops_on_every_listener_of_the_gateway_and_validated_by_envoy() 
 
 def test_a_listener_policy_governs_its_own_listener_over_the_gateways() -> None:
     one = {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}}
-    assert hops([*base(), policy("c", "ClientTrafficPolicy", section="other", spec=XFF2)]) == {"ns/gw/8080": 0, "ns/gw/8081": 2}
-    assert hops([*base(), policy("g", "ClientTrafficPolicy", spec=one),
-                 policy("l", "ClientTrafficPolicy", section="other", spec=XFF2)]) == {"ns/gw/8080": 1, "ns/gw/8081": 2}
+    assert hops([*base(), policy("c", "ClientTrafficPolicy", section="other", spec=XFF2)]) == {
+        "ns/gw/8080": 0,
+        "ns/gw/8081": 2,
+    }
+    assert hops(
+        [
+            *base(),
+            policy("g", "ClientTrafficPolicy", spec=one),
+            policy("l", "ClientTrafficPolicy", section="other", spec=XFF2),
+        ]
+    ) == {"ns/gw/8080": 1, "ns/gw/8081": 2}
 
 
 def stored(spec: dict[str, Any]) -> Any:
     """The translation with a ClientTrafficPolicy ``c`` on the Gateway as stored (not validated
     against the CRD again: a file edited by hand, an object older than the CRD's rules)."""
-    bad = m.ClientTrafficPolicy(metadata=m.ObjectMeta(name="c", namespace="ns"),
-                                spec={"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}], **spec})
+    bad = m.ClientTrafficPolicy(
+        metadata=m.ObjectMeta(name="c", namespace="ns"),
+        spec={"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}], **spec},
+    )
     return translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
 
 
@@ -66,26 +82,40 @@ def test_bad_hops_are_refused_with_their_place_and_not_applied() -> None:
         result = stored({"clientIPDetection": {"xForwardedFor": {"numTrustedHops": bad}}})
         acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
         assert (acc["status"], acc["reason"]) == ("False", "Invalid")
-        assert acc["message"] == (f"spec.clientIPDetection.xForwardedFor.numTrustedHops: {bad!r} is not a number of hops"
-                                  " (an integer, 0 or more)")
+        assert acc["message"] == (
+            f"spec.clientIPDetection.xForwardedFor.numTrustedHops: {bad!r} is not a number of hops"
+            " (an integer, 0 or more)"
+        )
         assert result.xds == run(base()).xds
 
 
 def test_other_client_ip_detection_fields_refused_by_name() -> None:
-    spec: dict[str, Any] = {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1, "disableXForwardedForAppend": True}}}
+    spec: dict[str, Any] = {
+        "clientIPDetection": {
+            "xForwardedFor": {"numTrustedHops": 1, "disableXForwardedForAppend": True}
+        }
+    }
     docs = [*base(), policy("c", "ClientTrafficPolicy", spec=spec)]
     acc = only(run(docs), "c", "ClientTrafficPolicy")["Accepted"]
-    assert acc["message"] == "spec.clientIPDetection.xForwardedFor.disableXForwardedForAppend is not supported by gateweave"
+    assert acc["message"] == (
+        "spec.clientIPDetection.xForwardedFor.disableXForwardedForAppend is not supported by "
+        "gateweave"
+    )
     assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
     spec = {"clientIPDetection": {"xForwardedFor": {"trustedCIDRs": ["10.0.0.0/8"]}}}
     docs = [*base(), policy("c", "ClientTrafficPolicy", spec=spec)]
     acc = only(run(docs), "c", "ClientTrafficPolicy")["Accepted"]
-    assert acc["message"] == "spec.clientIPDetection.xForwardedFor.trustedCIDRs is not supported by gateweave"
+    assert (
+        acc["message"]
+        == "spec.clientIPDetection.xForwardedFor.trustedCIDRs is not supported by gateweave"
+    )
     assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
 
 
 def proxy_protocols(docs: list[dict[str, Any]]) -> dict[str, bool | None]:
-    """Per listener: whether its first listener filter reads the PROXY protocol optionally (None: none)."""
+    """Per listener: whether its first listener filter reads the PROXY protocol optionally (None:
+    none).
+    """
     out: dict[str, bool | None] = {}
     for name, listener in sorted(build(run(docs).xds["ns/gw"]).listeners.items()):
         filters = [f for f in listener.listener_filters if f.name == PROXY_PROTOCOL]
@@ -103,13 +133,25 @@ def test_proxy_protocol_required_optional_and_deprecated_switch() -> None:
         return [*base(), policy("c", "ClientTrafficPolicy", section=section, spec=spec)]
 
     assert proxy_protocols(ctp({"proxyProtocol": {}})) == {"ns/gw/8080": False, "ns/gw/8081": False}
-    assert proxy_protocols(ctp({"proxyProtocol": {"optional": True}}, "other")) == {"ns/gw/8080": None, "ns/gw/8081": True}
-    assert proxy_protocols(ctp({"enableProxyProtocol": True})) == {"ns/gw/8080": False, "ns/gw/8081": False}
-    assert proxy_protocols(ctp({"enableProxyProtocol": False})) == {"ns/gw/8080": None, "ns/gw/8081": None}
+    assert proxy_protocols(ctp({"proxyProtocol": {"optional": True}}, "other")) == {
+        "ns/gw/8080": None,
+        "ns/gw/8081": True,
+    }
+    assert proxy_protocols(ctp({"enableProxyProtocol": True})) == {
+        "ns/gw/8080": False,
+        "ns/gw/8081": False,
+    }
+    assert proxy_protocols(ctp({"enableProxyProtocol": False})) == {
+        "ns/gw/8080": None,
+        "ns/gw/8081": None,
+    }
     # proxyProtocol takes precedence over the deprecated switch
-    assert proxy_protocols(ctp({"enableProxyProtocol": False, "proxyProtocol": {"optional": True}})) == {
-        "ns/gw/8080": True, "ns/gw/8081": True}
-    ok, message = validate_with_envoy(build(run(ctp({"proxyProtocol": {"optional": True}, **XFF2})).xds["ns/gw"]))
+    assert proxy_protocols(
+        ctp({"enableProxyProtocol": False, "proxyProtocol": {"optional": True}})
+    ) == {"ns/gw/8080": True, "ns/gw/8081": True}
+    ok, message = validate_with_envoy(
+        build(run(ctp({"proxyProtocol": {"optional": True}, **XFF2})).xds["ns/gw"])
+    )
     assert ok, message
 
 
@@ -117,7 +159,10 @@ def test_bad_proxy_protocol_values_are_refused_with_their_place() -> None:
     result = stored({"enableProxyProtocol": "yes", "proxyProtocol": {"optional": 1}})
     acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
     assert (acc["status"], acc["reason"]) == ("False", "Invalid")
-    assert acc["message"] == "spec.enableProxyProtocol: 'yes' is not true or false; spec.proxyProtocol.optional: 1 is not true or false"
+    assert acc["message"] == (
+        "spec.enableProxyProtocol: 'yes' is not true or false; spec.proxyProtocol.optional: 1 "
+        "is not true or false"
+    )
     assert result.xds == run(base()).xds
     acc = only(stored({"proxyProtocol": "on"}), "c", "ClientTrafficPolicy")["Accepted"]
     assert acc["message"] == "spec.proxyProtocol: 'on' is not an object"
@@ -128,14 +173,27 @@ def with_tcp() -> list[dict[str, Any]]:
     docs = base()
     gateway = next(d for d in docs if d["kind"] == "Gateway")
     gateway["spec"]["listeners"].append({"name": "tcp", "port": 9000, "protocol": "TCP"})
-    docs.append({"apiVersion": f"{GW}/v1alpha2", "kind": "TCPRoute", "metadata": {"name": "t", "namespace": "ns"},
-                 "spec": {"parentRefs": [{"name": "gw", "sectionName": "tcp"}],
-                          "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}})
+    docs.append(
+        {
+            "apiVersion": f"{GW}/v1alpha2",
+            "kind": "TCPRoute",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {
+                "parentRefs": [{"name": "gw", "sectionName": "tcp"}],
+                "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}],
+            },
+        }
+    )
     return docs
 
 
 def test_timeouts_on_the_connection_managers_and_tcp_proxies() -> None:
-    spec = {"timeout": {"http": {"requestReceivedTimeout": "2s", "idleTimeout": "1m30s"}, "tcp": {"idleTimeout": "500ms"}}}
+    spec = {
+        "timeout": {
+            "http": {"requestReceivedTimeout": "2s", "idleTimeout": "1m30s"},
+            "tcp": {"idleTimeout": "500ms"},
+        }
+    }
     result = run([*with_tcp(), policy("c", "ClientTrafficPolicy", spec=spec)])
     assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
     res = build(result.xds["ns/gw"])
@@ -151,8 +209,12 @@ def test_timeouts_on_the_connection_managers_and_tcp_proxies() -> None:
     # without a policy: Envoy's defaults (no field set)
     plain = build(run(with_tcp()).xds["ns/gw"])
     assert not hcm_of(plain.listeners["ns/gw/8080"]).HasField("request_timeout")
-    assert not hcm_of(plain.listeners["ns/gw/8080"]).common_http_protocol_options.HasField("idle_timeout")
-    plain.listeners["ns/gw/9000"].filter_chains[0].filters[0].typed_config.Unpack(proxy := tcp_proxy_pb2.TcpProxy())
+    assert not hcm_of(plain.listeners["ns/gw/8080"]).common_http_protocol_options.HasField(
+        "idle_timeout"
+    )
+    plain.listeners["ns/gw/9000"].filter_chains[0].filters[0].typed_config.Unpack(
+        proxy := tcp_proxy_pb2.TcpProxy()
+    )
     assert not proxy.HasField("idle_timeout")
 
 
@@ -160,8 +222,10 @@ def test_bad_timeouts_are_refused_with_their_place() -> None:
     result = stored({"timeout": {"http": {"idleTimeout": "soon"}, "tcp": {"idleTimeout": "1d"}}})
     acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
     assert (acc["status"], acc["reason"]) == ("False", "Invalid")
-    assert acc["message"] == ("spec.timeout.http.idleTimeout 'soon' is not a duration; "
-                              "spec.timeout.tcp.idleTimeout '1d' is not a duration")
+    assert acc["message"] == (
+        "spec.timeout.http.idleTimeout 'soon' is not a duration; "
+        "spec.timeout.tcp.idleTimeout '1d' is not a duration"
+    )
     assert result.xds == run(base()).xds
     acc = only(stored({"timeout": {"http": "2s"}}), "c", "ClientTrafficPolicy")["Accepted"]
     assert acc["message"] == "spec.timeout: Expected `object | null`, got `str` - at `$.http`"
@@ -184,36 +248,99 @@ def test_connection_limit_and_buffer_limit() -> None:
     ok, message = validate_with_envoy(res)
     assert ok, message
     plain = build(run(with_tcp()).xds["ns/gw"])
-    assert all(not lis.HasField("per_connection_buffer_limit_bytes") and len(lis.filter_chains[0].filters) == 1
-               for lis in plain.listeners.values())
+    assert all(
+        not lis.HasField("per_connection_buffer_limit_bytes")
+        and len(lis.filter_chains[0].filters) == 1
+        for lis in plain.listeners.values()
+    )
 
 
 def test_bad_connection_values_are_refused_with_their_place() -> None:
     result = stored({"connection": {"connectionLimit": {"value": 0}, "bufferLimit": "8Gi"}})
     acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
     assert (acc["status"], acc["reason"]) == ("False", "Invalid")
-    assert acc["message"] == ("spec.connection.connectionLimit.value: 0 is not a number of connections (1 to 4294967295); "
-                              "spec.connection.bufferLimit '8Gi' is more than 4294967295 bytes")
+    assert acc["message"] == (
+        "spec.connection.connectionLimit.value: 0 is not a number of connections (1 to "
+        "4294967295); "
+        "spec.connection.bufferLimit '8Gi' is more than 4294967295 bytes"
+    )
     assert result.xds == run(base()).xds
-    acc = only(stored({"connection": {"bufferLimit": "lots"}}), "c", "ClientTrafficPolicy")["Accepted"]
+    acc = only(stored({"connection": {"bufferLimit": "lots"}}), "c", "ClientTrafficPolicy")[
+        "Accepted"
+    ]
     assert acc["message"] == "spec.connection.bufferLimit 'lots' is not a number of bytes"
-    refused = only(run([*base(), policy("c", "ClientTrafficPolicy", spec={"connection": {"connectionLimit": {
-        "value": 2, "closeDelay": "1s"}}})]), "c", "ClientTrafficPolicy")["Accepted"]
-    assert refused["message"] == "spec.connection.connectionLimit.closeDelay is not supported by gateweave"
-    unlimited = build(run([*base(), policy("c", "ClientTrafficPolicy", spec={"connection": {"maxAcceptPerSocketEvent": 0}})]).xds["ns/gw"])
-    assert not unlimited.listeners["ns/gw/8080"].HasField("max_connections_to_accept_per_socket_event")
+    refused = only(
+        run(
+            [
+                *base(),
+                policy(
+                    "c",
+                    "ClientTrafficPolicy",
+                    spec={"connection": {"connectionLimit": {"value": 2, "closeDelay": "1s"}}},
+                ),
+            ]
+        ),
+        "c",
+        "ClientTrafficPolicy",
+    )["Accepted"]
+    assert (
+        refused["message"]
+        == "spec.connection.connectionLimit.closeDelay is not supported by gateweave"
+    )
+    unlimited = build(
+        run(
+            [
+                *base(),
+                policy(
+                    "c", "ClientTrafficPolicy", spec={"connection": {"maxAcceptPerSocketEvent": 0}}
+                ),
+            ]
+        ).xds["ns/gw"]
+    )
+    assert not unlimited.listeners["ns/gw/8080"].HasField(
+        "max_connections_to_accept_per_socket_event"
+    )
 
 
 def test_headers_with_underscores_action() -> None:
-    for action, want in (("RejectRequest", protocol_pb2.HttpProtocolOptions.REJECT_REQUEST),
-                         ("DropHeader", protocol_pb2.HttpProtocolOptions.DROP_HEADER),
-                         ("Allow", protocol_pb2.HttpProtocolOptions.ALLOW)):
-        res = build(run([*base(), policy("c", "ClientTrafficPolicy", spec={"headers": {"withUnderscoresAction": action}})]).xds["ns/gw"])
-        assert {hcm_of(lis).common_http_protocol_options.headers_with_underscores_action for lis in res.listeners.values()} == {want}
+    for action, want in (
+        ("RejectRequest", protocol_pb2.HttpProtocolOptions.REJECT_REQUEST),
+        ("DropHeader", protocol_pb2.HttpProtocolOptions.DROP_HEADER),
+        ("Allow", protocol_pb2.HttpProtocolOptions.ALLOW),
+    ):
+        res = build(
+            run(
+                [
+                    *base(),
+                    policy(
+                        "c",
+                        "ClientTrafficPolicy",
+                        spec={"headers": {"withUnderscoresAction": action}},
+                    ),
+                ]
+            ).xds["ns/gw"]
+        )
+        assert {
+            hcm_of(lis).common_http_protocol_options.headers_with_underscores_action
+            for lis in res.listeners.values()
+        } == {want}
     ok, message = validate_with_envoy(res)
     assert ok, message
-    acc = only(stored({"headers": {"withUnderscoresAction": "Ignore"}}), "c", "ClientTrafficPolicy")["Accepted"]
-    assert acc["message"] == "spec.headers.withUnderscoresAction: 'Ignore' is not one of Allow, RejectRequest, DropHeader"
-    refused = only(run([*base(), policy("c", "ClientTrafficPolicy", spec={"headers": {"preserveXRequestID": True}})]),
-                   "c", "ClientTrafficPolicy")["Accepted"]
+    acc = only(
+        stored({"headers": {"withUnderscoresAction": "Ignore"}}), "c", "ClientTrafficPolicy"
+    )["Accepted"]
+    assert acc["message"] == (
+        "spec.headers.withUnderscoresAction: 'Ignore' is not one of Allow, RejectRequest, "
+        "DropHeader"
+    )
+    refused = only(
+        run(
+            [
+                *base(),
+                policy("c", "ClientTrafficPolicy", spec={"headers": {"preserveXRequestID": True}}),
+            ]
+        ),
+        "c",
+        "ClientTrafficPolicy",
+    )["Accepted"]
     assert refused["message"] == "spec.headers.preserveXRequestID is not supported by gateweave"

@@ -23,14 +23,24 @@ def built(spec: dict[str, Any], section: str | None = "http") -> Any:
 
 
 def targets(res: Any, port: int) -> dict[str, str]:
-    return {r.name: r.route.cluster for vh in res.routes[f"ns/gw/{port}"].virtual_hosts for r in vh.routes}
+    return {
+        r.name: r.route.cluster
+        for vh in res.routes[f"ns/gw/{port}"].virtual_hosts
+        for r in vh.routes
+    }
 
 
 def test_settings_on_a_copy_of_the_cluster_for_governed_routes_only() -> None:
-    spec = {"loadBalancer": {"type": "LeastRequest"},
-            "circuitBreaker": {"maxConnections": 5, "maxPendingRequests": 6, "maxParallelRequests": 7,
-                               "maxParallelRetries": 8},
-            "timeout": {"tcp": {"connectTimeout": "250ms"}}}
+    spec = {
+        "loadBalancer": {"type": "LeastRequest"},
+        "circuitBreaker": {
+            "maxConnections": 5,
+            "maxPendingRequests": 6,
+            "maxParallelRequests": 7,
+            "maxParallelRetries": 8,
+        },
+        "timeout": {"tcp": {"connectTimeout": "250ms"}},
+    }
     res = built(spec)
     governed = set(targets(res, 8080).values())
     assert len(governed) == 1
@@ -43,10 +53,16 @@ def test_settings_on_a_copy_of_the_cluster_for_governed_routes_only() -> None:
     assert cluster.lb_policy == cluster_pb2.Cluster.LEAST_REQUEST
     assert cluster.connect_timeout.ToMilliseconds() == 250
     (limits,) = cluster.circuit_breakers.thresholds
-    assert (limits.max_connections.value, limits.max_pending_requests.value, limits.max_requests.value,
-            limits.max_retries.value) == (5, 6, 7, 8)
+    assert (
+        limits.max_connections.value,
+        limits.max_pending_requests.value,
+        limits.max_requests.value,
+        limits.max_retries.value,
+    ) == (5, 6, 7, 8)
     plain = res.clusters[PLAIN]
-    assert plain.lb_policy == cluster_pb2.Cluster.ROUND_ROBIN and not plain.circuit_breakers.thresholds
+    assert (
+        plain.lb_policy == cluster_pb2.Cluster.ROUND_ROBIN and not plain.circuit_breakers.thresholds
+    )
 
 
 def test_consistent_hash_keys() -> None:
@@ -67,28 +83,56 @@ def test_consistent_hash_keys() -> None:
 
 def test_bad_values_refused_by_name() -> None:
     """A stored object is not validated again: translate refuses what Envoy would not take."""
-    spec = {"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
-            "loadBalancer": {"type": "ConsistentHash", "consistentHash": {"type": "QueryParams", "tableSize": 100}},
-            "timeout": {"tcp": {"connectTimeout": "0s"}}}
+    spec = {
+        "targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+        "loadBalancer": {
+            "type": "ConsistentHash",
+            "consistentHash": {"type": "QueryParams", "tableSize": 100},
+        },
+        "timeout": {"tcp": {"connectTimeout": "0s"}},
+    }
     bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
     result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
     message = only(result, "p")["Accepted"]["message"]
-    for part in ("spec.loadBalancer.consistentHash.type QueryParams: gateweave supports SourceIP",
-                 "spec.loadBalancer.consistentHash.tableSize 100 must be a prime up to 5000011",
-                 "spec.timeout.tcp.connectTimeout must be more than 0"):
+    for part in (
+        "spec.loadBalancer.consistentHash.type QueryParams: gateweave supports SourceIP",
+        "spec.loadBalancer.consistentHash.tableSize 100 must be a prime up to 5000011",
+        "spec.timeout.tcp.connectTimeout must be more than 0",
+    ):
         assert part in message
     assert result.xds == run(base()).xds
     other = run([*base(), policy("p", spec={"circuitBreaker": {"maxRequestsPerConnection": 3}})])
     # the CRD's defaults come with it (implemented); the field itself is not
-    assert only(other, "p")["Accepted"]["message"] == "spec.circuitBreaker.maxRequestsPerConnection is not supported by gateweave"
+    assert (
+        only(other, "p")["Accepted"]["message"]
+        == "spec.circuitBreaker.maxRequestsPerConnection is not supported by gateweave"
+    )
 
 
 def test_health_checks_on_the_copy() -> None:
-    spec = {"healthCheck": {
-        "active": {"type": "HTTP", "interval": "2s", "timeout": "500ms", "healthyThreshold": 2, "unhealthyThreshold": 4,
-                   "http": {"path": "/healthz", "hostname": "probe.example", "expectedStatuses": [200, 204]}},
-        "passive": {"consecutive5XxErrors": 3, "consecutiveGatewayErrors": 2, "interval": "1s", "baseEjectionTime": "10s",
-                    "maxEjectionPercent": 50}}}
+    spec = {
+        "healthCheck": {
+            "active": {
+                "type": "HTTP",
+                "interval": "2s",
+                "timeout": "500ms",
+                "healthyThreshold": 2,
+                "unhealthyThreshold": 4,
+                "http": {
+                    "path": "/healthz",
+                    "hostname": "probe.example",
+                    "expectedStatuses": [200, 204],
+                },
+            },
+            "passive": {
+                "consecutive5XxErrors": 3,
+                "consecutiveGatewayErrors": 2,
+                "interval": "1s",
+                "baseEjectionTime": "10s",
+                "maxEjectionPercent": 50,
+            },
+        }
+    }
     res = built(spec)
     (copy,) = set(targets(res, 8080).values())
     cluster = res.clusters[copy]
@@ -96,12 +140,24 @@ def test_health_checks_on_the_copy() -> None:
     assert (check.interval.seconds, check.timeout.ToMilliseconds()) == (2, 500)
     assert check.no_traffic_interval.seconds == 2
     assert (check.healthy_threshold.value, check.unhealthy_threshold.value) == (2, 4)
-    assert (check.http_health_check.path, check.http_health_check.host) == ("/healthz", "probe.example")
-    assert [(r.start, r.end) for r in check.http_health_check.expected_statuses] == [(200, 201), (204, 205)]
+    assert (check.http_health_check.path, check.http_health_check.host) == (
+        "/healthz",
+        "probe.example",
+    )
+    assert [(r.start, r.end) for r in check.http_health_check.expected_statuses] == [
+        (200, 201),
+        (204, 205),
+    ]
     od = cluster.outlier_detection
     assert (od.consecutive_5xx.value, od.consecutive_gateway_failure.value) == (3, 2)
-    assert (od.interval.seconds, od.base_ejection_time.seconds, od.max_ejection_percent.value) == (1, 10, 50)
+    assert (od.interval.seconds, od.base_ejection_time.seconds, od.max_ejection_percent.value) == (
+        1,
+        10,
+        50,
+    )
     tcp = built({"healthCheck": {"active": {"type": "TCP", "tcp": {}}}})
     (copy,) = set(targets(tcp, 8080).values())
     (check,) = tcp.clusters[copy].health_checks
-    assert check.HasField("tcp_health_check") and check.interval.seconds == 3  # the CRD's default interval
+    assert (
+        check.HasField("tcp_health_check") and check.interval.seconds == 3
+    )  # the CRD's default interval

@@ -45,15 +45,27 @@ def test_compressors_on_governed_routes_only() -> None:
         assert config.compressor_library.name == f"envoy.compression.{kind}.compressor"
         assert config.compressor_library.typed_config.Is(libraries[kind].DESCRIPTOR)
     routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
-    assert set(routes["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config) == {GZIP, BROTLI, ZSTD}
-    assert not set(routes["httproute/ns/r2/rule/0/match/0"].typed_per_filter_config) & {GZIP, BROTLI, ZSTD}
+    assert set(routes["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config) == {
+        GZIP,
+        BROTLI,
+        ZSTD,
+    }
+    assert not set(routes["httproute/ns/r2/rule/0/match/0"].typed_per_filter_config) & {
+        GZIP,
+        BROTLI,
+        ZSTD,
+    }
     per_route = compressor_pb2.CompressorPerRoute()
     routes["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config[GZIP].Unpack(per_route)
     assert per_route.HasField("overrides") and not per_route.disabled
 
 
 def test_deprecated_compression_field_and_no_policy() -> None:
-    res = build(run([*base(), policy("p", section="http", spec={"compression": [{"type": "Gzip"}]})]).xds["ns/gw"])
+    res = build(
+        run([*base(), policy("p", section="http", spec={"compression": [{"type": "Gzip"}]})]).xds[
+            "ns/gw"
+        ]
+    )
     assert GZIP in [f.name for f in hcm(res.listeners["ns/gw/8080"]).http_filters]
     assert not any("compressor" in f.name for f in hcm(res.listeners["ns/gw/8081"]).http_filters)
     res = build(run(base()).xds["ns/gw"])
@@ -63,19 +75,32 @@ def test_deprecated_compression_field_and_no_policy() -> None:
 def test_bad_values_refused_by_name() -> None:
     """A stored object is not validated again: translate refuses what the CRD would, and what
     it cannot apply."""
-    spec = {"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
-            "compressor": [{"type": "Lzma"}, {"type": "Gzip", "brotli": {}}, {"type": "Gzip"},
-                           {"type": "Brotli", "minContentLength": 100}],
-            "compression": [{"type": "Gzip"}]}
+    spec = {
+        "targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+        "compressor": [
+            {"type": "Lzma"},
+            {"type": "Gzip", "brotli": {}},
+            {"type": "Gzip"},
+            {"type": "Brotli", "minContentLength": 100},
+        ],
+        "compression": [{"type": "Gzip"}],
+    }
     bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
     result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
     accepted = only(result, "p")["Accepted"]
     assert accepted["status"] == "False"
     message = accepted["message"]
-    assert message.startswith("spec.compressor[3].minContentLength is not supported by gateweave; "), message
-    for part in ("spec.compressor, spec.compression: set one of them",
-                 "spec.compressor[0].type: 'Lzma' is not one of Gzip, Brotli, Zstd",
-                 "spec.compressor[1].brotli is for type Brotli, not Gzip",
-                 "spec.compressor[2].type: Gzip is listed twice"):
+    assert message.startswith(
+        "spec.compressor[3].minContentLength is not supported by gateweave; "
+    ), message
+    for part in (
+        "spec.compressor, spec.compression: set one of them",
+        "spec.compressor[0].type: 'Lzma' is not one of Gzip, Brotli, Zstd",
+        "spec.compressor[1].brotli is for type Brotli, not Gzip",
+        "spec.compressor[2].type: Gzip is listed twice",
+    ):
         assert part in message, message
-    assert not any("compressor" in f.name for f in hcm(build(result.xds["ns/gw"]).listeners["ns/gw/8080"]).http_filters)
+    assert not any(
+        "compressor" in f.name
+        for f in hcm(build(result.xds["ns/gw"]).listeners["ns/gw/8080"]).http_filters
+    )

@@ -15,7 +15,12 @@ from gateweave.xds import build
 from gateweave.xds.routes import LOCAL_RATELIMIT_FILTER
 from tests.translate.test_policies import base, policy, run
 
-LIMIT = {"rateLimit": {"type": "Local", "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"}}]}}}
+LIMIT = {
+    "rateLimit": {
+        "type": "Local",
+        "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"}}]},
+    }
+}
 
 
 def hcm_filters(listener: Any) -> list[str]:
@@ -45,15 +50,24 @@ def test_limited_route_and_its_listener_only() -> None:
 
 
 def test_refused_policy_changes_nothing() -> None:
-    refused = {"rateLimit": {"type": "Local", "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"}}]}},
-               "useClientProtocol": True}
+    refused = {
+        "rateLimit": {
+            "type": "Local",
+            "local": {"rules": [{"limit": {"requests": 3, "unit": "Minute"}}]},
+        },
+        "useClientProtocol": True,
+    }
     assert run([*base(), policy("p", spec=refused)]).xds == run(base()).xds
 
 
 def route_limit(spec: dict[str, Any]) -> local_rate_limit_pb2.LocalRateLimit:
     res = build(run([*base(), policy("p", spec=spec)]).xds["ns/gw"])
-    route = next(r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes
-                 if r.name == "httproute/ns/r1/rule/0/match/0")
+    route = next(
+        r
+        for vh in res.routes["ns/gw/8080"].virtual_hosts
+        for r in vh.routes
+        if r.name == "httproute/ns/r1/rule/0/match/0"
+    )
     config = local_rate_limit_pb2.LocalRateLimit()
     route.typed_per_filter_config[LOCAL_RATELIMIT_FILTER].Unpack(config)
     return config
@@ -62,26 +76,53 @@ def route_limit(spec: dict[str, Any]) -> local_rate_limit_pb2.LocalRateLimit:
 def test_client_selector_rules_are_descriptors_with_their_own_buckets() -> None:
     rules = [
         {"limit": {"requests": 10, "unit": "Second"}},
-        {"clientSelectors": [{"headers": [{"name": "X-Plan", "value": "free"},
-                                          {"name": "x-user", "type": "Distinct"}]},
-                             {"sourceCIDR": {"value": "10.1.2.3/16", "type": "Distinct"}}],
-         "limit": {"requests": 2, "unit": "Minute"}},
-        {"clientSelectors": [{"headers": [{"name": "x-bot", "type": "RegularExpression", "value": "crawl.*",
-                                           "invert": True}]},
-                             {"sourceCIDR": {"value": "2001:db8::/32"}}],
-         "limit": {"requests": 3, "unit": "Hour"}},
+        {
+            "clientSelectors": [
+                {
+                    "headers": [
+                        {"name": "X-Plan", "value": "free"},
+                        {"name": "x-user", "type": "Distinct"},
+                    ]
+                },
+                {"sourceCIDR": {"value": "10.1.2.3/16", "type": "Distinct"}},
+            ],
+            "limit": {"requests": 2, "unit": "Minute"},
+        },
+        {
+            "clientSelectors": [
+                {
+                    "headers": [
+                        {
+                            "name": "x-bot",
+                            "type": "RegularExpression",
+                            "value": "crawl.*",
+                            "invert": True,
+                        }
+                    ]
+                },
+                {"sourceCIDR": {"value": "2001:db8::/32"}},
+            ],
+            "limit": {"requests": 3, "unit": "Hour"},
+        },
     ]
     config = route_limit({"rateLimit": {"type": "Local", "local": {"rules": rules}}})
-    assert config.token_bucket.max_tokens == 10  # the rule without selectors: the route's own bucket
+    assert (
+        config.token_bucket.max_tokens == 10
+    )  # the rule without selectors: the route's own bucket
     assert config.token_bucket.fill_interval.seconds == 1
     assert [d.token_bucket.max_tokens for d in config.descriptors] == [2, 3]
     assert [d.token_bucket.fill_interval.seconds for d in config.descriptors] == [60, 3600]
     first, second = config.descriptors
     assert [(e.key, e.value) for e in first.entries] == [
-        ("rule-0-header-0", "1"), ("rule-0-header-1", ""),  # a wildcard: a bucket per value
-        ("masked_remote_address", "10.1.0.0/16"), ("remote_address", ""),
+        ("rule-0-header-0", "1"),
+        ("rule-0-header-1", ""),  # a wildcard: a bucket per value
+        ("masked_remote_address", "10.1.0.0/16"),
+        ("remote_address", ""),
     ]
-    assert [(e.key, e.value) for e in second.entries] == [("rule-1-header-0", "1"), ("masked_remote_address", "2001:db8::/32")]
+    assert [(e.key, e.value) for e in second.entries] == [
+        ("rule-1-header-0", "1"),
+        ("masked_remote_address", "2001:db8::/32"),
+    ]
     plan, user, masked, remote = config.rate_limits[0].actions
     assert plan.header_value_match.headers[0].name == "x-plan"
     assert plan.header_value_match.headers[0].string_match.exact == "free"
@@ -98,7 +139,12 @@ def test_client_selector_rules_are_descriptors_with_their_own_buckets() -> None:
 
 
 def test_only_selector_rules_leave_the_route_bucket_unlimited() -> None:
-    rules = [{"clientSelectors": [{"sourceCIDR": {"value": "10.0.0.0/8"}}], "limit": {"requests": 2, "unit": "Minute"}}]
+    rules = [
+        {
+            "clientSelectors": [{"sourceCIDR": {"value": "10.0.0.0/8"}}],
+            "limit": {"requests": 2, "unit": "Minute"},
+        }
+    ]
     config = route_limit({"rateLimit": {"type": "Local", "local": {"rules": rules}}})
     assert config.token_bucket.max_tokens == (1 << 32) - 1
     assert len(config.descriptors) == 1

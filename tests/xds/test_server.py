@@ -566,11 +566,17 @@ async def test_burst_of_snapshots_converges_to_the_last(plane: Plane) -> None:
         assert '"c21"' in dump and '"c19"' not in dump
 
 
-@pytest.mark.parametrize(("node_id", "split"), [
-    ("default/gw/gateweave-gw-7c9d-x2k4p", ("default/gw", "gateweave-gw-7c9d-x2k4p")),  # a pod of a Gateway
-    ("default/gw", ("default/gw", "")),  # one Envoy (host data plane)
-    ("gw", ("gw", "")),
-    ("default//pod", ("default//pod", "")),  # an empty segment names no pod
-])
+@pytest.mark.parametrize(
+    ("node_id", "split"),
+    [
+        (
+            "default/gw/gateweave-gw-7c9d-x2k4p",
+            ("default/gw", "gateweave-gw-7c9d-x2k4p"),
+        ),  # a pod of a Gateway
+        ("default/gw", ("default/gw", "")),  # one Envoy (host data plane)
+        ("gw", ("gw", "")),
+        ("default//pod", ("default//pod", "")),  # an empty segment names no pod
+    ],
+)
 def test_a_node_id_names_its_node_and_pod(node_id: str, split: tuple[str, str]) -> None:
     assert split_node(node_id) == split

@@ -58,15 +58,28 @@ from gateweave.translate.policies.kinds import POLICY_KINDS, PolicyKind
 # Scope levels, most specific first.
 RULE, ROUTE, LS_LISTENER, LS, GW_LISTENER, GW = range(6)
 _ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
-_LEVEL_NAMES = {RULE: "route rule", ROUTE: "route", LS_LISTENER: "ListenerSet listener", LS: "ListenerSet",
-                GW_LISTENER: "Gateway listener", GW: "Gateway"}
+_LEVEL_NAMES = {
+    RULE: "route rule",
+    ROUTE: "route",
+    LS_LISTENER: "ListenerSet listener",
+    LS: "ListenerSet",
+    GW_LISTENER: "Gateway listener",
+    GW: "Gateway",
+}
 # Envoy Gateway's Overridden message: scopes grouped by level, in this order.
-_OVERRIDE_LABELS = ((GW_LISTENER, "these gateway listeners"), (LS, "these listenersets"),
-                    (LS_LISTENER, "these listenerset listeners"), (ROUTE, "these routes"), (RULE, "these route rules"))
+_OVERRIDE_LABELS = (
+    (GW_LISTENER, "these gateway listeners"),
+    (LS, "these listenersets"),
+    (LS_LISTENER, "these listenerset listeners"),
+    (ROUTE, "these routes"),
+    (RULE, "these route rules"),
+)
 
 
 class Scope(NamedTuple):
-    """A place a policy attaches to: ``kind`` is the target's kind, ``section`` a listener or rule name."""
+    """A place a policy attaches to: ``kind`` is the target's kind, ``section`` a listener or rule
+    name.
+    """
 
     level: int
     kind: str
@@ -134,14 +147,17 @@ class PolicyIndex:
         hit = self.held_for_listener(kind, lc)
         return hit if hit is not None and hit[1].applied else None
 
-    def for_route(self, kind: str, route_kind: str, route: Any, rule: str | None, lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
+    def for_route(
+        self, kind: str, route_kind: str, route: Any, rule: str | None, lc: ListenerCtx
+    ) -> tuple[Scope, PolicyReport] | None:
         """The policy of ``kind`` that governs rule ``rule`` of ``route`` served on ``lc``:
         the rule's, the route's, then the listener's chain."""
         hit = self.held_for_route(kind, route_kind, route, rule, lc)
         return hit if hit is not None and hit[1].applied else None
 
-    def held_for_route(self, kind: str, route_kind: str, route: Any, rule: str | None,
-                       lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
+    def held_for_route(
+        self, kind: str, route_kind: str, route: Any, rule: str | None, lc: ListenerCtx
+    ) -> tuple[Scope, PolicyReport] | None:
         """The most specific scope held above a route's rule on ``lc``, whether or not its
         holder is applied (explain shows a refused holder too)."""
         meta = route.metadata
@@ -168,7 +184,10 @@ def _listener_chain(lc: ListenerCtx) -> list[Scope]:
     chain: list[Scope] = []
     if lc.listener_set is not None:
         ls = lc.listener_set.metadata
-        chain += [Scope(LS_LISTENER, "ListenerSet", ls.namespace, ls.name, lc.name), Scope(LS, "ListenerSet", ls.namespace, ls.name)]
+        chain += [
+            Scope(LS_LISTENER, "ListenerSet", ls.namespace, ls.name, lc.name),
+            Scope(LS, "ListenerSet", ls.namespace, ls.name),
+        ]
     else:
         chain.append(Scope(GW_LISTENER, "Gateway", gw.namespace, gw.name, lc.name))
     chain.append(Scope(GW, "Gateway", gw.namespace, gw.name))
@@ -176,7 +195,9 @@ def _listener_chain(lc: ListenerCtx) -> list[Scope]:
 
 
 def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
-    """The stage: every policy of every kind attached, and its status written to ``ctx.statuses``."""
+    """The stage: every policy of every kind attached, and its
+    status written to ``ctx.statuses``.
+    """
     index = PolicyIndex()
     world = _World(ctx, gateways)
     for pk in POLICY_KINDS:
@@ -201,8 +222,13 @@ def _report(ctx: Ctx, pk: PolicyKind, policy: Any) -> PolicyReport:
     if pk.resolve is not None:
         effect, more = pk.resolve(ctx, policy)
         problems = problems + more
-    return PolicyReport(kind=pk.kind, policy=policy, refused=tuple(fields.unimplemented(spec, pk.implemented)),
-                        problems=tuple(problems), effect=effect)
+    return PolicyReport(
+        kind=pk.kind,
+        policy=policy,
+        refused=tuple(fields.unimplemented(spec, pk.implemented)),
+        problems=tuple(problems),
+        effect=effect,
+    )
 
 
 def spec_of(policy: Any) -> dict[str, Any]:
@@ -218,12 +244,17 @@ class _World:
     def __init__(self, ctx: Ctx, gateways: list[GatewayCtx]) -> None:
         self.ctx = ctx
         self.gateways: dict[tuple[str, str], GatewayCtx] = {gw.key: gw for gw in gateways}
-        self.listeners: dict[tuple[str, str], set[str]] = {gw.key: {lc.name for lc in gw.listeners} for gw in gateways}
+        self.listeners: dict[tuple[str, str], set[str]] = {
+            gw.key: {lc.name for lc in gw.listeners} for gw in gateways
+        }
         # ListenerSet -> (its Gateway, its listener names), accepted ones of our Gateways
         self.listener_sets: dict[tuple[str, str], tuple[tuple[str, str], set[str]]] = {}
         for gw in gateways:
             for ls, lcs in gw.listener_sets:
-                self.listener_sets[(ls.metadata.namespace, ls.metadata.name)] = (gw.key, {lc.name for lc in lcs})
+                self.listener_sets[(ls.metadata.namespace, ls.metadata.name)] = (
+                    gw.key,
+                    {lc.name for lc in lcs},
+                )
         self.routes: dict[tuple[str, str, str], _Route] = {}
         for kind in _ROUTE_KINDS:
             for (ns, name), route in ctx.snapshot.by_kind(kind).items():
@@ -242,11 +273,20 @@ class _World:
                 continue
             if kind == "Gateway" and key in self.gateways:
                 level = GW_LISTENER if ref.section_name else GW
-                out.append((("Gateway", key[0], key[1], ref.section_name), Scope(level, "Gateway", key[0], key[1], ref.section_name)))
+                out.append(
+                    (
+                        ("Gateway", key[0], key[1], ref.section_name),
+                        Scope(level, "Gateway", key[0], key[1], ref.section_name),
+                    )
+                )
             elif kind == "ListenerSet" and key in self.listener_sets:
                 level = LS_LISTENER if ref.section_name else LS
-                out.append((("ListenerSet", key[0], key[1], ref.section_name),
-                            Scope(level, "ListenerSet", key[0], key[1], ref.section_name)))
+                out.append(
+                    (
+                        ("ListenerSet", key[0], key[1], ref.section_name),
+                        Scope(level, "ListenerSet", key[0], key[1], ref.section_name),
+                    )
+                )
         return tuple(dict.fromkeys(out))
 
     def labels(self, kind: str, key: tuple[str, str]) -> dict[str, str] | None:
@@ -256,7 +296,9 @@ class _World:
             return dict(gw.gateway.metadata.labels) if gw is not None else None
         if kind == "ListenerSet":
             ls = self.ctx.snapshot.listener_sets.get(key)
-            return dict(ls.metadata.labels) if ls is not None and key in self.listener_sets else None
+            return (
+                dict(ls.metadata.labels) if ls is not None and key in self.listener_sets else None
+            )
         hit = self.routes.get((kind, key[0], key[1]))
         return dict(hit.route.metadata.labels) if hit is not None else None
 
@@ -278,11 +320,15 @@ def targets_of(world: _World, pk: PolicyKind, policy: Any) -> tuple[list[Scope],
     ns = policy.metadata.namespace
     scopes: list[Scope] = []
     missing: list[str] = []
-    refs = ((targeting.target_ref,) if targeting.target_ref is not None else ()) + targeting.target_refs
+    refs = (
+        (targeting.target_ref,) if targeting.target_ref is not None else ()
+    ) + targeting.target_refs
     for sel in targeting.target_selectors:
         if sel.group != m.GATEWAY_GROUP or sel.kind not in pk.targets:
             continue
-        want = m.LabelSelector(match_labels=sel.match_labels, match_expressions=sel.match_expressions)
+        want = m.LabelSelector(
+            match_labels=sel.match_labels, match_expressions=sel.match_expressions
+        )
         for key in world.candidates(sel.kind):
             if not _selector_namespace_ok(world.ctx, pk, ns, sel, sel.kind, key):
                 continue
@@ -291,16 +337,22 @@ def targets_of(world: _World, pk: PolicyKind, policy: Any) -> tuple[list[Scope],
                 scopes.append(_scope(sel.kind, key, None))
     for ref in refs:
         if ref.group != m.GATEWAY_GROUP or ref.kind not in pk.targets:
-            missing.append(f"{ref.group}/{ref.kind} {ns}/{ref.name}: not a target kind of {pk.kind}")
+            missing.append(
+                f"{ref.group}/{ref.kind} {ns}/{ref.name}: not a target kind of {pk.kind}"
+            )
             continue
         if world.labels(ref.kind, (ns, ref.name)) is None:
-            missing.append(f"{ref.kind} {ns}/{ref.name}: not found, or not attached to a Gateway of ours")
+            missing.append(
+                f"{ref.kind} {ns}/{ref.name}: not found, or not attached to a Gateway of ours"
+            )
             continue
         scopes.append(_scope(ref.kind, (ns, ref.name), ref.section_name))
     return list(dict.fromkeys(scopes)), missing
 
 
-def _selector_namespace_ok(ctx: Ctx, pk: PolicyKind, ns: str, sel: m.TargetSelector, kind: str, key: tuple[str, str]) -> bool:
+def _selector_namespace_ok(
+    ctx: Ctx, pk: PolicyKind, ns: str, sel: m.TargetSelector, kind: str, key: tuple[str, str]
+) -> bool:
     where = sel.namespaces.from_ if sel.namespaces is not None else "Same"
     if where == "Same" or key[0] == ns:
         return key[0] == ns
@@ -310,7 +362,9 @@ def _selector_namespace_ok(ctx: Ctx, pk: PolicyKind, ns: str, sel: m.TargetSelec
             return False
     elif where != "All":
         return False
-    return ctx.reference_allowed(m.ENVOY_GATEWAY_GROUP, pk.kind, ns, m.GATEWAY_GROUP, kind, key[0], key[1])
+    return ctx.reference_allowed(
+        m.ENVOY_GATEWAY_GROUP, pk.kind, ns, m.GATEWAY_GROUP, kind, key[0], key[1]
+    )
 
 
 def _scope(kind: str, key: tuple[str, str], section: str | None) -> Scope:
@@ -329,7 +383,9 @@ class _Attacher:
         self.world = world
         self.pk = pk
         self.held = held
-        self.children: dict[Scope, set[Scope]] = defaultdict(set)  # scope -> narrower scopes held under it
+        self.children: dict[Scope, set[Scope]] = defaultdict(
+            set
+        )  # scope -> narrower scopes held under it
 
     def run(self, reports: list[PolicyReport]) -> None:
         targets: list[list[Scope]] = []
@@ -337,7 +393,11 @@ class _Attacher:
             scopes, missing = targets_of(self.world, self.pk, rep.policy)
             rep.missing = missing
             targets.append(scopes)
-        order = (GW_LISTENER, LS_LISTENER, GW, LS) if self.pk.client_side else (RULE, ROUTE, LS_LISTENER, LS, GW_LISTENER, GW)
+        order = (
+            (GW_LISTENER, LS_LISTENER, GW, LS)
+            if self.pk.client_side
+            else (RULE, ROUTE, LS_LISTENER, LS, GW_LISTENER, GW)
+        )
         for level in order:
             for rep, scopes in zip(reports, targets, strict=True):
                 for scope in scopes:
@@ -377,24 +437,36 @@ class _Attacher:
             return None
         key = (scope.namespace, scope.name)
         if scope.level == GW_LISTENER and scope.section not in self.world.listeners.get(key, set()):
-            return c.eg_policy_target_not_found(f"No section name {scope.section} found for Gateway {scope.namespace}/{scope.name}")
+            return c.eg_policy_target_not_found(
+                f"No section name {scope.section} found for Gateway {scope.namespace}/{scope.name}"
+            )
         if scope.level == LS_LISTENER and scope.section not in self.world.listener_sets[key][1]:
             return c.eg_policy_target_not_found(
-                f'ListenerSet {scope.namespace}/{scope.name} does not have a listener named "{scope.section}"')
+                f"ListenerSet {scope.namespace}/{scope.name} does not have a listener named "
+                f'"{scope.section}"'
+            )
         if scope.level == RULE:
             route = self.world.routes[(scope.kind, scope.namespace, scope.name)].route
             names = {getattr(rule, "name", None) for rule in getattr(route.spec, "rules", ())}
             if scope.section not in names:
                 return c.eg_policy_target_not_found(
-                    f"No section name {scope.section} found for {scope.kind} {scope.namespace}/{scope.name}")
+                    f"No section name {scope.section} found for {scope.kind} "
+                    f"{scope.namespace}/{scope.name}"
+                )
         return None
 
     def _conflict_message(self, scope: Scope) -> str:
         kind = self.pk.kind
         if self.pk.client_side:
             if scope.section:
-                return f"Unable to target section of {scope.name}, another {kind} has already attached to it"
-            return f"Unable to target {scope.kind} {scope.name}, another {kind} has already attached to it"
+                return (
+                    f"Unable to target section of {scope.name}, another {kind} has already "
+                    "attached to it"
+                )
+            return (
+                f"Unable to target {scope.kind} {scope.name}, another {kind} has already attached "
+                "to it"
+            )
         if scope.level == GW_LISTENER:
             what = f"Listener {scope.namespace}/{scope.name}/{scope.section}"
         elif scope.level == LS_LISTENER:
@@ -427,21 +499,30 @@ class _Attacher:
         if scope.level == GW_LISTENER:
             out.append(Scope(GW, "Gateway", scope.namespace, scope.name))
         elif scope.level == GW and include:
-            out += [Scope(GW_LISTENER, "Gateway", scope.namespace, scope.name, name)
-                    for name in sorted(self.world.listeners.get((scope.namespace, scope.name), ()))]
+            out += [
+                Scope(GW_LISTENER, "Gateway", scope.namespace, scope.name, name)
+                for name in sorted(self.world.listeners.get((scope.namespace, scope.name), ()))
+            ]
         elif scope.level in (LS, LS_LISTENER):
             key = (scope.namespace, scope.name)
             if scope.level == LS_LISTENER:
                 out.append(Scope(LS, "ListenerSet", key[0], key[1]))
             elif include:
-                out += [Scope(LS_LISTENER, "ListenerSet", key[0], key[1], name) for name in sorted(self.world.listener_sets[key][1])]
+                out += [
+                    Scope(LS_LISTENER, "ListenerSet", key[0], key[1], name)
+                    for name in sorted(self.world.listener_sets[key][1])
+                ]
             gw = self.world.listener_sets[key][0]
             out.append(Scope(GW, "Gateway", gw[0], gw[1]))
         return out
 
     # -- overrides
     def _overridden(self, rep: PolicyReport, scope: Scope) -> None:
-        narrower = sorted(s for s in self.children.get(scope, ()) if self.held.get(s) is not None and self.held[s] is not rep)
+        narrower = sorted(
+            s
+            for s in self.children.get(scope, ())
+            if self.held.get(s) is not None and self.held[s] is not rep
+        )
         if self.pk.client_side:
             narrower = [s for s in narrower if s.level in (GW_LISTENER, LS_LISTENER)]
         if not narrower:
@@ -449,14 +530,20 @@ class _Attacher:
         rep.overridden_by.extend(narrower)
         if self.pk.client_side:
             sections = sorted({s.section or "" for s in narrower})
-            msg = f"There are existing ClientTrafficPolicies that are overriding these sections {_go_list(sections)}"
+            msg = (
+                "There are existing ClientTrafficPolicies that are overriding these sections "
+                f"{_go_list(sections)}"
+            )
         else:
             parts = []
             for level, label in _OVERRIDE_LABELS:
                 names = sorted(str(s) for s in narrower if s.level == level)
                 if names:
                     parts.append(f"{label}: {_go_list(names)}")
-            msg = f"This policy is being overridden by other {self.pk.plural} for {' and '.join(parts)}"
+            msg = (
+                f"This policy is being overridden by other {self.pk.plural} for "
+                f"{' and '.join(parts)}"
+            )
         for anc in self._ancestors(scope):
             rep.ancestors.setdefault(anc, {})[c.OVERRIDDEN] = c.eg_policy_overridden(msg)
 
@@ -470,12 +557,19 @@ def _status(ctx: Ctx, rep: PolicyReport) -> dict[str, Any]:
     gen = rep.policy.metadata.generation
     entries = []
     for (kind, ns, name, section), conds in rep.ancestors.items():
-        ref: dict[str, Any] = {"group": m.GATEWAY_GROUP, "kind": kind, "namespace": ns, "name": name}
+        ref: dict[str, Any] = {
+            "group": m.GATEWAY_GROUP,
+            "kind": kind,
+            "namespace": ns,
+            "name": name,
+        }
         if section:
             ref["sectionName"] = section
-        entries.append({
-            "ancestorRef": ref,
-            "controllerName": ctx.options.controller_name,
-            "conditions": [c.to_status(cond, gen) for cond in conds.values()],
-        })
+        entries.append(
+            {
+                "ancestorRef": ref,
+                "controllerName": ctx.options.controller_name,
+                "conditions": [c.to_status(cond, gen) for cond in conds.values()],
+            }
+        )
     return {"ancestors": entries}

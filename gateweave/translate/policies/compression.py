@@ -3,7 +3,8 @@ of the routes the policy governs are compressed (gzip, brotli or zstd) for a cli
 accepts it, in Envoy's compressor filter.
 
 Of several, the answer takes the one the client's ``Accept-Encoding`` weighs most (at equal
-weights, Envoy takes the client's first). ``minContentLength`` is refused by name (Envoy's default: 30 bytes and more).
+weights, Envoy takes the client's first). ``minContentLength`` is refused by name (Envoy's default:
+30 bytes and more).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from gateweave.translate.policies import specvalue
 TYPES: tuple[str, ...] = ("Gzip", "Brotli", "Zstd")
 
 FIELDS: frozenset[str] = frozenset(
-    f"{field}{sub}" for field in ("compression", "compressor") for sub in ("", ".type", ".gzip", ".brotli", ".zstd")
+    f"{field}{sub}"
+    for field in ("compression", "compressor")
+    for sub in ("", ".type", ".gzip", ".brotli", ".zstd")
 )
 
 
@@ -33,7 +36,10 @@ def _types(spec: dict[str, Any], out: list[str]) -> tuple[str, ...]:
     """The compressors the policy sets, in its order (problems go to ``out``)."""
     given = [name for name in ("compressor", "compression") if spec.get(name) is not None]
     if len(given) > 1:
-        out.append("spec.compressor, spec.compression: set one of them (compression is its deprecated form)")
+        out.append(
+            "spec.compressor, spec.compression: set one of them (compression is its deprecated "
+            "form)"
+        )
     found: list[str] = []
     for name in given:
         entries = specvalue.field(spec, name, tuple[_Compressor, ...])

@@ -25,19 +25,29 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.policies import specvalue
 
-IMPLEMENTED: frozenset[str] = frozenset({
-    "clientIPDetection",
-    "clientIPDetection.xForwardedFor",
-    "clientIPDetection.xForwardedFor.numTrustedHops",
-    "enableProxyProtocol",
-    "proxyProtocol",
-    "proxyProtocol.optional",
-    "timeout", "timeout.http", "timeout.http.requestReceivedTimeout", "timeout.http.idleTimeout",
-    "timeout.tcp", "timeout.tcp.idleTimeout",
-    "connection", "connection.connectionLimit", "connection.connectionLimit.value", "connection.bufferLimit",
-    "connection.maxAcceptPerSocketEvent",
-    "headers", "headers.withUnderscoresAction",
-})
+IMPLEMENTED: frozenset[str] = frozenset(
+    {
+        "clientIPDetection",
+        "clientIPDetection.xForwardedFor",
+        "clientIPDetection.xForwardedFor.numTrustedHops",
+        "enableProxyProtocol",
+        "proxyProtocol",
+        "proxyProtocol.optional",
+        "timeout",
+        "timeout.http",
+        "timeout.http.requestReceivedTimeout",
+        "timeout.http.idleTimeout",
+        "timeout.tcp",
+        "timeout.tcp.idleTimeout",
+        "connection",
+        "connection.connectionLimit",
+        "connection.connectionLimit.value",
+        "connection.bufferLimit",
+        "connection.maxAcceptPerSocketEvent",
+        "headers",
+        "headers.withUnderscoresAction",
+    }
+)
 
 _UNDERSCORES = ("Allow", "RejectRequest", "DropHeader")
 
@@ -51,15 +61,21 @@ def _underscores(spec: dict[str, Any], out: list[str]) -> str:
     if action is None:
         return ""
     if action not in _UNDERSCORES:
-        out.append(f"spec.headers.withUnderscoresAction: {action!r} is not one of {', '.join(_UNDERSCORES)}")
+        out.append(
+            f"spec.headers.withUnderscoresAction: {action!r} is not one of "
+            f"{', '.join(_UNDERSCORES)}"
+        )
         return ""
     return str(action)
+
 
 _UINT32 = 2**32 - 1
 
 
 def _count(value: Any, at: str, what: str, least: int, out: list[str]) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not least <= value <= _UINT32):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not least <= value <= _UINT32
+    ):
         out.append(f"{at}: {value!r} is not a number of {what} ({least} to {_UINT32})")
         return None
     return value
@@ -67,7 +83,8 @@ def _count(value: Any, at: str, what: str, least: int, out: list[str]) -> int | 
 
 def _connection(spec: dict[str, Any], out: list[str]) -> tuple[int | None, int | None, int | None]:
     """(the most concurrent connections, the per-connection buffer limit in bytes, the most
-    connections accepted per socket event (0: any number)), None when unset; problems go to ``out``."""
+    connections accepted per socket event (0: any number)), None when unset; problems go to
+    ``out``."""
     connection = spec.get("connection")
     if connection is None:
         return None, None, None
@@ -79,8 +96,16 @@ def _connection(spec: dict[str, Any], out: list[str]) -> tuple[int | None, int |
     if limit is not None and not isinstance(limit, dict):
         out.append(f"spec.connection.connectionLimit: {limit!r} is not an object")
     value = _count(value, "spec.connection.connectionLimit.value", "connections", 1, out)
-    buffer = specvalue.byte_count(connection.get("bufferLimit"), "spec.connection.bufferLimit", out, _UINT32)
-    accept = _count(connection.get("maxAcceptPerSocketEvent"), "spec.connection.maxAcceptPerSocketEvent", "connections", 0, out)
+    buffer = specvalue.byte_count(
+        connection.get("bufferLimit"), "spec.connection.bufferLimit", out, _UINT32
+    )
+    accept = _count(
+        connection.get("maxAcceptPerSocketEvent"),
+        "spec.connection.maxAcceptPerSocketEvent",
+        "connections",
+        0,
+        out,
+    )
     return value, buffer, accept
 
 
@@ -98,7 +123,9 @@ class _Timeout(msgspec.Struct, frozen=True):
     tcp: _TCPTimeout | None = None
 
 
-def _timeouts(spec: dict[str, Any], out: list[str]) -> tuple[float | None, float | None, float | None]:
+def _timeouts(
+    spec: dict[str, Any], out: list[str]
+) -> tuple[float | None, float | None, float | None]:
     """(the HTTP request received, HTTP idle, TCP idle timeouts) in seconds, None when unset;
     problems go to ``out``."""
     timeout = specvalue.field(spec, "timeout", _Timeout)
@@ -107,9 +134,14 @@ def _timeouts(spec: dict[str, Any], out: list[str]) -> tuple[float | None, float
             out.append(timeout)
         return None, None, None
     http, tcp = timeout.http or _HTTPTimeout(), timeout.tcp or _TCPTimeout()
-    return (specvalue.seconds(http.request_received_timeout, "spec.timeout.http.requestReceivedTimeout", out),
-            specvalue.seconds(http.idle_timeout, "spec.timeout.http.idleTimeout", out),
-            specvalue.seconds(tcp.idle_timeout, "spec.timeout.tcp.idleTimeout", out))
+    return (
+        specvalue.seconds(
+            http.request_received_timeout, "spec.timeout.http.requestReceivedTimeout", out
+        ),
+        specvalue.seconds(http.idle_timeout, "spec.timeout.http.idleTimeout", out),
+        specvalue.seconds(tcp.idle_timeout, "spec.timeout.tcp.idleTimeout", out),
+    )
+
 
 _HOPS_AT = "spec.clientIPDetection.xForwardedFor.numTrustedHops"
 
@@ -135,8 +167,10 @@ def problems(spec: dict[str, Any]) -> list[str]:
     hops = _hops(spec)
     if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int) or hops < 0):
         out.append(f"{_HOPS_AT}: {hops!r} is not a number of hops (an integer, 0 or more)")
-    for at, value in (("spec.enableProxyProtocol", spec.get("enableProxyProtocol")),
-                      ("spec.proxyProtocol.optional", _proxy(spec)[1])):
+    for at, value in (
+        ("spec.enableProxyProtocol", spec.get("enableProxyProtocol")),
+        ("spec.proxyProtocol.optional", _proxy(spec)[1]),
+    ):
         if value is not None and not isinstance(value, bool):
             out.append(f"{at}: {value!r} is not true or false")
     proxy = spec.get("proxyProtocol")
@@ -155,11 +189,16 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
     proxy, optional = _proxy(spec)
     request, http_idle, tcp_idle = _timeouts(spec, [])
     max_connections, buffer_limit, accept = _connection(spec, [])
-    settings = ir.ClientSettings(xff_trusted_hops=hops if isinstance(hops, int) else 0,
-                                 proxy_protocol=proxy is not None and proxy is not False,
-                                 proxy_protocol_optional=optional is True,
-                                 request_received_timeout_s=request, http_idle_timeout_s=http_idle,
-                                 tcp_idle_timeout_s=tcp_idle, max_connections=max_connections,
-                                 buffer_limit_bytes=buffer_limit, max_accept_per_event=accept,
-                                 headers_with_underscores=_underscores(spec, []))
+    settings = ir.ClientSettings(
+        xff_trusted_hops=hops if isinstance(hops, int) else 0,
+        proxy_protocol=proxy is not None and proxy is not False,
+        proxy_protocol_optional=optional is True,
+        request_received_timeout_s=request,
+        http_idle_timeout_s=http_idle,
+        tcp_idle_timeout_s=tcp_idle,
+        max_connections=max_connections,
+        buffer_limit_bytes=buffer_limit,
+        max_accept_per_event=accept,
+        headers_with_underscores=_underscores(spec, []),
+    )
     return None if settings == ir.ClientSettings() else settings

@@ -3,12 +3,14 @@
 A route attached to a listener is governed, rule by rule, by the most specific policy
 holding a scope above it (:meth:`~gateweave.translate.policies.attach.PolicyIndex.for_route`).
 :func:`apply_route_effects` gives each attachment the IR routes those policies change
-(``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR assembly
+(``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR
+assembly
 (:func:`~gateweave.translate.xdsir.virtual_host`) serves those instead of the route's own.
 Nothing changes where no policy applies. A listener takes its governing ClientTrafficPolicy's
 effect (:func:`apply_listener_effects`, ``ListenerCtx.client``), which the xDS IR puts on its
 port (HTTP) or filter chain (HTTPS). The clusters a policy's effect adds (a SecurityPolicy's
-auth service) ride on the attachment too (``Attachment.effect_clusters``). A feature with an effect on routes adds it in its
+auth service) ride on the attachment too (``Attachment.effect_clusters``). A feature with an effect
+on routes adds it in its
 kind's ``route_effect`` (btp.py, security.py) and a line in ``_ROUTE_EFFECTS``.
 """
 
@@ -34,8 +36,14 @@ def _security_effect(rep: PolicyReport, route: ir.Route) -> ir.Route:
 
 
 def _own_clusters(rep: PolicyReport) -> dict[str, ir.Cluster]:
-    """The upstreams a policy's effect sends to beyond the route's own (a SecurityPolicy's auth service)."""
-    return {cl.name: cl for cl in rep.effect.clusters} if isinstance(rep.effect, security.Effect) else {}
+    """The upstreams a policy's effect sends to beyond the route's own (a SecurityPolicy's auth
+    service).
+    """
+    return (
+        {cl.name: cl for cl in rep.effect.clusters}
+        if isinstance(rep.effect, security.Effect)
+        else {}
+    )
 
 
 # Per policy kind with effects on routes: how its governing policy changes an IR route.
@@ -60,7 +68,7 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                 effects: dict[str, ir.Route] = {}
                 clusters: dict[str, ir.Cluster] = {}
                 for r in att.translation.sorted_http:
-                    index_text = r.name[len(prefix):].split("/", 1)[0]
+                    index_text = r.name[len(prefix) :].split("/", 1)[0]
                     i = int(index_text) if index_text.isdigit() else -1
                     rule = rules[i].name if 0 <= i < len(rules) else None
                     changed = r
@@ -73,11 +81,15 @@ def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
                         effects[r.name] = changed
                 if effects:
                     # A new attachment: the route side shares one between listeners.
-                    lc.routes[k] = Attachment(att.translation, att.hostnames, effects, clusters or None)
+                    lc.routes[k] = Attachment(
+                        att.translation, att.hostnames, effects, clusters or None
+                    )
 
 
 def apply_listener_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
-    """Each listener takes the effect of the ClientTrafficPolicy governing it (``ListenerCtx.client``)."""
+    """Each listener takes the effect of the ClientTrafficPolicy governing it
+    (``ListenerCtx.client``).
+    """
     if "ClientTrafficPolicy" not in index.holders:
         return
     for gw in gateways:

@@ -22,7 +22,9 @@ class PolicyKind:
     targets: frozenset[str]  # target kinds of gateway.networking.k8s.io it may attach to
     implemented: frozenset[str]  # spec field paths gateweave implements (fields.py)
     problems: Callable[[dict[str, Any]], list[str]]  # what in those fields cannot be applied
-    client_side: bool = False  # ClientTrafficPolicy: Gateways, listeners and ListenerSets only, its own words
+    client_side: bool = (
+        False  # ClientTrafficPolicy: Gateways, listeners and ListenerSets only, its own words
+    )
     # (translation context, policy) -> (its effect, what cannot be applied): a kind whose features
     # read referenced objects (Secrets); the effect is kept on its PolicyReport.
     resolve: Callable[[Any, Any], tuple[Any, list[str]]] | None = None
@@ -31,9 +33,27 @@ class PolicyKind:
 _ROUTES = frozenset({"HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"})
 
 POLICY_KINDS: tuple[PolicyKind, ...] = (
-    PolicyKind("BackendTrafficPolicy", "backendTrafficPolicies", _ROUTES | {"Gateway", "ListenerSet"}, btp.IMPLEMENTED, btp.problems),
-    PolicyKind("ClientTrafficPolicy", "clientTrafficPolicies", frozenset({"Gateway", "ListenerSet"}), ctp.IMPLEMENTED, ctp.problems,
-               client_side=True),
-    PolicyKind("SecurityPolicy", "securityPolicies", frozenset({"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TCPRoute"}),
-               security.IMPLEMENTED, security.problems, resolve=security.resolve),
+    PolicyKind(
+        "BackendTrafficPolicy",
+        "backendTrafficPolicies",
+        _ROUTES | {"Gateway", "ListenerSet"},
+        btp.IMPLEMENTED,
+        btp.problems,
+    ),
+    PolicyKind(
+        "ClientTrafficPolicy",
+        "clientTrafficPolicies",
+        frozenset({"Gateway", "ListenerSet"}),
+        ctp.IMPLEMENTED,
+        ctp.problems,
+        client_side=True,
+    ),
+    PolicyKind(
+        "SecurityPolicy",
+        "securityPolicies",
+        frozenset({"Gateway", "ListenerSet", "HTTPRoute", "GRPCRoute", "TCPRoute"}),
+        security.IMPLEMENTED,
+        security.problems,
+        resolve=security.resolve,
+    ),
 )

@@ -20,19 +20,37 @@ from gateweave import ir
 from gateweave.translate.policies import specvalue
 from gateweave.translate.regex import re2_error
 
-FIELDS: frozenset[str] = frozenset({
-    "rateLimit", "rateLimit.type", "rateLimit.local", "rateLimit.local.rules",
-    "rateLimit.local.rules.limit", "rateLimit.local.rules.limit.requests", "rateLimit.local.rules.limit.unit",
-    "rateLimit.local.rules.clientSelectors",
-    "rateLimit.local.rules.clientSelectors.headers", "rateLimit.local.rules.clientSelectors.headers.name",
-    "rateLimit.local.rules.clientSelectors.headers.type", "rateLimit.local.rules.clientSelectors.headers.value",
-    "rateLimit.local.rules.clientSelectors.headers.invert",
-    "rateLimit.local.rules.clientSelectors.sourceCIDR", "rateLimit.local.rules.clientSelectors.sourceCIDR.value",
-    "rateLimit.local.rules.clientSelectors.sourceCIDR.type", "rateLimit.local.rules.clientSelectors.sourceCIDR.invert",
-})
+FIELDS: frozenset[str] = frozenset(
+    {
+        "rateLimit",
+        "rateLimit.type",
+        "rateLimit.local",
+        "rateLimit.local.rules",
+        "rateLimit.local.rules.limit",
+        "rateLimit.local.rules.limit.requests",
+        "rateLimit.local.rules.limit.unit",
+        "rateLimit.local.rules.clientSelectors",
+        "rateLimit.local.rules.clientSelectors.headers",
+        "rateLimit.local.rules.clientSelectors.headers.name",
+        "rateLimit.local.rules.clientSelectors.headers.type",
+        "rateLimit.local.rules.clientSelectors.headers.value",
+        "rateLimit.local.rules.clientSelectors.headers.invert",
+        "rateLimit.local.rules.clientSelectors.sourceCIDR",
+        "rateLimit.local.rules.clientSelectors.sourceCIDR.value",
+        "rateLimit.local.rules.clientSelectors.sourceCIDR.type",
+        "rateLimit.local.rules.clientSelectors.sourceCIDR.invert",
+    }
+)
 
-_UNIT_S = {"Second": 1, "Minute": 60, "Hour": 3600, "Day": 86400, "Week": 7 * 86400, "Month": 30 * 86400,
-           "Year": 365 * 86400}
+_UNIT_S = {
+    "Second": 1,
+    "Minute": 60,
+    "Hour": 3600,
+    "Day": 86400,
+    "Week": 7 * 86400,
+    "Month": 30 * 86400,
+    "Year": 365 * 86400,
+}
 
 
 class _Limit(msgspec.Struct, frozen=True):
@@ -80,7 +98,10 @@ def problems(spec: dict[str, Any]) -> list[str]:
     if isinstance(rl, str):
         return [rl]
     if rl.type != "Local" or rl.local is None:
-        return [f"spec.rateLimit.type {rl.type or '(unset)'}: only Local rate limits are supported by gateweave"]
+        return [
+            f"spec.rateLimit.type {rl.type or '(unset)'}: only Local rate limits are supported by "
+            "gateweave"
+        ]
     out = []
     defaults = [rule.limit.unit for rule in rl.local.rules if not rule.client_selectors]
     if len(defaults) > 1:
@@ -92,8 +113,11 @@ def problems(spec: dict[str, Any]) -> list[str]:
         if rule.limit.unit not in _UNIT_S:
             out.append(f"{at}.limit.unit {rule.limit.unit} is not a unit")
         elif rule.client_selectors and _UNIT_S[rule.limit.unit] % default_s:
-            out.append(f"{at}.limit.unit {rule.limit.unit} must be a multiple of the unit of the rule without"
-                       " clientSelectors")
+            out.append(
+                f"{at}.limit.unit {rule.limit.unit} must be a multiple of the unit of the rule "
+                "without"
+                " clientSelectors"
+            )
         if not 0 < rule.limit.requests < 1 << 32:
             out.append(f"{at}.limit.requests {rule.limit.requests} is out of range")
         for j, selector in enumerate(rule.client_selectors):
@@ -116,7 +140,9 @@ def _selector_problems(selector: _Selector, at: str) -> list[str]:
             if header.value is None:
                 out.append(f"{where}.value is required for type {header.type}")
             elif header.type == "RegularExpression" and (err := re2_error(header.value)):
-                out.append(f"{where}.value {header.value!r} is not a valid regular expression: {err}")
+                out.append(
+                    f"{where}.value {header.value!r} is not a valid regular expression: {err}"
+                )
         else:
             out.append(f"{where}.type {header.type} is not a header match type")
     source = selector.source_cidr
@@ -148,15 +174,24 @@ def _local_rate_limit(local: _Local) -> ir.LocalRateLimit:
         # A rule's selectors are ANDed: one set of conditions (problems allows one sourceCIDR).
         headers = tuple(
             (ir.StringMatch(name=h.name.lower(), type=h.type, value=h.value or ""), h.invert)
-            for selector in rule.client_selectors for h in selector.headers
+            for selector in rule.client_selectors
+            for h in selector.headers
         )
         source = None
         for selector in rule.client_selectors:
             if selector.source_cidr is not None:
-                source = ir.RateLimitSource(cidr=str(_network(selector.source_cidr.value)),
-                                            distinct=selector.source_cidr.type == "Distinct")
-        rules.append(ir.RateLimitRule(requests=rule.limit.requests, unit_s=_UNIT_S[rule.limit.unit],
-                                      headers=headers, source=source))
+                source = ir.RateLimitSource(
+                    cidr=str(_network(selector.source_cidr.value)),
+                    distinct=selector.source_cidr.type == "Distinct",
+                )
+        rules.append(
+            ir.RateLimitRule(
+                requests=rule.limit.requests,
+                unit_s=_UNIT_S[rule.limit.unit],
+                headers=headers,
+                source=source,
+            )
+        )
     return ir.LocalRateLimit(
         requests=default.requests if default is not None else None,
         unit_s=_UNIT_S[default.unit] if default is not None else 1,

@@ -15,12 +15,23 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.policies import specvalue
 
-FIELDS: frozenset[str] = frozenset({
-    "retry", "retry.numRetries", "retry.retryOn", "retry.retryOn.triggers", "retry.retryOn.httpStatusCodes",
-    "retry.perRetry", "retry.perRetry.timeout", "retry.perRetry.backOff", "retry.perRetry.backOff.baseInterval",
-    "retry.perRetry.backOff.maxInterval",
-    "timeout", "timeout.http", "timeout.http.requestTimeout",
-})
+FIELDS: frozenset[str] = frozenset(
+    {
+        "retry",
+        "retry.numRetries",
+        "retry.retryOn",
+        "retry.retryOn.triggers",
+        "retry.retryOn.httpStatusCodes",
+        "retry.perRetry",
+        "retry.perRetry.timeout",
+        "retry.perRetry.backOff",
+        "retry.perRetry.backOff.baseInterval",
+        "retry.perRetry.backOff.maxInterval",
+        "timeout",
+        "timeout.http",
+        "timeout.http.requestTimeout",
+    }
+)
 
 
 class _BackOff(msgspec.Struct, frozen=True, rename="camel"):
@@ -53,7 +64,13 @@ class _Timeout(msgspec.Struct, frozen=True):
 
 
 # Envoy Gateway's retry without retryOn: connection failures, and 503.
-_DEFAULT_TRIGGERS: tuple[str, ...] = ("connect-failure", "refused-stream", "unavailable", "cancelled", "retriable-status-codes")
+_DEFAULT_TRIGGERS: tuple[str, ...] = (
+    "connect-failure",
+    "refused-stream",
+    "unavailable",
+    "cancelled",
+    "retriable-status-codes",
+)
 _DEFAULT_CODES: tuple[int, ...] = (503,)
 # Envoy's own default base interval, when only maxInterval is given.
 _DEFAULT_BASE_S = 0.025
@@ -84,8 +101,14 @@ def _ir_retry(retry: _Retry, out: list[str]) -> ir.Retry:
     if base is not None and ceiling is not None and ceiling < base:
         out.append("spec.retry.perRetry.backOff.maxInterval must not be less than baseInterval")
     per_try = specvalue.seconds(per.timeout, "spec.retry.perRetry.timeout", out)
-    return ir.Retry(codes=tuple(codes), attempts=retry.num_retries, backoff_s=base, triggers=tuple(triggers),
-                    max_backoff_s=ceiling, per_try_s=per_try)
+    return ir.Retry(
+        codes=tuple(codes),
+        attempts=retry.num_retries,
+        backoff_s=base,
+        triggers=tuple(triggers),
+        max_backoff_s=ceiling,
+        per_try_s=per_try,
+    )
 
 
 def _request_timeout(timeout: _Timeout, out: list[str]) -> float | None:
@@ -98,8 +121,10 @@ def _settings(spec: dict[str, Any], out: list[str]) -> tuple[ir.Retry | None, fl
     retry = specvalue.field(spec, "retry", _Retry)
     timeout = specvalue.field(spec, "timeout", _Timeout)
     out.extend(f for f in (retry, timeout) if isinstance(f, str))
-    return (_ir_retry(retry, out) if isinstance(retry, _Retry) else None,
-            _request_timeout(timeout, out) if isinstance(timeout, _Timeout) else None)
+    return (
+        _ir_retry(retry, out) if isinstance(retry, _Retry) else None,
+        _request_timeout(timeout, out) if isinstance(timeout, _Timeout) else None,
+    )
 
 
 def problems(spec: dict[str, Any]) -> list[str]:

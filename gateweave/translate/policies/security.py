@@ -52,34 +52,90 @@ from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.certs import secret_value
 from gateweave.translate.filters import RuleError, parse_duration
 
-IMPLEMENTED: frozenset[str] = frozenset({
-    "basicAuth", "basicAuth.users", "basicAuth.users.group", "basicAuth.users.kind", "basicAuth.users.name",
-    "basicAuth.users.namespace",
-    "authorization", "authorization.defaultAction", "authorization.rules", "authorization.rules.name",
-    "authorization.rules.action", "authorization.rules.principal", "authorization.rules.principal.clientCIDRs",
-    "authorization.rules.principal.headers", "authorization.rules.principal.headers.name",
-    "authorization.rules.principal.headers.values",
-    "apiKeyAuth", "apiKeyAuth.credentialRefs", "apiKeyAuth.credentialRefs.group", "apiKeyAuth.credentialRefs.kind",
-    "apiKeyAuth.credentialRefs.name", "apiKeyAuth.credentialRefs.namespace", "apiKeyAuth.extractFrom",
-    "apiKeyAuth.extractFrom.headers", "apiKeyAuth.extractFrom.params", "apiKeyAuth.extractFrom.cookies",
-    "apiKeyAuth.forwardClientIDHeader", "apiKeyAuth.sanitize",
-    "jwt", "jwt.optional", "jwt.providers", "jwt.providers.name", "jwt.providers.issuer", "jwt.providers.audiences",
-    "jwt.providers.localJWKS", "jwt.providers.localJWKS.type", "jwt.providers.localJWKS.inline",
-    "jwt.providers.localJWKS.valueRef", "jwt.providers.localJWKS.valueRef.group", "jwt.providers.localJWKS.valueRef.kind",
-    "jwt.providers.localJWKS.valueRef.name", "jwt.providers.extractFrom", "jwt.providers.extractFrom.headers",
-    "jwt.providers.extractFrom.headers.name", "jwt.providers.extractFrom.headers.valuePrefix",
-    "jwt.providers.extractFrom.params", "jwt.providers.extractFrom.cookies", "jwt.providers.claimToHeaders",
-    "jwt.providers.claimToHeaders.claim", "jwt.providers.claimToHeaders.header",
-    "extAuth", "extAuth.failOpen", "extAuth.headersToExtAuth", "extAuth.http", "extAuth.http.path",
-    "extAuth.http.headersToBackend", "extAuth.http.backendRef.*", "extAuth.http.backendRefs", "extAuth.http.backendRefs.group",
-    "extAuth.http.backendRefs.kind", "extAuth.http.backendRefs.name", "extAuth.http.backendRefs.namespace",
-    "extAuth.http.backendRefs.port", "extAuth.http.backendRefs.weight",
-    "extAuth.grpc", "extAuth.grpc.backendRef.*", "extAuth.grpc.backendRefs",
-    "extAuth.grpc.backendRefs.group", "extAuth.grpc.backendRefs.kind", "extAuth.grpc.backendRefs.name",
-    "extAuth.grpc.backendRefs.namespace", "extAuth.grpc.backendRefs.port", "extAuth.grpc.backendRefs.weight",
-    "cors", "cors.allowOrigins", "cors.allowMethods", "cors.allowHeaders", "cors.exposeHeaders", "cors.maxAge",
-    "cors.allowCredentials",
-})
+IMPLEMENTED: frozenset[str] = frozenset(
+    {
+        "basicAuth",
+        "basicAuth.users",
+        "basicAuth.users.group",
+        "basicAuth.users.kind",
+        "basicAuth.users.name",
+        "basicAuth.users.namespace",
+        "authorization",
+        "authorization.defaultAction",
+        "authorization.rules",
+        "authorization.rules.name",
+        "authorization.rules.action",
+        "authorization.rules.principal",
+        "authorization.rules.principal.clientCIDRs",
+        "authorization.rules.principal.headers",
+        "authorization.rules.principal.headers.name",
+        "authorization.rules.principal.headers.values",
+        "apiKeyAuth",
+        "apiKeyAuth.credentialRefs",
+        "apiKeyAuth.credentialRefs.group",
+        "apiKeyAuth.credentialRefs.kind",
+        "apiKeyAuth.credentialRefs.name",
+        "apiKeyAuth.credentialRefs.namespace",
+        "apiKeyAuth.extractFrom",
+        "apiKeyAuth.extractFrom.headers",
+        "apiKeyAuth.extractFrom.params",
+        "apiKeyAuth.extractFrom.cookies",
+        "apiKeyAuth.forwardClientIDHeader",
+        "apiKeyAuth.sanitize",
+        "jwt",
+        "jwt.optional",
+        "jwt.providers",
+        "jwt.providers.name",
+        "jwt.providers.issuer",
+        "jwt.providers.audiences",
+        "jwt.providers.localJWKS",
+        "jwt.providers.localJWKS.type",
+        "jwt.providers.localJWKS.inline",
+        "jwt.providers.localJWKS.valueRef",
+        "jwt.providers.localJWKS.valueRef.group",
+        "jwt.providers.localJWKS.valueRef.kind",
+        "jwt.providers.localJWKS.valueRef.name",
+        "jwt.providers.extractFrom",
+        "jwt.providers.extractFrom.headers",
+        "jwt.providers.extractFrom.headers.name",
+        "jwt.providers.extractFrom.headers.valuePrefix",
+        "jwt.providers.extractFrom.params",
+        "jwt.providers.extractFrom.cookies",
+        "jwt.providers.claimToHeaders",
+        "jwt.providers.claimToHeaders.claim",
+        "jwt.providers.claimToHeaders.header",
+        "extAuth",
+        "extAuth.failOpen",
+        "extAuth.headersToExtAuth",
+        "extAuth.http",
+        "extAuth.http.path",
+        "extAuth.http.headersToBackend",
+        "extAuth.http.backendRef.*",
+        "extAuth.http.backendRefs",
+        "extAuth.http.backendRefs.group",
+        "extAuth.http.backendRefs.kind",
+        "extAuth.http.backendRefs.name",
+        "extAuth.http.backendRefs.namespace",
+        "extAuth.http.backendRefs.port",
+        "extAuth.http.backendRefs.weight",
+        "extAuth.grpc",
+        "extAuth.grpc.backendRef.*",
+        "extAuth.grpc.backendRefs",
+        "extAuth.grpc.backendRefs.group",
+        "extAuth.grpc.backendRefs.kind",
+        "extAuth.grpc.backendRefs.name",
+        "extAuth.grpc.backendRefs.namespace",
+        "extAuth.grpc.backendRefs.port",
+        "extAuth.grpc.backendRefs.weight",
+        "cors",
+        "cors.allowOrigins",
+        "cors.allowMethods",
+        "cors.allowHeaders",
+        "cors.exposeHeaders",
+        "cors.maxAge",
+        "cors.allowCredentials",
+    }
+)
 
 T = TypeVar("T")
 
@@ -241,18 +297,30 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
     api_key = _api_key_auth(ctx, policy.metadata.namespace, spec.get("apiKeyAuth"), out)
     jwt = _jwt(ctx, policy.metadata.namespace, spec.get("jwt"), out)
     ext, clusters = _ext_auth(ctx, policy.metadata.namespace, spec.get("extAuth"), out)
-    return Effect(basic_auth=basic, authorization=authz, cors=cors, api_key_auth=api_key, jwt=jwt, ext_auth=ext,
-                  clusters=clusters), out
+    return Effect(
+        basic_auth=basic,
+        authorization=authz,
+        cors=cors,
+        api_key_auth=api_key,
+        jwt=jwt,
+        ext_auth=ext,
+        clusters=clusters,
+    ), out
 
 
 def route_effect(effect: Effect, route: ir.Route) -> ir.Route:
     """``route`` as a SecurityPolicy with ``effect`` (accepted, without problems) makes it."""
     if effect == _NO_EFFECT:
         return route
-    return msgspec.structs.replace(route, basic_auth=effect.basic_auth, authorization=effect.authorization,
-                                   api_key_auth=effect.api_key_auth, jwt=effect.jwt,
-                                   ext_auth=effect.ext_auth if effect.ext_auth is not None else route.ext_auth,
-                                   cors=effect.cors if effect.cors is not None else route.cors)
+    return msgspec.structs.replace(
+        route,
+        basic_auth=effect.basic_auth,
+        authorization=effect.authorization,
+        api_key_auth=effect.api_key_auth,
+        jwt=effect.jwt,
+        ext_auth=effect.ext_auth if effect.ext_auth is not None else route.ext_auth,
+        cors=effect.cors if effect.cors is not None else route.cors,
+    )
 
 
 def _read(raw: Any, shape: type[T], where: str, out: list[str]) -> T | None:
@@ -281,12 +349,16 @@ def _basic_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicA
         return None
     users = htpasswd_users(text)
     if isinstance(users, str):
-        out.append(f"{where}: Secret {ref.namespace or namespace}/{ref.name} key {HTPASSWD_KEY}: {users}")
+        out.append(
+            f"{where}: Secret {ref.namespace or namespace}/{ref.name} key {HTPASSWD_KEY}: {users}"
+        )
         return None
     return ir.BasicAuth(users="\n".join(users))
 
 
-def _secret(ctx: Any, namespace: str, ref: _SecretRef, where: str, out: list[str]) -> m.Secret | None:
+def _secret(
+    ctx: Any, namespace: str, ref: _SecretRef, where: str, out: list[str]
+) -> m.Secret | None:
     """The Secret ``ref`` names, read as Envoy Gateway allows (another namespace's only with a
     ReferenceGrant to SecurityPolicies of ``namespace``); None, with the problem in ``out``,
     when it cannot be read."""
@@ -294,8 +366,13 @@ def _secret(ctx: Any, namespace: str, ref: _SecretRef, where: str, out: list[str
         out.append(f"{where}: {ref.group or 'core'}/{ref.kind} is not a Secret")
         return None
     ns = ref.namespace or namespace
-    if not ctx.reference_allowed(m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, "", "Secret", ns, ref.name):
-        out.append(f"{where}: Secret {ns}/{ref.name} is in another namespace and no ReferenceGrant allows it")
+    if not ctx.reference_allowed(
+        m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, "", "Secret", ns, ref.name
+    ):
+        out.append(
+            f"{where}: Secret {ns}/{ref.name} is in another namespace and no ReferenceGrant allows "
+            "it"
+        )
         return None
     secret: m.Secret | None = ctx.snapshot.secrets.get((ns, ref.name))
     if secret is None:
@@ -303,14 +380,18 @@ def _secret(ctx: Any, namespace: str, ref: _SecretRef, where: str, out: list[str
     return secret
 
 
-def _secret_text(ctx: Any, namespace: str, ref: _SecretRef, where: str, key: str, out: list[str]) -> str | None:
+def _secret_text(
+    ctx: Any, namespace: str, ref: _SecretRef, where: str, key: str, out: list[str]
+) -> str | None:
     """The text under ``key`` of the Secret ``ref`` names (see :func:`_secret`)."""
     secret = _secret(ctx, namespace, ref, where, out)
     if secret is None:
         return None
     text = secret_value(secret, key)
     if text is None:
-        out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name} has no key {key} (UTF-8 text)")
+        out.append(
+            f"{where}: Secret {secret.metadata.namespace}/{ref.name} has no key {key} (UTF-8 text)"
+        )
     return text
 
 
@@ -329,7 +410,7 @@ def htpasswd_users(text: str) -> list[str] | str:
         if not hashed.startswith(_SHA):
             return f"line {number} (user {user}): only {_SHA} hashes are supported"
         try:
-            digest = base64.b64decode(hashed[len(_SHA):], validate=True)
+            digest = base64.b64decode(hashed[len(_SHA) :], validate=True)
         except binascii.Error:
             digest = b""
         if len(digest) != _SHA1_BYTES:
@@ -366,10 +447,14 @@ def _authorization(raw: Any, out: list[str]) -> ir.Authorization | None:
         headers = tuple((h.name, h.values) for h in rule.principal.headers)
         for j, (name, values) in enumerate(headers):
             if not name or not values:
-                out.append(f"{where}.principal.headers[{j}]: a name and at least one value are needed")
+                out.append(
+                    f"{where}.principal.headers[{j}]: a name and at least one value are needed"
+                )
         if not cidrs and not headers and not rule.principal.client_cid_rs:
             out.append(f"{where}.principal: at least one of clientCIDRs, headers is needed")
-        rules.append(ir.AuthzRule(allow=rule.action == "Allow", cidrs=tuple(cidrs), headers=headers))
+        rules.append(
+            ir.AuthzRule(allow=rule.action == "Allow", cidrs=tuple(cidrs), headers=headers)
+        )
     return ir.Authorization(rules=tuple(rules), default_allow=conf.default_action == "Allow")
 
 
@@ -389,9 +474,15 @@ def _cors(raw: Any, out: list[str]) -> ir.CORS | None:
         except RuleError:
             out.append(f"spec.cors.maxAge {conf.max_age} is not a duration")
     try:
-        made = filters.cors(m.HTTPCORSFilter(
-            allow_origins=conf.allow_origins, allow_credentials=conf.allow_credentials, allow_methods=conf.allow_methods,
-            allow_headers=conf.allow_headers, expose_headers=conf.expose_headers))
+        made = filters.cors(
+            m.HTTPCORSFilter(
+                allow_origins=conf.allow_origins,
+                allow_credentials=conf.allow_credentials,
+                allow_methods=conf.allow_methods,
+                allow_headers=conf.allow_headers,
+                expose_headers=conf.expose_headers,
+            )
+        )
     except RuleError as exc:
         out.append(f"spec.cors: {exc}")
         return None
@@ -415,25 +506,44 @@ def _api_key_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.ApiK
         for client in sorted({*secret.data, *secret.string_data}):
             key = secret_value(secret, client)
             if not key:
-                out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: no API key (UTF-8 text)")
+                out.append(
+                    f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: no API "
+                    "key (UTF-8 text)"
+                )
             elif key in credentials:
-                out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: "
-                           f"the same API key as client {credentials[key]}")
+                out.append(
+                    f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: "
+                    f"the same API key as client {credentials[key]}"
+                )
             elif client in clients:
-                out.append(f"{where}: Secret {secret.metadata.namespace}/{ref.name}: client {client} is listed twice")
+                out.append(
+                    f"{where}: Secret {secret.metadata.namespace}/{ref.name}: client {client} is "
+                    "listed twice"
+                )
             else:
                 credentials[key] = client
                 clients.add(client)
-    sources = tuple((kind, name) for source in conf.extract_from
-                    for kind, names in (("header", source.headers), ("query", source.params), ("cookie", source.cookies))
-                    for name in names)
+    sources = tuple(
+        (kind, name)
+        for source in conf.extract_from
+        for kind, names in (
+            ("header", source.headers),
+            ("query", source.params),
+            ("cookie", source.cookies),
+        )
+        for name in names
+    )
     if not credentials and not out:
         out.append("spec.apiKeyAuth.credentialRefs: no API keys")
     if not sources:
         out.append("spec.apiKeyAuth.extractFrom: no header, param or cookie to find the key in")
     by_client = sorted(credentials.items(), key=lambda kc: kc[1])
-    return ir.ApiKeyAuth(credentials=tuple(ir.ApiKeyCredential(client=c, api_key=k) for k, c in by_client),
-                         sources=sources, forward_client_id_header=conf.forward_client_id_header, sanitize=conf.sanitize)
+    return ir.ApiKeyAuth(
+        credentials=tuple(ir.ApiKeyCredential(client=c, api_key=k) for k, c in by_client),
+        sources=sources,
+        forward_client_id_header=conf.forward_client_id_header,
+        sanitize=conf.sanitize,
+    )
 
 
 # ---------------------------------------------------------------- jwt
@@ -450,20 +560,34 @@ def _jwt(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.Jwt | None:
         if p.name in names:
             out.append(f"{where}.name {p.name} is not unique")
         names.add(p.name)
-        jwks = _local_jwks(ctx, namespace, p.local_jwks, f"{where}.localJWKS", out) if p.local_jwks is not None else None
+        jwks = (
+            _local_jwks(ctx, namespace, p.local_jwks, f"{where}.localJWKS", out)
+            if p.local_jwks is not None
+            else None
+        )
         if p.local_jwks is None:
             out.append(f"{where}: a localJWKS is needed")
         ex = p.extract_from or _JwtExtractFrom()
-        providers.append(ir.JwtProvider(
-            name=p.name, jwks=jwks or "", issuer=p.issuer, audiences=p.audiences,
-            headers=tuple((h.name, h.value_prefix) for h in ex.headers), params=ex.params, cookies=ex.cookies,
-            claim_to_headers=tuple((c.claim, c.header) for c in p.claim_to_headers)))
+        providers.append(
+            ir.JwtProvider(
+                name=p.name,
+                jwks=jwks or "",
+                issuer=p.issuer,
+                audiences=p.audiences,
+                headers=tuple((h.name, h.value_prefix) for h in ex.headers),
+                params=ex.params,
+                cookies=ex.cookies,
+                claim_to_headers=tuple((c.claim, c.header) for c in p.claim_to_headers),
+            )
+        )
     if not providers:
         out.append("spec.jwt.providers: at least one provider is needed")
     return ir.Jwt(providers=tuple(providers), optional=conf.optional)
 
 
-def _local_jwks(ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: list[str]) -> str | None:
+def _local_jwks(
+    ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: list[str]
+) -> str | None:
     """The JWKS document of a localJWKS, checked as Envoy will read it."""
     if local.type == "Inline":
         text = local.inline
@@ -484,7 +608,10 @@ def _local_jwks(ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: li
             out.append(f"{where}.valueRef: ConfigMap {namespace}/{ref.name} has no data")
             return None
     else:
-        out.append(f"{where}: type {local.type} needs its {'valueRef' if local.type == 'ValueRef' else 'value'}")
+        out.append(
+            f"{where}: type {local.type} needs its "
+            f"{'valueRef' if local.type == 'ValueRef' else 'value'}"
+        )
         return None
     try:
         doc = msgspec.json.decode(text, type=_JWKS)
@@ -500,7 +627,9 @@ def _local_jwks(ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: li
 # ---------------------------------------------------------------- extAuth
 
 
-def _ext_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> tuple[ir.ExtAuth | None, tuple[ir.Cluster, ...]]:
+def _ext_auth(
+    ctx: Any, namespace: str, raw: Any, out: list[str]
+) -> tuple[ir.ExtAuth | None, tuple[ir.Cluster, ...]]:
     conf = _read(raw, _ExtAuth, "spec.extAuth", out)
     if conf is None:
         return None, ()
@@ -510,14 +639,21 @@ def _ext_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> tuple[ir.Ex
     if service is None or (conf.grpc is not None and conf.http is not None):
         out.append("spec.extAuth: exactly one of http, grpc is needed")
         return None, ()
-    refs = ((service.backend_ref,) if service.backend_ref is not None else ()) + service.backend_refs
+    refs = (
+        (service.backend_ref,) if service.backend_ref is not None else ()
+    ) + service.backend_refs
     if len(refs) != 1:
         out.append(f"{where}: gateweave supports exactly one backendRef")
         return None, ()
     ref = refs[0]
     ns = ref.namespace or namespace
-    if not ctx.reference_allowed(m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, ref.group, ref.kind, ns, ref.name):
-        out.append(f"{where}.backendRef: {ref.kind} {ns}/{ref.name} is in another namespace and no ReferenceGrant allows it")
+    if not ctx.reference_allowed(
+        m.ENVOY_GATEWAY_GROUP, "SecurityPolicy", namespace, ref.group, ref.kind, ns, ref.name
+    ):
+        out.append(
+            f"{where}.backendRef: {ref.kind} {ns}/{ref.name} is in another namespace and no "
+            "ReferenceGrant allows it"
+        )
         return None, ()
     # Resolved as a route of that namespace would resolve it (the grant above being the policy's).
     resolver = BackendResolver(ctx, BackendTLSIndex(ctx))
@@ -526,7 +662,13 @@ def _ext_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> tuple[ir.Ex
         problem = backend.problem.message if backend.problem is not None else "cannot be resolved"
         out.append(f"{where}.backendRef: {problem}")
         return None, ()
-    ext = ir.ExtAuth(protocol="GRPC" if grpc else "HTTP", cluster=backend.cluster.name, path=service.path,
-                     allowed_headers=conf.headers_to_ext_auth, allowed_response_headers=service.headers_to_backend,
-                     only_listed_response_headers=True, fail_open=conf.fail_open)
+    ext = ir.ExtAuth(
+        protocol="GRPC" if grpc else "HTTP",
+        cluster=backend.cluster.name,
+        path=service.path,
+        allowed_headers=conf.headers_to_ext_auth,
+        allowed_response_headers=service.headers_to_backend,
+        only_listed_response_headers=True,
+        fail_open=conf.fail_open,
+    )
     return ext, (backend.cluster,)

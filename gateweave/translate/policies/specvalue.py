@@ -41,8 +41,21 @@ def seconds(text: str | None, at: str, out: list[str]) -> float | None:
 
 
 _QUANTITY = re.compile(r"([1-9][0-9]*)([EPTGMK]i|[EPTGMk])?")
-_QUANTITY_UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-                   "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_QUANTITY_UNITS = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
 
 
 def byte_count(value: Any, at: str, out: list[str], most: int) -> int | None:
@@ -50,7 +63,11 @@ def byte_count(value: Any, at: str, out: list[str], most: int) -> int | None:
     a problem in ``out`` when it is not one or exceeds ``most``; None when unset."""
     if value is None:
         return None
-    match = _QUANTITY.fullmatch(str(value)) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    match = (
+        _QUANTITY.fullmatch(str(value))
+        if isinstance(value, (int, str)) and not isinstance(value, bool)
+        else None
+    )
     if match is None:
         out.append(f"{at} {value!r} is not a number of bytes")
         return None

@@ -17,23 +17,49 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.policies import specvalue
 
-FIELDS: frozenset[str] = frozenset({
-    "timeout", "timeout.tcp", "timeout.tcp.connectTimeout",
-    "loadBalancer", "loadBalancer.type", "loadBalancer.consistentHash", "loadBalancer.consistentHash.type",
-    "loadBalancer.consistentHash.header", "loadBalancer.consistentHash.header.name",
-    "loadBalancer.consistentHash.cookie", "loadBalancer.consistentHash.cookie.name",
-    "loadBalancer.consistentHash.cookie.ttl", "loadBalancer.consistentHash.tableSize",
-    "circuitBreaker", "circuitBreaker.maxConnections", "circuitBreaker.maxPendingRequests",
-    "circuitBreaker.maxParallelRequests", "circuitBreaker.maxParallelRetries",
-    "healthCheck", "healthCheck.active", "healthCheck.active.type", "healthCheck.active.interval",
-    "healthCheck.active.timeout", "healthCheck.active.healthyThreshold", "healthCheck.active.unhealthyThreshold",
-    "healthCheck.active.http", "healthCheck.active.http.path", "healthCheck.active.http.hostname",
-    "healthCheck.active.http.expectedStatuses", "healthCheck.active.tcp",
-    "healthCheck.passive", "healthCheck.passive.consecutive5XxErrors", "healthCheck.passive.consecutiveGatewayErrors",
-    "healthCheck.passive.consecutiveLocalOriginFailures", "healthCheck.passive.splitExternalLocalOriginErrors",
-    "healthCheck.passive.interval", "healthCheck.passive.baseEjectionTime", "healthCheck.passive.maxEjectionPercent",
-    "healthCheck.passive.alwaysEjectOneEndpoint",
-})
+FIELDS: frozenset[str] = frozenset(
+    {
+        "timeout",
+        "timeout.tcp",
+        "timeout.tcp.connectTimeout",
+        "loadBalancer",
+        "loadBalancer.type",
+        "loadBalancer.consistentHash",
+        "loadBalancer.consistentHash.type",
+        "loadBalancer.consistentHash.header",
+        "loadBalancer.consistentHash.header.name",
+        "loadBalancer.consistentHash.cookie",
+        "loadBalancer.consistentHash.cookie.name",
+        "loadBalancer.consistentHash.cookie.ttl",
+        "loadBalancer.consistentHash.tableSize",
+        "circuitBreaker",
+        "circuitBreaker.maxConnections",
+        "circuitBreaker.maxPendingRequests",
+        "circuitBreaker.maxParallelRequests",
+        "circuitBreaker.maxParallelRetries",
+        "healthCheck",
+        "healthCheck.active",
+        "healthCheck.active.type",
+        "healthCheck.active.interval",
+        "healthCheck.active.timeout",
+        "healthCheck.active.healthyThreshold",
+        "healthCheck.active.unhealthyThreshold",
+        "healthCheck.active.http",
+        "healthCheck.active.http.path",
+        "healthCheck.active.http.hostname",
+        "healthCheck.active.http.expectedStatuses",
+        "healthCheck.active.tcp",
+        "healthCheck.passive",
+        "healthCheck.passive.consecutive5XxErrors",
+        "healthCheck.passive.consecutiveGatewayErrors",
+        "healthCheck.passive.consecutiveLocalOriginFailures",
+        "healthCheck.passive.splitExternalLocalOriginErrors",
+        "healthCheck.passive.interval",
+        "healthCheck.passive.baseEjectionTime",
+        "healthCheck.passive.maxEjectionPercent",
+        "healthCheck.passive.alwaysEjectOneEndpoint",
+    }
+)
 
 
 class _TCPTimeout(msgspec.Struct, frozen=True, rename="camel"):
@@ -109,7 +135,7 @@ _MAX_TABLE_SIZE = 5000011  # Envoy's Maglev limit
 
 
 def _prime(n: int) -> bool:
-    return n > 1 and all(n % k for k in range(2, int(n ** 0.5) + 1))
+    return n > 1 and all(n % k for k in range(2, int(n**0.5) + 1))
 
 
 def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | None:
@@ -123,7 +149,11 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
     cb = cb if isinstance(cb, _CircuitBreaker) else None
     hc = hc if isinstance(hc, _HealthCheck) else None
     tcp = timeout.tcp if isinstance(timeout, _Timeout) else None
-    connect = specvalue.seconds(tcp.connect_timeout, "spec.timeout.tcp.connectTimeout", out) if tcp is not None else None
+    connect = (
+        specvalue.seconds(tcp.connect_timeout, "spec.timeout.tcp.connectTimeout", out)
+        if tcp is not None
+        else None
+    )
     if lb is None and cb is None and hc is None and connect is None:
         return None
     policy = ir.ClusterPolicy(connect_timeout_s=connect)
@@ -134,12 +164,21 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
     if connect is not None and connect <= 0:
         out.append("spec.timeout.tcp.connectTimeout must be more than 0")
     if cb is not None:
-        limits = (cb.max_connections, cb.max_pending_requests, cb.max_parallel_requests, cb.max_parallel_retries)
+        limits = (
+            cb.max_connections,
+            cb.max_pending_requests,
+            cb.max_parallel_requests,
+            cb.max_parallel_retries,
+        )
         if any(v is not None and not 0 <= v < 1 << 32 for v in limits):
             out.append("spec.circuitBreaker: a threshold is out of range")
         policy = msgspec.structs.replace(
-            policy, max_connections=cb.max_connections, max_pending_requests=cb.max_pending_requests,
-            max_parallel_requests=cb.max_parallel_requests, max_parallel_retries=cb.max_parallel_retries)
+            policy,
+            max_connections=cb.max_connections,
+            max_pending_requests=cb.max_pending_requests,
+            max_parallel_requests=cb.max_parallel_requests,
+            max_parallel_retries=cb.max_parallel_retries,
+        )
     if lb is not None:
         policy = _load_balancer(lb, policy, out)
     return policy
@@ -155,7 +194,10 @@ def _active(active: _Active, out: list[str]) -> ir.HealthCheck | None:
         out.append(f"{at}.http goes with type HTTP")
     if not interval or not timeout:
         out.append(f"{at}: interval and timeout must be more than 0")
-    for name, value in (("healthyThreshold", active.healthy_threshold), ("unhealthyThreshold", active.unhealthy_threshold)):
+    for name, value in (
+        ("healthyThreshold", active.healthy_threshold),
+        ("unhealthyThreshold", active.unhealthy_threshold),
+    ):
         if not 0 < value < 1 << 32:
             out.append(f"{at}.{name} {value} is out of range")
     http = active.http or _ActiveHTTP(path="/")
@@ -166,27 +208,41 @@ def _active(active: _Active, out: list[str]) -> ir.HealthCheck | None:
             out.append(f"{at}.http.expectedStatuses: {code} is not an HTTP status code")
     if not (interval and timeout):
         return None
-    return ir.HealthCheck(type=active.type, interval_s=interval, timeout_s=timeout, healthy=active.healthy_threshold,
-                          unhealthy=active.unhealthy_threshold, path=http.path, host=http.hostname,
-                          expected=http.expected_statuses or (200,))
+    return ir.HealthCheck(
+        type=active.type,
+        interval_s=interval,
+        timeout_s=timeout,
+        healthy=active.healthy_threshold,
+        unhealthy=active.unhealthy_threshold,
+        path=http.path,
+        host=http.hostname,
+        expected=http.expected_statuses or (200,),
+    )
 
 
 def _passive(passive: _Passive, out: list[str]) -> ir.OutlierDetection:
     at = "spec.healthCheck.passive"
-    counts = (passive.consecutive_5xx_errors, passive.consecutive_gateway_errors,
-              passive.consecutive_local_origin_failures)
+    counts = (
+        passive.consecutive_5xx_errors,
+        passive.consecutive_gateway_errors,
+        passive.consecutive_local_origin_failures,
+    )
     if any(v is not None and not 0 <= v < 1 << 32 for v in counts):
         out.append(f"{at}: a count of errors is out of range")
     percent = passive.max_ejection_percent
     if percent is not None and not 0 <= percent <= 100:
         out.append(f"{at}.maxEjectionPercent {percent} is not a percentage")
     return ir.OutlierDetection(
-        consecutive_5xx=passive.consecutive_5xx_errors, consecutive_gateway_errors=passive.consecutive_gateway_errors,
+        consecutive_5xx=passive.consecutive_5xx_errors,
+        consecutive_gateway_errors=passive.consecutive_gateway_errors,
         consecutive_local_failures=passive.consecutive_local_origin_failures,
         split_local_errors=passive.split_external_local_origin_errors,
         interval_s=specvalue.seconds(passive.interval, f"{at}.interval", out),
-        base_ejection_s=specvalue.seconds(passive.base_ejection_time, f"{at}.baseEjectionTime", out),
-        max_ejection_percent=percent, always_eject_one=passive.always_eject_one_endpoint,
+        base_ejection_s=specvalue.seconds(
+            passive.base_ejection_time, f"{at}.baseEjectionTime", out
+        ),
+        max_ejection_percent=percent,
+        always_eject_one=passive.always_eject_one_endpoint,
     )
 
 
@@ -197,7 +253,9 @@ def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) 
     ch = lb.consistent_hash
     if lb.type != "ConsistentHash":
         if ch is not None:
-            out.append(f"spec.loadBalancer.consistentHash is only for type ConsistentHash, not {lb.type}")
+            out.append(
+                f"spec.loadBalancer.consistentHash is only for type ConsistentHash, not {lb.type}"
+            )
         return msgspec.structs.replace(policy, lb=lb.type)
     if ch is None:
         out.append("spec.loadBalancer.consistentHash is required for type ConsistentHash")
@@ -209,14 +267,31 @@ def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) 
         name = ch.cookie.name
         ttl = specvalue.seconds(ch.cookie.ttl, "spec.loadBalancer.consistentHash.cookie.ttl", out)
     elif ch.type != "SourceIP":
-        out.append(f"spec.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header (with"
-                   " header) and Cookie (with cookie)")
-    if (ch.type == "Header") != (ch.header is not None) or (ch.type == "Cookie") != (ch.cookie is not None):
-        out.append("spec.loadBalancer.consistentHash: header goes with type Header, cookie with type Cookie")
+        out.append(
+            f"spec.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header "
+            "(with"
+            " header) and Cookie (with cookie)"
+        )
+    if (ch.type == "Header") != (ch.header is not None) or (ch.type == "Cookie") != (
+        ch.cookie is not None
+    ):
+        out.append(
+            "spec.loadBalancer.consistentHash: header goes with type Header, cookie with type "
+            "Cookie"
+        )
     if not (_prime(ch.table_size) and ch.table_size <= _MAX_TABLE_SIZE):
-        out.append(f"spec.loadBalancer.consistentHash.tableSize {ch.table_size} must be a prime up to {_MAX_TABLE_SIZE}")
-    return msgspec.structs.replace(policy, lb="ConsistentHash", hash_on=ch.type, hash_name=name,
-                                   hash_cookie_ttl_s=ttl, hash_table_size=ch.table_size)
+        out.append(
+            f"spec.loadBalancer.consistentHash.tableSize {ch.table_size} must be a prime up to "
+            f"{_MAX_TABLE_SIZE}"
+        )
+    return msgspec.structs.replace(
+        policy,
+        lb="ConsistentHash",
+        hash_on=ch.type,
+        hash_name=name,
+        hash_cookie_ttl_s=ttl,
+        hash_table_size=ch.table_size,
+    )
 
 
 def problems(spec: dict[str, Any]) -> list[str]:

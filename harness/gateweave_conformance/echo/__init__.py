@@ -1,4 +1,5 @@
-"""Local stand-ins for the upstream conformance echo backends (third_party/gateway-api/conformance/ECHO.md).
+"""Local stand-ins for the upstream conformance echo backends
+(third_party/gateway-api/conformance/ECHO.md).
 
 One :class:`EchoSpec` describes one replica of an echo Deployment; :func:`start_echo`
 binds its listeners on the running asyncio loop and returns a :class:`RunningEcho`.
