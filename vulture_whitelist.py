@@ -20,7 +20,7 @@ _.server_version, _.protocol_version, _.disable_nagle_algorithm, _.daemon_thread
 _.connection_made, _.datagram_received, _.error_received
 _.DeltaAggregatedResources
 _.warn, _.critical, _.fatal
-pytest_sessionstart, pytestmark
+pytest_sessionstart, pytest_sessionfinish, pytestmark
 
 # Read by a library: google-re2 options, h2 connection settings, selenium's Chrome options.
 _.log_errors, _.never_capture, _.local_settings, _.max_header_list_size, _.binary_location
