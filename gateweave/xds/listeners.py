@@ -263,7 +263,7 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
     if chain.http is not None:
         if chain.tls is None:
             raise ValueError(f"filter chain {chain.name}: HTTP needs TLS termination")
-        out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN))
+        out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, tls.HTTP_ALPN, chain.client))
         out.filters.extend(
             _limited(
                 [_hcm_filter(gw, chain.name, chain.http, chain.client)], chain.name, chain.client
@@ -271,7 +271,7 @@ def _tls_filter_chain(gw: ir.XdsGateway, chain: ir.FilterChain) -> lc.FilterChai
         )
     elif chain.tcp is not None:
         if chain.tls is not None:
-            out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls))
+            out.transport_socket.CopyFrom(tls.downstream_socket(chain.tls, (), chain.client))
         out.filters.extend(
             _limited(
                 tcp_proxy_filters(gw, chain.name, chain.tcp, chain.client), chain.name, chain.client

@@ -87,10 +87,39 @@ def downstream_context(
     return context
 
 
+_VERSIONS = {
+    "1.0": common_pb2.TlsParameters.TLSv1_0,
+    "1.1": common_pb2.TlsParameters.TLSv1_1,
+    "1.2": common_pb2.TlsParameters.TLSv1_2,
+    "1.3": common_pb2.TlsParameters.TLSv1_3,
+}
+
+
+def apply_client_tls(context: tls_pb2.DownstreamTlsContext, client: ir.ClientSettings) -> None:
+    """A ClientTrafficPolicy's TLS settings on a terminating filter chain: the lowest and
+    highest TLS versions a client may use, the TLS 1.2 and older cipher suites offered, and the
+    ALPN protocols (in place of the chain's own)."""
+    params = context.common_tls_context.tls_params
+    if client.tls_min_version:
+        params.tls_minimum_protocol_version = _VERSIONS[client.tls_min_version]
+    if client.tls_max_version:
+        params.tls_maximum_protocol_version = _VERSIONS[client.tls_max_version]
+    params.cipher_suites.extend(client.tls_ciphers)
+    if client.tls_alpn is not None:
+        del context.common_tls_context.alpn_protocols[:]
+        context.common_tls_context.alpn_protocols.extend(client.tls_alpn)
+
+
 def downstream_socket(
-    term: ir.TLSTermination, default_alpn: tuple[str, ...] = ()
+    term: ir.TLSTermination,
+    default_alpn: tuple[str, ...] = (),
+    client: ir.ClientSettings | None = None,
 ) -> base_pb2.TransportSocket:
-    return _socket(downstream_context(term, default_alpn))
+    """The terminating socket of a filter chain; ``client``: its ClientTrafficPolicy's effect."""
+    context = downstream_context(term, default_alpn)
+    if client is not None:
+        apply_client_tls(context, client)
+    return _socket(context)
 
 
 _SAN_TYPES = {

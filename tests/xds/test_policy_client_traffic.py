@@ -13,6 +13,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
+from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
@@ -20,6 +21,7 @@ from gateweave.translate import TranslateOptions, translate
 from gateweave.xds import build
 from gateweave.xds.listeners import CONNECTION_LIMIT, PROXY_PROTOCOL
 from gateweave.xds.validate import validate_with_envoy
+from tests.support.specletter_objects import certificate, tls_secret
 from tests.translate.test_policies import GW, base, models, only, policy, run
 
 XFF2 = {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 2}}}
@@ -344,3 +346,103 @@ def test_headers_with_underscores_action() -> None:
         "ClientTrafficPolicy",
     )["Accepted"]
     assert refused["message"] == "spec.headers.preserveXRequestID is not supported by gateweave"
+
+
+def with_https() -> list[dict[str, Any]]:
+    """base() with an HTTPS listener ``https`` (port 8443) terminating with a Secret's
+    certificate."""
+    docs = base()
+    gateway = next(d for d in docs if d["kind"] == "Gateway")
+    gateway["spec"]["listeners"].append(
+        {
+            "name": "https",
+            "port": 8443,
+            "protocol": "HTTPS",
+            "tls": {"certificateRefs": [{"name": "cert"}]},
+        }
+    )
+    cert, key = certificate(("secure.test",))
+    return [*docs, tls_secret("cert", cert, key, namespace="ns")]
+
+
+def downstream_tls(listener: Any) -> tls_pb2.DownstreamTlsContext:
+    context = tls_pb2.DownstreamTlsContext()
+    listener.filter_chains[0].transport_socket.typed_config.Unpack(context)
+    return context
+
+
+def test_tls_versions_ciphers_and_alpn_on_the_terminating_chains() -> None:
+    spec = {
+        "tls": {
+            "minVersion": "1.1",
+            "maxVersion": "1.2",
+            "ciphers": [
+                "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]",
+                "AES256-SHA",
+            ],
+            "alpnProtocols": ["http/1.1"],
+        }
+    }
+    result = run([*with_https(), policy("c", "ClientTrafficPolicy", spec=spec)])
+    assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
+    res = build(result.xds["ns/gw"])
+    common = downstream_tls(res.listeners["ns/gw/8443"]).common_tls_context
+    params = common.tls_params
+    assert params.tls_minimum_protocol_version == common_pb2.TlsParameters.TLSv1_1
+    assert params.tls_maximum_protocol_version == common_pb2.TlsParameters.TLSv1_2
+    assert list(params.cipher_suites) == spec["tls"]["ciphers"]
+    assert list(common.alpn_protocols) == ["http/1.1"]
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    # "Auto" is Envoy's choice; without a policy the chain keeps its own ALPN and Envoy's defaults
+    auto = {"tls": {"minVersion": "Auto", "maxVersion": "1.3"}}
+    res = build(run([*with_https(), policy("c", "ClientTrafficPolicy", spec=auto)]).xds["ns/gw"])
+    params = downstream_tls(res.listeners["ns/gw/8443"]).common_tls_context.tls_params
+    assert params.tls_minimum_protocol_version == common_pb2.TlsParameters.TLS_AUTO
+    assert params.tls_maximum_protocol_version == common_pb2.TlsParameters.TLSv1_3
+    plain = downstream_tls(build(run(with_https()).xds["ns/gw"]).listeners["ns/gw/8443"])
+    assert not plain.common_tls_context.HasField("tls_params")
+    assert list(plain.common_tls_context.alpn_protocols) == ["h2", "http/1.1"]
+
+
+def test_bad_tls_values_are_refused_with_their_place() -> None:
+    result = stored(
+        {
+            "tls": {
+                "minVersion": "1.3",
+                "maxVersion": "1.2",
+                "ciphers": ["AES128-SHA", "NOT-A-CIPHER", "[AES256-SHA|RC4]"],
+                "alpnProtocols": ["h3"],
+            }
+        }
+    )
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == (
+        "spec.tls.maxVersion: 1.2 is below spec.tls.minVersion 1.3; "
+        "spec.tls.ciphers: no cipher suite is chosen when the minimum version is 1.3; "
+        "spec.tls.ciphers[1]: 'NOT-A-CIPHER' is not a cipher suite Envoy knows; "
+        "spec.tls.ciphers[2]: '[AES256-SHA|RC4]' is not a cipher suite Envoy knows; "
+        "spec.tls.alpnProtocols[0]: 'h3' is not one of http/1.0, http/1.1, h2"
+    )
+    assert result.xds == run(base()).xds
+    acc = only(
+        stored({"tls": {"minVersion": "1.4", "ciphers": "AES128-SHA"}}), "c", "ClientTrafficPolicy"
+    )["Accepted"]
+    assert acc["message"] == (
+        "spec.tls.minVersion: '1.4' is not one of Auto, 1.0, 1.1, 1.2, 1.3; "
+        "spec.tls.ciphers: 'AES128-SHA' is not a list of strings"
+    )
+    refused = only(
+        run(
+            [
+                *with_https(),
+                policy("c", "ClientTrafficPolicy", spec={"tls": {"ecdhCurves": ["X25519"]}}),
+            ]
+        ),
+        "c",
+        "ClientTrafficPolicy",
+    )["Accepted"]
+    assert refused["message"] == "spec.tls.ecdhCurves is not supported by gateweave"
+    acc = only(stored({"tls": {"maxVersion": "1.1"}}), "c", "ClientTrafficPolicy")["Accepted"]
+    assert acc["message"] == "spec.tls.maxVersion: 1.1 is below spec.tls.minVersion 1.2"

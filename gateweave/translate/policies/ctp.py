@@ -13,7 +13,8 @@ and the deprecated ``enableProxyProtocol``); the client-side timeouts (``timeout
 ``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``); connection limits
 (``connection.connectionLimit.value``, ``connection.bufferLimit``,
 ``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1); request headers with
-underscores in their names (``headers.withUnderscoresAction``).
+underscores in their names (``headers.withUnderscoresAction``); TLS on the filter chains
+terminating it (``tls.minVersion``, ``tls.maxVersion``, ``tls.ciphers``, ``tls.alpnProtocols``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ IMPLEMENTED: frozenset[str] = frozenset(
         "connection.maxAcceptPerSocketEvent",
         "headers",
         "headers.withUnderscoresAction",
+        "tls",
+        "tls.minVersion",
+        "tls.maxVersion",
+        "tls.ciphers",
+        "tls.alpnProtocols",
     }
 )
 
@@ -67,6 +73,88 @@ def _underscores(spec: dict[str, Any], out: list[str]) -> str:
         )
         return ""
     return str(action)
+
+
+_TLS_VERSIONS = ("Auto", "1.0", "1.1", "1.2", "1.3")
+_ALPN = ("http/1.0", "http/1.1", "h2")
+# The TLS 1.2 and older cipher suites Envoy's TLS library (BoringSSL) knows by name; a name it
+# does not know makes Envoy refuse the whole listener. "[A|B]": A and B of equal preference.
+_CIPHERS: frozenset[str] = frozenset(
+    {
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "ECDHE-PSK-CHACHA20-POLY1305",
+        "ECDHE-ECDSA-AES128-SHA",
+        "ECDHE-RSA-AES128-SHA",
+        "ECDHE-PSK-AES128-CBC-SHA",
+        "ECDHE-ECDSA-AES256-SHA",
+        "ECDHE-RSA-AES256-SHA",
+        "ECDHE-PSK-AES256-CBC-SHA",
+        "AES128-GCM-SHA256",
+        "AES256-GCM-SHA384",
+        "AES128-SHA",
+        "PSK-AES128-CBC-SHA",
+        "AES256-SHA",
+        "PSK-AES256-CBC-SHA",
+        "DES-CBC3-SHA",
+    }
+)
+
+
+def _cipher_known(entry: str) -> bool:
+    names = entry[1:-1].split("|") if entry.startswith("[") and entry.endswith("]") else [entry]
+    return all(name in _CIPHERS for name in names)
+
+
+def _strings(value: Any, at: str, out: list[str]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        out.append(f"{at}: {value!r} is not a list of strings")
+        return None
+    return tuple(value)
+
+
+def _tls(
+    spec: dict[str, Any], out: list[str]
+) -> tuple[str, str, tuple[str, ...], tuple[str, ...] | None]:
+    """(``tls.minVersion``, ``tls.maxVersion`` ("" when unset or Auto), ``tls.ciphers``,
+    ``tls.alpnProtocols`` (None when unset)); problems go to ``out``."""
+    tls = spec.get("tls")
+    if tls is None:
+        return "", "", (), None
+    if not isinstance(tls, dict):
+        out.append(f"spec.tls: {tls!r} is not an object")
+        return "", "", (), None
+    versions: list[str] = []
+    for key in ("minVersion", "maxVersion"):
+        version = tls.get(key)
+        if version is not None and version not in _TLS_VERSIONS:
+            out.append(f"spec.tls.{key}: {version!r} is not one of {', '.join(_TLS_VERSIONS)}")
+            version = None
+        versions.append("" if version in (None, "Auto") else str(version))
+    low, high = versions
+    # as the CRD's rules: an unset minimum stands for 1.2 (Envoy Gateway's), Auto for the lowest
+    least = low or ("1.0" if tls.get("minVersion") == "Auto" else "1.2")
+    if high and least > high:
+        out.append(f"spec.tls.maxVersion: {high} is below spec.tls.minVersion {least}")
+    ciphers = _strings(tls.get("ciphers"), "spec.tls.ciphers", out) or ()
+    if ciphers and low == "1.3":
+        out.append("spec.tls.ciphers: no cipher suite is chosen when the minimum version is 1.3")
+    for i, cipher in enumerate(ciphers):
+        if not _cipher_known(cipher):
+            out.append(f"spec.tls.ciphers[{i}]: {cipher!r} is not a cipher suite Envoy knows")
+    alpn = _strings(tls.get("alpnProtocols"), "spec.tls.alpnProtocols", out)
+    for i, protocol in enumerate(alpn or ()):
+        if protocol not in _ALPN:
+            out.append(
+                f"spec.tls.alpnProtocols[{i}]: {protocol!r} is not one of {', '.join(_ALPN)}"
+            )
+    return low, high, ciphers, alpn
 
 
 _UINT32 = 2**32 - 1
@@ -179,6 +267,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     _timeouts(spec, out)
     _connection(spec, out)
     _underscores(spec, out)
+    _tls(spec, out)
     return out
 
 
@@ -189,6 +278,7 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
     proxy, optional = _proxy(spec)
     request, http_idle, tcp_idle = _timeouts(spec, [])
     max_connections, buffer_limit, accept = _connection(spec, [])
+    tls_min, tls_max, ciphers, alpn = _tls(spec, [])
     settings = ir.ClientSettings(
         xff_trusted_hops=hops if isinstance(hops, int) else 0,
         proxy_protocol=proxy is not None and proxy is not False,
@@ -200,5 +290,9 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
         buffer_limit_bytes=buffer_limit,
         max_accept_per_event=accept,
         headers_with_underscores=_underscores(spec, []),
+        tls_min_version=tls_min,
+        tls_max_version=tls_max,
+        tls_ciphers=ciphers,
+        tls_alpn=alpn,
     )
     return None if settings == ir.ClientSettings() else settings
