@@ -546,6 +546,8 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     headers_with_underscores: str = (
         ""  # Allow, RejectRequest (400) or DropHeader; "": Envoy's default (Allow)
     )
+    # request headers changed before anything else sees the request (routing included)
+    early_request_headers: HeaderMods | None = None
     # TLS on the filter chains terminating it: "1.0".."1.3" ("": Envoy's default), the TLS 1.2
     # and older cipher suites (empty: Envoy's), the ALPN protocols (None: the chain's own).
     tls_min_version: str = ""

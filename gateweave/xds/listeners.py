@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envoy.config.core.v3 import address_pb2, protocol_pb2
+from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, extension_pb2, protocol_pb2
 from envoy.config.listener.v3 import listener_components_pb2 as lc
 from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
@@ -21,6 +22,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
+from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
 from google.protobuf import wrappers_pb2
 from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
@@ -45,6 +47,7 @@ TLS_INSPECTOR = "envoy.filters.listener.tls_inspector"
 PROXY_PROTOCOL = "envoy.filters.listener.proxy_protocol"
 CONNECTION_LIMIT = "envoy.filters.network.connection_limit"
 UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
+EARLY_HEADER_MUTATION = "envoy.http.early_header_mutation.header_mutation"
 
 
 def _address(address: str, port: int, udp: bool = False) -> address_pb2.Address:
@@ -155,7 +158,8 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
     authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry
     from the right; a request not received whole within ``request_received_timeout_s`` gets 408;
     a connection without requests for ``http_idle_timeout_s`` is closed; a request header whose
-    name has an underscore is allowed, the request refused (400) or the header dropped."""
+    name has an underscore is allowed, the request refused (400) or the header dropped; request
+    headers are set, added and removed before anything else (routing included) sees them."""
     hcm.xff_num_trusted_hops = client.xff_trusted_hops
     if client.request_received_timeout_s is not None:
         hcm.request_timeout.CopyFrom(duration(client.request_received_timeout_s))
@@ -165,6 +169,29 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
         hcm.common_http_protocol_options.headers_with_underscores_action = _UNDERSCORES[
             client.headers_with_underscores
         ]
+    if client.early_request_headers is not None:
+        hcm.early_header_mutation_extensions.append(_early_mutation(client.early_request_headers))
+
+
+def _early_mutation(mods: ir.HeaderMods) -> extension_pb2.TypedExtensionConfig:
+    """The connection manager's early header mutation: ``mods`` set, added, then removed."""
+    Mutation = mutation_rules_pb2.HeaderMutation
+    actions = (
+        (mods.set, base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD),
+        (mods.add, base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD),
+    )
+    mutations = [
+        Mutation(
+            append=base_pb2.HeaderValueOption(
+                header=base_pb2.HeaderValue(key=name, value=value), append_action=action
+            )
+        )
+        for pairs, action in actions
+        for name, value in pairs
+    ]
+    mutations.extend(Mutation(remove=name) for name in mods.remove)
+    config = header_mutation_pb2.HeaderMutation(mutations=mutations)
+    return extension_pb2.TypedExtensionConfig(name=EARLY_HEADER_MUTATION, typed_config=pack(config))
 
 
 _UNDERSCORES = {

@@ -6,20 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from envoy.config.core.v3 import protocol_pb2
+from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
+from envoy.config.core.v3 import base_pb2, protocol_pb2
 from envoy.extensions.filters.listener.proxy_protocol.v3 import proxy_protocol_pb2
 from envoy.extensions.filters.network.connection_limit.v3 import connection_limit_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
+from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
 from gateweave.xds import build
-from gateweave.xds.listeners import CONNECTION_LIMIT, PROXY_PROTOCOL
+from gateweave.xds.listeners import CONNECTION_LIMIT, EARLY_HEADER_MUTATION, PROXY_PROTOCOL
 from gateweave.xds.validate import validate_with_envoy
 from tests.support.specletter_objects import certificate, tls_secret
 from tests.translate.test_policies import GW, base, models, only, policy, run
@@ -446,3 +448,67 @@ def test_bad_tls_values_are_refused_with_their_place() -> None:
     assert refused["message"] == "spec.tls.ecdhCurves is not supported by gateweave"
     acc = only(stored({"tls": {"maxVersion": "1.1"}}), "c", "ClientTrafficPolicy")["Accepted"]
     assert acc["message"] == "spec.tls.maxVersion: 1.1 is below spec.tls.minVersion 1.2"
+
+
+def early_mutations(listener: Any) -> list[mutation_rules_pb2.HeaderMutation]:
+    extensions = hcm_of(listener).early_header_mutation_extensions
+    if not extensions:
+        return []
+    assert [e.name for e in extensions] == [EARLY_HEADER_MUTATION]
+    config = header_mutation_pb2.HeaderMutation()
+    extensions[0].typed_config.Unpack(config)
+    return list(config.mutations)
+
+
+def test_early_request_headers_set_added_and_removed_first() -> None:
+    spec = {
+        "headers": {
+            "earlyRequestHeaders": {
+                "add": [{"name": "x-added", "value": "a"}],
+                "set": [{"name": "x-set", "value": "s"}],
+                "remove": ["x-gone"],
+            }
+        }
+    }
+    result = run([*base(), policy("c", "ClientTrafficPolicy", section="other", spec=spec)])
+    assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
+    res = build(result.xds["ns/gw"])
+    overwrite = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+    append = base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD
+    got = [
+        (m.append.header.key, m.append.header.value, m.append.append_action)
+        if m.HasField("append")
+        else ("remove", m.remove)
+        for m in early_mutations(res.listeners["ns/gw/8081"])
+    ]
+    assert got == [("x-set", "s", overwrite), ("x-added", "a", append), ("remove", "x-gone")]
+    assert early_mutations(res.listeners["ns/gw/8080"]) == []  # another listener's
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_bad_early_request_headers_are_refused_with_their_place() -> None:
+    early = {
+        "set": [{"name": "x ok", "value": "v"}, {"name": "x-line", "value": "a\r\nb"}],
+        "remove": [":path"],
+    }
+    result = stored({"headers": {"earlyRequestHeaders": early}})
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == (
+        "spec.headers.earlyRequestHeaders.set[0].name: 'x ok' is not a header name; "
+        "spec.headers.earlyRequestHeaders.set[1].value: 'a\\r\\nb' has a line break or NUL; "
+        "spec.headers.earlyRequestHeaders.remove[0]: ':path' is not a header name"
+    )
+    assert result.xds == run(base()).xds
+    acc = only(
+        stored({"headers": {"earlyRequestHeaders": {"add": "x-a"}}}), "c", "ClientTrafficPolicy"
+    )["Accepted"]
+    assert acc["message"].startswith("spec.headers.earlyRequestHeaders: Expected `array`")
+    spec = {"headers": {"earlyRequestHeaders": {"addIfAbsent": [{"name": "x-a", "value": "1"}]}}}
+    refused = only(
+        run([*base(), policy("c", "ClientTrafficPolicy", spec=spec)]), "c", "ClientTrafficPolicy"
+    )["Accepted"]
+    assert refused["message"] == (
+        "spec.headers.earlyRequestHeaders.addIfAbsent is not supported by gateweave"
+    )

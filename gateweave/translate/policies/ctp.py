@@ -13,12 +13,15 @@ and the deprecated ``enableProxyProtocol``); the client-side timeouts (``timeout
 ``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``); connection limits
 (``connection.connectionLimit.value``, ``connection.bufferLimit``,
 ``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1); request headers with
-underscores in their names (``headers.withUnderscoresAction``); TLS on the filter chains
+underscores in their names (``headers.withUnderscoresAction``); request headers added, set or
+removed before anything else sees the request (``headers.earlyRequestHeaders`` ``add``,
+``set``, ``remove``); TLS on the filter chains
 terminating it (``tls.minVersion``, ``tls.maxVersion``, ``tls.ciphers``, ``tls.alpnProtocols``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -47,6 +50,14 @@ IMPLEMENTED: frozenset[str] = frozenset(
         "connection.maxAcceptPerSocketEvent",
         "headers",
         "headers.withUnderscoresAction",
+        "headers.earlyRequestHeaders",
+        "headers.earlyRequestHeaders.add",
+        "headers.earlyRequestHeaders.add.name",
+        "headers.earlyRequestHeaders.add.value",
+        "headers.earlyRequestHeaders.set",
+        "headers.earlyRequestHeaders.set.name",
+        "headers.earlyRequestHeaders.set.value",
+        "headers.earlyRequestHeaders.remove",
         "tls",
         "tls.minVersion",
         "tls.maxVersion",
@@ -73,6 +84,54 @@ def _underscores(spec: dict[str, Any], out: list[str]) -> str:
         )
         return ""
     return str(action)
+
+
+class _Header(msgspec.Struct, frozen=True):
+    name: str
+    value: str
+
+
+class _EarlyHeaders(msgspec.Struct, frozen=True):
+    add: tuple[_Header, ...] = ()
+    set: tuple[_Header, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+# An HTTP header name (the CRD's pattern): a token, no pseudo-header
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
+_EARLY_AT = "spec.headers.earlyRequestHeaders"
+
+
+def _early_headers(spec: dict[str, Any], out: list[str]) -> ir.HeaderMods | None:
+    """``headers.earlyRequestHeaders`` (None when unset or empty); problems go to ``out``."""
+    headers = spec.get("headers")
+    raw = headers.get("earlyRequestHeaders") if isinstance(headers, dict) else None
+    if raw is None:
+        return None
+    try:
+        early = msgspec.convert(raw, _EarlyHeaders, strict=False)
+    except msgspec.ValidationError as exc:
+        out.append(f"{_EARLY_AT}: {exc}")
+        return None
+    bad = len(out)
+    for key, pairs in (("add", early.add), ("set", early.set)):
+        for i, header in enumerate(pairs):
+            if not _HEADER_NAME.fullmatch(header.name):
+                out.append(f"{_EARLY_AT}.{key}[{i}].name: {header.name!r} is not a header name")
+            if any(c in header.value for c in "\r\n\0"):
+                out.append(
+                    f"{_EARLY_AT}.{key}[{i}].value: {header.value!r} has a line break or NUL"
+                )
+    for i, name in enumerate(early.remove):
+        if not _HEADER_NAME.fullmatch(name):
+            out.append(f"{_EARLY_AT}.remove[{i}]: {name!r} is not a header name")
+    if len(out) > bad or not (early.add or early.set or early.remove):
+        return None
+    return ir.HeaderMods(
+        set=tuple((h.name, h.value) for h in early.set),
+        add=tuple((h.name, h.value) for h in early.add),
+        remove=early.remove,
+    )
 
 
 _TLS_VERSIONS = ("Auto", "1.0", "1.1", "1.2", "1.3")
@@ -267,6 +326,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     _timeouts(spec, out)
     _connection(spec, out)
     _underscores(spec, out)
+    _early_headers(spec, out)
     _tls(spec, out)
     return out
 
@@ -290,6 +350,7 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
         buffer_limit_bytes=buffer_limit,
         max_accept_per_event=accept,
         headers_with_underscores=_underscores(spec, []),
+        early_request_headers=_early_headers(spec, []),
         tls_min_version=tls_min,
         tls_max_version=tls_max,
         tls_ciphers=ciphers,
