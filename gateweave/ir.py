@@ -527,6 +527,8 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     xff_trusted_hops: int = (
         0  # the client address is the Nth X-Forwarded-For entry from the right (0: the peer)
     )
+    client_ip_header: str = ""  # the client address is this header's ("": none)
+    client_ip_header_fail_closed: bool = False  # ... and a request without a valid one gets 403
     proxy_protocol: bool = (
         False  # connections start with a PROXY protocol header (v1 or v2) giving the client address
     )

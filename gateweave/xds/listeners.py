@@ -23,6 +23,8 @@ from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
 from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
+from envoy.extensions.http.original_ip_detection.custom_header.v3 import custom_header_pb2
+from envoy.type.v3 import http_status_pb2
 from google.protobuf import wrappers_pb2
 from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
@@ -48,6 +50,7 @@ PROXY_PROTOCOL = "envoy.filters.listener.proxy_protocol"
 CONNECTION_LIMIT = "envoy.filters.network.connection_limit"
 UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
 EARLY_HEADER_MUTATION = "envoy.http.early_header_mutation.header_mutation"
+CUSTOM_HEADER_IP = "envoy.http.original_ip_detection.custom_header"
 
 
 def _address(address: str, port: int, udp: bool = False) -> address_pb2.Address:
@@ -155,12 +158,18 @@ def _hcm_filter(
 
 def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientSettings) -> None:
     """A ClientTrafficPolicy's effect on an HCM: the client address (remote address, which
-    authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry
-    from the right; a request not received whole within ``request_received_timeout_s`` gets 408;
-    a connection without requests for ``http_idle_timeout_s`` is closed; a request header whose
-    name has an underscore is allowed, the request refused (400) or the header dropped; request
-    headers are set, added and removed before anything else (routing included) sees them."""
+    authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry from
+    the right, or the address in the ``client_ip_header`` header (a request without a valid one: the
+    peer's, or 403 when ``client_ip_header_fail_closed``); a request not received whole within
+    ``request_received_timeout_s`` gets 408; a connection without requests for
+    ``http_idle_timeout_s`` is closed; a request header whose name has an underscore is allowed, the
+    request refused (400) or the header dropped; request headers are set, added and removed before
+    anything else (routing included) sees them."""
     hcm.xff_num_trusted_hops = client.xff_trusted_hops
+    if client.client_ip_header:
+        hcm.original_ip_detection_extensions.append(_custom_header_detection(client))
+        # Envoy takes the extensions' address only without use_remote_address
+        hcm.use_remote_address.value = False
     if client.request_received_timeout_s is not None:
         hcm.request_timeout.CopyFrom(duration(client.request_received_timeout_s))
     if client.http_idle_timeout_s is not None:
@@ -171,6 +180,13 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
         ]
     if client.early_request_headers is not None:
         hcm.early_header_mutation_extensions.append(_early_mutation(client.early_request_headers))
+
+
+def _custom_header_detection(client: ir.ClientSettings) -> extension_pb2.TypedExtensionConfig:
+    config = custom_header_pb2.CustomHeaderConfig(header_name=client.client_ip_header)
+    if client.client_ip_header_fail_closed:
+        config.reject_with_status.code = http_status_pb2.Forbidden
+    return extension_pb2.TypedExtensionConfig(name=CUSTOM_HEADER_IP, typed_config=pack(config))
 
 
 def _early_mutation(mods: ir.HeaderMods) -> extension_pb2.TypedExtensionConfig:

@@ -15,13 +15,20 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
+from envoy.extensions.http.original_ip_detection.custom_header.v3 import custom_header_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
+from envoy.type.v3 import http_status_pb2
 
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
 from gateweave.xds import build
-from gateweave.xds.listeners import CONNECTION_LIMIT, EARLY_HEADER_MUTATION, PROXY_PROTOCOL
+from gateweave.xds.listeners import (
+    CONNECTION_LIMIT,
+    CUSTOM_HEADER_IP,
+    EARLY_HEADER_MUTATION,
+    PROXY_PROTOCOL,
+)
 from gateweave.xds.validate import validate_with_envoy
 from tests.support.specletter_objects import certificate, tls_secret
 from tests.translate.test_policies import GW, base, models, only, policy, run
@@ -512,3 +519,44 @@ def test_bad_early_request_headers_are_refused_with_their_place() -> None:
     assert refused["message"] == (
         "spec.headers.earlyRequestHeaders.addIfAbsent is not supported by gateweave"
     )
+
+
+def test_client_address_from_a_custom_header() -> None:
+    for closed in (False, True):
+        custom: dict[str, Any] = {"name": "X-Real-IP", "failClosed": closed}
+        spec = {"clientIPDetection": {"customHeader": custom}}
+        result = run([*base(), policy("c", "ClientTrafficPolicy", spec=spec)])
+        assert only(result, "c", "ClientTrafficPolicy")["Accepted"]["reason"] == "Accepted"
+        res = build(result.xds["ns/gw"])
+        for listener in res.listeners.values():
+            hcm = hcm_of(listener)
+            assert not hcm.use_remote_address.value
+            (extension,) = hcm.original_ip_detection_extensions
+            assert extension.name == CUSTOM_HEADER_IP
+            config = custom_header_pb2.CustomHeaderConfig()
+            extension.typed_config.Unpack(config)
+            assert config.header_name == "X-Real-IP"
+            assert config.HasField("reject_with_status") == closed
+            assert config.reject_with_status.code == (http_status_pb2.Forbidden if closed else 0)
+        ok, message = validate_with_envoy(res)
+        assert ok, message
+    plain = hcm_of(build(run(base()).xds["ns/gw"]).listeners["ns/gw/8080"])
+    assert plain.use_remote_address.value and not plain.original_ip_detection_extensions
+
+
+def test_bad_custom_header_values_are_refused_with_their_place() -> None:
+    detection = {
+        "customHeader": {"name": "X Real", "failClosed": "yes"},
+        "xForwardedFor": {"numTrustedHops": 1},
+    }
+    result = stored({"clientIPDetection": detection})
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == (
+        "spec.clientIPDetection.customHeader.name: 'X Real' is not a header name (letters, "
+        "digits, '-'); "
+        "spec.clientIPDetection.customHeader.failClosed: 'yes' is not true or false; "
+        "spec.clientIPDetection.customHeader: set with spec.clientIPDetection.xForwardedFor "
+        "(one only)"
+    )
+    assert result.xds == run(base()).xds

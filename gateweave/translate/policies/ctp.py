@@ -8,15 +8,16 @@ the effect of the policy that governs it
 (:meth:`~gateweave.translate.policies.attach.PolicyIndex.for_listener`).
 
 Implemented: the client address from trusted X-Forwarded-For hops
-(``clientIPDetection.xForwardedFor.numTrustedHops``); the PROXY protocol (``proxyProtocol``,
-and the deprecated ``enableProxyProtocol``); the client-side timeouts (``timeout.http``
-``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``); connection limits
-(``connection.connectionLimit.value``, ``connection.bufferLimit``,
+(``clientIPDetection.xForwardedFor.numTrustedHops``) or from a header of its own
+(``clientIPDetection.customHeader`` ``name``, ``failClosed``); the PROXY protocol
+(``proxyProtocol``, and the deprecated ``enableProxyProtocol``); the client-side timeouts
+(``timeout.http`` ``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``);
+connection limits (``connection.connectionLimit.value``, ``connection.bufferLimit``,
 ``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1); request headers with
 underscores in their names (``headers.withUnderscoresAction``); request headers added, set or
-removed before anything else sees the request (``headers.earlyRequestHeaders`` ``add``,
-``set``, ``remove``); TLS on the filter chains
-terminating it (``tls.minVersion``, ``tls.maxVersion``, ``tls.ciphers``, ``tls.alpnProtocols``).
+removed before anything else sees the request (``headers.earlyRequestHeaders`` ``add``, ``set``,
+``remove``); TLS on the filter chains terminating it (``tls.minVersion``, ``tls.maxVersion``,
+``tls.ciphers``, ``tls.alpnProtocols``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ IMPLEMENTED: frozenset[str] = frozenset(
         "clientIPDetection",
         "clientIPDetection.xForwardedFor",
         "clientIPDetection.xForwardedFor.numTrustedHops",
+        "clientIPDetection.customHeader",
+        "clientIPDetection.customHeader.name",
+        "clientIPDetection.customHeader.failClosed",
         "enableProxyProtocol",
         "proxyProtocol",
         "proxyProtocol.optional",
@@ -299,6 +303,34 @@ def _hops(spec: dict[str, Any]) -> Any:
     return xff.get("numTrustedHops") if isinstance(xff, dict) else None
 
 
+_CUSTOM_AT = "spec.clientIPDetection.customHeader"
+# The CRD's pattern for the header's name
+_CUSTOM_NAME = re.compile(r"[A-Za-z0-9-]+")
+
+
+def _custom_header(spec: dict[str, Any], out: list[str]) -> tuple[str, bool]:
+    """(``clientIPDetection.customHeader.name`` ("" when unset), ``.failClosed``); problems go to
+    ``out``."""
+    detection = spec.get("clientIPDetection")
+    custom = detection.get("customHeader") if isinstance(detection, dict) else None
+    if custom is None:
+        return "", False
+    if not isinstance(custom, dict):
+        out.append(f"{_CUSTOM_AT}: {custom!r} is not an object")
+        return "", False
+    name, closed = custom.get("name"), custom.get("failClosed")
+    problems = len(out)
+    if not isinstance(name, str) or not _CUSTOM_NAME.fullmatch(name):
+        out.append(f"{_CUSTOM_AT}.name: {name!r} is not a header name (letters, digits, '-')")
+    if closed is not None and not isinstance(closed, bool):
+        out.append(f"{_CUSTOM_AT}.failClosed: {closed!r} is not true or false")
+    if isinstance(detection, dict) and detection.get("xForwardedFor") is not None:
+        out.append(f"{_CUSTOM_AT}: set with spec.clientIPDetection.xForwardedFor (one only)")
+    if len(out) > problems:
+        return "", False
+    return str(name), closed is True
+
+
 def _proxy(spec: dict[str, Any]) -> tuple[Any, Any]:
     """(``proxyProtocol``, ``proxyProtocol.optional``), the deprecated ``enableProxyProtocol``
     standing for the first when the object is unset."""
@@ -325,6 +357,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
         out.append(f"spec.proxyProtocol: {proxy!r} is not an object")
     _timeouts(spec, out)
     _connection(spec, out)
+    _custom_header(spec, out)
     _underscores(spec, out)
     _early_headers(spec, out)
     _tls(spec, out)
@@ -339,8 +372,11 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
     request, http_idle, tcp_idle = _timeouts(spec, [])
     max_connections, buffer_limit, accept = _connection(spec, [])
     tls_min, tls_max, ciphers, alpn = _tls(spec, [])
+    ip_header, ip_header_fail_closed = _custom_header(spec, [])
     settings = ir.ClientSettings(
         xff_trusted_hops=hops if isinstance(hops, int) else 0,
+        client_ip_header=ip_header,
+        client_ip_header_fail_closed=ip_header_fail_closed,
         proxy_protocol=proxy is not None and proxy is not False,
         proxy_protocol_optional=optional is True,
         request_received_timeout_s=request,
