@@ -16,9 +16,9 @@ import pytest
 
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
-from gateweave_conformance.echo import EchoSpec, RunningEcho, start_echo
+from gateweave_conformance.echo import RunningEcho
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import until
+from tests.support.live import echo_backend, until
 from tests.support.policies import client_traffic_policy
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,14 +29,8 @@ SENT = {"Host": "app.test", "X-Set": "client", "X-Added": "client", "X-Gone": "c
 
 @pytest.fixture
 async def echo() -> AsyncIterator[RunningEcho]:
-    running = await start_echo(
-        EchoSpec(
-            mode="http", host=ECHO, http_port=0, h2c_port=0, pod="app-1-a", namespace="default"
-        )
-    )
-    assert await running.ready(5)
-    yield running
-    await running.stop()
+    async with echo_backend(ECHO) as running:
+        yield running
 
 
 async def seen(port: int) -> dict[str, list[str]] | None:

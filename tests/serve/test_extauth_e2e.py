@@ -17,8 +17,9 @@ import pytest
 
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
-from gateweave_conformance.echo import EchoSpec, RunningEcho, start_echo
+from gateweave_conformance.echo import RunningEcho
 from tests.support.authservers import ALLOWED, USER, USER_HEADER, GrpcAuth, HttpAuth
+from tests.support.live import echo_backend
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -28,14 +29,8 @@ ECHO, HTTP_AUTH, GRPC_AUTH = "127.45.2.1", "127.45.2.2", "127.45.2.3"
 
 @pytest.fixture
 async def echo() -> AsyncIterator[RunningEcho]:
-    running = await start_echo(
-        EchoSpec(
-            mode="http", host=ECHO, http_port=0, h2c_port=0, pod="app-1-a", namespace="default"
-        )
-    )
-    assert await running.ready(5)
-    yield running
-    await running.stop()
+    async with echo_backend(ECHO) as running:
+        yield running
 
 
 def _auth_rule(path: str, auth: dict[str, Any]) -> dict[str, Any]:

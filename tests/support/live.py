@@ -1,16 +1,17 @@
 """Pieces of the live tests (``serve`` with real Envoys and real traffic): waiting for what
-Envoy serves or a status shows, the name-answering backends and the base manifests."""
+Envoy serves or a status shows, the name-answering and echo backends and the base manifests."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gateweave_bench import harness as h
+from gateweave_conformance.echo import EchoSpec, RunningEcho, start_echo
 
 T = TypeVar("T")
 POLL = 0.01
@@ -56,6 +57,22 @@ def name_servers(*names: str) -> Iterator[dict[str, h.NameServer]]:
     finally:
         for server in servers.values():
             server.close()
+
+
+@contextlib.asynccontextmanager
+async def echo_backend(host: str) -> AsyncIterator[RunningEcho]:
+    """The conformance echo backend (HTTP) on ``host``: it answers with what reached it, as
+    JSON; stopped on exit."""
+    running = await start_echo(
+        EchoSpec(
+            mode="http", host=host, http_port=0, h2c_port=0, pod="app-1-a", namespace="default"
+        )
+    )
+    assert await running.ready(5)
+    try:
+        yield running
+    finally:
+        await running.stop()
 
 
 def write_base(directory: Path, ip: str, port: int, backends: dict[str, h.NameServer]) -> None:
