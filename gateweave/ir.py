@@ -442,6 +442,15 @@ class Session(_IR, kw_only=True, frozen=True):
     ttl_s: float | None = None  # cookie: its Max-Age, and the session's end (absoluteTimeout)
 
 
+class ResponseOverride(_IR, frozen=True):
+    """A BackendTrafficPolicy's custom answer for the upstream statuses it matches."""
+
+    codes: tuple[tuple[int, int], ...]  # inclusive status ranges (a single value: start == end)
+    body: str | None = None
+    content_type: str | None = None
+    status: int | None = None  # the answer's status (None: the upstream's)
+
+
 class Route(_IR, kw_only=True, frozen=True):
     """One Envoy route: a single match of a route rule, with everything it does.
 
@@ -476,6 +485,8 @@ class Route(_IR, kw_only=True, frozen=True):
     compression: tuple[
         str, ...
     ] = ()  # Gzip | Brotli | Zstd, preferred first (BackendTrafficPolicy compressor)
+    # BackendTrafficPolicy responseOverride, in order (the first matching one answers)
+    response_overrides: tuple[ResponseOverride, ...] = ()
 
     cluster_policy: ClusterPolicy | None = (
         None  # its backends are reached through policy_cluster copies

@@ -30,7 +30,7 @@ from xds.core.v3 import extension_pb2 as xds_extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
 
 from gateweave import ir
-from gateweave.xds import compression, extauth, security, telemetry, tls
+from gateweave.xds import compression, extauth, responseoverride, security, telemetry, tls
 from gateweave.xds.clusters import ads_source
 from gateweave.xds.resources import pack, stat_name
 from gateweave.xds.routes import (
@@ -83,6 +83,7 @@ def http_connection_manager(
     local_rate_limit: bool = False,
     security_filters: Sequence[hcm_pb2.HttpFilter] = (),
     compressors: Sequence[hcm_pb2.HttpFilter] = (),
+    overrides: Sequence[hcm_pb2.HttpFilter] = (),
 ) -> hcm_pb2.HttpConnectionManager:
     """An HCM fetching its routes over RDS (ADS).
 
@@ -99,7 +100,9 @@ def http_connection_manager(
     then limits the routes that configure one). ``security_filters``: SecurityPolicy's filters its
     routes turn on (:mod:`gateweave.xds.security`), after the ExternalAuth ones. ``compressors``:
     the compressor filters its routes turn on (:mod:`gateweave.xds.compression`), last before the
-    router (so they compress the backend's answer, as the client gets it).
+    router (so they compress the backend's answer, as the client gets it). ``overrides``: the
+    custom_response filter its routes turn on (:mod:`gateweave.xds.responseoverride`), after them
+    (it sees the upstream's answer first; its own answer then passes the compressors).
     """
     out = hcm_pb2.HttpConnectionManager(
         stat_prefix=stat_name(listener),
@@ -116,6 +119,7 @@ def http_connection_manager(
                 disabled=True,
             ),
             *compressors,
+            *overrides,
             hcm_pb2.HttpFilter(name=ROUTER_FILTER, typed_config=pack(router_pb2.Router())),
         ],
         use_remote_address=wrappers_pb2.BoolValue(value=True),
@@ -148,8 +152,16 @@ def _hcm_filter(
     ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
     security_filters = security.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
     compressors = compression.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
+    overrides = responseoverride.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
     hcm = http_connection_manager(
-        gw, listener, config.name, ext_auths, _rate_limited(config), security_filters, compressors
+        gw,
+        listener,
+        config.name,
+        ext_auths,
+        _rate_limited(config),
+        security_filters,
+        compressors,
+        overrides,
     )
     if client is not None:
         apply_client_settings(hcm, client)

@@ -24,7 +24,7 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
 from gateweave.translate.regex import origin_regex, re2_escape
-from gateweave.xds import compression, extauth, security, telemetry
+from gateweave.xds import compression, extauth, responseoverride, security, telemetry
 from gateweave.xds.resources import stat_name
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
@@ -507,7 +507,11 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         packed = any_pb2.Any()
         packed.Pack(local_rate_limit(r.rate_limit))
         out.typed_per_filter_config[LOCAL_RATELIMIT_FILTER].CopyFrom(packed)
-    for name, config in (*security.per_route(r).items(), *compression.per_route(r).items()):
+    for name, config in (
+        *security.per_route(r).items(),
+        *compression.per_route(r).items(),
+        *responseoverride.per_route(r).items(),
+    ):
         out.typed_per_filter_config[name].CopyFrom(config)
     return out
 

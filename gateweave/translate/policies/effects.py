@@ -28,7 +28,7 @@ _HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 
 
 def _btp_effect(rep: PolicyReport, route: ir.Route) -> ir.Route:
-    return btp.route_effect(spec_of(rep.policy), route)
+    return btp.route_effect(spec_of(rep.policy), rep.effect or (), route)
 
 
 def _security_effect(rep: PolicyReport, route: ir.Route) -> ir.Route:

@@ -26,7 +26,7 @@ class PolicyKind:
         False  # ClientTrafficPolicy: Gateways, listeners and ListenerSets only, its own words
     )
     # (translation context, policy) -> (its effect, what cannot be applied): a kind whose features
-    # read referenced objects (Secrets); the effect is kept on its PolicyReport.
+    # read referenced objects (Secrets, ConfigMaps); the effect is kept on its PolicyReport.
     resolve: Callable[[Any, Any], tuple[Any, list[str]]] | None = None
 
 
@@ -39,6 +39,7 @@ POLICY_KINDS: tuple[PolicyKind, ...] = (
         _ROUTES | {"Gateway", "ListenerSet"},
         btp.IMPLEMENTED,
         btp.problems,
+        resolve=btp.resolve,
     ),
     PolicyKind(
         "ClientTrafficPolicy",

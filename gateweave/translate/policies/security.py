@@ -51,6 +51,7 @@ from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.certs import secret_value
 from gateweave.translate.filters import RuleError, parse_duration
+from gateweave.translate.policies import specvalue
 
 IMPLEMENTED: frozenset[str] = frozenset(
     {
@@ -183,18 +184,6 @@ class _ApiKeyAuth(msgspec.Struct, frozen=True, rename="camel"):
     sanitize: bool = False
 
 
-class _LocalRef(msgspec.Struct, frozen=True):
-    name: str
-    group: str = ""
-    kind: str = "ConfigMap"
-
-
-class _LocalJWKS(msgspec.Struct, frozen=True, rename="camel"):
-    type: str = "Inline"
-    inline: str | None = None
-    value_ref: _LocalRef | None = None
-
-
 class _TokenHeader(msgspec.Struct, frozen=True, rename="camel"):
     name: str
     value_prefix: str = ""
@@ -215,7 +204,7 @@ class _JwtProvider(msgspec.Struct, frozen=True, rename="camel"):
     name: str
     issuer: str = ""
     audiences: tuple[str, ...] = ()
-    local_jwks: _LocalJWKS | None = msgspec.field(default=None, name="localJWKS")
+    local_jwks: specvalue.InlineOrRef | None = msgspec.field(default=None, name="localJWKS")
     extract_from: _JwtExtractFrom | None = None
     claim_to_headers: tuple[_ClaimToHeader, ...] = ()
 
@@ -586,32 +575,12 @@ def _jwt(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.Jwt | None:
 
 
 def _local_jwks(
-    ctx: Any, namespace: str, local: _LocalJWKS, where: str, out: list[str]
+    ctx: Any, namespace: str, local: specvalue.InlineOrRef, where: str, out: list[str]
 ) -> str | None:
-    """The JWKS document of a localJWKS, checked as Envoy will read it."""
-    if local.type == "Inline":
-        text = local.inline
-        if text is None:
-            out.append(f"{where}.inline: needed with type Inline")
-            return None
-    elif local.type == "ValueRef" and local.value_ref is not None:
-        ref = local.value_ref
-        if ref.group not in ("", "core") or ref.kind != "ConfigMap":
-            out.append(f"{where}.valueRef: {ref.group or 'core'}/{ref.kind} is not a ConfigMap")
-            return None
-        cm = ctx.snapshot.config_maps.get((namespace, ref.name))
-        if cm is None:
-            out.append(f"{where}.valueRef: ConfigMap {namespace}/{ref.name} does not exist")
-            return None
-        text = cm.data.get("jwks", next(iter(cm.data.values()), None))
-        if text is None:
-            out.append(f"{where}.valueRef: ConfigMap {namespace}/{ref.name} has no data")
-            return None
-    else:
-        out.append(
-            f"{where}: type {local.type} needs its "
-            f"{'valueRef' if local.type == 'ValueRef' else 'value'}"
-        )
+    """The JWKS document of a localJWKS (a ConfigMap's key ``jwks``, else its first), checked as
+    Envoy will read it."""
+    text = specvalue.inline_or_ref(ctx, namespace, local, where, out, "jwks", first=True)
+    if text is None:
         return None
     try:
         doc = msgspec.json.decode(text, type=_JWKS)

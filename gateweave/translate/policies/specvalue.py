@@ -1,5 +1,5 @@
 """Reading a stored policy spec's values: a field as a typed struct, a duration in seconds, a
-number of bytes.
+number of bytes, a text given inline or in a ConfigMap.
 
 A stored object is not validated again (a file edited by hand, an object written before the
 CRD's rules): a value of the wrong shape is a problem named with its place, never an error.
@@ -76,3 +76,48 @@ def byte_count(value: Any, at: str, out: list[str], most: int) -> int | None:
         out.append(f"{at} {value!r} is more than {most} bytes")
         return None
     return count
+
+
+class LocalRef(msgspec.Struct, frozen=True):
+    """A ConfigMap of the policy's namespace (Envoy Gateway's local object reference)."""
+
+    name: str
+    group: str = ""
+    kind: str = "ConfigMap"
+
+
+class InlineOrRef(msgspec.Struct, frozen=True, rename="camel"):
+    """A text given ``Inline``, or in a ConfigMap by ``ValueRef`` (a JWKS, a response body)."""
+
+    type: str = "Inline"
+    inline: str | None = None
+    value_ref: LocalRef | None = None
+
+
+def inline_or_ref(
+    ctx: Any, namespace: str, value: InlineOrRef, at: str, out: list[str], key: str, first: bool
+) -> str | None:
+    """The text of ``value`` (at ``at``): inline, or a ConfigMap's ``key`` (``first``: else its
+    first key); None with the problem in ``out`` when it cannot be read."""
+    if value.type == "Inline":
+        if value.inline is None:
+            out.append(f"{at}.inline: needed with type Inline")
+        return value.inline
+    ref = value.value_ref
+    if value.type != "ValueRef" or ref is None:
+        out.append(f"{at}: type {value.type} needs its valueRef")
+        return None
+    if ref.group not in ("", "core") or ref.kind != "ConfigMap":
+        out.append(f"{at}.valueRef: {ref.group or 'core'}/{ref.kind} is not a ConfigMap")
+        return None
+    cm = ctx.snapshot.config_maps.get((namespace, ref.name))
+    if cm is None:
+        out.append(f"{at}.valueRef: ConfigMap {namespace}/{ref.name} does not exist")
+        return None
+    text = cm.data.get(key, next(iter(cm.data.values()), None) if first else None)
+    if text is None:
+        out.append(
+            f"{at}.valueRef: ConfigMap {namespace}/{ref.name} has "
+            + ("no data" if first else f"no key {key}")
+        )
+    return text

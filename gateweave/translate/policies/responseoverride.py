@@ -1,0 +1,139 @@
+"""BackendTrafficPolicy ``responseOverride``: an upstream answer whose status one of the
+overrides matches (``match.statusCodes``: a ``Value`` or an inclusive ``Range``) is replaced by
+that override's ``response`` (its ``body``, inline or a ConfigMap's key ``response.body`` as
+Envoy Gateway reads it; its ``contentType``; its ``statusCode``, else the upstream's), in Envoy's
+custom_response filter. The first override matching a status answers.
+
+A body read from a ConfigMap makes this a feature with a ``resolve`` step (btp.py): a missing
+ConfigMap or key is a problem naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateweave import ir
+from gateweave.translate.policies import specvalue
+
+BODY_KEY = "response.body"  # Envoy Gateway's key of a ValueRef ConfigMap
+_LOWEST, _HIGHEST = 100, 599  # the statuses Envoy matches
+
+_AT = "responseOverride"
+FIELDS: frozenset[str] = frozenset(
+    {
+        _AT,
+        f"{_AT}.match",
+        f"{_AT}.match.statusCodes",
+        f"{_AT}.match.statusCodes.type",
+        f"{_AT}.match.statusCodes.value",
+        f"{_AT}.match.statusCodes.range",
+        f"{_AT}.match.statusCodes.range.start",
+        f"{_AT}.match.statusCodes.range.end",
+        f"{_AT}.response",
+        f"{_AT}.response.contentType",
+        f"{_AT}.response.statusCode",
+        f"{_AT}.response.body",
+        f"{_AT}.response.body.type",
+        f"{_AT}.response.body.inline",
+        f"{_AT}.response.body.valueRef",
+        f"{_AT}.response.body.valueRef.group",
+        f"{_AT}.response.body.valueRef.kind",
+        f"{_AT}.response.body.valueRef.name",
+    }
+)
+
+
+class _Range(msgspec.Struct, frozen=True):
+    start: int
+    end: int
+
+
+class _StatusCode(msgspec.Struct, frozen=True):
+    type: str = "Value"
+    value: int | None = None
+    range: _Range | None = None
+
+
+class _Match(msgspec.Struct, frozen=True, rename="camel"):
+    status_codes: tuple[_StatusCode, ...] = ()
+
+
+class _Response(msgspec.Struct, frozen=True, rename="camel"):
+    content_type: str | None = None
+    status_code: int | None = None
+    body: specvalue.InlineOrRef | None = None
+
+
+class _Override(msgspec.Struct, frozen=True):
+    match: _Match = _Match()
+    response: _Response = _Response()
+
+
+def resolve(
+    ctx: Any, namespace: str, spec: dict[str, Any]
+) -> tuple[tuple[ir.ResponseOverride, ...], list[str]]:
+    """The policy's overrides, in order, and what in them cannot be applied (each with its
+    place in the spec)."""
+    raw = spec.get(_AT)
+    out: list[str] = []
+    if raw is None:
+        return (), out
+    try:
+        entries = msgspec.convert(raw, tuple[_Override, ...], strict=False)
+    except msgspec.ValidationError as exc:
+        return (), [f"spec.{_AT}: {exc}"]
+    found: list[ir.ResponseOverride] = []
+    for i, entry in enumerate(entries):
+        at = f"spec.{_AT}[{i}]"
+        codes = _codes(entry.match, f"{at}.match.statusCodes", out)
+        body = _body(ctx, namespace, entry.response.body, f"{at}.response.body", out)
+        status = entry.response.status_code
+        if status is not None and not _LOWEST <= status <= _HIGHEST:
+            out.append(f"{at}.response.statusCode: {status} is not an HTTP status (100-599)")
+            status = None
+        found.append(
+            ir.ResponseOverride(
+                codes=codes, body=body, content_type=entry.response.content_type, status=status
+            )
+        )
+    return (tuple(found) if not out else ()), out
+
+
+def route_effect(overrides: tuple[ir.ResponseOverride, ...], route: ir.Route) -> ir.Route:
+    return msgspec.structs.replace(route, response_overrides=overrides) if overrides else route
+
+
+def _codes(match: _Match, at: str, out: list[str]) -> tuple[tuple[int, int], ...]:
+    if not match.status_codes:
+        out.append(f"{at}: at least one status code is needed")
+    codes: list[tuple[int, int]] = []
+    for j, code in enumerate(match.status_codes):
+        where = f"{at}[{j}]"
+        if code.type == "Value" and code.value is not None:
+            span = (code.value, code.value)
+        elif code.type == "Range" and code.range is not None:
+            span = (code.range.start, code.range.end)
+            if span[0] >= span[1]:
+                out.append(f"{where}.range: end must be greater than start")
+                continue
+        elif code.type in ("Value", "Range"):
+            out.append(f"{where}: type {code.type} needs its {code.type.lower()}")
+            continue
+        else:
+            out.append(f"{where}.type: {code.type!r} is not one of Value, Range")
+            continue
+        if not (span[0] >= _LOWEST and span[1] <= _HIGHEST):
+            out.append(f"{where}: {span[0]}-{span[1]} is outside the HTTP statuses (100-599)")
+            continue
+        codes.append(span)
+    return tuple(codes)
+
+
+def _body(
+    ctx: Any, namespace: str, body: specvalue.InlineOrRef | None, at: str, out: list[str]
+) -> str | None:
+    if body is None:
+        return None
+    return specvalue.inline_or_ref(ctx, namespace, body, at, out, BODY_KEY, first=False)

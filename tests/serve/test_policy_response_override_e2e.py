@@ -1,0 +1,120 @@
+"""A BackendTrafficPolicy's responseOverride, live: ``serve`` with a real Envoy.
+
+A backend's 500 on a governed route reaches the client as the override says: its body (inline,
+or a ConfigMap's ``response.body``), content type and status (else the backend's); the
+backend's other answers, and every answer on a route the policy does not govern, pass as the
+backend sent them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.support.flaky import FlakyServer
+from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import until
+from tests.support.policies import backend_traffic_policy as btp
+
+pytestmark = pytest.mark.timeout(60)
+
+IP = "127.40.20.1"
+BODY = '{"error": "backend down (100%)"}'
+PAGE = "<p>try again later</p>"
+
+_keys = itertools.count()
+
+
+def failing() -> str:
+    """A path the backend answers with 500 (once: each call gives a new one)."""
+    return f"/fail-once/{next(_keys)}"
+
+
+def override(match: dict[str, object], response: dict[str, object]) -> dict[str, object]:
+    return {"match": {"statusCodes": [match]}, "response": response}
+
+
+async def test_backend_errors_overridden(tmp_path: Path, flaky: FlakyServer) -> None:
+    port = free_port(IP)
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *h.service("backend", 80, flaky.port),
+            *(
+                h.http_route(
+                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("backend", 80)])]
+                )
+                for name in ("inline", "paged", "plain")
+            ),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": h.meta("pages"),
+                "data": {"response.body": PAGE},
+            },
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            btp(
+                "inline",
+                "inline",
+                {
+                    "responseOverride": [
+                        override(
+                            {"type": "Value", "value": 500},
+                            {
+                                "contentType": "application/json",
+                                "body": {"type": "Inline", "inline": BODY},
+                                "statusCode": 503,
+                            },
+                        )
+                    ]
+                },
+            ),
+            btp(
+                "paged",
+                "paged",
+                {
+                    "responseOverride": [
+                        override(
+                            {"type": "Range", "range": {"start": 500, "end": 599}},
+                            {
+                                "contentType": "text/html",
+                                "body": {
+                                    "type": "ValueRef",
+                                    "valueRef": {"group": "", "kind": "ConfigMap", "name": "pages"},
+                                },
+                            },
+                        )
+                    ]
+                },
+            ),
+        ],
+    )
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+        async def up() -> bool:
+            reply = await h.fetch(IP, port, "/", "plain.example", timeout=0.5)
+            return reply is not None and reply.status == 200
+
+        await until(up, 20, "Envoy serving the Gateway")
+
+        async def get(host: str, path: str) -> tuple[int, str | None, str]:
+            reply = await h.fetch(IP, port, path, host)
+            assert reply is not None
+            headers = {k.lower(): v for k, v in reply.headers.items()}
+            return reply.status, headers.get("content-type"), reply.body
+
+        assert await get("inline.example", "/ok") == (200, "text/plain", "200 /ok")
+        assert await get("inline.example", failing()) == (503, "application/json", BODY)
+        assert await get("paged.example", failing()) == (500, "text/html", PAGE)
+        path = failing()
+        assert await get("plain.example", path) == (500, "text/plain", f"500 {path}")

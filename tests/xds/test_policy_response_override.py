@@ -1,0 +1,162 @@
+"""A BackendTrafficPolicy's responseOverride in Envoy's configuration: the custom_response filter
+(disabled, before the router) in the HCM of a listener only while one of its routes overrides
+answers, turned on by each governed route with a matcher from the upstream status to the first
+override matching it; a missing ConfigMap or a bad value makes the policy Invalid, unapplied;
+Envoy accepts the configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envoy.extensions.filters.http.custom_response.v3 import custom_response_pb2
+from envoy.extensions.http.custom_response.local_response_policy.v3 import (
+    local_response_policy_pb2,
+)
+from envoy.type.matcher.v3 import status_code_input_pb2
+
+from gateweave.api import models as m
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions, translate
+from gateweave.xds import build
+from gateweave.xds.validate import validate_with_envoy
+from tests.translate.test_policies import GW, base, models, only, policy, run
+from tests.xds.test_policy_compression import hcm
+
+FILTER = "envoy.filters.http.custom_response"
+
+SPEC: dict[str, Any] = {
+    "responseOverride": [
+        {
+            "match": {"statusCodes": [{"type": "Value", "value": 500}]},
+            "response": {
+                "contentType": "application/json",
+                "body": {"type": "Inline", "inline": '{"error": "100% down"}'},
+                "statusCode": 503,
+            },
+        },
+        {
+            "match": {"statusCodes": [{"type": "Range", "range": {"start": 500, "end": 503}}]},
+            "response": {
+                "body": {
+                    "type": "ValueRef",
+                    "valueRef": {"group": "", "kind": "ConfigMap", "name": "pages"},
+                }
+            },
+        },
+    ]
+}
+
+PAGES = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "pages", "namespace": "ns"},
+    "data": {"response.body": "try again later"},
+}
+
+
+def _policies(route: Any) -> dict[str, local_response_policy_pb2.LocalResponsePolicy]:
+    config = custom_response_pb2.CustomResponse()
+    route.typed_per_filter_config[FILTER].Unpack(config)
+    tree = config.custom_response_matcher.matcher_tree
+    assert tree.input.typed_config.Is(
+        status_code_input_pb2.HttpResponseStatusCodeMatchInput.DESCRIPTOR
+    )
+    out = {}
+    for code, on_match in tree.exact_match_map.map.items():
+        policy = local_response_policy_pb2.LocalResponsePolicy()
+        on_match.action.typed_config.Unpack(policy)
+        out[code] = policy
+    return out
+
+
+def test_overrides_on_governed_routes_only() -> None:
+    docs = [*base(), PAGES, policy("p", target=("HTTPRoute", "r1"), spec=SPEC)]
+    result = run(docs)
+    assert only(result, "p")["Accepted"]["status"] == "True"
+    res = build(result.xds["ns/gw"])
+    filters = hcm(res.listeners["ns/gw/8080"]).http_filters
+    assert [f.name for f in filters][-2:] == [FILTER, "envoy.filters.http.router"]
+    assert filters[-2].disabled
+    routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
+    assert FILTER not in routes["httproute/ns/r2/rule/0/match/0"].typed_per_filter_config
+    policies = _policies(routes["httproute/ns/r1/rule/0/match/0"])
+    assert sorted(policies) == ["500", "501", "502", "503"]
+    first = policies["500"]  # the first override matching 500 answers it
+    assert first.body.inline_string == '{"error": "100% down"}'
+    [header] = first.response_headers_to_add
+    assert (header.header.key, header.header.value) == ("content-type", "application/json")
+    assert header.append_action == header.OVERWRITE_IF_EXISTS_OR_ADD
+    assert not first.HasField("body_format")  # the body as it is ("%" is no format operator)
+    assert first.status_code.value == 503
+    for code in ("501", "502", "503"):
+        second = policies[code]
+        assert second.body.inline_string == "try again later"
+        assert not second.HasField("status_code") and not second.response_headers_to_add
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_no_override_no_filter() -> None:
+    res = build(run(base()).xds["ns/gw"])
+    assert FILTER not in [f.name for f in hcm(res.listeners["ns/gw/8080"]).http_filters]
+
+
+def test_missing_config_map_and_bad_values_make_the_policy_invalid() -> None:
+    spec: dict[str, Any] = {
+        "responseOverride": [
+            *SPEC["responseOverride"],
+            {
+                "match": {"statusCodes": [{"type": "Range", "range": {"start": 504, "end": 504}}]},
+                "response": {"body": {"type": "Inline"}, "statusCode": 42},
+            },
+            {
+                "match": {"statusCodes": [{"type": "Value", "value": 700}]},
+                "response": {"contentType": "text/plain"},
+            },
+        ]
+    }
+    # A stored object is not validated again: translate refuses what the CRD would too.
+    spec["targetRefs"] = [{"group": GW, "kind": "HTTPRoute", "name": "r1"}]
+    bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
+    result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+    accepted = only(result, "p")["Accepted"]
+    assert (accepted["status"], accepted["reason"]) == ("False", "Invalid")
+    for part in (
+        "spec.responseOverride[1].response.body.valueRef: ConfigMap ns/pages does not exist",
+        "spec.responseOverride[2].match.statusCodes[0].range: end must be greater than start",
+        "spec.responseOverride[2].response.body.inline: needed with type Inline",
+        "spec.responseOverride[2].response.statusCode: 42 is not an HTTP status (100-599)",
+        "spec.responseOverride[3].match.statusCodes[0]: 700-700 is outside the HTTP statuses",
+    ):
+        assert part in accepted["message"], accepted["message"]
+    res = build(result.xds["ns/gw"])
+    assert FILTER not in [f.name for f in hcm(res.listeners["ns/gw/8080"]).http_filters]
+    # A ConfigMap without the key is named too.
+    pages = {**PAGES, "data": {"other": "x"}}
+    result = run([*base(), pages, policy("p", target=("HTTPRoute", "r1"), spec=SPEC)])
+    assert (
+        "spec.responseOverride[1].response.body.valueRef: ConfigMap ns/pages has no key "
+        "response.body" in only(result, "p")["Accepted"]["message"]
+    )
+
+
+def test_unimplemented_override_fields_refused_by_name() -> None:
+    spec = {
+        "responseOverride": [
+            {
+                "match": {
+                    "statusCodes": [{"type": "Value", "value": 500}],
+                    "responseHeaders": [{"name": "x", "value": {"value": "y"}}],
+                },
+                "redirect": {"hostname": "example.com"},
+            }
+        ]
+    }
+    accepted = only(run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)]), "p")[
+        "Accepted"
+    ]
+    assert accepted["status"] == "False"
+    assert accepted["message"].startswith(
+        "spec.responseOverride[0].match.responseHeaders, spec.responseOverride[0].redirect are "
+        "not supported by gateweave"
+    ), accepted["message"]
