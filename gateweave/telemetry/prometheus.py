@@ -93,7 +93,7 @@ class _Families(Collector):
         )
         yield _histogram(
             "gateweave_route_request_duration_seconds",
-            "Upstream request time of a route rule.",
+            "Response time of a route rule (request received to response sent).",
             route,
             t.route_times,
         )

@@ -10,8 +10,8 @@ the xDS IR of the last translation:
   redirects, direct responses, denials), from the listener's stats access logger
   (:mod:`gateweave.xds.telemetry`; the route is its IR name, stat-safe; the matches and virtual
   hosts of one rule add up);
-* ``vhost.<virtual host>.route.<route stat prefix>.upstream_rq_time``: the upstream latency
-  of a route rule (routes carry their IR name, stat-safe, as ``stat_prefix``);
+* ``gateweave.route_rq_time.listener.<listener>.route.<route>``: the response times of a route
+  rule on a listener, from the same logger (the whole request, as the client saw it);
 * ``http.<listener>.downstream_rq_<N>xx`` and ``...downstream_rq_time``: a Gateway's
   listener, every request it answered (a 404 without route included);
 * ``cluster.<backend>.upstream_rq_<N>xx``: a backend (the IR's cluster name, whose stat-safe
@@ -31,7 +31,7 @@ import msgspec
 
 from gateweave import ir
 from gateweave.xds.resources import stat_name
-from gateweave.xds.telemetry import ROUTE_COUNTER, ROUTE_COUNTER_PREFIX, route_identity
+from gateweave.xds.telemetry import ROUTE_COUNTER, ROUTE_COUNTER_PREFIX, ROUTE_TIMER, route_identity
 
 SCRAPE_TIMEOUT_S = 1.0
 STATS_PATH = "/stats?format=json&usedonly&histogram_buckets=detailed"
@@ -134,7 +134,6 @@ async def scrape(
 class GatewayNames:
     """Stat prefixes -> Gateway API names, for one Gateway's Envoy."""
 
-    vhosts: dict[str, str] = field(default_factory=dict)  # virtual host -> listener
     routes: dict[str, tuple[str, str]] = field(default_factory=dict)  # stat prefix -> (route, rule)
     listeners: dict[str, str] = field(
         default_factory=dict
@@ -148,7 +147,6 @@ def gateway_names(gw: ir.XdsGateway) -> GatewayNames:
     def http(listener: str, config: ir.RouteConfig) -> None:
         out.listeners[stat_name(listener)] = listener
         for vh in config.virtual_hosts:
-            out.vhosts[vh.name] = listener
             for route in vh.routes:
                 identity = route_identity(route.name)
                 if identity is not None:
@@ -232,10 +230,10 @@ def name_stats(stats: Mapping[str, EnvoyStats], xds: Mapping[str, ir.XdsGateway]
                     _add(out.backends.setdefault((gateway, backend), {}), cls, value)
         for name, bins in envoy.histograms.items():
             kind, _, rest = name.partition(".")
-            if kind == "vhost":
-                key = _route_key(gateway, names, rest)
-                if key is not None and key[1] == "upstream_rq_time":
-                    out.route_times.setdefault(key[0], []).append(bins)
+            if kind == ROUTE_COUNTER_PREFIX:
+                timed = _route_timed(gateway, names, rest)
+                if timed is not None:
+                    out.route_times.setdefault(timed, []).append(bins)
             elif kind == "http":
                 prefix, _, metric = rest.partition(".")
                 listener = names.listeners.get(prefix)
@@ -262,15 +260,13 @@ def _route_count(gateway: str, names: GatewayNames, rest: str) -> tuple[RouteKey
     return (gateway, listener, identity[0], identity[1]), cls
 
 
-def _route_key(gateway: str, names: GatewayNames, rest: str) -> tuple[RouteKey, str] | None:
-    """``<vhost>.route.<prefix>.<metric>`` -> ((gateway, listener, route, rule), metric).
-
-    The virtual host's name may hold dots (a domain); the route prefix and metric do not."""
-    vhost, sep, tail = rest.rpartition(".route.")
-    if not sep:
+def _route_timed(gateway: str, names: GatewayNames, rest: str) -> RouteKey | None:
+    """``route_rq_time.listener.<listener>.route.<route>`` -> (gateway, listener, route, rule);
+    ``None`` for requests without route. Every part is stat-safe: no dots."""
+    parts = rest.split(".")
+    if len(parts) != 5 or parts[0] != ROUTE_TIMER or parts[1:4:2] != ["listener", "route"]:
         return None
-    prefix, _, metric = tail.partition(".")
-    identity = names.routes.get(prefix)
-    if identity is None:
+    listener, identity = names.listeners.get(parts[2]), names.routes.get(parts[4])
+    if listener is None or identity is None:
         return None
-    return (gateway, names.vhosts.get(vhost, ""), identity[0], identity[1]), metric
+    return gateway, listener, identity[0], identity[1]

@@ -25,7 +25,6 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 from gateweave import ir
 from gateweave.translate.regex import origin_regex, re2_escape
 from gateweave.xds import compression, extauth, responseoverride, security, telemetry
-from gateweave.xds.resources import stat_name
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
 # it answers 500 for the share of an invalid backendRef.
@@ -479,9 +478,8 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
     """One Envoy route; ``exact_host`` is the virtual host's hostname when it serves exactly one."""
     out = rc.Route(name=r.name, match=route_match(r.match))
     metadata = telemetry.route_metadata(r.name)
-    if metadata is not None:  # a Gateway API route's: logged, and counted per route
+    if metadata is not None:  # a Gateway API route's: logged, counted and timed per route
         out.metadata.CopyFrom(metadata)
-        out.stat_prefix = stat_name(r.name)
     backends = tuple(b for b in r.backends if b.weight > 0)
     if r.redirect is not None:
         out.redirect.CopyFrom(_redirect(r.redirect, r.match, listener_port, https, exact_host))

@@ -67,11 +67,12 @@ def test_route_identity_names_gateway_api_routes_only() -> None:
 def test_every_proxy_logs_and_routes_carry_their_identity() -> None:
     res = build(_gateway())
     route = res.routes["ns/gw/80"].virtual_hosts[0].routes
-    assert route[0].stat_prefix == stat_name("httproute/ns/app/rule/1/match/0")
     meta = route[0].metadata.filter_metadata[telemetry.METADATA_NAMESPACE]
     assert (meta["route"], meta["rule"]) == ("HTTPRoute/ns/app", "1")
-    assert meta["stat"] == route[0].stat_prefix
-    assert not route[1].stat_prefix and not route[1].HasField("metadata")
+    assert meta["stat"] == stat_name("httproute/ns/app/rule/1/match/0")
+    assert not route[1].HasField("metadata")
+    # no per-route statistics scope: Envoy would build one per route on every route table load
+    assert not route[0].stat_prefix and not route[1].stat_prefix
     dump = str(res.listeners["ns/gw/80"]) + str(res.listeners["ns/gw/9000"])
     assert dump.count("envoy.access_loggers.file") == 2 and "TCPRoute/ns/echo" in dump
     off = build(replace(_gateway(), telemetry=ir.Telemetry(access_log=ir.ACCESS_LOG_OFF)))
@@ -201,12 +202,16 @@ def test_envoy_stats_are_named_with_gateway_api_names() -> None:
                     "histograms": {
                         "details": [
                             {
-                                "name": f"vhost.ns/gw/80/app.test.route.{prefix}.upstream_rq_time",
+                                "name": f"gateweave.route_rq_time.listener.ns_gw_80.route.{prefix}",
                                 "totals": [
                                     {"lower_bound": 2, "width": 1, "count": 3},
                                     {"lower_bound": 40, "width": 5, "count": 2},
                                 ],
-                            }
+                            },
+                            {  # requests without route: the listener's, not a route's
+                                "name": "gateweave.route_rq_time.listener.ns_gw_80.route.",
+                                "totals": [{"lower_bound": 1, "width": 1, "count": 7}],
+                            },
                         ]
                     }
                 },
