@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
@@ -142,26 +144,55 @@ def http_connection_manager(
     return out
 
 
-def _rate_limited(config: ir.RouteConfig) -> bool:
-    return any(r.rate_limit is not None for vh in config.virtual_hosts for r in vh.routes)
+# The route fields that put a filter into their listener's HTTP connection manager, each read by
+# the ``http_filters`` of its module in _hcm_filter. A feature whose routes need an HCM filter
+# names its field here: the filters are chosen from the routes that set one of these.
+FILTER_FIELDS = (
+    "ext_auth",
+    "rate_limit",
+    "basic_auth",
+    "api_key_auth",
+    "jwt",
+    "authorization",
+    "compression",
+    "response_overrides",
+)
+_filter_fields = operator.attrgetter(*FILTER_FIELDS)
+# Each virtual host's routes that set one of them, by the virtual host's identity: incremental
+# translation hands over the same instance while it does not change, so a change rebuilding a
+# listener of 10,000 routes looks at the new virtual hosts' routes only. The entry holds the
+# virtual host, so its id stays its own. Bounded (least recently added go first).
+_FILTER_ROUTES_SIZE = 16_384
+_filter_routes_memo: OrderedDict[int, tuple[ir.VirtualHost, tuple[ir.Route, ...]]] = OrderedDict()
+
+
+def filter_routes(config: ir.RouteConfig) -> list[ir.Route]:
+    """The routes of ``config`` that set one of :data:`FILTER_FIELDS`, in order."""
+    out: list[ir.Route] = []
+    for vh in config.virtual_hosts:
+        entry = _filter_routes_memo.get(id(vh))
+        if entry is None or entry[0] is not vh:
+            entry = (vh, tuple(r for r in vh.routes if any(_filter_fields(r))))
+            _filter_routes_memo[id(vh)] = entry
+            if len(_filter_routes_memo) > _FILTER_ROUTES_SIZE:
+                _filter_routes_memo.popitem(last=False)
+        out.extend(entry[1])
+    return out
 
 
 def _hcm_filter(
     gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client: ir.ClientSettings | None
 ) -> lc.Filter:
-    ext_auths = extauth.used(r for vh in config.virtual_hosts for r in vh.routes)
-    security_filters = security.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
-    compressors = compression.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
-    overrides = responseoverride.http_filters(r for vh in config.virtual_hosts for r in vh.routes)
+    filtered = filter_routes(config)
     hcm = http_connection_manager(
         gw,
         listener,
         config.name,
-        ext_auths,
-        _rate_limited(config),
-        security_filters,
-        compressors,
-        overrides,
+        extauth.used(filtered),
+        any(r.rate_limit is not None for r in filtered),
+        security.http_filters(filtered),
+        compression.http_filters(filtered),
+        responseoverride.http_filters(filtered),
     )
     if client is not None:
         apply_client_settings(hcm, client)

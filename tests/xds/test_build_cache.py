@@ -12,6 +12,7 @@ from gateweave.api.decode import decode
 from gateweave.snapshot import Snapshot
 from gateweave.store import Store
 from gateweave.translate import translate
+from gateweave.xds import listeners
 from gateweave.xds import routes as xds_routes
 from gateweave.xds.build import build
 from gateweave.xds.resources import serialize
@@ -128,3 +129,23 @@ def test_the_caches_are_bounded_and_keyed_by_value() -> None:
     assert copy == gw and copy is not gw
     assert _bytes(copy) == first
     assert xds_routes._virtual_host.cache_info().hits == 3
+
+
+def test_listener_filters_follow_a_replaced_virtual_host_not_an_equal_one() -> None:
+    """The HCM's filters come from the routes that need one, memoised per virtual host by
+    identity: a new virtual host instance is looked at again, whatever it equals."""
+    plain = ir.Route(name="httproute/ns/a/rule/0/match/0", match=ir.RouteMatch(), direct_status=200)
+    gzip = msgspec.structs.replace(plain, compression=("Gzip",))
+    vh = ir.VirtualHost(name="v", domains=("a.test",), routes=(plain,))
+    config = ir.RouteConfig(name="ns/gw/80", virtual_hosts=(vh,))
+    assert listeners.filter_routes(config) == []
+    assert listeners.filter_routes(config) == []  # memoised
+    with_gzip = ir.RouteConfig(
+        name="ns/gw/80", virtual_hosts=(msgspec.structs.replace(vh, routes=(plain, gzip)),)
+    )
+    assert listeners.filter_routes(with_gzip) == [gzip]
+    port = ir.Port(name="ns/gw/80", port=80, protocol="HTTP", http=with_gzip)
+    gw = ir.XdsGateway(name="ns/gw", address="127.0.0.1", ports=(port,))
+    assert "envoy.filters.http.compressor/gzip" in str(listeners.http_listener(gw, port))
+    # every field the filters are chosen by is one ir.Route has
+    assert set(listeners.FILTER_FIELDS) <= set(ir.Route.__struct_fields__)
