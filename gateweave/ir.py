@@ -517,7 +517,10 @@ class ClientValidation(_IR, kw_only=True, frozen=True):
     """Frontend client-certificate validation (Gateway spec.tls.frontend)."""
 
     ca_pem: str
-    mode: str = "AllowValidOnly"  # AllowValidOnly | AllowInsecureFallback
+    # AllowValidOnly (a certificate required and verified) | AllowInsecureFallback (asked for,
+    # neither required nor verified); a ClientTrafficPolicy's also: VerifyIfGiven (verified when
+    # given), RequireAny (required, not verified)
+    mode: str = "AllowValidOnly"
 
 
 class TLSTermination(_IR, kw_only=True, frozen=True):
@@ -532,12 +535,27 @@ class TCPProxy(_IR, kw_only=True, frozen=True):
     route: str = ""  # "<kind>/<ns>/<name>" of the route it serves (access logs); "": none
 
 
+class PathSettings(_IR, kw_only=True, frozen=True):
+    """How a connection manager rewrites request paths before routing (a ClientTrafficPolicy's
+    ``path``): normalised (RFC 3986: ``.`` and ``..`` segments resolved), adjacent slashes
+    merged or not, and escaped slashes (``%2F``, ``%5C``) kept, refused (400), unescaped and
+    forwarded, or unescaped with a redirect to the unescaped path."""
+
+    merge_slashes: bool = True
+    escaped_slashes: str = (
+        "UnescapeAndRedirect"  # or KeepUnchanged, RejectRequest, UnescapeAndForward
+    )
+
+
 class ClientSettings(_IR, kw_only=True, frozen=True):
     """How an HTTP connection manager treats its clients (a ClientTrafficPolicy's effect)."""
 
     xff_trusted_hops: int = (
         0  # the client address is the Nth X-Forwarded-For entry from the right (0: the peer)
     )
+    # ... or the rightmost X-Forwarded-For entry outside these ranges ("address/length"), when the
+    # peer is in one of them (empty: none)
+    xff_trusted_cidrs: tuple[str, ...] = ()
     client_ip_header: str = ""  # the client address is this header's ("": none)
     client_ip_header_fail_closed: bool = False  # ... and a request without a valid one gets 403
     proxy_protocol: bool = (
@@ -567,6 +585,13 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     tls_max_version: str = ""
     tls_ciphers: tuple[str, ...] = ()
     tls_alpn: tuple[str, ...] | None = None
+    # the key exchange groups and signature algorithms offered (empty: Envoy's), the kinds of
+    # session resumption allowed ("stateless": tickets, "stateful": session IDs; None: both)
+    tls_ecdh_curves: tuple[str, ...] = ()
+    tls_signature_algorithms: tuple[str, ...] = ()
+    tls_resumption: tuple[str, ...] | None = None
+    tls_client_validation: ClientValidation | None = None  # in place of the chain's own
+    path: PathSettings | None = None  # request paths rewritten (None: they reach routing as sent)
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):

@@ -26,6 +26,7 @@ from envoy.extensions.filters.udp.udp_proxy.v3 import route_pb2 as udp_route_pb2
 from envoy.extensions.filters.udp.udp_proxy.v3 import udp_proxy_pb2
 from envoy.extensions.http.early_header_mutation.header_mutation.v3 import header_mutation_pb2
 from envoy.extensions.http.original_ip_detection.custom_header.v3 import custom_header_pb2
+from envoy.extensions.http.original_ip_detection.xff.v3 import xff_pb2
 from envoy.type.v3 import http_status_pb2
 from google.protobuf import wrappers_pb2
 from xds.core.v3 import extension_pb2 as xds_extension_pb2
@@ -53,6 +54,7 @@ CONNECTION_LIMIT = "envoy.filters.network.connection_limit"
 UDP_PROXY_FILTER = "envoy.filters.udp_listener.udp_proxy"
 EARLY_HEADER_MUTATION = "envoy.http.early_header_mutation.header_mutation"
 CUSTOM_HEADER_IP = "envoy.http.original_ip_detection.custom_header"
+XFF_IP = "envoy.http.original_ip_detection.xff"
 
 
 def _address(address: str, port: int, udp: bool = False) -> address_pb2.Address:
@@ -90,7 +92,8 @@ def http_connection_manager(
     """An HCM fetching its routes over RDS (ADS).
 
     HTTP/1.1 and h2c (prior knowledge) are both accepted (codec AUTO). Paths reach the
-    backend as sent: no normalisation, no slash merging, escaped slashes untouched.
+    backend as sent: no normalisation, no slash merging, escaped slashes untouched (unless a
+    ClientTrafficPolicy's ``path`` says otherwise, :func:`apply_client_settings`).
     Host matching ignores any port (the route configurations set
     ``ignore_port_in_host_matching``), so ``example.com:8080`` matches the ``example.com``
     virtual host while the Host header reaches the backend unchanged.
@@ -202,15 +205,20 @@ def _hcm_filter(
 def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientSettings) -> None:
     """A ClientTrafficPolicy's effect on an HCM: the client address (remote address, which
     authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry from
-    the right, or the address in the ``client_ip_header`` header (a request without a valid one: the
+    the right, or the rightmost one outside ``xff_trusted_cidrs`` (from a peer in them), or the
+    address in the ``client_ip_header`` header (a request without a valid one: the
     peer's, or 403 when ``client_ip_header_fail_closed``); a request not received whole within
     ``request_received_timeout_s`` gets 408; a connection without requests for
     ``http_idle_timeout_s`` is closed; a request header whose name has an underscore is allowed, the
     request refused (400) or the header dropped; request headers are set, added and removed before
-    anything else (routing included) sees them."""
+    anything else (routing included) sees them; request paths are normalised (RFC 3986), adjacent
+    slashes merged unless kept, escaped slashes handled as the policy says."""
     hcm.xff_num_trusted_hops = client.xff_trusted_hops
     if client.client_ip_header:
         hcm.original_ip_detection_extensions.append(_custom_header_detection(client))
+    if client.xff_trusted_cidrs:
+        hcm.original_ip_detection_extensions.append(_trusted_xff(client.xff_trusted_cidrs))
+    if hcm.original_ip_detection_extensions:
         # Envoy takes the extensions' address only without use_remote_address
         hcm.use_remote_address.value = False
     if client.request_received_timeout_s is not None:
@@ -223,6 +231,18 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
         ]
     if client.early_request_headers is not None:
         hcm.early_header_mutation_extensions.append(_early_mutation(client.early_request_headers))
+    if client.path is not None:
+        hcm.normalize_path.value = True
+        hcm.merge_slashes = client.path.merge_slashes
+        hcm.path_with_escaped_slashes_action = _ESCAPED_SLASHES[client.path.escaped_slashes]
+
+
+_ESCAPED_SLASHES = {
+    "KeepUnchanged": hcm_pb2.HttpConnectionManager.KEEP_UNCHANGED,
+    "RejectRequest": hcm_pb2.HttpConnectionManager.REJECT_REQUEST,
+    "UnescapeAndForward": hcm_pb2.HttpConnectionManager.UNESCAPE_AND_FORWARD,
+    "UnescapeAndRedirect": hcm_pb2.HttpConnectionManager.UNESCAPE_AND_REDIRECT,
+}
 
 
 def _custom_header_detection(client: ir.ClientSettings) -> extension_pb2.TypedExtensionConfig:
@@ -230,6 +250,20 @@ def _custom_header_detection(client: ir.ClientSettings) -> extension_pb2.TypedEx
     if client.client_ip_header_fail_closed:
         config.reject_with_status.code = http_status_pb2.Forbidden
     return extension_pb2.TypedExtensionConfig(name=CUSTOM_HEADER_IP, typed_config=pack(config))
+
+
+def _trusted_xff(cidrs: tuple[str, ...]) -> extension_pb2.TypedExtensionConfig:
+    """The X-Forwarded-For detection trusting the peers in ``cidrs`` ("address/length"), the
+    client's address still appended to the header as use_remote_address does."""
+    config = xff_pb2.XffConfig(skip_xff_append=wrappers_pb2.BoolValue(value=False))
+    for cidr in cidrs:
+        address, _, length = cidr.partition("/")
+        config.xff_trusted_cidrs.cidrs.append(
+            address_pb2.CidrRange(
+                address_prefix=address, prefix_len=wrappers_pb2.UInt32Value(value=int(length))
+            )
+        )
+    return extension_pb2.TypedExtensionConfig(name=XFF_IP, typed_config=pack(config))
 
 
 def _early_mutation(mods: ir.HeaderMods) -> extension_pb2.TypedExtensionConfig:

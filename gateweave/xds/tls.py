@@ -67,24 +67,32 @@ def downstream_context(
         tls_certificates=[_certificate(c.cert_pem, c.key_pem) for c in term.certificates],
         alpn_protocols=list(term.alpn or default_alpn),
     )
-    validation = term.client_validation
-    strict = validation is not None and validation.mode != "AllowInsecureFallback"
-    if validation is not None:
-        common.validation_context.CopyFrom(
-            common_pb2.CertificateValidationContext(
-                trusted_ca=_inline(validation.ca_pem),
-                trust_chain_verification=(
-                    common_pb2.CertificateValidationContext.VERIFY_TRUST_CHAIN
-                    if strict
-                    else common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
-                ),
-            )
-        )
     # The constructor copies ``common``: build it completely first.
     context = tls_pb2.DownstreamTlsContext(common_tls_context=common)
-    if validation is not None:
-        context.require_client_certificate.CopyFrom(wrappers_pb2.BoolValue(value=strict))
+    if term.client_validation is not None:
+        _validate_clients(context, term.client_validation)
     return context
+
+
+def _validate_clients(
+    context: tls_pb2.DownstreamTlsContext, validation: ir.ClientValidation
+) -> None:
+    """Client certificates asked for on ``context``, required and verified against the CA as
+    ``validation.mode`` says (:class:`~gateweave.ir.ClientValidation`)."""
+    verify = validation.mode in ("AllowValidOnly", "VerifyIfGiven")
+    context.common_tls_context.validation_context.CopyFrom(
+        common_pb2.CertificateValidationContext(
+            trusted_ca=_inline(validation.ca_pem),
+            trust_chain_verification=(
+                common_pb2.CertificateValidationContext.VERIFY_TRUST_CHAIN
+                if verify
+                else common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
+            ),
+        )
+    )
+    context.require_client_certificate.CopyFrom(
+        wrappers_pb2.BoolValue(value=validation.mode in ("AllowValidOnly", "RequireAny"))
+    )
 
 
 _VERSIONS = {
@@ -97,17 +105,26 @@ _VERSIONS = {
 
 def apply_client_tls(context: tls_pb2.DownstreamTlsContext, client: ir.ClientSettings) -> None:
     """A ClientTrafficPolicy's TLS settings on a terminating filter chain: the lowest and
-    highest TLS versions a client may use, the TLS 1.2 and older cipher suites offered, and the
-    ALPN protocols (in place of the chain's own)."""
+    highest TLS versions a client may use, the TLS 1.2 and older cipher suites, the key exchange
+    groups and signature algorithms offered, the ALPN protocols (in place of the chain's own), the
+    kinds of session resumption allowed and the client certificate validation (in place of the
+    chain's own)."""
     params = context.common_tls_context.tls_params
     if client.tls_min_version:
         params.tls_minimum_protocol_version = _VERSIONS[client.tls_min_version]
     if client.tls_max_version:
         params.tls_maximum_protocol_version = _VERSIONS[client.tls_max_version]
     params.cipher_suites.extend(client.tls_ciphers)
+    params.ecdh_curves.extend(client.tls_ecdh_curves)
+    params.signature_algorithms.extend(client.tls_signature_algorithms)
     if client.tls_alpn is not None:
         del context.common_tls_context.alpn_protocols[:]
         context.common_tls_context.alpn_protocols.extend(client.tls_alpn)
+    if client.tls_client_validation is not None:
+        _validate_clients(context, client.tls_client_validation)
+    if client.tls_resumption is not None:
+        context.disable_stateless_session_resumption = "stateless" not in client.tls_resumption
+        context.disable_stateful_session_resumption = "stateful" not in client.tls_resumption
 
 
 def downstream_socket(

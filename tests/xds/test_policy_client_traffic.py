@@ -113,14 +113,6 @@ def test_other_client_ip_detection_fields_refused_by_name() -> None:
         "gateweave"
     )
     assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
-    spec = {"clientIPDetection": {"xForwardedFor": {"trustedCIDRs": ["10.0.0.0/8"]}}}
-    docs = [*base(), policy("c", "ClientTrafficPolicy", spec=spec)]
-    acc = only(run(docs), "c", "ClientTrafficPolicy")["Accepted"]
-    assert (
-        acc["message"]
-        == "spec.clientIPDetection.xForwardedFor.trustedCIDRs is not supported by gateweave"
-    )
-    assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
 
 
 def proxy_protocols(docs: list[dict[str, Any]]) -> dict[str, bool | None]:
@@ -446,13 +438,13 @@ def test_bad_tls_values_are_refused_with_their_place() -> None:
         run(
             [
                 *with_https(),
-                policy("c", "ClientTrafficPolicy", spec={"tls": {"ecdhCurves": ["X25519"]}}),
+                policy("c", "ClientTrafficPolicy", spec={"tls": {"fingerprints": ["JA3"]}}),
             ]
         ),
         "c",
         "ClientTrafficPolicy",
     )["Accepted"]
-    assert refused["message"] == "spec.tls.ecdhCurves is not supported by gateweave"
+    assert refused["message"] == "spec.tls.fingerprints is not supported by gateweave"
     acc = only(stored({"tls": {"maxVersion": "1.1"}}), "c", "ClientTrafficPolicy")["Accepted"]
     assert acc["message"] == "spec.tls.maxVersion: 1.1 is below spec.tls.minVersion 1.2"
 

@@ -8,7 +8,9 @@ the effect of the policy that governs it
 (:meth:`~gateweave.translate.policies.attach.PolicyIndex.for_listener`).
 
 Implemented: the client address from trusted X-Forwarded-For hops
-(``clientIPDetection.xForwardedFor.numTrustedHops``) or from a header of its own
+(``clientIPDetection.xForwardedFor.numTrustedHops``), from its entries past the trusted address
+ranges (``.trustedCIDRs``), the connection's peer (``clientIPDetection.directSourceIP``), or from a
+header of its own
 (``clientIPDetection.customHeader`` ``name``, ``failClosed``); the PROXY protocol
 (``proxyProtocol``, and the deprecated ``enableProxyProtocol``); the client-side timeouts
 (``timeout.http`` ``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``);
@@ -17,24 +19,30 @@ connection limits (``connection.connectionLimit.value``, ``connection.bufferLimi
 underscores in their names (``headers.withUnderscoresAction``); request headers added, set or
 removed before anything else sees the request (``headers.earlyRequestHeaders`` ``add``, ``set``,
 ``remove``); TLS on the filter chains terminating it (``tls.minVersion``, ``tls.maxVersion``,
-``tls.ciphers``, ``tls.alpnProtocols``).
+``tls.ciphers``, ``tls.alpnProtocols``, ``tls.ecdhCurves``, ``tls.signatureAlgorithms``,
+``tls.session.resumption``, ``tls.clientValidation`` ``caCertificateRefs``, ``optional``,
+``mode``, whose CA certificates :func:`resolve` reads: clienttls.py); request path
+normalisation (``path`` ``escapedSlashesAction``, ``disableMergeSlashes``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import specvalue
+from gateweave.translate.policies import clienttls, specvalue
 
-IMPLEMENTED: frozenset[str] = frozenset(
+IMPLEMENTED: frozenset[str] = clienttls.FIELDS | frozenset(
     {
         "clientIPDetection",
         "clientIPDetection.xForwardedFor",
         "clientIPDetection.xForwardedFor.numTrustedHops",
+        "clientIPDetection.xForwardedFor.trustedCIDRs",
+        "clientIPDetection.directSourceIP",
         "clientIPDetection.customHeader",
         "clientIPDetection.customHeader.name",
         "clientIPDetection.customHeader.failClosed",
@@ -62,11 +70,9 @@ IMPLEMENTED: frozenset[str] = frozenset(
         "headers.earlyRequestHeaders.set.name",
         "headers.earlyRequestHeaders.set.value",
         "headers.earlyRequestHeaders.remove",
-        "tls",
-        "tls.minVersion",
-        "tls.maxVersion",
-        "tls.ciphers",
-        "tls.alpnProtocols",
+        "path",
+        "path.escapedSlashesAction",
+        "path.disableMergeSlashes",
     }
 )
 
@@ -138,86 +144,37 @@ def _early_headers(spec: dict[str, Any], out: list[str]) -> ir.HeaderMods | None
     )
 
 
-_TLS_VERSIONS = ("Auto", "1.0", "1.1", "1.2", "1.3")
-_ALPN = ("http/1.0", "http/1.1", "h2")
-# The TLS 1.2 and older cipher suites Envoy's TLS library (BoringSSL) knows by name; a name it
-# does not know makes Envoy refuse the whole listener. "[A|B]": A and B of equal preference.
-_CIPHERS: frozenset[str] = frozenset(
-    {
-        "ECDHE-ECDSA-AES128-GCM-SHA256",
-        "ECDHE-RSA-AES128-GCM-SHA256",
-        "ECDHE-ECDSA-AES256-GCM-SHA384",
-        "ECDHE-RSA-AES256-GCM-SHA384",
-        "ECDHE-ECDSA-CHACHA20-POLY1305",
-        "ECDHE-RSA-CHACHA20-POLY1305",
-        "ECDHE-PSK-CHACHA20-POLY1305",
-        "ECDHE-ECDSA-AES128-SHA",
-        "ECDHE-RSA-AES128-SHA",
-        "ECDHE-PSK-AES128-CBC-SHA",
-        "ECDHE-ECDSA-AES256-SHA",
-        "ECDHE-RSA-AES256-SHA",
-        "ECDHE-PSK-AES256-CBC-SHA",
-        "AES128-GCM-SHA256",
-        "AES256-GCM-SHA384",
-        "AES128-SHA",
-        "PSK-AES128-CBC-SHA",
-        "AES256-SHA",
-        "PSK-AES256-CBC-SHA",
-        "DES-CBC3-SHA",
-    }
-)
+_ESCAPED_SLASHES = ("KeepUnchanged", "RejectRequest", "UnescapeAndForward", "UnescapeAndRedirect")
 
 
-def _cipher_known(entry: str) -> bool:
-    names = entry[1:-1].split("|") if entry.startswith("[") and entry.endswith("]") else [entry]
-    return all(name in _CIPHERS for name in names)
-
-
-def _strings(value: Any, at: str, out: list[str]) -> tuple[str, ...] | None:
-    if value is None:
+def _path(spec: dict[str, Any], out: list[str]) -> ir.PathSettings | None:
+    """``path`` (None when unset), its unset fields as Envoy Gateway's defaults (slashes merged,
+    escaped slashes unescaped with a redirect); problems go to ``out``."""
+    path = spec.get("path")
+    if path is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        out.append(f"{at}: {value!r} is not a list of strings")
+    if not isinstance(path, dict):
+        out.append(f"spec.path: {path!r} is not an object")
         return None
-    return tuple(value)
+    action = path.get("escapedSlashesAction", "UnescapeAndRedirect")
+    keep = path.get("disableMergeSlashes", False)
+    problems = len(out)
+    if action not in _ESCAPED_SLASHES:
+        choices = ", ".join(_ESCAPED_SLASHES)
+        out.append(f"spec.path.escapedSlashesAction: {action!r} is not one of {choices}")
+    if not isinstance(keep, bool):
+        out.append(f"spec.path.disableMergeSlashes: {keep!r} is not true or false")
+    if len(out) > problems:
+        return None
+    return ir.PathSettings(merge_slashes=not keep, escaped_slashes=str(action))
 
 
-def _tls(
-    spec: dict[str, Any], out: list[str]
-) -> tuple[str, str, tuple[str, ...], tuple[str, ...] | None]:
-    """(``tls.minVersion``, ``tls.maxVersion`` ("" when unset or Auto), ``tls.ciphers``,
-    ``tls.alpnProtocols`` (None when unset)); problems go to ``out``."""
-    tls = spec.get("tls")
-    if tls is None:
-        return "", "", (), None
-    if not isinstance(tls, dict):
-        out.append(f"spec.tls: {tls!r} is not an object")
-        return "", "", (), None
-    versions: list[str] = []
-    for key in ("minVersion", "maxVersion"):
-        version = tls.get(key)
-        if version is not None and version not in _TLS_VERSIONS:
-            out.append(f"spec.tls.{key}: {version!r} is not one of {', '.join(_TLS_VERSIONS)}")
-            version = None
-        versions.append("" if version in (None, "Auto") else str(version))
-    low, high = versions
-    # as the CRD's rules: an unset minimum stands for 1.2 (Envoy Gateway's), Auto for the lowest
-    least = low or ("1.0" if tls.get("minVersion") == "Auto" else "1.2")
-    if high and least > high:
-        out.append(f"spec.tls.maxVersion: {high} is below spec.tls.minVersion {least}")
-    ciphers = _strings(tls.get("ciphers"), "spec.tls.ciphers", out) or ()
-    if ciphers and low == "1.3":
-        out.append("spec.tls.ciphers: no cipher suite is chosen when the minimum version is 1.3")
-    for i, cipher in enumerate(ciphers):
-        if not _cipher_known(cipher):
-            out.append(f"spec.tls.ciphers[{i}]: {cipher!r} is not a cipher suite Envoy knows")
-    alpn = _strings(tls.get("alpnProtocols"), "spec.tls.alpnProtocols", out)
-    for i, protocol in enumerate(alpn or ()):
-        if protocol not in _ALPN:
-            out.append(
-                f"spec.tls.alpnProtocols[{i}]: {protocol!r} is not one of {', '.join(_ALPN)}"
-            )
-    return low, high, ciphers, alpn
+def resolve(ctx: Any, policy: Any) -> tuple[ir.ClientValidation | None, list[str]]:
+    """What the policy's features that read other objects make of it (its client certificate
+    validation), and their problems."""
+    spec = policy.spec if isinstance(policy.spec, dict) else {}
+    out: list[str] = []
+    return clienttls.client_validation(ctx, policy.metadata.namespace, spec, out), out
 
 
 _UINT32 = 2**32 - 1
@@ -294,13 +251,67 @@ def _timeouts(
     )
 
 
-_HOPS_AT = "spec.clientIPDetection.xForwardedFor.numTrustedHops"
+_XFF_AT = "spec.clientIPDetection.xForwardedFor"
 
 
-def _hops(spec: dict[str, Any]) -> Any:
+def _xff(spec: dict[str, Any], out: list[str]) -> tuple[int, tuple[str, ...]]:
+    """(``clientIPDetection.xForwardedFor.numTrustedHops`` (0 when unset), ``.trustedCIDRs`` (as
+    ``address/length`` of their networks; empty when unset)); problems go to ``out``."""
     detection = spec.get("clientIPDetection")
     xff = detection.get("xForwardedFor") if isinstance(detection, dict) else None
-    return xff.get("numTrustedHops") if isinstance(xff, dict) else None
+    if xff is None:
+        return 0, ()
+    if not isinstance(xff, dict):
+        out.append(f"{_XFF_AT}: {xff!r} is not an object")
+        return 0, ()
+    hops, cidrs = xff.get("numTrustedHops"), xff.get("trustedCIDRs")
+    problems = len(out)
+    if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int) or hops < 0):
+        out.append(
+            f"{_XFF_AT}.numTrustedHops: {hops!r} is not a number of hops (an integer, 0 or more)"
+        )
+    ranges: list[str] = []
+    if cidrs is not None and (not isinstance(cidrs, list) or not cidrs):
+        out.append(f"{_XFF_AT}.trustedCIDRs: {cidrs!r} is not a list of address ranges")
+    for i, cidr in enumerate(cidrs if isinstance(cidrs, list) else ()):
+        network = _network(cidr)
+        if network is None:
+            out.append(f"{_XFF_AT}.trustedCIDRs[{i}]: {cidr!r} is not an address range (CIDR)")
+        else:
+            ranges.append(network)
+    if hops is not None and cidrs is not None:
+        out.append(f"{_XFF_AT}: numTrustedHops and trustedCIDRs are both set (one only)")
+    if len(out) > problems:
+        return 0, ()
+    return hops or 0, tuple(ranges)
+
+
+def _network(cidr: Any) -> str | None:
+    """``cidr`` (``address/length``) as its network's ``address/length``; None when it is not
+    one."""
+    if not isinstance(cidr, str) or "/" not in cidr:
+        return None
+    try:
+        return str(ipaddress.ip_network(cidr, strict=False))
+    except ValueError:
+        return None
+
+
+def _direct_source(spec: dict[str, Any], out: list[str]) -> None:
+    """``clientIPDetection.directSourceIP`` (the client address is the connection's peer, as
+    without the field): problems go to ``out``."""
+    detection = spec.get("clientIPDetection")
+    direct = detection.get("directSourceIP") if isinstance(detection, dict) else None
+    if direct is None or not isinstance(detection, dict):
+        return
+    if not isinstance(direct, dict):
+        out.append(f"spec.clientIPDetection.directSourceIP: {direct!r} is not an object")
+    for other in ("xForwardedFor", "customHeader"):
+        if detection.get(other) is not None:
+            out.append(
+                f"spec.clientIPDetection.directSourceIP: set with spec.clientIPDetection.{other}"
+                " (one only)"
+            )
 
 
 _CUSTOM_AT = "spec.clientIPDetection.customHeader"
@@ -343,9 +354,8 @@ def _proxy(spec: dict[str, Any]) -> tuple[Any, Any]:
 def problems(spec: dict[str, Any]) -> list[str]:
     """What in the implemented fields cannot be applied (beyond the CRD's own rules)."""
     out: list[str] = []
-    hops = _hops(spec)
-    if hops is not None and (isinstance(hops, bool) or not isinstance(hops, int) or hops < 0):
-        out.append(f"{_HOPS_AT}: {hops!r} is not a number of hops (an integer, 0 or more)")
+    _xff(spec, out)
+    _direct_source(spec, out)
     for at, value in (
         ("spec.enableProxyProtocol", spec.get("enableProxyProtocol")),
         ("spec.proxyProtocol.optional", _proxy(spec)[1]),
@@ -360,21 +370,29 @@ def problems(spec: dict[str, Any]) -> list[str]:
     _custom_header(spec, out)
     _underscores(spec, out)
     _early_headers(spec, out)
-    _tls(spec, out)
+    clienttls.versions(spec, out)
+    clienttls.groups(spec, out)
+    clienttls.session(spec, out)
+    _path(spec, out)
     return out
 
 
-def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
-    """The client settings a policy with ``spec`` (accepted, without problems) gives a listener;
-    None when it changes nothing."""
-    hops = _hops(spec)
+def listener_effect(
+    spec: dict[str, Any], validation: ir.ClientValidation | None = None
+) -> ir.ClientSettings | None:
+    """The client settings a policy with ``spec`` (accepted, without problems) and the client
+    certificate validation :func:`resolve` made of it give a listener; None when they change
+    nothing."""
+    hops, trusted = _xff(spec, [])
     proxy, optional = _proxy(spec)
     request, http_idle, tcp_idle = _timeouts(spec, [])
     max_connections, buffer_limit, accept = _connection(spec, [])
-    tls_min, tls_max, ciphers, alpn = _tls(spec, [])
+    tls_min, tls_max, ciphers, alpn = clienttls.versions(spec, [])
+    curves, signatures = clienttls.groups(spec, [])
     ip_header, ip_header_fail_closed = _custom_header(spec, [])
     settings = ir.ClientSettings(
-        xff_trusted_hops=hops if isinstance(hops, int) else 0,
+        xff_trusted_hops=hops,
+        xff_trusted_cidrs=trusted,
         client_ip_header=ip_header,
         client_ip_header_fail_closed=ip_header_fail_closed,
         proxy_protocol=proxy is not None and proxy is not False,
@@ -391,5 +409,10 @@ def listener_effect(spec: dict[str, Any]) -> ir.ClientSettings | None:
         tls_max_version=tls_max,
         tls_ciphers=ciphers,
         tls_alpn=alpn,
+        tls_ecdh_curves=curves,
+        tls_signature_algorithms=signatures,
+        tls_resumption=clienttls.session(spec, []),
+        tls_client_validation=validation,
+        path=_path(spec, []),
     )
     return None if settings == ir.ClientSettings() else settings

@@ -95,4 +95,8 @@ def apply_listener_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> No
     for gw in gateways:
         for lc in gw.all_listeners():
             hit = index.for_listener("ClientTrafficPolicy", lc)
-            lc.client = ctp.listener_effect(spec_of(hit[1].policy)) if hit is not None else None
+            lc.client = (
+                ctp.listener_effect(spec_of(hit[1].policy), hit[1].effect)
+                if hit is not None
+                else None
+            )

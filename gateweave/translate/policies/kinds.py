@@ -48,6 +48,7 @@ POLICY_KINDS: tuple[PolicyKind, ...] = (
         ctp.IMPLEMENTED,
         ctp.problems,
         client_side=True,
+        resolve=ctp.resolve,
     ),
     PolicyKind(
         "SecurityPolicy",

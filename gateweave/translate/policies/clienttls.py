@@ -1,0 +1,252 @@
+"""ClientTrafficPolicy ``tls``: the settings of the filter chains terminating TLS on the
+listeners a policy governs (ctp.py puts them into the listener's
+:class:`~gateweave.ir.ClientSettings`). Each function reads one part of ``tls`` and puts its
+problems, with their place, into ``out``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateweave import ir
+from gateweave.api import models as m
+from gateweave.translate import certs
+
+FIELDS: frozenset[str] = frozenset(
+    {
+        "tls",
+        "tls.minVersion",
+        "tls.maxVersion",
+        "tls.ciphers",
+        "tls.alpnProtocols",
+        "tls.ecdhCurves",
+        "tls.signatureAlgorithms",
+        "tls.session",
+        "tls.session.resumption",
+        "tls.session.resumption.stateless",
+        "tls.session.resumption.stateful",
+        "tls.clientValidation",
+        "tls.clientValidation.caCertificateRefs",
+        "tls.clientValidation.caCertificateRefs.group",
+        "tls.clientValidation.caCertificateRefs.kind",
+        "tls.clientValidation.caCertificateRefs.name",
+        "tls.clientValidation.caCertificateRefs.namespace",
+        "tls.clientValidation.optional",
+        "tls.clientValidation.mode",
+    }
+)
+
+VERSIONS = ("Auto", "1.0", "1.1", "1.2", "1.3")
+_ALPN = ("http/1.0", "http/1.1", "h2")
+# The TLS 1.2 and older cipher suites Envoy's TLS library (BoringSSL) knows by name; a name it
+# does not know makes Envoy refuse the whole listener. "[A|B]": A and B of equal preference.
+_CIPHERS: frozenset[str] = frozenset(
+    {
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "ECDHE-PSK-CHACHA20-POLY1305",
+        "ECDHE-ECDSA-AES128-SHA",
+        "ECDHE-RSA-AES128-SHA",
+        "ECDHE-PSK-AES128-CBC-SHA",
+        "ECDHE-ECDSA-AES256-SHA",
+        "ECDHE-RSA-AES256-SHA",
+        "ECDHE-PSK-AES256-CBC-SHA",
+        "AES128-GCM-SHA256",
+        "AES256-GCM-SHA384",
+        "AES128-SHA",
+        "PSK-AES128-CBC-SHA",
+        "AES256-SHA",
+        "PSK-AES256-CBC-SHA",
+        "DES-CBC3-SHA",
+    }
+)
+
+
+def _cipher_known(entry: str) -> bool:
+    names = entry[1:-1].split("|") if entry.startswith("[") and entry.endswith("]") else [entry]
+    return all(name in _CIPHERS for name in names)
+
+
+def _strings(value: Any, at: str, out: list[str]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        out.append(f"{at}: {value!r} is not a list of strings")
+        return None
+    return tuple(value)
+
+
+def versions(
+    spec: dict[str, Any], out: list[str]
+) -> tuple[str, str, tuple[str, ...], tuple[str, ...] | None]:
+    """(``tls.minVersion``, ``tls.maxVersion`` ("" when unset or Auto), ``tls.ciphers``,
+    ``tls.alpnProtocols`` (None when unset)); problems go to ``out``."""
+    tls = spec.get("tls")
+    if tls is None:
+        return "", "", (), None
+    if not isinstance(tls, dict):
+        out.append(f"spec.tls: {tls!r} is not an object")
+        return "", "", (), None
+    versions: list[str] = []
+    for key in ("minVersion", "maxVersion"):
+        version = tls.get(key)
+        if version is not None and version not in VERSIONS:
+            out.append(f"spec.tls.{key}: {version!r} is not one of {', '.join(VERSIONS)}")
+            version = None
+        versions.append("" if version in (None, "Auto") else str(version))
+    low, high = versions
+    # as the CRD's rules: an unset minimum stands for 1.2 (Envoy Gateway's), Auto for the lowest
+    least = low or ("1.0" if tls.get("minVersion") == "Auto" else "1.2")
+    if high and least > high:
+        out.append(f"spec.tls.maxVersion: {high} is below spec.tls.minVersion {least}")
+    ciphers = _strings(tls.get("ciphers"), "spec.tls.ciphers", out) or ()
+    if ciphers and low == "1.3":
+        out.append("spec.tls.ciphers: no cipher suite is chosen when the minimum version is 1.3")
+    for i, cipher in enumerate(ciphers):
+        if not _cipher_known(cipher):
+            out.append(f"spec.tls.ciphers[{i}]: {cipher!r} is not a cipher suite Envoy knows")
+    alpn = _strings(tls.get("alpnProtocols"), "spec.tls.alpnProtocols", out)
+    for i, protocol in enumerate(alpn or ()):
+        if protocol not in _ALPN:
+            out.append(
+                f"spec.tls.alpnProtocols[{i}]: {protocol!r} is not one of {', '.join(_ALPN)}"
+            )
+    return low, high, ciphers, alpn
+
+
+# The key exchange groups and signature algorithms Envoy's TLS library (BoringSSL) knows by name
+# (a name it does not know makes Envoy refuse the whole listener).
+CURVES = ("X25519", "P-256", "P-384", "P-521", "X25519MLKEM768")
+SIGNATURE_ALGORITHMS = (
+    "rsa_pkcs1_sha1",
+    "rsa_pkcs1_sha256",
+    "rsa_pkcs1_sha384",
+    "rsa_pkcs1_sha512",
+    "ecdsa_sha1",
+    "ecdsa_secp256r1_sha256",
+    "ecdsa_secp384r1_sha384",
+    "ecdsa_secp521r1_sha512",
+    "rsa_pss_rsae_sha256",
+    "rsa_pss_rsae_sha384",
+    "rsa_pss_rsae_sha512",
+    "ed25519",
+)
+
+
+def groups(spec: dict[str, Any], out: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(``tls.ecdhCurves``, ``tls.signatureAlgorithms``), empty when unset; problems go to
+    ``out``."""
+    tls = spec.get("tls")
+    if not isinstance(tls, dict):
+        return (), ()
+    got: list[tuple[str, ...]] = []
+    for key, known in (("ecdhCurves", CURVES), ("signatureAlgorithms", SIGNATURE_ALGORITHMS)):
+        names = _strings(tls.get(key), f"spec.tls.{key}", out) or ()
+        bad = [i for i, name in enumerate(names) if name not in known]
+        for i in bad:
+            out.append(f"spec.tls.{key}[{i}]: {names[i]!r} is not one of {', '.join(known)}")
+        got.append(() if bad else names)
+    return got[0], got[1]
+
+
+_RESUMPTIONS = ("stateless", "stateful")
+
+
+def session(spec: dict[str, Any], out: list[str]) -> tuple[str, ...] | None:
+    """The kinds of TLS session resumption ``tls.session.resumption`` allows (``stateless``:
+    session tickets, ``stateful``: session IDs), the others off as in Envoy Gateway; None when
+    ``tls.session`` is unset (Envoy's: both). Problems go to ``out``."""
+    tls = spec.get("tls")
+    session = tls.get("session") if isinstance(tls, dict) else None
+    if session is None:
+        return None
+    if not isinstance(session, dict):
+        out.append(f"spec.tls.session: {session!r} is not an object")
+        return None
+    resumption = session.get("resumption")
+    resumption = {} if resumption is None else resumption
+    if not isinstance(resumption, dict):
+        out.append(f"spec.tls.session.resumption: {resumption!r} is not an object")
+        return None
+    for kind in _RESUMPTIONS:
+        if resumption.get(kind) not in (None, {}):
+            out.append(f"spec.tls.session.resumption.{kind}: {resumption[kind]!r} is not {{}}")
+    return tuple(kind for kind in _RESUMPTIONS if resumption.get(kind) is not None)
+
+
+_VALIDATION_AT = "spec.tls.clientValidation"
+# Envoy Gateway's client validation modes as the IR's (ClientValidation.mode)
+_VALIDATION_MODES = {
+    "RequireAndVerify": "AllowValidOnly",
+    "VerifyIfGiven": "VerifyIfGiven",
+    "RequireAny": "RequireAny",
+    "Request": "AllowInsecureFallback",
+}
+
+
+def client_validation(
+    ctx: Any, namespace: str, spec: dict[str, Any], out: list[str]
+) -> ir.ClientValidation | None:
+    """``tls.clientValidation`` (None when unset): the CA bundle of its ``caCertificateRefs``
+    (the ``ca.crt`` of ConfigMaps or Secrets; another namespace's with a ReferenceGrant to
+    ClientTrafficPolicies of ``namespace``) and its mode (unset: ``RequireAndVerify``, or
+    ``VerifyIfGiven`` when ``optional``); problems go to ``out``."""
+    tls = spec.get("tls")
+    raw = tls.get("clientValidation") if isinstance(tls, dict) else None
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        out.append(f"{_VALIDATION_AT}: {raw!r} is not an object")
+        return None
+    problems = len(out)
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        out.append(f"{_VALIDATION_AT}.optional: {optional!r} is not true or false")
+    mode = raw.get("mode", "VerifyIfGiven" if optional is True else "RequireAndVerify")
+    if mode not in _VALIDATION_MODES:
+        out.append(f"{_VALIDATION_AT}.mode: {mode!r} is not one of {', '.join(_VALIDATION_MODES)}")
+    refs = raw.get("caCertificateRefs")
+    if not isinstance(refs, list) or not refs:
+        out.append(f"{_VALIDATION_AT}.caCertificateRefs: gateweave needs the CA certificates")
+        refs = []
+    bundles = [
+        _ca_bundle(ctx, namespace, ref, f"{_VALIDATION_AT}.caCertificateRefs[{i}]", out)
+        for i, ref in enumerate(refs)
+    ]
+    if len(out) > problems:
+        return None
+    pem = "".join(b if b.endswith("\n") else b + "\n" for b in bundles if b)
+    return ir.ClientValidation(ca_pem=pem, mode=_VALIDATION_MODES[mode])
+
+
+def _ca_bundle(ctx: Any, namespace: str, ref: Any, at: str, out: list[str]) -> str:
+    """The CA certificates (PEM) under ``ca.crt`` of the ConfigMap or Secret ``ref`` names
+    ("" with the problem in ``out`` when it cannot be read)."""
+    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
+        out.append(f"{at}: {ref!r} is not a reference with a name")
+        return ""
+    group, kind = ref.get("group", ""), ref.get("kind", "Secret")
+    if group not in ("", "core") or kind not in ("ConfigMap", "Secret"):
+        out.append(f"{at}: {group or 'core'}/{kind} is not a ConfigMap or Secret")
+        return ""
+    ns, name = ref.get("namespace") or namespace, ref["name"]
+    if not ctx.reference_allowed(
+        m.ENVOY_GATEWAY_GROUP, "ClientTrafficPolicy", namespace, "", kind, ns, name
+    ):
+        out.append(
+            f"{at}: {kind} {ns}/{name} is in another namespace and no ReferenceGrant allows it"
+        )
+        return ""
+    objects = ctx.snapshot.config_maps if kind == "ConfigMap" else ctx.snapshot.secrets
+    obj = objects.get((ns, name))
+    if obj is None:
+        out.append(f"{at}: {kind} {ns}/{name} does not exist")
+        return ""
+    pem = certs.ca_from_object(obj)
+    if not pem:
+        out.append(f"{at}: {kind} {ns}/{name} has no valid PEM certificates under ca.crt")
+    return pem

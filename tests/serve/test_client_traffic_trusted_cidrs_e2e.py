@@ -1,0 +1,87 @@
+"""A ClientTrafficPolicy's trusted address ranges live: ``serve`` with a real Envoy.
+
+With the peer's range (loopback) and 10.0.0.0/8 trusted, the client address is the rightmost
+``X-Forwarded-For`` entry outside them: a SecurityPolicy denying 198.51.100.9 refuses a request
+forwarded for it (also through a trusted 10.x hop) and lets another through. Trusting only
+10.0.0.0/8, the peer is not trusted: its ``X-Forwarded-For`` is not believed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import until, write_base
+from tests.support.policies import client_traffic_policy, policy
+
+pytestmark = pytest.mark.timeout(60)
+
+IP = "127.40.21.3"
+DENIED = "198.51.100.9"
+
+
+async def status(port: int, forwarded_for: str | None = None) -> int:
+    headers = {"X-Forwarded-For": forwarded_for} if forwarded_for is not None else {}
+    reply = await h.fetch(IP, port, "/", "b.example", headers=headers, timeout=5.0)
+    assert reply is not None
+    return reply.status
+
+
+def write_policy(directory: Path, cidrs: list[str]) -> None:
+    detection = {"xForwardedFor": {"trustedCIDRs": cidrs}}
+    h.write_manifests(
+        directory / "ctp.yaml",
+        [client_traffic_policy("ip", "gw", {"clientIPDetection": detection})],
+    )
+
+
+async def test_client_address_past_the_trusted_ranges(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
+    port = free_port(IP)
+    write_base(tmp_path, IP, port, backends)
+    deny = {
+        "authorization": {
+            "defaultAction": "Allow",
+            "rules": [{"action": "Deny", "principal": {"clientCIDRs": [f"{DENIED}/32"]}}],
+        }
+    }
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [
+            h.http_route("b", "gw", ["b.example"], [h.rule("/", [h.backend_ref("svc-b", 80)])]),
+            policy("SecurityPolicy", "deny", "HTTPRoute", "b", deny),
+        ],
+    )
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+        async def up() -> bool:
+            reply = await h.fetch(IP, port, "/", "b.example", timeout=0.5)
+            return reply is not None and reply.status == 200
+
+        await until(up, 20, "Envoy serving the Gateway")
+        # no policy: the peer is the client, whatever X-Forwarded-For claims
+        assert await status(port, DENIED) == 200
+
+        write_policy(tmp_path, ["127.0.0.0/8", "10.0.0.0/8"])
+
+        async def denied() -> bool:
+            return await status(port, DENIED) == 403
+
+        await until(denied, 20, "the forwarded address denied")
+        assert await status(port, f"{DENIED}, 10.1.2.3") == 403  # a trusted hop passed over
+        assert await status(port, f"{DENIED}, 203.0.113.5") == 200  # the rightmost untrusted
+        assert await status(port, "203.0.113.5") == 200
+        assert await status(port) == 200
+
+        write_policy(tmp_path, ["10.0.0.0/8"])
+
+        async def untrusted_peer() -> bool:
+            return await status(port, DENIED) == 200
+
+        await until(untrusted_peer, 20, "an untrusted peer's X-Forwarded-For ignored")
