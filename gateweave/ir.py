@@ -312,6 +312,7 @@ class RateLimitRule(_IR, kw_only=True, frozen=True):
     requests: int
     unit_s: int
     headers: tuple[tuple[StringMatch, bool], ...] = ()  # (match, invert)
+    query_params: tuple[tuple[StringMatch, bool], ...] = ()  # as headers, on query parameters
     source: RateLimitSource | None = None
 
 

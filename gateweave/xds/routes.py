@@ -593,6 +593,31 @@ def _rule_descriptor(
             )
         )
         entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key, value="1"))
+    for j, (match, invert) in enumerate(rule.query_params):
+        key = f"rule-{i}-query-{j}"
+        if match.type == "Distinct":
+            actions.append(
+                rc.RateLimit.Action(
+                    query_parameters=rc.RateLimit.Action.QueryParameters(
+                        query_parameter_name=match.name, descriptor_key=key
+                    )
+                )
+            )
+            entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key))
+            continue
+        actions.append(
+            rc.RateLimit.Action(
+                query_parameter_value_match=rc.RateLimit.Action.QueryParameterValueMatch(
+                    descriptor_key=key,
+                    descriptor_value="1",
+                    expect_match=wrappers_pb2.BoolValue(value=not invert),
+                    query_parameters=[
+                        rc.QueryParameterMatcher(name=match.name, string_match=_string_match(match))
+                    ],
+                )
+            )
+        )
+        entries.append(ratelimit_pb2.RateLimitDescriptor.Entry(key=key, value="1"))
     if rule.source is not None:
         length = int(rule.source.cidr.rsplit("/", 1)[1])
         masked = rc.RateLimit.Action.MaskedRemoteAddress()

@@ -559,8 +559,8 @@ def test_client_selector_values_envoy_cannot_take_are_refused() -> None:
         f"{at}[0].headers[0].value '(a' is not a valid regular expression",
         f"{at}[1].sourceCIDR.value '10.0.0.0/33' is not an IP range (CIDR)",
         f"{at}[2].sourceCIDR.invert true is not supported by gateweave",
-        f"{at}[3].headers[0]: a Distinct header takes neither value nor invert",
-        f"{at}[4]: a selector needs headers or sourceCIDR",
+        f"{at}[3].headers[0]: a Distinct match takes neither value nor invert",
+        f"{at}[4]: a selector needs headers, methods, path, sourceCIDR or queryParams",
         f"{at}: gateweave supports one sourceCIDR per rule",
     ):
         assert part in acc["message"]
@@ -573,19 +573,20 @@ def test_client_selectors_are_implemented_and_other_selectors_refused_by_name() 
         "headers": [{"name": "x", "type": "Distinct"}],
         "sourceCIDR": {"value": "10.0.0.0/8", "type": "Distinct"},
     }
-    rules = [{"clientSelectors": [selector], "limit": {"requests": 1, "unit": "Second"}}]
+    rules: list[dict[str, Any]] = [
+        {"clientSelectors": [selector], "limit": {"requests": 1, "unit": "Second"}}
+    ]
     ok = run(
         [*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})]
     )
     assert only(ok, "p")["Accepted"]["reason"] == "Accepted"
-    selector["methods"] = [{"value": "GET"}]
+    rules[0]["shadowMode"] = True
     refused = run(
         [*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})]
     )
     acc = only(refused, "p")["Accepted"]
     assert (
-        acc["message"]
-        == "spec.rateLimit.local.rules[0].clientSelectors[0].methods is not supported by gateweave"
+        acc["message"] == "spec.rateLimit.local.rules[0].shadowMode is not supported by gateweave"
     )
 
 

@@ -4,14 +4,16 @@ local_ratelimit filter.
 A rule without ``clientSelectors`` (at most one) limits each route the policy governs to
 ``limit.requests`` per ``limit.unit`` (one token bucket per route on each Envoy, 429 beyond
 it); a rule with ``clientSelectors`` limits the requests all of its selectors pick, by
-headers (``Exact``, ``RegularExpression``, ``invert``; ``Distinct``: a bucket per value) and
-by the client's address (``sourceCIDR`` ``Exact``; ``Distinct``: a bucket per address in the
-range). A request over any limit it meets gets 429.
+headers and query parameters (``Exact``, ``RegularExpression``, ``invert``; ``Distinct``: a
+bucket per value), by method (one of ``methods``), by path (``Exact``, ``PathPrefix``,
+``RegularExpression``) and by the client's address (``sourceCIDR`` ``Exact``; ``Distinct``: a
+bucket per address in the range). A request over any limit it meets gets 429.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Any
 
 import msgspec
@@ -39,6 +41,18 @@ FIELDS: frozenset[str] = frozenset(
         "rateLimit.local.rules.clientSelectors.sourceCIDR.value",
         "rateLimit.local.rules.clientSelectors.sourceCIDR.type",
         "rateLimit.local.rules.clientSelectors.sourceCIDR.invert",
+        "rateLimit.local.rules.clientSelectors.methods",
+        "rateLimit.local.rules.clientSelectors.methods.value",
+        "rateLimit.local.rules.clientSelectors.methods.invert",
+        "rateLimit.local.rules.clientSelectors.path",
+        "rateLimit.local.rules.clientSelectors.path.type",
+        "rateLimit.local.rules.clientSelectors.path.value",
+        "rateLimit.local.rules.clientSelectors.path.invert",
+        "rateLimit.local.rules.clientSelectors.queryParams",
+        "rateLimit.local.rules.clientSelectors.queryParams.name",
+        "rateLimit.local.rules.clientSelectors.queryParams.type",
+        "rateLimit.local.rules.clientSelectors.queryParams.value",
+        "rateLimit.local.rules.clientSelectors.queryParams.invert",
     }
 )
 
@@ -71,9 +85,23 @@ class _Source(msgspec.Struct, frozen=True):
     invert: bool = False
 
 
+class _Method(msgspec.Struct, frozen=True):
+    value: str
+    invert: bool = False
+
+
+class _Path(msgspec.Struct, frozen=True):
+    value: str = "/"
+    type: str = "PathPrefix"
+    invert: bool = False
+
+
 class _Selector(msgspec.Struct, frozen=True, rename="camel"):
     headers: tuple[_Header, ...] = ()
     source_cidr: _Source | None = msgspec.field(default=None, name="sourceCIDR")
+    methods: tuple[_Method, ...] = ()
+    path: _Path | None = None
+    query_params: tuple[_Header, ...] = ()
 
 
 class _Rule(msgspec.Struct, frozen=True, rename="camel"):
@@ -127,24 +155,40 @@ def problems(spec: dict[str, Any]) -> list[str]:
     return out
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
+
+
 def _selector_problems(selector: _Selector, at: str) -> list[str]:
     out = []
-    if not selector.headers and selector.source_cidr is None:
-        out.append(f"{at}: a selector needs headers or sourceCIDR")
-    for k, header in enumerate(selector.headers):
-        where = f"{at}.headers[{k}]"
-        if header.type == "Distinct":
-            if header.value is not None or header.invert:
-                out.append(f"{where}: a Distinct header takes neither value nor invert")
-        elif header.type in ("Exact", "RegularExpression"):
-            if header.value is None:
-                out.append(f"{where}.value is required for type {header.type}")
-            elif header.type == "RegularExpression" and (err := re2_error(header.value)):
-                out.append(
-                    f"{where}.value {header.value!r} is not a valid regular expression: {err}"
-                )
-        else:
-            out.append(f"{where}.type {header.type} is not a header match type")
+    if not (
+        selector.headers
+        or selector.methods
+        or selector.path
+        or selector.source_cidr
+        or selector.query_params
+    ):
+        out.append(f"{at}: a selector needs headers, methods, path, sourceCIDR or queryParams")
+    for key, matches in (("headers", selector.headers), ("queryParams", selector.query_params)):
+        for k, header in enumerate(matches):
+            out.extend(_match_problems(header, f"{at}.{key}[{k}]"))
+    for k, method in enumerate(selector.methods):
+        if method.value not in _METHODS:
+            out.append(
+                f"{at}.methods[{k}].value {method.value!r} is not one of {', '.join(_METHODS)}"
+            )
+    if len({method.invert for method in selector.methods}) > 1:
+        out.append(
+            f"{at}.methods: gateweave supports methods all inverted or none (a request meets one "
+            "of them)"
+        )
+    path = selector.path
+    if path is not None:
+        if path.type not in ("Exact", "PathPrefix", "RegularExpression"):
+            out.append(f"{at}.path.type {path.type} is not Exact, PathPrefix or RegularExpression")
+        elif path.type == "RegularExpression" and (err := re2_error(path.value)):
+            out.append(f"{at}.path.value {path.value!r} is not a valid regular expression: {err}")
+        elif path.type != "RegularExpression" and not path.value.startswith("/"):
+            out.append(f"{at}.path.value {path.value!r} is not a path (starting with /)")
     source = selector.source_cidr
     if source is not None:
         if _network(source.value) is None:
@@ -154,6 +198,63 @@ def _selector_problems(selector: _Selector, at: str) -> list[str]:
         if source.type not in ("Exact", "Distinct"):
             out.append(f"{at}.sourceCIDR.type {source.type} is not Exact or Distinct")
     return out
+
+
+def _match_problems(header: _Header, where: str) -> list[str]:
+    """What is wrong with a header or query parameter selector."""
+    out = []
+    if header.type == "Distinct":
+        if header.value is not None or header.invert:
+            out.append(f"{where}: a Distinct match takes neither value nor invert")
+    elif header.type in ("Exact", "RegularExpression"):
+        if header.value is None:
+            out.append(f"{where}.value is required for type {header.type}")
+        elif header.type == "RegularExpression" and (err := re2_error(header.value)):
+            out.append(f"{where}.value {header.value!r} is not a valid regular expression: {err}")
+    else:
+        out.append(f"{where}.type {header.type} is not a match type")
+    return out
+
+
+def _request_matches(selector: _Selector) -> list[tuple[ir.StringMatch, bool]]:
+    """A selector's headers, methods and path as (match, invert) conditions on request headers
+    (the pseudo-headers ``:method`` and ``:path``)."""
+    out = [
+        (ir.StringMatch(name=h.name.lower(), type=h.type, value=h.value or ""), h.invert)
+        for h in selector.headers
+    ]
+    if selector.methods:
+        methods = "|".join(method.value for method in selector.methods)
+        out.append(
+            (
+                ir.StringMatch(name=":method", type="RegularExpression", value=methods),
+                selector.methods[0].invert,
+            )
+        )
+    path = selector.path
+    if path is not None:
+        out.append(
+            (
+                ir.StringMatch(
+                    name=":path", type="RegularExpression", value=path_regex(path.type, path.value)
+                ),
+                path.invert,
+            )
+        )
+    return out
+
+
+def path_regex(path_type: str, value: str) -> str:
+    """The (RE2, whole ``:path``) expression of a path selector: ``Exact`` and ``PathPrefix`` (whole
+    path segments, a trailing ``/`` ignored) match the path before any query, as route matches
+    do; a ``RegularExpression`` is the ``:path`` as sent, query included (Envoy Gateway's)."""
+    if path_type == "RegularExpression":
+        return value
+    query = r"(\?.*)?"
+    if path_type == "Exact":
+        return re.escape(value) + query
+    prefix = value.rstrip("/")
+    return re.escape(prefix) + r"(/[^?]*)?" + query
 
 
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
@@ -173,9 +274,12 @@ def _local_rate_limit(local: _Local) -> ir.LocalRateLimit:
             continue
         # A rule's selectors are ANDed: one set of conditions (problems allows one sourceCIDR).
         headers = tuple(
-            (ir.StringMatch(name=h.name.lower(), type=h.type, value=h.value or ""), h.invert)
+            match for selector in rule.client_selectors for match in _request_matches(selector)
+        )
+        params = tuple(
+            (ir.StringMatch(name=q.name, type=q.type, value=q.value or ""), q.invert)
             for selector in rule.client_selectors
-            for h in selector.headers
+            for q in selector.query_params
         )
         source = None
         for selector in rule.client_selectors:
@@ -189,6 +293,7 @@ def _local_rate_limit(local: _Local) -> ir.LocalRateLimit:
                 requests=rule.limit.requests,
                 unit_s=_UNIT_S[rule.limit.unit],
                 headers=headers,
+                query_params=params,
                 source=source,
             )
         )
