@@ -450,6 +450,7 @@ class ResponseOverride(_IR, frozen=True):
     body: str | None = None
     content_type: str | None = None
     status: int | None = None  # the answer's status (None: the upstream's)
+    headers: HeaderMods | None = None  # the answer's headers added and set (never removed)
 
 
 class Route(_IR, kw_only=True, frozen=True):

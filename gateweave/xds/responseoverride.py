@@ -2,7 +2,7 @@
 HTTP connection manager while one of its routes overrides answers, disabled there; a governed
 route turns it on with its own matcher (the upstream status, exactly, to the first override
 matching it), whose action is a local response policy (the body as it is, never read as a
-format string; the content type as a header; the status).
+format string; the content type as a header; the headers added and set; the status).
 """
 
 from __future__ import annotations
@@ -56,6 +56,19 @@ def _policy(i: int, override: ir.ResponseOverride) -> extension_pb2.TypedExtensi
                 append_action=base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD,
             )
         )
+    if override.headers is not None:
+        for pairs, action in (
+            (override.headers.add, base_pb2.HeaderValueOption.APPEND_IF_EXISTS_OR_ADD),
+            (override.headers.set, base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD),
+        ):
+            policy.response_headers_to_add.extend(
+                base_pb2.HeaderValueOption(
+                    # Envoy reads a header value as a format string: a % stands for itself
+                    header=base_pb2.HeaderValue(key=name, value=value.replace("%", "%%")),
+                    append_action=action,
+                )
+                for name, value in pairs
+            )
     if override.status is not None:
         policy.status_code.CopyFrom(wrappers_pb2.UInt32Value(value=override.status))
     return extension_pb2.TypedExtensionConfig(name=f"override-{i}", typed_config=pack(policy))

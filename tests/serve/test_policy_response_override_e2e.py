@@ -1,9 +1,9 @@
 """A BackendTrafficPolicy's responseOverride, live: ``serve`` with a real Envoy.
 
 A backend's 500 on a governed route reaches the client as the override says: its body (inline,
-or a ConfigMap's ``response.body``), content type and status (else the backend's); the
-backend's other answers, and every answer on a route the policy does not govern, pass as the
-backend sent them.
+or a ConfigMap's ``response.body``), content type, headers added and set, and status (else the
+backend's); the backend's other answers, and every answer on a route the policy does not
+govern, pass as the backend sent them.
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ async def test_backend_errors_overridden(tmp_path: Path, flaky: FlakyServer) -> 
                                 "contentType": "application/json",
                                 "body": {"type": "Inline", "inline": BODY},
                                 "statusCode": 503,
+                                "header": {
+                                    "add": [{"name": "X-Why", "value": "100% down"}],
+                                    "set": [{"name": "Retry-After", "value": "30"}],
+                                },
                             },
                         )
                     ]
@@ -115,6 +119,12 @@ async def test_backend_errors_overridden(tmp_path: Path, flaky: FlakyServer) -> 
 
         assert await get("inline.example", "/ok") == (200, "text/plain", "200 /ok")
         assert await get("inline.example", failing()) == (503, "application/json", BODY)
+        reply = await h.fetch(IP, port, failing(), "inline.example")
+        assert reply is not None
+        headers = {k.lower(): v for k, v in reply.headers.items()}
+        assert (headers.get("x-why"), headers.get("retry-after")) == ("100% down", "30")
+        reply = await h.fetch(IP, port, "/ok", "inline.example")
+        assert reply is not None and "x-why" not in {k.lower() for k in reply.headers}
         assert await get("paged.example", failing()) == (500, "text/html", PAGE)
         path = failing()
         assert await get("plain.example", path) == (500, "text/plain", f"500 {path}")

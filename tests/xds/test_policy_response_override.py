@@ -96,6 +96,46 @@ def test_overrides_on_governed_routes_only() -> None:
     assert ok, message
 
 
+def test_headers_added_and_set_on_the_override() -> None:
+    header = {
+        "add": [{"name": "X-Why", "value": "50% off"}],
+        "set": [{"name": "Retry-After", "value": "30"}],
+    }
+    spec: dict[str, Any] = {
+        "responseOverride": [
+            {
+                "match": {"statusCodes": [{"type": "Value", "value": 500}]},
+                "response": {"contentType": "text/plain", "header": header},
+            }
+        ]
+    }
+    result = run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)])
+    assert only(result, "p")["Accepted"]["status"] == "True"
+    res = build(result.xds["ns/gw"])
+    routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
+    added = _policies(routes["httproute/ns/r1/rule/0/match/0"])["500"].response_headers_to_add
+    assert [(h.header.key, h.header.value, h.append_action) for h in added] == [
+        ("content-type", "text/plain", added[0].OVERWRITE_IF_EXISTS_OR_ADD),
+        ("X-Why", "50%% off", added[0].APPEND_IF_EXISTS_OR_ADD),  # a % stands for itself
+        ("Retry-After", "30", added[0].OVERWRITE_IF_EXISTS_OR_ADD),
+    ]
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    bad = {"add": [{"name": "X Why", "value": "a\nb"}]}
+    spec["responseOverride"][0]["response"]["header"] = bad
+    stored = m.BackendTrafficPolicy(
+        metadata=m.ObjectMeta(name="p", namespace="ns"),
+        spec={"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}], **spec},
+    )
+    result = translate(Snapshot.from_objects([*models(base()), stored]), TranslateOptions())
+    acc = only(result, "p")["Accepted"]
+    assert acc["message"] == (
+        "spec.responseOverride[0].response.header.add[0].name: 'X Why' is not a header name; "
+        "spec.responseOverride[0].response.header.add[0].value: 'a\\nb' has a line break or NUL"
+    )
+    assert result.xds == run(base()).xds
+
+
 def test_no_override_no_filter() -> None:
     res = build(run(base()).xds["ns/gw"])
     assert FILTER not in [f.name for f in hcm(res.listeners["ns/gw/8080"]).http_filters]

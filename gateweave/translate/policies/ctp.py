@@ -107,8 +107,6 @@ class _EarlyHeaders(msgspec.Struct, frozen=True):
     remove: tuple[str, ...] = ()
 
 
-# An HTTP header name (the CRD's pattern): a token, no pseudo-header
-_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 _EARLY_AT = "spec.headers.earlyRequestHeaders"
 
 
@@ -126,14 +124,14 @@ def _early_headers(spec: dict[str, Any], out: list[str]) -> ir.HeaderMods | None
     bad = len(out)
     for key, pairs in (("add", early.add), ("set", early.set)):
         for i, header in enumerate(pairs):
-            if not _HEADER_NAME.fullmatch(header.name):
+            if not specvalue.HEADER_NAME.fullmatch(header.name):
                 out.append(f"{_EARLY_AT}.{key}[{i}].name: {header.name!r} is not a header name")
             if any(c in header.value for c in "\r\n\0"):
                 out.append(
                     f"{_EARLY_AT}.{key}[{i}].value: {header.value!r} has a line break or NUL"
                 )
     for i, name in enumerate(early.remove):
-        if not _HEADER_NAME.fullmatch(name):
+        if not specvalue.HEADER_NAME.fullmatch(name):
             out.append(f"{_EARLY_AT}.remove[{i}]: {name!r} is not a header name")
     if len(out) > bad or not (early.add or early.set or early.remove):
         return None

@@ -1,8 +1,9 @@
 """BackendTrafficPolicy ``responseOverride``: an upstream answer whose status one of the
 overrides matches (``match.statusCodes``: a ``Value`` or an inclusive ``Range``) is replaced by
 that override's ``response`` (its ``body``, inline or a ConfigMap's key ``response.body`` as
-Envoy Gateway reads it; its ``contentType``; its ``statusCode``, else the upstream's), in Envoy's
-custom_response filter. The first override matching a status answers.
+Envoy Gateway reads it; its ``contentType``; its ``statusCode``, else the upstream's; its
+``header`` ``add`` and ``set``), in Envoy's custom_response filter. The first override matching
+a status answers.
 
 A body read from a ConfigMap makes this a feature with a ``resolve`` step (btp.py): a missing
 ConfigMap or key is a problem naming it.
@@ -41,6 +42,13 @@ FIELDS: frozenset[str] = frozenset(
         f"{_AT}.response.body.valueRef.group",
         f"{_AT}.response.body.valueRef.kind",
         f"{_AT}.response.body.valueRef.name",
+        f"{_AT}.response.header",
+        f"{_AT}.response.header.add",
+        f"{_AT}.response.header.add.name",
+        f"{_AT}.response.header.add.value",
+        f"{_AT}.response.header.set",
+        f"{_AT}.response.header.set.name",
+        f"{_AT}.response.header.set.value",
     }
 )
 
@@ -60,10 +68,21 @@ class _Match(msgspec.Struct, frozen=True, rename="camel"):
     status_codes: tuple[_StatusCode, ...] = ()
 
 
+class _Header(msgspec.Struct, frozen=True):
+    name: str
+    value: str
+
+
+class _Headers(msgspec.Struct, frozen=True):
+    add: tuple[_Header, ...] = ()
+    set: tuple[_Header, ...] = ()
+
+
 class _Response(msgspec.Struct, frozen=True, rename="camel"):
     content_type: str | None = None
     status_code: int | None = None
     body: specvalue.InlineOrRef | None = None
+    header: _Headers | None = None
 
 
 class _Override(msgspec.Struct, frozen=True):
@@ -95,7 +114,11 @@ def resolve(
             status = None
         found.append(
             ir.ResponseOverride(
-                codes=codes, body=body, content_type=entry.response.content_type, status=status
+                codes=codes,
+                body=body,
+                content_type=entry.response.content_type,
+                status=status,
+                headers=_headers(entry.response.header, f"{at}.response.header", out),
             )
         )
     return (tuple(found) if not out else ()), out
@@ -129,6 +152,23 @@ def _codes(match: _Match, at: str, out: list[str]) -> tuple[tuple[int, int], ...
             continue
         codes.append(span)
     return tuple(codes)
+
+
+def _headers(headers: _Headers | None, at: str, out: list[str]) -> ir.HeaderMods | None:
+    """The headers the override's answer gets (``add``: beside any of the name, ``set``: in
+    place of them); None when none."""
+    if headers is None or not (headers.add or headers.set):
+        return None
+    for key, pairs in (("add", headers.add), ("set", headers.set)):
+        for i, header in enumerate(pairs):
+            if not specvalue.HEADER_NAME.fullmatch(header.name):
+                out.append(f"{at}.{key}[{i}].name: {header.name!r} is not a header name")
+            if any(c in header.value for c in "\r\n\0"):
+                out.append(f"{at}.{key}[{i}].value: {header.value!r} has a line break or NUL")
+    return ir.HeaderMods(
+        set=tuple((h.name, h.value) for h in headers.set),
+        add=tuple((h.name, h.value) for h in headers.add),
+    )
 
 
 def _body(

@@ -1,5 +1,5 @@
 """Reading a stored policy spec's values: a field as a typed struct, a duration in seconds, a
-number of bytes, a text given inline or in a ConfigMap.
+number of bytes, a text given inline or in a ConfigMap, a header name.
 
 A stored object is not validated again (a file edited by hand, an object written before the
 CRD's rules): a value of the wrong shape is a problem named with its place, never an error.
@@ -15,6 +15,9 @@ import msgspec
 from gateweave.translate.filters import RuleError, parse_duration
 
 T = TypeVar("T")
+
+# An HTTP header name (the CRDs' pattern): a token, no pseudo-header
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 
 
 def field(spec: dict[str, Any], name: str, kind: type[T]) -> T | str | None:
