@@ -558,6 +558,7 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     # ... or the rightmost X-Forwarded-For entry outside these ranges ("address/length"), when the
     # peer is in one of them (empty: none)
     xff_trusted_cidrs: tuple[str, ...] = ()
+    xff_skip_append: bool = False  # the peer's address not appended to X-Forwarded-For
     client_ip_header: str = ""  # the client address is this header's ("": none)
     client_ip_header_fail_closed: bool = False  # ... and a request without a valid one gets 403
     proxy_protocol: bool = (

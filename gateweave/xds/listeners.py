@@ -206,8 +206,9 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
     """A ClientTrafficPolicy's effect on an HCM: the client address (remote address, which
     authorization and access logs read) is the ``xff_trusted_hops``-th X-Forwarded-For entry from
     the right, or the rightmost one outside ``xff_trusted_cidrs`` (from a peer in them), or the
-    address in the ``client_ip_header`` header (a request without a valid one: the
-    peer's, or 403 when ``client_ip_header_fail_closed``); a request not received whole within
+    address in the ``client_ip_header`` header (a request without a valid one: the peer's, or 403
+    when ``client_ip_header_fail_closed``); the peer's address is appended to X-Forwarded-For
+    unless ``xff_skip_append``; a request not received whole within
     ``request_received_timeout_s`` gets 408; a connection without requests for
     ``http_idle_timeout_s`` is closed; a request header whose name has an underscore is allowed, the
     request refused (400) or the header dropped; request headers are set, added and removed before
@@ -216,8 +217,9 @@ def apply_client_settings(hcm: hcm_pb2.HttpConnectionManager, client: ir.ClientS
     hcm.xff_num_trusted_hops = client.xff_trusted_hops
     if client.client_ip_header:
         hcm.original_ip_detection_extensions.append(_custom_header_detection(client))
+    hcm.skip_xff_append = client.xff_skip_append
     if client.xff_trusted_cidrs:
-        hcm.original_ip_detection_extensions.append(_trusted_xff(client.xff_trusted_cidrs))
+        hcm.original_ip_detection_extensions.append(_trusted_xff(client))
     if hcm.original_ip_detection_extensions:
         # Envoy takes the extensions' address only without use_remote_address
         hcm.use_remote_address.value = False
@@ -252,11 +254,12 @@ def _custom_header_detection(client: ir.ClientSettings) -> extension_pb2.TypedEx
     return extension_pb2.TypedExtensionConfig(name=CUSTOM_HEADER_IP, typed_config=pack(config))
 
 
-def _trusted_xff(cidrs: tuple[str, ...]) -> extension_pb2.TypedExtensionConfig:
-    """The X-Forwarded-For detection trusting the peers in ``cidrs`` ("address/length"), the
-    client's address still appended to the header as use_remote_address does."""
-    config = xff_pb2.XffConfig(skip_xff_append=wrappers_pb2.BoolValue(value=False))
-    for cidr in cidrs:
+def _trusted_xff(client: ir.ClientSettings) -> extension_pb2.TypedExtensionConfig:
+    """The X-Forwarded-For detection trusting the peers in ``xff_trusted_cidrs``
+    ("address/length"), the peer's address appended to the header (as use_remote_address does)
+    unless ``xff_skip_append``."""
+    config = xff_pb2.XffConfig(skip_xff_append=wrappers_pb2.BoolValue(value=client.xff_skip_append))
+    for cidr in client.xff_trusted_cidrs:
         address, _, length = cidr.partition("/")
         config.xff_trusted_cidrs.cidrs.append(
             address_pb2.CidrRange(

@@ -96,6 +96,28 @@ def test_trusted_cidrs_detect_the_client_address() -> None:
         assert config.HasField("skip_xff_append") and not config.skip_xff_append.value
 
 
+def test_the_peer_appended_to_x_forwarded_for_unless_disabled() -> None:
+    for xff in ({"numTrustedHops": 1}, {"trustedCIDRs": ["10.0.0.0/8"]}):
+        appended = managers({"clientIPDetection": {"xForwardedFor": xff}})
+        kept = managers(
+            {"clientIPDetection": {"xForwardedFor": {**xff, "disableXForwardedForAppend": True}}}
+        )
+        for name, hcm in kept.items():
+            assert hcm.skip_xff_append and not appended[name].skip_xff_append
+            if "trustedCIDRs" in xff:
+                assert xff_config(hcm).skip_xff_append.value
+                assert not xff_config(appended[name]).skip_xff_append.value
+    acc = only(
+        stored({"clientIPDetection": {"xForwardedFor": {"disableXForwardedForAppend": "yes"}}}),
+        "c",
+        "ClientTrafficPolicy",
+    )["Accepted"]
+    assert acc["message"] == (
+        "spec.clientIPDetection.xForwardedFor.disableXForwardedForAppend: 'yes' is not true or "
+        "false"
+    )
+
+
 def test_direct_source_ip_keeps_the_peers_address() -> None:
     spec: dict[str, Any] = {"clientIPDetection": {"directSourceIP": {}}}
     plain = build(run(base()).xds["ns/gw"]).listeners

@@ -100,21 +100,6 @@ def test_bad_hops_are_refused_with_their_place_and_not_applied() -> None:
         assert result.xds == run(base()).xds
 
 
-def test_other_client_ip_detection_fields_refused_by_name() -> None:
-    spec: dict[str, Any] = {
-        "clientIPDetection": {
-            "xForwardedFor": {"numTrustedHops": 1, "disableXForwardedForAppend": True}
-        }
-    }
-    docs = [*base(), policy("c", "ClientTrafficPolicy", spec=spec)]
-    acc = only(run(docs), "c", "ClientTrafficPolicy")["Accepted"]
-    assert acc["message"] == (
-        "spec.clientIPDetection.xForwardedFor.disableXForwardedForAppend is not supported by "
-        "gateweave"
-    )
-    assert hops(docs) == {"ns/gw/8080": 0, "ns/gw/8081": 0}
-
-
 def proxy_protocols(docs: list[dict[str, Any]]) -> dict[str, bool | None]:
     """Per listener: whether its first listener filter reads the PROXY protocol optionally (None:
     none).

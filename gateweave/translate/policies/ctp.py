@@ -9,7 +9,8 @@ the effect of the policy that governs it
 
 Implemented: the client address from trusted X-Forwarded-For hops
 (``clientIPDetection.xForwardedFor.numTrustedHops``), from its entries past the trusted address
-ranges (``.trustedCIDRs``), the connection's peer (``clientIPDetection.directSourceIP``), or from a
+ranges (``.trustedCIDRs``; ``.disableXForwardedForAppend``: the peer not appended to the
+header), the connection's peer (``clientIPDetection.directSourceIP``), or from a
 header of its own
 (``clientIPDetection.customHeader`` ``name``, ``failClosed``); the PROXY protocol
 (``proxyProtocol``, and the deprecated ``enableProxyProtocol``); the client-side timeouts
@@ -42,6 +43,7 @@ IMPLEMENTED: frozenset[str] = clienttls.FIELDS | frozenset(
         "clientIPDetection.xForwardedFor",
         "clientIPDetection.xForwardedFor.numTrustedHops",
         "clientIPDetection.xForwardedFor.trustedCIDRs",
+        "clientIPDetection.xForwardedFor.disableXForwardedForAppend",
         "clientIPDetection.directSourceIP",
         "clientIPDetection.customHeader",
         "clientIPDetection.customHeader.name",
@@ -284,6 +286,18 @@ def _xff(spec: dict[str, Any], out: list[str]) -> tuple[int, tuple[str, ...]]:
     return hops or 0, tuple(ranges)
 
 
+def _xff_no_append(spec: dict[str, Any], out: list[str]) -> bool:
+    """``clientIPDetection.xForwardedFor.disableXForwardedForAppend`` (False when unset); problems
+    go to ``out``."""
+    detection = spec.get("clientIPDetection")
+    xff = detection.get("xForwardedFor") if isinstance(detection, dict) else None
+    value = xff.get("disableXForwardedForAppend") if isinstance(xff, dict) else None
+    if value is not None and not isinstance(value, bool):
+        out.append(f"{_XFF_AT}.disableXForwardedForAppend: {value!r} is not true or false")
+        return False
+    return value is True
+
+
 def _network(cidr: Any) -> str | None:
     """``cidr`` (``address/length``) as its network's ``address/length``; None when it is not
     one."""
@@ -353,6 +367,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     """What in the implemented fields cannot be applied (beyond the CRD's own rules)."""
     out: list[str] = []
     _xff(spec, out)
+    _xff_no_append(spec, out)
     _direct_source(spec, out)
     for at, value in (
         ("spec.enableProxyProtocol", spec.get("enableProxyProtocol")),
@@ -391,6 +406,7 @@ def listener_effect(
     settings = ir.ClientSettings(
         xff_trusted_hops=hops,
         xff_trusted_cidrs=trusted,
+        xff_skip_append=_xff_no_append(spec, []),
         client_ip_header=ip_header,
         client_ip_header_fail_closed=ip_header_fail_closed,
         proxy_protocol=proxy is not None and proxy is not False,
