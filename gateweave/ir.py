@@ -447,6 +447,9 @@ class ResponseOverride(_IR, frozen=True):
     """A BackendTrafficPolicy's custom answer for the upstream statuses it matches."""
 
     codes: tuple[tuple[int, int], ...]  # inclusive status ranges (a single value: start == end)
+    # response headers it needs, all of them (type Exact | Prefix | Suffix | RegularExpression);
+    # with ``codes`` empty, any status
+    response_headers: tuple[StringMatch, ...] = ()
     body: str | None = None
     content_type: str | None = None
     status: int | None = None  # the answer's status (None: the upstream's)

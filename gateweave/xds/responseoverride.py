@@ -1,8 +1,9 @@
 """BackendTrafficPolicy responseOverride in Envoy: the custom_response filter in a listener's
 HTTP connection manager while one of its routes overrides answers, disabled there; a governed
-route turns it on with its own matcher (the upstream status, exactly, to the first override
-matching it), whose action is a local response policy (the body as it is, never read as a
-format string; the content type as a header; the headers added and set; the status).
+route turns it on with its own matcher (the upstream status, exactly, and the response headers,
+to the first override matching them), whose action is a local response policy (the body as
+it is, never read as a format string; the content type as a header; the headers added and set;
+the status).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.http.custom_response.local_response_policy.v3 import (
     local_response_policy_pb2,
 )
-from envoy.type.matcher.v3 import status_code_input_pb2
+from envoy.type.matcher.v3 import http_inputs_pb2, status_code_input_pb2
 from google.protobuf import any_pb2, wrappers_pb2
 from xds.core.v3 import extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
+from xds.type.matcher.v3 import regex_pb2 as xds_regex_pb2
+from xds.type.matcher.v3 import string_pb2 as xds_string_pb2
 
 from gateweave import ir
 from gateweave.xds.resources import pack
@@ -75,17 +78,96 @@ def _policy(i: int, override: ir.ResponseOverride) -> extension_pb2.TypedExtensi
 
 
 def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
-    """The per-route config (by filter name) that turns ``r``'s overrides on."""
-    if not r.response_overrides:
+    """The per-route config (by filter name) that turns ``r``'s overrides on: a tree from the
+    upstream status to the overrides that may answer it, in order (those of the status, and
+    those of any status); of these the first whose response headers match answers."""
+    overrides = list(enumerate(r.response_overrides))
+    if not overrides:
         return {}
-    tree = matcher_pb2.Matcher.MatcherTree(input=_STATUS_INPUT)
-    for i, override in enumerate(r.response_overrides):
-        action = matcher_pb2.Matcher.OnMatch(action=_policy(i, override))
-        for start, end in override.codes:
-            for code in range(start, end + 1):
-                if str(code) not in tree.exact_match_map.map:  # the first override answers
-                    tree.exact_match_map.map[str(code)].CopyFrom(action)
-    config = custom_response_pb2.CustomResponse(
-        custom_response_matcher=matcher_pb2.Matcher(matcher_tree=tree)
+    codes = sorted(
+        {code for _, o in overrides for start, end in o.codes for code in range(start, end + 1)}
     )
+    tree = matcher_pb2.Matcher.MatcherTree(input=_STATUS_INPUT)
+    for code in codes:
+        candidates = [(i, o) for i, o in overrides if not o.codes or _covers(o, code)]
+        tree.exact_match_map.map[str(code)].CopyFrom(_first_matching(candidates))
+    any_status = [(i, o) for i, o in overrides if not o.codes]
+    if not codes:  # no tree (Envoy refuses an empty one): the overrides of any status
+        matcher = _first_matching(any_status).matcher
+    else:
+        matcher = matcher_pb2.Matcher(matcher_tree=tree)
+        if any_status:
+            matcher.on_no_match.CopyFrom(_first_matching(any_status))
+    config = custom_response_pb2.CustomResponse(custom_response_matcher=matcher)
     return {CUSTOM_RESPONSE_FILTER: pack(config)}
+
+
+def _covers(override: ir.ResponseOverride, code: int) -> bool:
+    return any(start <= code <= end for start, end in override.codes)
+
+
+def _first_matching(
+    candidates: list[tuple[int, ir.ResponseOverride]],
+) -> matcher_pb2.Matcher.OnMatch:
+    """The first of ``candidates`` whose response headers match (one without any always does);
+    none: no override."""
+    matchers: list[matcher_pb2.Matcher.MatcherList.FieldMatcher] = []
+    for i, override in candidates:
+        action = matcher_pb2.Matcher.OnMatch(action=_policy(i, override))
+        if not override.response_headers:
+            if not matchers:
+                return action
+            return _list(matchers, action)
+        matchers.append(
+            matcher_pb2.Matcher.MatcherList.FieldMatcher(
+                predicate=_headers_match(override.response_headers), on_match=action
+            )
+        )
+    return _list(matchers, None)
+
+
+def _list(
+    matchers: list[matcher_pb2.Matcher.MatcherList.FieldMatcher],
+    otherwise: matcher_pb2.Matcher.OnMatch | None,
+) -> matcher_pb2.Matcher.OnMatch:
+    nested = matcher_pb2.Matcher(matcher_list=matcher_pb2.Matcher.MatcherList(matchers=matchers))
+    if otherwise is not None:
+        nested.on_no_match.CopyFrom(otherwise)
+    return matcher_pb2.Matcher.OnMatch(matcher=nested)
+
+
+def _headers_match(
+    matches: tuple[ir.StringMatch, ...],
+) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    """All of ``matches`` on the upstream response's headers."""
+    Predicate = matcher_pb2.Matcher.MatcherList.Predicate
+    singles = [
+        Predicate(
+            single_predicate=Predicate.SinglePredicate(
+                input=extension_pb2.TypedExtensionConfig(
+                    name="response_header",
+                    typed_config=pack(
+                        http_inputs_pb2.HttpResponseHeaderMatchInput(header_name=match.name)
+                    ),
+                ),
+                value_match=_value(match),
+            )
+        )
+        for match in matches
+    ]
+    if len(singles) == 1:
+        return singles[0]
+    return Predicate(and_matcher=Predicate.PredicateList(predicate=singles))
+
+
+def _value(match: ir.StringMatch) -> xds_string_pb2.StringMatcher:
+    if match.type == "Prefix":
+        return xds_string_pb2.StringMatcher(prefix=match.value)
+    if match.type == "Suffix":
+        return xds_string_pb2.StringMatcher(suffix=match.value)
+    if match.type == "RegularExpression":
+        regex = xds_regex_pb2.RegexMatcher(
+            regex=match.value, google_re2=xds_regex_pb2.RegexMatcher.GoogleRE2()
+        )
+        return xds_string_pb2.StringMatcher(safe_regex=regex)
+    return xds_string_pb2.StringMatcher(exact=match.value)

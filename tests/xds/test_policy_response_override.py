@@ -12,7 +12,7 @@ from envoy.extensions.filters.http.custom_response.v3 import custom_response_pb2
 from envoy.extensions.http.custom_response.local_response_policy.v3 import (
     local_response_policy_pb2,
 )
-from envoy.type.matcher.v3 import status_code_input_pb2
+from envoy.type.matcher.v3 import http_inputs_pb2, status_code_input_pb2
 
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
@@ -197,6 +197,119 @@ def test_unimplemented_override_fields_refused_by_name() -> None:
     ]
     assert accepted["status"] == "False"
     assert accepted["message"].startswith(
-        "spec.responseOverride[0].match.responseHeaders, spec.responseOverride[0].redirect are "
-        "not supported by gateweave"
+        "spec.responseOverride[0].redirect is not supported by gateweave"
     ), accepted["message"]
+
+
+def _on_match(on_match: Any) -> Any:
+    """An OnMatch as (override name, or [(header predicates, override name)...], fallback)."""
+    if on_match.HasField("action"):
+        return on_match.action.name
+    rows = []
+    for field in on_match.matcher.matcher_list.matchers:
+        predicate = field.predicate
+        singles = (
+            [p.single_predicate for p in predicate.and_matcher.predicate]
+            if predicate.HasField("and_matcher")
+            else [predicate.single_predicate]
+        )
+        headers = []
+        for single in singles:
+            header = http_inputs_pb2.HttpResponseHeaderMatchInput()
+            single.input.typed_config.Unpack(header)
+            kind = single.value_match.WhichOneof("match_pattern")
+            value = getattr(single.value_match, kind)
+            headers.append(
+                (header.header_name, kind, value if kind != "safe_regex" else value.regex)
+            )
+        rows.append((headers, field.on_match.action.name))
+    fallback = on_match.matcher.on_no_match
+    return rows, (fallback.action.name if fallback.HasField("action") else None)
+
+
+def test_overrides_matching_response_headers() -> None:
+    def override(match: dict[str, Any], body: str) -> dict[str, Any]:
+        return {"match": match, "response": {"body": {"type": "Inline", "inline": body}}}
+
+    degraded = {"name": "X-State", "value": {"value": "degraded"}}
+    spec = {
+        "responseOverride": [
+            override(
+                {"statusCodes": [{"type": "Value", "value": 500}], "responseHeaders": [degraded]},
+                "a",
+            ),
+            override(
+                {
+                    "responseHeaders": [
+                        {"name": "x-state", "value": {"type": "Prefix", "value": "maint"}},
+                        {
+                            "name": "x-until",
+                            "value": {"type": "RegularExpression", "value": "[0-9]+"},
+                        },
+                    ]
+                },
+                "b",
+            ),
+            override(
+                {"statusCodes": [{"type": "Range", "range": {"start": 500, "end": 501}}]}, "c"
+            ),
+        ]
+    }
+    result = run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)])
+    assert only(result, "p")["Accepted"]["status"] == "True"
+    res = build(result.xds["ns/gw"])
+    routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
+    config = custom_response_pb2.CustomResponse()
+    routes["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config[FILTER].Unpack(config)
+    matcher = config.custom_response_matcher
+    b = [("x-state", "prefix", "maint"), ("x-until", "safe_regex", "[0-9]+")]
+    by_code = {code: _on_match(m) for code, m in matcher.matcher_tree.exact_match_map.map.items()}
+    assert by_code == {
+        "500": (
+            [([("x-state", "exact", "degraded")], "override-0"), (b, "override-1")],
+            "override-2",
+        ),
+        "501": ([(b, "override-1")], "override-2"),
+    }
+    # another status: the overrides of any status
+    assert _on_match(matcher_on_no_match := matcher.on_no_match) == ([(b, "override-1")], None)
+    assert matcher_on_no_match.matcher.matcher_list.matchers
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    # headers only: no status tree at all
+    only_headers = {"responseOverride": [spec["responseOverride"][1]]}
+    res = build(
+        run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=only_headers)]).xds["ns/gw"]
+    )
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_bad_response_header_matches_are_refused_with_their_place() -> None:
+    spec = {
+        "targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+        "responseOverride": [
+            {
+                "match": {
+                    "responseHeaders": [
+                        {"name": "x state", "value": {"value": "v"}},
+                        {"name": "x", "value": {"type": "RegularExpression", "value": "(a"}},
+                        {"name": "y", "value": {"type": "Contains", "value": "v"}},
+                    ]
+                },
+                "response": {"statusCode": 503},
+            },
+            {"match": {}, "response": {"statusCode": 503}},
+        ],
+    }
+    bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
+    result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+    acc = only(result, "p")["Accepted"]
+    at = "spec.responseOverride[0].match.responseHeaders"
+    assert acc["message"] == (
+        f"{at}[0].name: 'x state' is not a header name; "
+        f"{at}[1].value.value: '(a' is not a valid regular expression: missing ): (a; "
+        f"{at}[2].value.type: 'Contains' is not one of Exact, Prefix, Suffix, RegularExpression; "
+        "spec.responseOverride[1].match: at least one of statusCodes, responseHeaders is needed"
+    )
+    assert result.xds == run(base()).xds

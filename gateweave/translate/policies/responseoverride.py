@@ -1,9 +1,11 @@
-"""BackendTrafficPolicy ``responseOverride``: an upstream answer whose status one of the
-overrides matches (``match.statusCodes``: a ``Value`` or an inclusive ``Range``) is replaced by
+"""BackendTrafficPolicy ``responseOverride``: an upstream answer one of the overrides matches
+(``match.statusCodes``: its status is a ``Value`` or in an inclusive ``Range``; and
+``match.responseHeaders``: it has each header with a value ``Exact``, by ``Prefix``, ``Suffix`` or
+``RegularExpression``) is replaced by
 that override's ``response`` (its ``body``, inline or a ConfigMap's key ``response.body`` as
 Envoy Gateway reads it; its ``contentType``; its ``statusCode``, else the upstream's; its
 ``header`` ``add`` and ``set``), in Envoy's custom_response filter. The first override matching
-a status answers.
+an answer answers it.
 
 A body read from a ConfigMap makes this a feature with a ``resolve`` step (btp.py): a missing
 ConfigMap or key is a problem naming it.
@@ -17,6 +19,7 @@ import msgspec
 
 from gateweave import ir
 from gateweave.translate.policies import specvalue
+from gateweave.translate.regex import re2_error
 
 BODY_KEY = "response.body"  # Envoy Gateway's key of a ValueRef ConfigMap
 _LOWEST, _HIGHEST = 100, 599  # the statuses Envoy matches
@@ -32,6 +35,11 @@ FIELDS: frozenset[str] = frozenset(
         f"{_AT}.match.statusCodes.range",
         f"{_AT}.match.statusCodes.range.start",
         f"{_AT}.match.statusCodes.range.end",
+        f"{_AT}.match.responseHeaders",
+        f"{_AT}.match.responseHeaders.name",
+        f"{_AT}.match.responseHeaders.value",
+        f"{_AT}.match.responseHeaders.value.type",
+        f"{_AT}.match.responseHeaders.value.value",
         f"{_AT}.response",
         f"{_AT}.response.contentType",
         f"{_AT}.response.statusCode",
@@ -64,8 +72,19 @@ class _StatusCode(msgspec.Struct, frozen=True):
     range: _Range | None = None
 
 
+class _Value(msgspec.Struct, frozen=True):
+    value: str
+    type: str = "Exact"
+
+
+class _HeaderMatch(msgspec.Struct, frozen=True):
+    name: str
+    value: _Value
+
+
 class _Match(msgspec.Struct, frozen=True, rename="camel"):
     status_codes: tuple[_StatusCode, ...] = ()
+    response_headers: tuple[_HeaderMatch, ...] = ()
 
 
 class _Header(msgspec.Struct, frozen=True):
@@ -106,7 +125,12 @@ def resolve(
     found: list[ir.ResponseOverride] = []
     for i, entry in enumerate(entries):
         at = f"spec.{_AT}[{i}]"
-        codes = _codes(entry.match, f"{at}.match.statusCodes", out)
+        codes = _codes(entry.match.status_codes, f"{at}.match.statusCodes", out)
+        header_matches = _header_matches(
+            entry.match.response_headers, f"{at}.match.responseHeaders", out
+        )
+        if not entry.match.status_codes and not entry.match.response_headers:
+            out.append(f"{at}.match: at least one of statusCodes, responseHeaders is needed")
         body = _body(ctx, namespace, entry.response.body, f"{at}.response.body", out)
         status = entry.response.status_code
         if status is not None and not _LOWEST <= status <= _HIGHEST:
@@ -115,6 +139,7 @@ def resolve(
         found.append(
             ir.ResponseOverride(
                 codes=codes,
+                response_headers=header_matches,
                 body=body,
                 content_type=entry.response.content_type,
                 status=status,
@@ -128,11 +153,39 @@ def route_effect(overrides: tuple[ir.ResponseOverride, ...], route: ir.Route) ->
     return msgspec.structs.replace(route, response_overrides=overrides) if overrides else route
 
 
-def _codes(match: _Match, at: str, out: list[str]) -> tuple[tuple[int, int], ...]:
-    if not match.status_codes:
-        out.append(f"{at}: at least one status code is needed")
+_VALUE_TYPES = ("Exact", "Prefix", "Suffix", "RegularExpression")
+
+
+def _header_matches(
+    matches: tuple[_HeaderMatch, ...], at: str, out: list[str]
+) -> tuple[ir.StringMatch, ...]:
+    """The upstream response headers an override needs (all of them: name lowercased, as Envoy
+    keeps them)."""
+    found: list[ir.StringMatch] = []
+    for j, match in enumerate(matches):
+        where = f"{at}[{j}]"
+        if not specvalue.HEADER_NAME.fullmatch(match.name):
+            out.append(f"{where}.name: {match.name!r} is not a header name")
+        if match.value.type not in _VALUE_TYPES:
+            out.append(
+                f"{where}.value.type: {match.value.type!r} is not one of {', '.join(_VALUE_TYPES)}"
+            )
+        elif match.value.type == "RegularExpression" and (err := re2_error(match.value.value)):
+            out.append(
+                f"{where}.value.value: {match.value.value!r} is not a valid regular expression: "
+                f"{err}"
+            )
+        found.append(
+            ir.StringMatch(name=match.name.lower(), type=match.value.type, value=match.value.value)
+        )
+    return tuple(found)
+
+
+def _codes(
+    status_codes: tuple[_StatusCode, ...], at: str, out: list[str]
+) -> tuple[tuple[int, int], ...]:
     codes: list[tuple[int, int]] = []
-    for j, code in enumerate(match.status_codes):
+    for j, code in enumerate(status_codes):
         where = f"{at}[{j}]"
         if code.type == "Value" and code.value is not None:
             span = (code.value, code.value)
