@@ -153,6 +153,17 @@ def groups(spec: dict[str, Any], out: list[str]) -> tuple[tuple[str, ...], tuple
     return got[0], got[1]
 
 
+def _tls_object(spec: dict[str, Any], key: str, out: list[str]) -> dict[str, Any] | None:
+    """``tls.<key>``, an object; None when unset, or (with the problem in ``out``) when it is
+    not one."""
+    tls = spec.get("tls")
+    value = tls.get(key) if isinstance(tls, dict) else None
+    if value is not None and not isinstance(value, dict):
+        out.append(f"spec.tls.{key}: {value!r} is not an object")
+        return None
+    return value
+
+
 _RESUMPTIONS = ("stateless", "stateful")
 
 
@@ -160,12 +171,8 @@ def session(spec: dict[str, Any], out: list[str]) -> tuple[str, ...] | None:
     """The kinds of TLS session resumption ``tls.session.resumption`` allows (``stateless``:
     session tickets, ``stateful``: session IDs), the others off as in Envoy Gateway; None when
     ``tls.session`` is unset (Envoy's: both). Problems go to ``out``."""
-    tls = spec.get("tls")
-    session = tls.get("session") if isinstance(tls, dict) else None
+    session = _tls_object(spec, "session", out)
     if session is None:
-        return None
-    if not isinstance(session, dict):
-        out.append(f"spec.tls.session: {session!r} is not an object")
         return None
     resumption = session.get("resumption")
     resumption = {} if resumption is None else resumption
@@ -195,12 +202,8 @@ def client_validation(
     (the ``ca.crt`` of ConfigMaps or Secrets; another namespace's with a ReferenceGrant to
     ClientTrafficPolicies of ``namespace``) and its mode (unset: ``RequireAndVerify``, or
     ``VerifyIfGiven`` when ``optional``); problems go to ``out``."""
-    tls = spec.get("tls")
-    raw = tls.get("clientValidation") if isinstance(tls, dict) else None
+    raw = _tls_object(spec, "clientValidation", out)
     if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        out.append(f"{_VALIDATION_AT}: {raw!r} is not an object")
         return None
     problems = len(out)
     optional = raw.get("optional", False)
