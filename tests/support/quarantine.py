@@ -12,8 +12,9 @@ NS = "default"
 GW = "gateway.networking.k8s.io/v1"
 
 
-def route_objects(*routes: str) -> list[Any]:
-    raws: list[dict[str, Any]] = [
+def gateway_objects() -> list[dict[str, Any]]:
+    """A GatewayClass, a Gateway with one HTTP listener on port 8080 and a Service ``svc``."""
+    return [
         {
             "apiVersion": GW,
             "kind": "GatewayClass",
@@ -36,6 +37,10 @@ def route_objects(*routes: str) -> list[Any]:
             "spec": {"ports": [{"name": "http", "port": 80}]},
         },
     ]
+
+
+def route_objects(*routes: str) -> list[Any]:
+    raws = gateway_objects()
     for name in routes:
         raws.append(
             {

@@ -20,10 +20,8 @@ from gateweave.translate import translate
 from gateweave.translate.regex import ENVOY_MAX_PROGRAM_SIZE, re2_error, re2_escape
 from gateweave.xds.build import build
 from gateweave.xds.validate import validate_with_envoy
+from tests.support.quarantine import GW, NS, gateway_objects
 from tests.support.specletter_objects import models
-
-NS = "default"
-GW = "gateway.networking.k8s.io/v1"
 
 # Program sizes (RE2's count, as Envoy computes it).
 ISSUE_REGEX = "/api/v[0-9]+/items/[a-z0-9-]{1,64}"  # 274: the kind of path regex the issue found
@@ -33,31 +31,7 @@ _ENVOY_SIZE = re.compile(r"RE2 program size of (\d+) > max program size of (\d+)
 
 
 def _objects(*routes: dict[str, Any]) -> list[Any]:
-    raws: list[dict[str, Any]] = [
-        {
-            "apiVersion": GW,
-            "kind": "GatewayClass",
-            "metadata": {"name": "gw"},
-            "spec": {"controllerName": "gateweave.io/gateway-controller"},
-        },
-        {
-            "apiVersion": GW,
-            "kind": "Gateway",
-            "metadata": {"name": "gw", "namespace": NS},
-            "spec": {
-                "gatewayClassName": "gw",
-                "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}],
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "svc", "namespace": NS},
-            "spec": {"ports": [{"name": "http", "port": 80}]},
-        },
-        *routes,
-    ]
-    return models(raws)
+    return models([*gateway_objects(), *routes])
 
 
 def _http_route(name: str, rule: dict[str, Any]) -> dict[str, Any]:
