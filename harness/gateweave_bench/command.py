@@ -38,6 +38,14 @@ def command(
             help="Gateways (x 10 routes) of the many-Gateways row, merged and not (0: skip).",
         ),
     ] = 100,
+    policies: Annotated[
+        float,
+        typer.Option(
+            "--policies",
+            help="Fraction of the routes with Envoy Gateway policies of their own (plus some "
+            "per Gateway); 0: no policies.",
+        ),
+    ] = 0.0,
     profile: Annotated[
         bool,
         typer.Option(
@@ -54,6 +62,9 @@ def command(
         counts = [int(part) for part in routes.split(",") if part.strip()]
     except ValueError:
         counts = []
+    if not 0.0 <= policies <= 1.0:
+        err(f"error: --policies {policies}: expected a fraction between 0 and 1")
+        raise typer.Exit(2)
     if not counts or any(n < 1 for n in counts):
         err(f"error: --routes {routes!r}: expected positive integers separated by commas")
         raise typer.Exit(2)
@@ -64,6 +75,7 @@ def command(
             repeat=repeat,
             latency_samples=latency_samples,
             gateways=gateways,
+            policies=policies,
             log=err,
         )
     except BenchError as exc:
@@ -72,6 +84,7 @@ def command(
     report["command"] = (
         f"gateweave bench --routes {','.join(map(str, counts))} --seed {seed} --repeat {repeat} "
         f"--latency-samples {latency_samples} --gateways {gateways}"
+        + (f" --policies {policies}" if policies else "")
     )
     if profile:
         report["profile"] = profile_translate(max(counts), seed)

@@ -16,6 +16,13 @@ For ``routes`` HTTPRoutes it makes:
   method matches, header modifiers, URL rewrites, redirects, mirrors and weighted
   backends.
 
+With ``policies`` (a fraction of the routes, default 0: none), Envoy Gateway policies too:
+per Gateway a BackendTrafficPolicy (request timeout), a ClientTrafficPolicy (trusted hops)
+and a SecurityPolicy on its ``https`` listener (CORS); for that fraction of the routes a
+BackendTrafficPolicy of their own (retry; every third a conflicting younger one, every
+fourth also one on the first rule, a rate limit) and for every other one a SecurityPolicy
+(authorization by client address). The routes' rules are then named (``rule-0``...).
+
 Everything is a plain dict as a manifest file would hold it. Sizes are bounded by
 ``routes`` (about one Service per 8 routes); nothing depends on the clock or a hash seed.
 """
@@ -338,7 +345,7 @@ def _rule(rng: random.Random, shape: Shape, ns_index: int, i: int, j: int) -> di
     return rule
 
 
-def _route(rng: random.Random, shape: Shape, i: int) -> dict[str, Any]:
+def _route(rng: random.Random, shape: Shape, i: int, named: bool = False) -> dict[str, Any]:
     ns_index = i % shape.team_namespaces
     gw = f"gw-{i % shape.gateways}"
     parent: dict[str, Any] = {"name": gw, "namespace": GATEWAY_NS}
@@ -355,6 +362,10 @@ def _route(rng: random.Random, shape: Shape, i: int) -> dict[str, Any]:
     else:
         hostnames = [f"legacy-{i}.example.com"]
         parent["sectionName"] = "http"
+    rules = [_rule(rng, shape, ns_index, i, j) for j in range(rng.randint(1, 3))]
+    if named:
+        for j, rule in enumerate(rules):
+            rule["name"] = f"rule-{j}"
     return {
         "apiVersion": V1,
         "kind": "HTTPRoute",
@@ -364,16 +375,94 @@ def _route(rng: random.Random, shape: Shape, i: int) -> dict[str, Any]:
             creationTimestamp=_timestamp(100 + i),
             labels={"app": f"app-{i % 50}"},
         ),
-        "spec": {
-            "parentRefs": [parent],
-            "hostnames": hostnames,
-            "rules": [_rule(rng, shape, ns_index, i, j) for j in range(rng.randint(1, 3))],
-        },
+        "spec": {"parentRefs": [parent], "hostnames": hostnames, "rules": rules},
     }
 
 
-def generate(routes: int, seed: int = DEFAULT_SEED) -> BenchObjects:
-    """The benchmark's objects for ``routes`` HTTPRoutes, identical for the same arguments."""
+EG_V1ALPHA1 = "gateway.envoyproxy.io/v1alpha1"
+
+
+def _policy(
+    kind: str, name: str, namespace: str, serial: int, target: dict[str, Any], spec: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": EG_V1ALPHA1,
+        "kind": kind,
+        "metadata": _meta(name, namespace, creationTimestamp=_timestamp(serial)),
+        "spec": {"targetRefs": [{"group": G, **target}], **spec},
+    }
+
+
+def _policies(shape: Shape, fraction: float, first: int) -> list[dict[str, Any]]:
+    """The policies of a benchmark with ``policies=fraction`` (see the module's docstring);
+    creation timestamps from ``first`` on, in list order."""
+    out: list[dict[str, Any]] = []
+
+    def add(kind: str, name: str, ns: str, target: dict[str, Any], spec: dict[str, Any]) -> None:
+        out.append(_policy(kind, name, ns, first + len(out), target, spec))
+
+    for g in range(shape.gateways):
+        gw = {"kind": "Gateway", "name": f"gw-{g}"}
+        add(
+            "BackendTrafficPolicy",
+            f"gw-{g}",
+            GATEWAY_NS,
+            gw,
+            {"timeout": {"http": {"requestTimeout": "10s"}}},
+        )
+        add(
+            "ClientTrafficPolicy",
+            f"gw-{g}",
+            GATEWAY_NS,
+            gw,
+            {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}},
+        )
+        add(
+            "SecurityPolicy",
+            f"gw-{g}-https",
+            GATEWAY_NS,
+            {**gw, "sectionName": "https"},
+            {"cors": {"allowOrigins": ["https://*.bench.example"]}},
+        )
+    every = max(1, round(1 / fraction))
+    for k, i in enumerate(range(0, shape.routes, every)):
+        ns = team_namespace(i % shape.team_namespaces)
+        route = {"kind": "HTTPRoute", "name": f"route-{i:05d}"}
+        add("BackendTrafficPolicy", f"route-{i:05d}", ns, route, {"retry": {"numRetries": 2}})
+        if k % 3 == 0:
+            add(
+                "BackendTrafficPolicy",
+                f"route-{i:05d}-late",
+                ns,
+                route,
+                {"retry": {"numRetries": 5}},
+            )
+        if k % 4 == 0:
+            limit = {"requests": 100, "unit": "Second"}
+            add(
+                "BackendTrafficPolicy",
+                f"route-{i:05d}-rule",
+                ns,
+                {**route, "sectionName": "rule-0"},
+                {"rateLimit": {"type": "Local", "local": {"rules": [{"limit": limit}]}}},
+            )
+        if k % 2 == 0:
+            allow = {"action": "Allow", "principal": {"clientCIDRs": ["10.0.0.0/8"]}}
+            add(
+                "SecurityPolicy",
+                f"route-{i:05d}",
+                ns,
+                route,
+                {"authorization": {"defaultAction": "Deny", "rules": [allow]}},
+            )
+    return out
+
+
+def generate(routes: int, seed: int = DEFAULT_SEED, policies: float = 0.0) -> BenchObjects:
+    """The benchmark's objects for ``routes`` HTTPRoutes, identical for the same arguments
+    (``policies``: the fraction of the routes with policies of their own, see above)."""
+    if not 0.0 <= policies <= 1.0:
+        raise ValueError("policies must be a fraction between 0 and 1")
     shape = Shape.for_routes(routes)
     rng = random.Random(seed)
     out = BenchObjects(shape)
@@ -412,7 +501,9 @@ def generate(routes: int, seed: int = DEFAULT_SEED) -> BenchObjects:
             serial += 1
     for i in range(routes):
         out.route_index.append(len(out.manifests))
-        add(_route(rng, shape, i))
+        add(_route(rng, shape, i, named=policies > 0))
+    if policies > 0:
+        out.manifests += _policies(shape, policies, 100 + routes)
     return out
 
 

@@ -314,15 +314,18 @@ def _child(args: Sequence[str], timeout: float) -> Any:
     return json.loads(proc.stdout)
 
 
-def controller_rss_mb(routes: int, seed: int) -> float:
+def controller_rss_mb(routes: int, seed: int, policies: float = 0.0) -> float:
     """Peak RSS (MB) of a fresh process doing the controller's work for ``routes`` routes."""
-    return float(_child(["--rss", str(routes), "--seed", str(seed)], timeout=900)["rss_mb"])
+    args = ["--rss", str(routes), "--seed", str(seed), "--policies", str(policies)]
+    return float(_child(args, timeout=900)["rss_mb"])
 
 
 def _measure_in_child(
-    routes: int, seed: int, repeat: int, latency_samples: int
+    routes: int, seed: int, repeat: int, latency_samples: int, policies: float
 ) -> tuple[dict[str, Any], str]:
     args = [
+        "--policies",
+        str(policies),
         "--measure",
         str(routes),
         "--seed",
@@ -336,8 +339,8 @@ def _measure_in_child(
     return dict(answer["row"]), str(answer["note"])
 
 
-def _rss_child(routes: int, seed: int) -> dict[str, float]:
-    objects = generate(routes, seed)
+def _rss_child(routes: int, seed: int, policies: float) -> dict[str, float]:
+    objects = generate(routes, seed, policies)
     store = Store()
     for d in decode_all(objects.manifests):
         store.apply(d)
@@ -442,10 +445,12 @@ def measure(
     seed: int = DEFAULT_SEED,
     repeat: int = 3,
     latency_samples: int = 100,
+    policies: float = 0.0,
     log: Callable[[str], None] = lambda _: None,
 ) -> tuple[dict[str, Any], str]:
-    """Every figure for ``routes`` routes, and a note on the event -> Envoy figure."""
-    objects = generate(routes, seed)
+    """Every figure for ``routes`` routes (and Envoy Gateway policies for the fraction
+    ``policies`` of them, objects.py), and a note on the event -> Envoy figure."""
+    objects = generate(routes, seed, policies)
     blobs = [msgspec.json.encode(raw) for raw in objects.manifests]
     row: dict[str, Any] = dict.fromkeys(KEYS)
     row["routes"] = routes
@@ -491,7 +496,7 @@ def measure(
     row["burst_translations"] = burst_translations(objects, decoded)
     del decoded
     log(f"[{routes}] memory (fresh process)")
-    row["rss_mb"] = controller_rss_mb(routes, seed)
+    row["rss_mb"] = controller_rss_mb(routes, seed, policies)
 
     note = ""
     if latency_samples > 0:
@@ -510,6 +515,7 @@ def run_bench(
     repeat: int = 3,
     latency_samples: int = 100,
     gateways: int = 100,
+    policies: float = 0.0,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Every row, each measured in a fresh process so that no figure depends on what ran
@@ -520,7 +526,7 @@ def run_bench(
     notes: dict[str, str] = {}
     for n in routes:
         log(f"[{n}] measuring in a fresh process")
-        row, note = _measure_in_child(n, seed, repeat, latency_samples)
+        row, note = _measure_in_child(n, seed, repeat, latency_samples, policies)
         rows.append(row)
         if note:
             notes[f"event_to_envoy at {n} routes"] = note
@@ -548,6 +554,7 @@ def run_bench(
     return {
         "machine": machine(),
         "seed": seed,
+        "policies": policies,
         "repeat": repeat,
         "results": rows,
         "many_gateways": many,
@@ -651,6 +658,8 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"{report['seed']}, median of {report['repeat']}"
     )
     lines.append(f"translation: {m.get('translation', 'unknown')}")
+    if report.get("policies"):
+        lines.append(f"policies: for a fraction {report['policies']} of the routes (objects.py)")
     for what, note in report["notes"].items():
         lines.append(f"{what}: {note}")
     many = report.get("many_gateways")
@@ -713,18 +722,20 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=100)
+    parser.add_argument("--policies", type=float, default=0.0)
     args = parser.parse_args(argv)
     # stdout carries the answer: every log goes to stderr.
     logs.configure("warning")
     try:
         if args.rss is not None:
-            answer: dict[str, Any] = _rss_child(args.rss, args.seed)
+            answer: dict[str, Any] = _rss_child(args.rss, args.seed, args.policies)
         else:
             row, note = measure(
                 args.measure,
                 seed=args.seed,
                 repeat=args.repeat,
                 latency_samples=args.latency_samples,
+                policies=args.policies,
                 log=_log_to_stderr,
             )
             answer = {"row": row, "note": note}

@@ -70,6 +70,39 @@ def test_generated_system_is_valid_every_route_attaches_and_resolves() -> None:
         assert any(len(c.endpoints) >= 3 for c in gw.clusters)
 
 
+def test_generated_policies_are_accepted_but_the_younger_of_two() -> None:
+    """``policies``: every policy decodes and is Accepted, but the younger of two on one route
+    (Conflicted); without it, the objects are those of before (the figures stay comparable)."""
+    plain = generate(200)
+    objects = generate(200, policies=0.3)
+    kinds = ("BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy")
+    assert [
+        m for m in objects.manifests if m["kind"] not in kinds and m["kind"] != "HTTPRoute"
+    ] == [m for m in plain.manifests if m["kind"] != "HTTPRoute"]
+    decoded = decode_all(objects.manifests)
+    assert {
+        kind: n for kind, n in Counter(d.model.kind for d in decoded).items() if kind in kinds
+    } == {
+        "BackendTrafficPolicy": 2 + 67 + 23 + 17,  # 2 Gateways; routes 0, 3, 6...
+        "ClientTrafficPolicy": 2,
+        "SecurityPolicy": 2 + 34,
+    }
+    result = translate(Snapshot.from_objects([d.model for d in decoded]))
+    statuses: dict[tuple[str, str, str], Any] = dict(result.statuses)
+    for key, status in statuses.items():
+        if key[0] not in kinds:
+            continue
+        reasons = {
+            c["reason"]
+            for e in status["ancestors"]
+            for c in e["conditions"]
+            if c["type"] == "Accepted"
+        }
+        assert reasons == ({"Conflicted"} if key[2].endswith("-late") else {"Accepted"}), key
+    routes = [d.model for d in decoded if d.model.kind == "HTTPRoute"]
+    assert all(rule.name == f"rule-{j}" for r in routes for j, rule in enumerate(r.spec.rules))
+
+
 def test_changes_reach_a_new_xds_snapshot() -> None:
     objects = generate(60)
     pipeline = Pipeline(decode_all(objects.manifests), TranslateOptions())
