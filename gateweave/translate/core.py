@@ -18,8 +18,9 @@
 runs the same stages: on a full translation all of them, but the route side and the xDS IR
 as its own per-route and per-virtual-host versions (which remember what they built); on a
 change, the gateway side and the infrastructure IR only when what they read changed, the
-route side for the routes the change can affect, the xDS IR for what they touched, the
-Gateway statuses always; while any policy exists it translates fully.
+route side for the routes the change can affect, the policies when what they read changed
+(and the effects under the scopes whose holder changed), the xDS IR for what they touched, the
+Gateway statuses always.
 """
 
 from __future__ import annotations

@@ -29,9 +29,17 @@ object does not change, so "unchanged" is an identity check per key):
   (counted per route); a Backend change, or a change of a Secret a Backend's ``tls`` names,
   is a full translation.
 * **Envoy Gateway policies** (BackendTrafficPolicy, ClientTrafficPolicy, SecurityPolicy):
-  while one exists (before or after the change), every call is a full translation
-  (:func:`~gateweave.translate.core.translate_all`): a policy's effect and status read
-  Gateways, listeners and routes alike.
+  the attachment stage (``attach_policies``: every policy's targets, holders and status) is
+  run again when what it reads may have changed - a policy, a Gateway (its labels: the rest
+  it reads is in the fingerprint), a Secret or ConfigMap, a Service or EndpointSlice while a
+  SecurityPolicy's extAuth reads them, a route a policy's targetRefs name or of a kind its
+  targetSelectors pick from; otherwise its last result holds. Comparing the scopes' holders
+  with the last result gives the scopes whose holder changed: the attachments of the routes
+  (and rules) and of the listeners under them get their effects computed again (and a
+  listener its ClientTrafficPolicy's client settings), as do the attachments of every route
+  translated again; those whose effects changed mark their virtual hosts dirty. The
+  clusters a policy adds (an auth service, a BackendTrafficPolicy's copies of clusters) are
+  kept per attachment and per Envoy listener.
 * Anything else - a Namespace, ReferenceGrant, ConfigMap, BackendTLSPolicy or ListenerSet
   change, other options, a changed fingerprint - is a full translation, which also rebuilds
   every index.
@@ -65,6 +73,21 @@ from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
 from gateweave.translate.core import release, translate_all
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.parentrefs import ParentIndex
+from gateweave.translate.policies.attach import (
+    ROUTE,
+    PolicyIndex,
+    PolicyReport,
+    Resolved,
+    Scope,
+    attach_policies,
+    listener_chain,
+    named_targets,
+)
+from gateweave.translate.policies.effects import (
+    attachment_effects,
+    listener_client,
+    route_effect_kinds,
+)
 
 RouteKey = tuple[str, str, str]  # (kind, namespace, name)
 StatusKey = tuple[str, str, str]
@@ -79,8 +102,44 @@ _FULL_KINDS = frozenset(
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret", "GatewayParameters"})
 
 
-def _has_policies(snapshot: Snapshot) -> bool:
-    return any(snapshot.by_kind(kind) for kind in POLICY_KINDS)
+def _reads_services(snapshot: Snapshot) -> bool:
+    """Whether a policy reads Services and their EndpointSlices: a SecurityPolicy's extAuth
+    resolves its backendRefs (security.py); no other feature does."""
+    return any(
+        isinstance(p.spec, dict) and "extAuth" in p.spec
+        for p in snapshot.by_kind("SecurityPolicy").values()
+    )
+
+
+def _target_view(route: Any) -> tuple[Any, ...] | None:
+    """What the attachment stage reads of a route as a target: its labels (targetSelectors), its
+    parentRefs (whether it is ours, its ancestors) and its rule names (sectionName)."""
+    if route is None:
+        return None
+    return (
+        route.metadata.labels,
+        route.spec.parent_refs,
+        tuple(getattr(rule, "name", None) for rule in getattr(route.spec, "rules", ())),
+    )
+
+
+def _same_holder(a: PolicyReport | None, b: PolicyReport | None) -> bool:
+    """Whether two holders of one scope govern alike (same policy object, both applied or not,
+    equal resolved effect)."""
+    if a is None or b is None:
+        return a is b
+    return a.policy is b.policy and a.applied == b.applied and a.effect == b.effect
+
+
+def _changed_scopes(old: PolicyIndex, new: PolicyIndex) -> dict[str, set[Scope]]:
+    """Per policy kind, the scopes whose holder governs otherwise in ``new`` than in ``old``."""
+    out: dict[str, set[Scope]] = {}
+    for kind in old.holders.keys() | new.holders.keys():
+        a, b = old.holders.get(kind, {}), new.holders.get(kind, {})
+        diff = {s for s in a.keys() | b.keys() if not _same_holder(a.get(s), b.get(s))}
+        if diff:
+            out[kind] = diff
+    return out
 
 
 def _other_options(options: TranslateOptions) -> TranslateOptions:
@@ -134,6 +193,9 @@ class _RouteConfigState:
 class _GatewayState:
     ports: dict[str, ir.Port]  # by Envoy listener name, in port-plan order
     port_used: dict[str, set[str]]  # cluster names per Envoy listener
+    # per Envoy listener: the copies of clusters with a BackendTrafficPolicy's settings its
+    # routes send to (xdsir.policy_clusters)
+    port_derived: dict[str, dict[str, ir.Cluster]] = field(default_factory=dict)
     cert_clusters: dict[str, tuple[ir.Cluster, ir.Cluster]] = field(default_factory=dict)
     xds: ir.XdsGateway | None = None
 
@@ -238,6 +300,13 @@ class IncrementalTranslator:
         self._options: TranslateOptions | None = None
         self._gws: list[GatewayCtx] = []  # route side: attachments and xDS read these
         self._status_gws: list[GatewayCtx] = self._gws  # statuses and the infra IR read these
+        self._pindex = PolicyIndex()  # the policy stage's last result
+        self._resolved: Resolved = {}  # what each policy's kind made of it (attach.py)
+        # per policy: the routes its targetRefs name and the kinds its selectors pick from
+        self._targets: dict[StatusKey, tuple[frozenset[RouteKey], frozenset[str]]] = {}
+        self._fresh: list[tuple[ListenerCtx, RouteKey, Attachment]] = []  # added since last stage
+        self._named: set[RouteKey] = set()  # every policy's targetRefs
+        self._selected: set[str] = set()  # the kinds every policy's targetSelectors pick from
 
     def __call__(self, snapshot: Snapshot, options: TranslateOptions | None = None) -> Result:
         options = options or TranslateOptions()
@@ -254,11 +323,6 @@ class IncrementalTranslator:
 
     def _translate(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         old, old_options = self._snapshot, self._options
-        if _has_policies(snapshot) or (old is not None and _has_policies(old)):
-            self._release()
-            self._snapshot = None  # the next call starts from a full translation of its own
-            self.full_translations += 1
-            return translate_all(snapshot, options)
         if (
             old is None
             or old_options is None
@@ -335,10 +399,17 @@ class IncrementalTranslator:
         self._backend_statuses: dict[
             NN, tuple[Any, dict[str, Any]]
         ] = {}  # Backend -> (model, status)
+        self._pindex = PolicyIndex()
+        self._resolved = {}
+        self._policy_statuses: dict[StatusKey, dict[str, Any]] = {}
+        # the attachments whose policy effects add clusters (an auth service), per listener
+        self._effect_atts: dict[ListenerCtx, dict[RouteKey, Attachment]] = {}
+        self._fresh = []
 
         resolver = BackendResolver(ctx, self._tls, touched=set())
         for kind, order, route in routes.in_order(snapshot):
             self._add(kind, route, resolver, order)
+        self._policies(ctx, None)
         self._snapshot, self._options = snapshot, options
         return self._finish(ctx, rebuild_all=True)
 
@@ -410,6 +481,7 @@ class IncrementalTranslator:
                 self._add(kind, route, resolver)
             else:
                 self._statuses.pop((kind, ns, name), None)
+        self._policies(ctx, changed)
         self._snapshot, self._options = snapshot, options
         return self._finish(ctx, rebuild_all=False)
 
@@ -423,6 +495,124 @@ class IncrementalTranslator:
                     del self._slice_keys[(key[0], svc)]
         if after is not None and (svc := after.metadata.labels.get(_SERVICE_LABEL)):
             self._slice_keys.setdefault((key[0], svc), set()).add(key)
+
+    # ------------------------------------------------------------ the policy stage
+
+    def _policies(self, ctx: Ctx, changed: dict[str, set[NN]] | None) -> None:
+        """Stage 4 (core.policies) for what changed (``changed`` None: a full translation).
+
+        The attachment (translate/policies/attach.py) is computed again when what it reads
+        may have changed: a policy, a Gateway (its labels), a Secret or ConfigMap (what policies
+        resolve), a Service or EndpointSlice while a policy reads them, a route a policy names
+        or whose kind a selector picks from; else the last one holds. Effects are computed
+        again for the attachments added since the last stage and those under a scope whose
+        holder changed; listener client settings for the listeners under such scopes."""
+        snapshot = ctx.snapshot
+        fresh, self._fresh = self._fresh, []
+        self._refresh_targets(snapshot, changed)
+        if not self._targets and not self._pindex.reports:
+            return  # no policy, now or before
+        scopes: dict[str, set[Scope]] | None = {}
+        if changed is None or self._policy_inputs_changed(snapshot, changed):
+            pctx = Ctx(snapshot, ctx.options)
+            pctx.namespace_labels = ctx.namespace_labels
+            pctx.grants_by_namespace = ctx.grants_by_namespace
+            pctx.slices_by_service = ctx.slices_by_service
+            index = attach_policies(pctx, self._status_gws, self._resolved)
+            scopes = None if changed is None else _changed_scopes(self._pindex, index)
+            self._pindex = index
+            self._policy_statuses = pctx.statuses
+        index = self._pindex
+        todo: dict[int, tuple[ListenerCtx, RouteKey, Attachment]] = {
+            id(att): (lc, key, att) for lc, key, att in fresh
+        }
+        listeners: list[ListenerCtx] = []
+        if scopes is None:
+            listeners = [lc for gw in self._gws for lc in gw.all_listeners()]
+        elif scopes:
+            held = [s for ss in scopes.values() for s in ss]
+            for s in held:
+                if s.level <= ROUTE:
+                    entry = self._entries.get((s.kind, s.namespace, s.name))
+                    if entry is not None:
+                        for lc, att in zip(entry.listeners, entry.atts, strict=True):
+                            todo[id(att)] = (lc, entry.key, att)
+            side = {s for s in held if s.level > ROUTE}
+            if side:
+                for gw in self._gws:
+                    for lc in gw.all_listeners():
+                        if any(s in side for s in listener_chain(lc)):
+                            listeners.append(lc)
+                            for att in lc.routes:
+                                meta = att.route.metadata
+                                todo[id(att)] = (lc, (att.kind, meta.namespace, meta.name), att)
+        kinds = route_effect_kinds(index)
+        for lc, key, att in todo.values():
+            effects, clusters = attachment_effects(index, kinds, lc, att)
+            if effects == att.effects and clusters == att.effect_clusters:
+                continue
+            if att.effect_clusters:
+                del self._effect_atts[lc][key]
+            att.effects, att.effect_clusters = effects, clusters
+            if clusters:
+                self._effect_atts.setdefault(lc, {})[key] = att
+            self._touch(lc, att.hostnames or ("*",))
+        for lc in listeners:
+            client = listener_client(index, lc)
+            if client != lc.client:
+                lc.client = client
+                self._touch(lc, ())
+
+    def _refresh_targets(self, snapshot: Snapshot, changed: dict[str, set[NN]] | None) -> None:
+        if changed is None:
+            self._targets = {}
+            keys = [
+                (kind, ns, name) for kind in POLICY_KINDS for ns, name in snapshot.by_kind(kind)
+            ]
+        else:
+            keys = [(kind, ns, name) for kind in POLICY_KINDS for ns, name in changed.get(kind, ())]
+            if not keys:
+                return
+        for kind, ns, name in keys:
+            policy = snapshot.by_kind(kind).get((ns, name))
+            if policy is None:
+                self._targets.pop((kind, ns, name), None)
+                self._resolved.pop((kind, ns, name), None)
+            else:
+                self._targets[(kind, ns, name)] = named_targets(policy)
+        named: set[RouteKey] = set()
+        selected: set[str] = set()
+        for refs, kinds in self._targets.values():
+            named |= refs
+            selected |= kinds
+        self._named, self._selected = named, selected
+
+    def _policy_inputs_changed(self, snapshot: Snapshot, changed: dict[str, set[NN]]) -> bool:
+        """Whether the attachment stage may come out otherwise than the last time."""
+        # The gateway side's fingerprint held (else this is a full translation): of Gateways,
+        # only their labels (targetSelectors) are new to the attachment.
+        if ("Service" in changed or "EndpointSlice" in changed) and _reads_services(snapshot):
+            self._resolved.clear()  # what policies resolved may read them
+            return True
+        if "Secret" in changed or "ConfigMap" in changed:
+            self._resolved.clear()
+            return True
+        if "Gateway" in changed or any(kind in changed for kind in POLICY_KINDS):
+            return True
+        old = self._snapshot
+        assert old is not None
+        for kind in ROUTE_KINDS:
+            for ns, name in changed.get(kind, ()):
+                if (kind in self._selected or (kind, ns, name) in self._named) and _target_view(
+                    old.by_kind(kind).get((ns, name))
+                ) != _target_view(snapshot.by_kind(kind).get((ns, name))):
+                    return True
+        return False
+
+    def _touch(self, lc: ListenerCtx, domains: Iterable[str]) -> None:
+        """Mark listener ``lc`` (its port) and ``domains`` of it for the xDS IR to rebuild."""
+        self._dirty_gateways.add(lc.gateway)
+        self._dirty.setdefault(lc, set()).update(domains)
 
     # ------------------------------------------------------------ routes in and out
 
@@ -473,6 +663,7 @@ class IncrementalTranslator:
                 self._clusters[name] = cl
             self._cluster_refs[name] = self._cluster_refs.get(name, 0) + 1
         for lc, att in zip(entry.listeners, entry.atts, strict=True):
+            self._fresh.append((lc, key, att))
             lc.attached_routes += 1
             routes_of = lc.routes
             if not routes_of or _att_order(routes_of[-1]) < entry.order:
@@ -512,6 +703,8 @@ class IncrementalTranslator:
                 del self._cluster_refs[name]
                 del self._clusters[name]
         for lc, att in zip(entry.listeners, entry.atts, strict=True):
+            if att.effect_clusters:
+                del self._effect_atts[lc][entry.key]
             lc.attached_routes -= 1
             routes_of = lc.routes
             i = bisect.bisect_left(routes_of, entry.order, key=_att_order)
@@ -557,7 +750,12 @@ class IncrementalTranslator:
             self._tls.ctx = sctx
             self._tls.write_statuses({svc: list(users) for svc, users in self._using.items()})
             self._tls.ctx = ctx
-        others = {**self._gateway_statuses, **sctx.statuses, **self._backend_status_of_used(ctx)}
+        others = {
+            **self._gateway_statuses,
+            **sctx.statuses,
+            **self._backend_status_of_used(ctx),
+            **self._policy_statuses,
+        }
         for key in self._other_keys - others.keys():
             self._statuses.pop(key, None)
         for key, status in others.items():
@@ -619,7 +817,12 @@ class IncrementalTranslator:
             if family == "HTTP":
                 rc = self._route_config(name, lcs, None, None)
                 new = ir.Port(
-                    name=name, port=port, protocol="HTTP", address=gw.address, http=rc.config
+                    name=name,
+                    port=port,
+                    protocol="HTTP",
+                    address=gw.address,
+                    http=rc.config,
+                    client=xdsir.port_client(lcs),
                 )
                 used = set(rc.used)
             else:
@@ -637,13 +840,27 @@ class IncrementalTranslator:
                     used.update(rc.used)
             ports[name] = old if old is not None and old == new else new
             state.port_used[name] = used
+            state.port_derived[name] = (
+                xdsir.policy_clusters([new], self._clusters)
+                if "BackendTrafficPolicy" in self._pindex.holders
+                else {}
+            )
         for name in [n for n in state.port_used if n not in ports]:
             del state.port_used[name]
+            state.port_derived.pop(name, None)
         state.ports = ports
         used_all: set[str] = set()
         for names in state.port_used.values():
             used_all |= names
-        clusters = self._gateway_clusters(gw, state, used_all)
+        # a policy's own upstreams (an auth service), then the clusters with a policy's settings
+        extra: dict[str, ir.Cluster] = {}
+        for lc in gw.all_listeners():
+            for att in self._effect_atts.get(lc, {}).values():
+                extra.update(att.effect_clusters or {})
+        for derived in state.port_derived.values():
+            extra.update(derived)
+        used_all |= extra.keys()
+        clusters = self._gateway_clusters(gw, state, used_all, extra)
         new_gw = ir.XdsGateway(
             name=gw.name,
             address=gw.address,
@@ -670,12 +887,12 @@ class IncrementalTranslator:
         return rc.config
 
     def _gateway_clusters(
-        self, gw: GatewayCtx, state: _GatewayState, used: set[str]
+        self, gw: GatewayCtx, state: _GatewayState, used: set[str], extra: dict[str, ir.Cluster]
     ) -> tuple[ir.Cluster, ...]:
         cert = gw.backend_client_cert
         out = []
         for cname in sorted(used):
-            cl = self._clusters.get(cname)
+            cl = extra.get(cname) or self._clusters.get(cname)
             if cl is None:
                 continue
             if cl.tls is not None and cert is not None:

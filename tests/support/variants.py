@@ -14,6 +14,7 @@ from gateweave.api.decode import Decoded, decode
 from gateweave.api.kinds import Key
 from gateweave.store import key_of
 from tests.support.conformance_objects import case_set, decoded
+from tests.support.policies import policy_system
 
 CASE_SETS: dict[str, tuple[str, ...]] = {
     "backendtls": ("BackendTLSPolicy.yaml",),
@@ -30,6 +31,7 @@ CASE_SETS: dict[str, tuple[str, ...]] = {
         "BackendTLSPolicyConflictResolution.yaml",
     ),
     "parameters": ("GatewayWithAttachedRoutes.yaml",),  # with EXTRA_OBJECTS["parameters"]
+    "policies": (),  # EXTRA_OBJECTS["policies"] alone
 }
 
 _NS = "gateway-conformance-infra"
@@ -100,7 +102,11 @@ EXTRA_OBJECTS: dict[str, tuple[dict[str, Any], ...]] = {
             },
         },
     ),
+    # Envoy Gateway policies of every kind on Gateways, listeners, routes and rules
+    # (tests/support/policies.py)
+    "policies": tuple(policy_system()),
 }
+_POLICY_KINDS = ("BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy")
 
 VARIANT_LABEL = "gateweave.test/variant"
 BASE, SPEC, META = 0, 1, 2
@@ -148,6 +154,18 @@ def _change_http_route(spec: dict[str, Any]) -> None:
         rule["matches"] = [{"path": {"type": "PathPrefix", "value": "/variant"}}, *matches]
 
 
+def _change_policy(spec: dict[str, Any]) -> None:
+    """Another target: selectors pick other labels; a section is dropped (the whole Gateway or
+    route); else a section is named that does not exist (TargetNotFound)."""
+    for sel in spec.get("targetSelectors") or []:
+        sel["matchLabels"] = {k: f"{v}-variant" for k, v in (sel.get("matchLabels") or {}).items()}
+    refs = spec.get("targetRefs") or []
+    if refs and refs[0].get("sectionName"):
+        del refs[0]["sectionName"]
+    elif refs:
+        refs[0]["sectionName"] = "variant"
+
+
 def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
     """A label added and, for most kinds, a change that matters to translate."""
     out = _labelled(raw, "spec")
@@ -176,6 +194,12 @@ def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
         data["tls.crt"] = NOT_A_CERT
     elif kind == "ConfigMap" and isinstance(data, dict) and "ca.crt" in data:
         data["ca.crt"] = "not a certificate"
+    elif kind in _POLICY_KINDS:
+        _change_policy(spec)
+    elif kind == "Secret" and isinstance(data, dict) and ".htpasswd" in data:
+        data[".htpasswd"] = base64.b64encode(b"bob:{SHA}" + b"B" * 27 + b"=\n").decode()
+    elif kind == "ConfigMap" and isinstance(data, dict) and "response.body" in data:
+        data["response.body"] = "variant"
     elif kind == "EndpointSlice" and out.get("endpoints"):
         out["endpoints"][0]["addresses"] = ["127.20.250.250"]
     return out

@@ -55,10 +55,14 @@ def _changed(change: Any, objects: Any, i: int, _raw: dict[str, Any]) -> dict[st
     return result
 
 
+_POLICY_KINDS = ("BackendTrafficPolicy", "ClientTrafficPolicy", "SecurityPolicy")
+
+
 @functools.cache
-def bench_universe(routes: int, seed: int) -> Universe:
-    """Generated objects; routes get the bench's route change, slices an endpoint move."""
-    objects = generate(routes, seed)
+def bench_universe(routes: int, seed: int, policies: float = 0.0) -> Universe:
+    """Generated objects; routes get the bench's route change, slices an endpoint move
+    (``policies``: the fraction of routes with Envoy Gateway policies, objects.py)."""
+    objects = generate(routes, seed, policies)
     route_pos = {pos: i for i, pos in enumerate(objects.route_index)}
     slice_pos = {pos: i for i, pos in enumerate(objects.slice_index)}
     items = []
@@ -79,7 +83,7 @@ def bench_universe(routes: int, seed: int) -> Universe:
     important = tuple(
         i
         for i, it in enumerate(items)
-        if it.key.kind in ("Gateway", "Service", "ReferenceGrant", "Namespace")
+        if it.key.kind in ("Gateway", "Service", "ReferenceGrant", "Namespace", *_POLICY_KINDS)
     )
     return Universe(tuple(items), important)
 
@@ -100,9 +104,9 @@ def test_conformance_sets_incremental_equals_full(name: str) -> None:
     check()
 
 
-@pytest.mark.parametrize("routes,seed", [(40, 3), (120, 11)])
-def test_generated_sets_incremental_equals_full(routes: int, seed: int) -> None:
-    u = bench_universe(routes, seed)
+@pytest.mark.parametrize("routes,seed,policies", [(40, 3, 0.0), (120, 11, 0.0), (60, 5, 0.3)])
+def test_generated_sets_incremental_equals_full(routes: int, seed: int, policies: float) -> None:
+    u = bench_universe(routes, seed, policies)
 
     @settings(
         max_examples=25,
@@ -167,6 +171,68 @@ def test_route_and_endpoint_changes_take_the_incremental_path() -> None:
         d.apply((-1, rng.randrange(8)))  # data-plane reports re-run only the gateway side
         d.translate()
     assert d.translator.full_translations == 1
+
+
+def test_policy_route_and_endpoint_changes_take_the_incremental_path() -> None:
+    """With policies of every kind on Gateways, listeners, routes and rules: route, endpoint
+    and policy changes (a policy deleted, re-created, retargeted) are no full translation,
+    and each result equals a full translation (check mode)."""
+    u = bench_universe(120, 11, 0.3)
+    d = Driver(u)
+    d.translate()
+    kinds = ("HTTPRoute", "EndpointSlice", "Service", *_POLICY_KINDS)
+    picks = [i for i, it in enumerate(u.items) if it.key.kind in kinds]
+    assert {u.items[i].key.kind for i in picks} >= set(_POLICY_KINDS)
+    rng = random.Random(15)
+    for i in rng.sample(picks, 60):
+        d.apply((i, rng.choice((SPEC, META, DELETE, BASE))))
+        d.translate()
+    assert d.translator.full_translations == 1
+
+
+def test_a_policy_change_recomputes_only_what_it_governs() -> None:
+    """A route's own BackendTrafficPolicy deleted: that route's virtual hosts change, every
+    other one is handed out again as the same object; the younger conflicting policy takes
+    the route over and its status says Accepted."""
+    u = bench_universe(120, 11, 0.3)
+    store = Store()
+    for item in u.items:
+        store.apply(item.versions[BASE])
+    inc = IncrementalTranslator(check=True)
+    before = inc(store.snapshot())
+    older = next(
+        it
+        for it in u.items
+        if it.key.kind == "BackendTrafficPolicy"
+        and it.key.name.startswith("route-")
+        and any(o.key.name == f"{it.key.name}-late" for o in u.items)
+        and not any(o.key.name == f"{it.key.name}-rule" for o in u.items)  # it governs rule-0
+    )
+    late = ("BackendTrafficPolicy", older.key.namespace, f"{older.key.name}-late")
+    status: Any = before.statuses[late]
+    conds = status["ancestors"][0]["conditions"]
+    assert [c["reason"] for c in conds if c["type"] == "Accepted"] == ["Conflicted"]
+    store.delete(older.key)
+    after = inc(store.snapshot())
+    assert inc.full_translations == 1
+    assert (older.key.kind, older.key.namespace, older.key.name) not in after.statuses
+    status = after.statuses[late]
+    conds = status["ancestors"][0]["conditions"]
+    assert [c["reason"] for c in conds if c["type"] == "Accepted"] == ["Accepted"]
+
+    def vhosts(result: Any) -> dict[str, Any]:
+        return {
+            vh.name: vh
+            for gw in result.xds.values()
+            for p in gw.ports
+            for rc in [p.http, *(fc.http for fc in p.filter_chains)]
+            if rc
+            for vh in rc.virtual_hosts
+        }
+
+    old, new = vhosts(before), vhosts(after)
+    changed = [name for name, vh in new.items() if old.get(name) is not vh]
+    assert 0 < len(changed) <= 4
 
 
 def test_a_gateway_side_change_is_a_full_translation_and_still_equal() -> None:

@@ -164,10 +164,10 @@ class PolicyIndex:
         chain = [Scope(ROUTE, route_kind, meta.namespace, meta.name)]
         if rule:
             chain.insert(0, Scope(RULE, route_kind, meta.namespace, meta.name, rule))
-        return self._held(kind, chain + _listener_chain(lc))
+        return self._held(kind, chain + listener_chain(lc))
 
     def held_for_listener(self, kind: str, lc: ListenerCtx) -> tuple[Scope, PolicyReport] | None:
-        return self._held(kind, _listener_chain(lc))
+        return self._held(kind, listener_chain(lc))
 
     def _held(self, kind: str, chain: list[Scope]) -> tuple[Scope, PolicyReport] | None:
         held = self.holders.get(kind)
@@ -179,7 +179,9 @@ class PolicyIndex:
         return None
 
 
-def _listener_chain(lc: ListenerCtx) -> list[Scope]:
+def listener_chain(lc: ListenerCtx) -> list[Scope]:
+    """The scopes above listener ``lc``, most specific first (its own, its ListenerSet's, its
+    Gateway's)."""
     gw = lc.gateway.gateway.metadata
     chain: list[Scope] = []
     if lc.listener_set is not None:
@@ -194,9 +196,20 @@ def _listener_chain(lc: ListenerCtx) -> list[Scope]:
     return chain
 
 
-def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
+# What a policy's kind made of it, by (kind, namespace, name): (the policy object, the
+# unimplemented fields it sets, its problems, its resolved effect).
+Resolved = dict[tuple[str, str, str], tuple[Any, tuple[str, ...], tuple[str, ...], Any]]
+
+
+def attach_policies(
+    ctx: Ctx, gateways: list[GatewayCtx], resolved: Resolved | None = None
+) -> PolicyIndex:
     """The stage: every policy of every kind attached, and its
     status written to ``ctx.statuses``.
+
+    ``resolved``: what was made of each policy before, reused for the same policy object (the
+    caller keeps it only while nothing a policy reads changed: the incremental translator),
+    and filled for the others.
     """
     index = PolicyIndex()
     world = _World(ctx, gateways)
@@ -205,7 +218,7 @@ def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
         if not policies:
             continue
         held: dict[Scope, PolicyReport] = {}
-        reports = [_report(ctx, pk, p) for p in policies]
+        reports = [_report(ctx, pk, p, resolved) for p in policies]
         _Attacher(world, pk, held).run(reports)
         index.holders[pk.kind] = held
         index.reports.extend(reports)
@@ -215,19 +228,24 @@ def attach_policies(ctx: Ctx, gateways: list[GatewayCtx]) -> PolicyIndex:
     return index
 
 
-def _report(ctx: Ctx, pk: PolicyKind, policy: Any) -> PolicyReport:
-    spec = spec_of(policy)
-    problems = pk.problems(spec)
-    effect = None
-    if pk.resolve is not None:
-        effect, more = pk.resolve(ctx, policy)
-        problems = problems + more
+def _report(ctx: Ctx, pk: PolicyKind, policy: Any, resolved: Resolved | None) -> PolicyReport:
+    key = (pk.kind, policy.metadata.namespace, policy.metadata.name)
+    hit = resolved.get(key) if resolved is not None else None
+    if hit is not None and hit[0] is policy:
+        _, refused, problems, effect = hit
+    else:
+        spec = spec_of(policy)
+        found = pk.problems(spec)
+        effect = None
+        if pk.resolve is not None:
+            effect, more = pk.resolve(ctx, policy)
+            found = found + more
+        refused = tuple(fields.unimplemented(spec, pk.implemented))
+        problems = tuple(found)
+        if resolved is not None:
+            resolved[key] = (policy, refused, problems, effect)
     return PolicyReport(
-        kind=pk.kind,
-        policy=policy,
-        refused=tuple(fields.unimplemented(spec, pk.implemented)),
-        problems=tuple(problems),
-        effect=effect,
+        kind=pk.kind, policy=policy, refused=refused, problems=problems, effect=effect
     )
 
 
@@ -310,12 +328,18 @@ class _World:
         return sorted((ns, name) for (k, ns, name) in self.routes if k == kind)
 
 
+def _targeting(policy: Any) -> m.PolicyTargeting | None:
+    try:
+        return msgspec.convert(spec_of(policy), m.PolicyTargeting, strict=False)
+    except msgspec.ValidationError:
+        return None
+
+
 def targets_of(world: _World, pk: PolicyKind, policy: Any) -> tuple[list[Scope], list[str]]:
     """The scopes a policy names (targetRef(s) and targetSelectors, without repeats), and the
     targets it names that are missing or not ours."""
-    try:
-        targeting = msgspec.convert(spec_of(policy), m.PolicyTargeting, strict=False)
-    except msgspec.ValidationError:
+    targeting = _targeting(policy)
+    if targeting is None:
         return [], []
     ns = policy.metadata.namespace
     scopes: list[Scope] = []
@@ -348,6 +372,23 @@ def targets_of(world: _World, pk: PolicyKind, policy: Any) -> tuple[list[Scope],
             continue
         scopes.append(_scope(ref.kind, (ns, ref.name), ref.section_name))
     return list(dict.fromkeys(scopes)), missing
+
+
+def named_targets(policy: Any) -> tuple[frozenset[tuple[str, str, str]], frozenset[str]]:
+    """The (kind, namespace, name) a policy's targetRef(s) name, and the kinds its
+    targetSelectors pick from: a change of a route neither names nor selects by kind leaves
+    the policy's attachment as it was (the incremental translator's invalidation)."""
+    targeting = _targeting(policy)
+    if targeting is None:
+        return frozenset(), frozenset()
+    ns = policy.metadata.namespace
+    refs = (
+        (targeting.target_ref,) if targeting.target_ref is not None else ()
+    ) + targeting.target_refs
+    return (
+        frozenset((ref.kind, ns, ref.name) for ref in refs),
+        frozenset(sel.kind for sel in targeting.target_selectors),
+    )
 
 
 def _selector_namespace_ok(

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from gateweave import ir
 from gateweave.translate.attachment import Attachment
-from gateweave.translate.context import GatewayCtx
+from gateweave.translate.context import GatewayCtx, ListenerCtx
 from gateweave.translate.policies import btp, ctp, security
 from gateweave.translate.policies.attach import PolicyIndex, PolicyReport, spec_of
 
@@ -53,37 +53,61 @@ _ROUTE_EFFECTS: tuple[tuple[str, Callable[[PolicyReport, ir.Route], ir.Route]], 
 )
 
 
+RouteEffects = tuple[tuple[str, Callable[[PolicyReport, ir.Route], ir.Route]], ...]
+
+
+def route_effect_kinds(index: PolicyIndex) -> RouteEffects:
+    """The policy kinds with effects on routes that hold some scope in ``index``."""
+    return tuple((kind, effect) for kind, effect in _ROUTE_EFFECTS if kind in index.holders)
+
+
+def attachment_effects(
+    index: PolicyIndex, kinds: RouteEffects, lc: ListenerCtx, att: Attachment
+) -> tuple[dict[str, ir.Route] | None, dict[str, ir.Cluster] | None]:
+    """What the policies governing ``att``'s routes on listener ``lc`` make of them: the changed
+    IR routes by name and the clusters they add (``Attachment.effects`` and
+    ``Attachment.effect_clusters``); (None, None) when no policy changes any."""
+    if not kinds or att.kind not in _HTTP_KINDS:
+        return None, None
+    route = att.route
+    rules = route.spec.rules
+    prefix = ir.route_prefix(att.kind, route.metadata.namespace, route.metadata.name)
+    effects: dict[str, ir.Route] = {}
+    clusters: dict[str, ir.Cluster] = {}
+    for r in att.translation.sorted_http:
+        index_text = r.name[len(prefix) :].split("/", 1)[0]
+        i = int(index_text) if index_text.isdigit() else -1
+        rule = rules[i].name if 0 <= i < len(rules) else None
+        changed = r
+        for kind, effect in kinds:
+            hit = index.for_route(kind, att.kind, route, rule, lc)
+            if hit is not None:
+                changed = effect(hit[1], changed)
+                clusters.update(_own_clusters(hit[1]))
+        if changed is not r:
+            effects[r.name] = changed
+    if not effects:
+        return None, None
+    return effects, clusters or None
+
+
 def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
-    kinds = [(kind, effect) for kind, effect in _ROUTE_EFFECTS if kind in index.holders]
+    kinds = route_effect_kinds(index)
     if not kinds:
         return
     for gw in gateways:
         for lc in gw.all_listeners():
             for k, att in enumerate(lc.routes):
-                if att.kind not in _HTTP_KINDS:
-                    continue
-                route = att.route
-                rules = route.spec.rules
-                prefix = ir.route_prefix(att.kind, route.metadata.namespace, route.metadata.name)
-                effects: dict[str, ir.Route] = {}
-                clusters: dict[str, ir.Cluster] = {}
-                for r in att.translation.sorted_http:
-                    index_text = r.name[len(prefix) :].split("/", 1)[0]
-                    i = int(index_text) if index_text.isdigit() else -1
-                    rule = rules[i].name if 0 <= i < len(rules) else None
-                    changed = r
-                    for kind, effect in kinds:
-                        hit = index.for_route(kind, att.kind, route, rule, lc)
-                        if hit is not None:
-                            changed = effect(hit[1], changed)
-                            clusters.update(_own_clusters(hit[1]))
-                    if changed is not r:
-                        effects[r.name] = changed
+                effects, clusters = attachment_effects(index, kinds, lc, att)
                 if effects:
                     # A new attachment: the route side shares one between listeners.
-                    lc.routes[k] = Attachment(
-                        att.translation, att.hostnames, effects, clusters or None
-                    )
+                    lc.routes[k] = Attachment(att.translation, att.hostnames, effects, clusters)
+
+
+def listener_client(index: PolicyIndex, lc: ListenerCtx) -> ir.ClientSettings | None:
+    """The client settings of the ClientTrafficPolicy governing listener ``lc`` (None: none)."""
+    hit = index.for_listener("ClientTrafficPolicy", lc)
+    return ctp.listener_effect(spec_of(hit[1].policy), hit[1].effect) if hit is not None else None
 
 
 def apply_listener_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:
@@ -94,9 +118,4 @@ def apply_listener_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> No
         return
     for gw in gateways:
         for lc in gw.all_listeners():
-            hit = index.for_listener("ClientTrafficPolicy", lc)
-            lc.client = (
-                ctp.listener_effect(spec_of(hit[1].policy), hit[1].effect)
-                if hit is not None
-                else None
-            )
+            lc.client = listener_client(index, lc)
