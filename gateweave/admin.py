@@ -57,12 +57,11 @@ from gateweave.providers import ErrorBook
 from gateweave.redact import redact
 from gateweave.runtime import Runtime
 from gateweave.telemetry import Envoys, accesslog, prometheus
-from gateweave.telemetry.stats import fetch
+from gateweave.telemetry.stats import PROMETHEUS_PATH, fetch
 from gateweave.telemetry.traffic import TrafficMonitor
 
 DEFAULT_ADMIN_ADDRESS = "127.0.0.1:19000"
 STREAM_INTERVAL_S = 1.0
-ENVOY_PROMETHEUS_PATH = "/stats/prometheus?usedonly"
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -171,7 +170,8 @@ class AdminServer:
         self.errors = errors if errors is not None else ErrorBook()
         self.host, self.port = parse_address(address)
         self._runner: web.AppRunner | None = None
-        # The running Envoys (the host data plane's), set while there are any.
+        # The running Envoys (the host data plane's, or the Kubernetes data plane's pods), set
+        # while there is a data plane.
         self.envoys: Envoys | None = None
         self.traffic = TrafficMonitor(lambda: self.envoys, self._xds)
         self.app = web.Application(
@@ -275,9 +275,9 @@ class AdminServer:
         return web.Response(text="not ready: no translation published yet\n", status=503)
 
     async def metrics(self, request: web.Request) -> web.Response:
-        addresses = self.envoys.admin_addresses() if self.envoys is not None else {}
+        addresses = self.envoys.stats_addresses() if self.envoys is not None else {}
         traffic, texts = await asyncio.gather(
-            self.traffic.read(), fetch(addresses, ENVOY_PROMETHEUS_PATH)
+            self.traffic.read(), fetch(addresses, PROMETHEUS_PATH)
         )
         passed = await asyncio.to_thread(prometheus.relabel, texts, self._xds())
         dataplane = prometheus.render(traffic, passed)

@@ -41,8 +41,8 @@ def dataplane(
     settings: Settings, runtime: Runtime, kube: KubeSource | None, state: StateDir | None
 ) -> AbstractAsyncContextManager[Envoys | None]:
     """The data plane of ``settings``, attached to ``runtime`` for the duration of the context
-    (``state``: what :func:`claim_state` gave); the context's value is its Envoys on this
-    host, if it runs any."""
+    (``state``: what :func:`claim_state` gave); the context's value is its Envoys (whose
+    statistics the admin API reads): the processes on this host, or the Kubernetes pods."""
     chosen = settings.dataplane
     if isinstance(chosen, HostDataplane):
         assert state is not None
@@ -91,11 +91,12 @@ async def _host(state: StateDir, chosen: HostDataplane, runtime: Runtime) -> Asy
 @contextlib.asynccontextmanager
 async def _kubernetes(
     settings: KubeDataplane, runtime: Runtime, kube: KubeSource
-) -> AsyncIterator[None]:
+) -> AsyncIterator[Envoys]:
     """An ADS server and an Envoy Deployment + Service per Gateway (managed by the leader only).
     xDS is mutual TLS with gateweave's CA (unless ``xds_plaintext``), its certificates renewed
-    while it runs."""
+    while it runs. The Envoy pods are watched (by every replica) for their statistics."""
     from gateweave.app.kube import controller_namespace
+    from gateweave.kube.pods import EnvoyPods
     from gateweave.kube.xdsca import XdsCertificates
     from gateweave.sinks.kubeinfra import DEFAULT_IMAGE, KubernetesInfra
 
@@ -141,13 +142,22 @@ async def _kubernetes(
         if certs
         else None
     )
+    pods = EnvoyPods(
+        kube.client,
+        lambda: infra.desired,
+        namespace=kube.settings.namespace or "",
+        backoff=kube.settings.backoff,
+        watch_timeout=kube.settings.watch_timeout,
+    )
+    watch = asyncio.create_task(pods.run(), name="gateweave-envoy-pods")
     try:
         runtime.attach(xds_sink=publisher, infra_sink=infra)
-        yield
+        yield pods
     finally:
-        if renewal is not None:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+        for task in (renewal, watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await publisher.close()
         await server.stop()

@@ -11,6 +11,11 @@ checks the server's against :data:`CA_FILE` and its name. Both come through file
 (:func:`sds_files`, beside the bootstrap) whose certificates watch ``cert_dir``: a renewed
 certificate (Kubernetes swaps the Secret's files at once through its ``..data`` link) is
 picked up without a restart.
+
+With ``stats_port`` (the Kubernetes data plane's pods, whose admin stays on loopback) a static
+listener on ``0.0.0.0:stats_port`` passes a ``GET`` of exactly the ``stats_paths`` (path without
+query) to the admin through a static cluster (:func:`stats_listener`); any other method or path
+is answered 404 by Envoy itself, so nothing but those reads reaches the admin from outside.
 """
 
 from __future__ import annotations
@@ -124,6 +129,8 @@ class BootstrapParams:
     metadata: Mapping[str, Any] = field(default_factory=dict)  # the node's (see node_metadata)
     max_connections: int = 50_000  # global downstream connection limit
     tls: XdsClientTls | None = None  # mutual TLS to the xDS server (else plain text)
+    stats_port: int = 0  # a listener passing GETs of stats_paths to the admin (0: none)
+    stats_paths: tuple[str, ...] = ()
 
 
 def node_metadata(gateway: InfraGateway) -> dict[str, Any]:
@@ -151,11 +158,74 @@ def _xds_address(params: BootstrapParams) -> dict[str, Any]:
     return _socket(params.xds_host, params.xds_port)
 
 
+STATS_LISTENER = "gateweave-stats"  # the stats port's listener (not a name translate makes)
+ADMIN_CLUSTER = "gateweave-admin"  # the admin, as the stats listener's upstream
+_HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3."
+_ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+
+
+def stats_listener(params: BootstrapParams) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stats port's listener and the admin cluster it routes to: ``GET`` of each of
+    ``params.stats_paths`` exactly (the path without its query; normalized first, so no
+    ``..`` or doubled slash reaches another admin page), nothing else (Envoy's 404)."""
+    get = [{"name": ":method", "string_match": {"exact": "GET"}}]
+    routes = [
+        {"match": {"path": path, "headers": get}, "route": {"cluster": ADMIN_CLUSTER}}
+        for path in params.stats_paths
+    ]
+    manager = {
+        "@type": _HCM + "HttpConnectionManager",
+        "stat_prefix": "gateweave_stats",
+        "normalize_path": True,
+        "merge_slashes": True,
+        "path_with_escaped_slashes_action": "REJECT_REQUEST",
+        "route_config": {
+            "name": STATS_LISTENER,
+            "virtual_hosts": [{"name": STATS_LISTENER, "domains": ["*"], "routes": routes}],
+        },
+        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": _ROUTER}}],
+    }
+    listener = {
+        "name": STATS_LISTENER,
+        "address": _socket("0.0.0.0", params.stats_port),
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": manager,
+                    }
+                ]
+            }
+        ],
+    }
+    cluster = {
+        "name": ADMIN_CLUSTER,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": ADMIN_CLUSTER,
+            "endpoints": [
+                {
+                    "lb_endpoints": [
+                        {"endpoint": {"address": _socket(params.admin_host, params.admin_port)}}
+                    ]
+                }
+            ],
+        },
+    }
+    return listener, cluster
+
+
 def render(params: BootstrapParams) -> dict[str, Any]:
     """The bootstrap as a JSON-ready dict (v3 API)."""
     doc = _render(params)
     if params.tls is not None:
         doc["static_resources"]["clusters"][0]["transport_socket"] = _transport_socket(params.tls)
+    if params.stats_port:
+        listener, cluster = stats_listener(params)
+        doc["static_resources"]["listeners"] = [listener]
+        doc["static_resources"]["clusters"].append(cluster)
     return doc
 
 

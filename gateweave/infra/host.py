@@ -51,7 +51,7 @@ from gateweave.infra.detach import spawn_detached
 from gateweave.infra.statedir import EnvoyRecord, process_start_time, records, running
 from gateweave.ir import InfraGateway
 from gateweave.metrics import Metrics
-from gateweave.telemetry import stats
+from gateweave.telemetry import EnvoyId, stats
 from gateweave.xds.telemetry import ACCESS_LOG_FILE
 
 log = structlog.get_logger("gateweave.infra.host")
@@ -659,6 +659,10 @@ class HostInfra:
             for name, sup in sorted(self._supervisors.items())
             if sup.proc is not None and sup.proc.running
         }
+
+    def stats_addresses(self) -> dict[EnvoyId, str]:
+        """Where each running Envoy's stats are read: its admin (the telemetry's Envoys)."""
+        return {EnvoyId(name): address for name, address in self.admin_addresses().items()}
 
     def access_log(self, name: str) -> Path | None:
         """Where the Envoy of Gateway ``name`` writes its access log, its directory in the state

@@ -150,17 +150,21 @@ class KubeClient:
     async def get(self, path: str) -> JSON:
         return await self.request("GET", path)
 
-    async def list(self, path: str, *, limit: int = 500) -> tuple[list[JSON], str]:
-        """Every item (following ``continue``) and the list's resourceVersion."""
+    async def list(
+        self, path: str, *, limit: int = 500, label_selector: str = ""
+    ) -> tuple[list[JSON], str]:
+        """Every item (following ``continue``; those ``label_selector`` selects, if given) and
+        the list's resourceVersion."""
         items: list[JSON] = []
-        query: dict[str, Any] = {"limit": limit}
+        selector = {"labelSelector": label_selector} if label_selector else {}
+        query: dict[str, Any] = {"limit": limit, **selector}
         for _ in range(100_000):
             page = await self.request("GET", path, query=query)
             items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 return items, str(meta.get("resourceVersion") or "")
-            query = {"limit": limit, "continue": meta["continue"]}
+            query = {"limit": limit, "continue": meta["continue"], **selector}
         raise KubeError(0, "list did not end")
 
     async def create(self, path: str, body: JSON) -> JSON:
@@ -195,8 +199,10 @@ class KubeClient:
         *,
         timeout_seconds: int = 300,
         bookmarks: bool = True,
+        label_selector: str = "",
     ) -> AsyncIterator[JSON]:
-        """The events of one watch request, decoded, until the server ends it.
+        """The events of one watch request (of the objects ``label_selector`` selects, if
+        given), decoded, until the server ends it.
 
         An ERROR event with code 410 (or an HTTP 410) raises :class:`Gone`; another ERROR
         event raises :class:`KubeError`.
@@ -206,6 +212,8 @@ class KubeClient:
             query["resourceVersion"] = resource_version
         if bookmarks:
             query["allowWatchBookmarks"] = "true"
+        if label_selector:
+            query["labelSelector"] = label_selector
         headers = {"Accept": "application/json"}
         try:
             resp = await self.api.call_api(

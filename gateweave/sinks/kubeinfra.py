@@ -32,6 +32,14 @@ Each Envoy pod is its own xDS node, ``ns/name/<pod>`` (:func:`node_id`, the pod'
 the downward API), so Programmed can say which pods run the current configuration. A pod
 drains before it stops: its preStop hook starts Envoy's graceful listener drain and waits
 the drain time; the grace period covers it.
+
+Envoy's admin listens on the pod's loopback only (:data:`ENVOY_ADMIN_PORT`); its statistics
+are read from outside through the stats port (:data:`STATS_PORT`, container port
+``metrics``): a listener of the bootstrap that lets through a ``GET`` of exactly the paths
+gateweave reads (:data:`gateweave.telemetry.stats.READ_PATHS`) and ``/ready`` (the kubelet's
+readiness probe), and answers anything else 404 (gateweave/infra/bootstrap.py). The controller
+finds the pods and reads them (gateweave/kube/pods.py); the pods carry the
+``prometheus.io/scrape``, ``port`` and ``path`` annotations for a Prometheus that scrapes pods.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from typing import Any
 import structlog
 
 from gateweave.infra.bootstrap import (
+    XDS_CLUSTER,
     BootstrapParams,
     XdsClientTls,
     is_ip,
@@ -55,12 +64,16 @@ from gateweave.infra.bootstrap import (
 from gateweave.ir import InfraGateway, envoy_labels
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
 from gateweave.kube.xdsca import SECRETS, XdsCertificates
+from gateweave.telemetry.stats import PROMETHEUS_PATH, READ_PATHS
 
 log = structlog.get_logger("gateweave.sinks.kubeinfra")
 
 FIELD_MANAGER = "gateweave"
 DEFAULT_IMAGE = "envoyproxy/envoy:v1.40.0"
-ENVOY_ADMIN_PORT = 19001
+ENVOY_ADMIN_PORT = 19000  # on the pod's loopback only
+STATS_PORT = 19001  # the pod's read-only statistics (and readiness), as Envoy Gateway's
+STATS_PORT_NAME = "metrics"
+READY_PATH = "/ready"
 BOOTSTRAP_DIR = "/etc/envoy"  # the ConfigMap: bootstrap.json and the xDS TLS SDS files
 XDS_CERT_DIR = "/etc/gateweave-xds"  # the Secret: the xDS client certificate
 
@@ -130,11 +143,14 @@ def bootstrap(
             admin_host="127.0.0.1",
             tls=tls,
             metadata=node_metadata(gw),
+            stats_port=STATS_PORT,
+            stats_paths=(*READ_PATHS, READY_PATH),
         )
     )
     if not is_ip(xds_host):  # a Service DNS name: resolve it
         for cluster in doc["static_resources"]["clusters"]:
-            cluster["type"] = "STRICT_DNS"
+            if cluster["name"] == XDS_CLUSTER:
+                cluster["type"] = "STRICT_DNS"
     return doc
 
 
@@ -264,7 +280,13 @@ class KubernetesInfra:
             }
             for p in gw.ports
         ]
-        pod_annotations = {**gw.annotations, "gateweave.io/bootstrap-hash": boot_hash}
+        ports.append({"name": STATS_PORT_NAME, "containerPort": STATS_PORT, "protocol": "TCP"})
+        scrape = {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(STATS_PORT),
+            "prometheus.io/path": PROMETHEUS_PATH.partition("?")[0],
+        }
+        pod_annotations = {**scrape, **gw.annotations, "gateweave.io/bootstrap-hash": boot_hash}
         envoy, kube = gw.envoy, gw.kubernetes
         args = [
             "--config-path",
@@ -291,7 +313,8 @@ class KubernetesInfra:
                 {"name": POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
             ],
             "ports": ports,
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": ENVOY_ADMIN_PORT}},
+            # the kubelet probes the pod's address: the stats port passes /ready to the admin
+            "readinessProbe": {"httpGet": {"path": READY_PATH, "port": STATS_PORT_NAME}},
             "lifecycle": drain_hook(drain_s),
             "volumeMounts": mounts,
         }

@@ -8,22 +8,31 @@
   (``/api/traffic``);
 * :mod:`.accesslog` reads a Gateway's access log for ``gateweave logs``.
 
-The Envoys themselves are found through an :class:`Envoys` (the host data plane's
-supervisor is one); the Kubernetes data plane has none here (its Envoys' stats are
-scraped from the pods, their access logs are the pods' logs).
+The Envoys themselves are found through an :class:`Envoys`, the one place that says which
+Envoys are read: the host data plane's supervisor (each Gateway's Envoy's admin on loopback),
+or the Kubernetes data plane's :class:`gateweave.kube.pods.EnvoyPods` (each Ready pod's stats
+port; their access logs are the pods' logs).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
+
+
+class EnvoyId(NamedTuple):
+    """One Envoy whose statistics are read."""
+
+    gateway: str  # the Gateway (infra IR name, "namespace/name") it serves
+    pod: str = ""  # a Kubernetes Envoy pod's name; "" for the Envoy on this host
 
 
 class Envoys(Protocol):
     """The running Envoys, by Gateway (``"namespace/name"``)."""
 
-    def admin_addresses(self) -> dict[str, str]:
-        """Each running Envoy's admin ``host:port``."""
+    def stats_addresses(self) -> dict[EnvoyId, str]:
+        """Where each running Envoy's statistics are read (``host:port`` serving Envoy's admin
+        ``/stats`` and ``/stats/prometheus``)."""
         ...
 
     def access_log(self, name: str) -> Path | None:

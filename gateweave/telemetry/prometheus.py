@@ -14,7 +14,8 @@ Histogram buckets and sums come from Envoy's own bins (each counted at its upper
 at its middle), so they are as exact as Envoy's histograms.
 
 Besides, every statistic each Envoy has used (its ``/stats/prometheus?usedonly``) is passed
-through with a ``gateway`` label, and Envoy's generated names relabelled: a cluster's
+through with a ``gateway`` label (and a Kubernetes Envoy pod's with a ``pod`` label: these are
+per Envoy, not summed), and Envoy's generated names relabelled: a cluster's
 ``envoy_cluster_name`` becomes ``backend`` (the IR's cluster name), an HTTP connection
 manager's or TCP/UDP proxy's stat prefix becomes ``listener``. The per-route ``envoy_vhost_*``
 and ``envoy_gateweave_route_rq`` families are left out: ``gateweave_route_*`` name them.
@@ -31,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from gateweave import ir
+from gateweave.telemetry import EnvoyId
 from gateweave.telemetry.stats import Bins, Traffic, gateway_names
 from gateweave.xds.telemetry import ROUTE_COUNTER_PREFIX
 
@@ -126,16 +128,17 @@ _RELABEL = {
 }
 
 
-def relabel(texts: Mapping[str, bytes], xds: Mapping[str, ir.XdsGateway]) -> list[Metric]:
-    """Every Envoy's Prometheus text (by Gateway), merged into one set of families, each sample
-    labelled with its Gateway and Envoy's generated names replaced by the IR's. CPU-bound: run
-    it off the event loop."""
+def relabel(texts: Mapping[EnvoyId, bytes], xds: Mapping[str, ir.XdsGateway]) -> list[Metric]:
+    """Every Envoy's Prometheus text, merged into one set of families, each sample labelled
+    with its Gateway (and pod, for a Kubernetes Envoy pod) and Envoy's generated names replaced
+    by the IR's. CPU-bound: run it off the event loop."""
     families: dict[str, Metric] = {}
-    for gateway in sorted(texts):
+    for envoy in sorted(texts):
+        gateway = envoy.gateway
         gw = xds.get(gateway)
         names = gateway_names(gw) if gw is not None else None
         try:
-            parsed = list(text_string_to_metric_families(texts[gateway].decode(errors="replace")))
+            parsed = list(text_string_to_metric_families(texts[envoy].decode(errors="replace")))
         except ValueError:
             continue  # not Prometheus text: this Envoy is left out
         for family in parsed:
@@ -147,7 +150,7 @@ def relabel(texts: Mapping[str, bytes], xds: Mapping[str, ir.XdsGateway]) -> lis
             if out.type != family.type:
                 continue
             for sample in family.samples:
-                labels = {"gateway": gateway}
+                labels = {"gateway": gateway, **({"pod": envoy.pod} if envoy.pod else {})}
                 for key, value in sample.labels.items():
                     ours = _RELABEL.get(key)
                     named = None

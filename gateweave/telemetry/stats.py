@@ -18,25 +18,36 @@ the xDS IR of the last translation:
   form is the cluster's ``alt_stat_name``).
 
 Envoy's latency histograms are kept as its bins (lower bound, width, count) in ms.
+
+The Envoys read are an :class:`gateweave.telemetry.Envoys`' ``stats_addresses()``: one per
+Gateway on this host, or a Gateway's Kubernetes pods (each pod's stats port); the figures of a
+Gateway's Envoys are summed (:func:`merge`), so they are named and labelled the same either way.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
 
 from gateweave import ir
+from gateweave.telemetry import EnvoyId
 from gateweave.xds.resources import stat_name
 from gateweave.xds.telemetry import ROUTE_COUNTER, ROUTE_COUNTER_PREFIX, ROUTE_TIMER, route_identity
 
 SCRAPE_TIMEOUT_S = 1.0
 STATS_PATH = "/stats?format=json&usedonly&histogram_buckets=detailed"
+PROMETHEUS_PATH = "/stats/prometheus?usedonly"  # passed through on /metrics (prometheus.relabel)
+# What is read from an Envoy (paths without query): all a pod's stats port lets through.
+READ_PATHS = tuple(urlsplit(p).path for p in (STATS_PATH, PROMETHEUS_PATH))
 RESPONSE_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 
+K = TypeVar("K", bound=Hashable)
 Bins = tuple[tuple[float, float, int], ...]  # (lower bound, width, count), ms
 
 
@@ -93,11 +104,30 @@ def parse(body: bytes) -> EnvoyStats:
     return EnvoyStats(counters, histograms)
 
 
+def merge(stats: Iterable[EnvoyStats]) -> EnvoyStats:
+    """The stats of several Envoys of one Gateway as one: counters summed, histogram bins
+    of the same bounds added."""
+    counters: dict[str, int] = {}
+    bins: dict[str, dict[tuple[float, float], int]] = {}
+    for one in stats:
+        for name, value in one.counters.items():
+            counters[name] = counters.get(name, 0) + value
+        for name, histogram in one.histograms.items():
+            into = bins.setdefault(name, {})
+            for lower, width, count in histogram:
+                into[(lower, width)] = into.get((lower, width), 0) + count
+    histograms = {
+        name: tuple((lower, width, count) for (lower, width), count in sorted(by.items()))
+        for name, by in bins.items()
+    }
+    return EnvoyStats(counters, histograms)
+
+
 async def fetch(
-    addresses: Mapping[str, str], path: str, timeout: float = SCRAPE_TIMEOUT_S
-) -> dict[str, bytes]:
-    """``GET path`` from each Envoy's admin (by Gateway): the bodies of those that answered 200
-    within ``timeout``."""
+    addresses: Mapping[K, str], path: str, timeout: float = SCRAPE_TIMEOUT_S
+) -> dict[K, bytes]:
+    """``GET path`` from each Envoy (by any key: its ``host:port`` where stats are read): the
+    bodies of those that answered 200 within ``timeout``."""
     if not addresses:
         return {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
@@ -109,22 +139,22 @@ async def fetch(
             except (aiohttp.ClientError, TimeoutError):
                 return None
 
-        names = sorted(addresses)
-        got = await asyncio.gather(*(one(addresses[n]) for n in names))
-    return {name: body for name, body in zip(names, got, strict=True) if body is not None}
+        envoys = list(addresses)
+        got = await asyncio.gather(*(one(addresses[e]) for e in envoys))
+    return {envoy: body for envoy, body in zip(envoys, got, strict=True) if body is not None}
 
 
 async def scrape(
-    addresses: Mapping[str, str], timeout: float = SCRAPE_TIMEOUT_S
+    addresses: Mapping[EnvoyId, str], timeout: float = SCRAPE_TIMEOUT_S
 ) -> dict[str, EnvoyStats]:
-    """The stats of each Envoy (by Gateway) that answered within ``timeout``."""
-    out: dict[str, EnvoyStats] = {}
-    for name, body in (await fetch(addresses, STATS_PATH, timeout)).items():
+    """The stats of each Gateway: the sum of its Envoys that answered within ``timeout``."""
+    by_gateway: dict[str, list[EnvoyStats]] = {}
+    for envoy, body in (await fetch(addresses, STATS_PATH, timeout)).items():
         try:
-            out[name] = parse(body)
+            by_gateway.setdefault(envoy.gateway, []).append(parse(body))
         except ValueError:
             continue
-    return out
+    return {gateway: merge(stats) for gateway, stats in by_gateway.items()}
 
 
 # ---------------------------------------------------------------- Gateway API names

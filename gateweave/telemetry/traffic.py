@@ -80,7 +80,7 @@ class TrafficMonitor:
                 return self._last[1]
             begun = self._clock()
             envoys = self._envoys()
-            stats = await scrape(envoys.admin_addresses()) if envoys is not None else {}
+            stats = await scrape(envoys.stats_addresses()) if envoys is not None else {}
             traffic = name_stats(stats, self._xds())
             now = self._clock()
             self._last = (begun, traffic)

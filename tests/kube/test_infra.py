@@ -17,7 +17,7 @@ import msgspec
 import yaml
 
 from gateweave.app import KubeDataplane
-from gateweave.sinks.kubeinfra import object_name
+from gateweave.sinks.kubeinfra import STATS_PORT, object_name
 from gateweave.xds import pki
 from gateweave_conformance import generated
 from gateweave_conformance import manifests as mf
@@ -92,7 +92,10 @@ async def test_envoy_infrastructure_per_gateway(tmp_path: Path) -> None:
                 pod["metadata"]["labels"]["team"] == "edge"
                 and pod["spec"]["serviceAccountName"] == name
             )
-            assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [8080]
+            assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [
+                8080,
+                STATS_PORT,  # the statistics (tests/kube/test_pod_stats.py)
+            ]
             assert svc["spec"]["type"] == "LoadBalancer" and svc["spec"]["ports"][0]["port"] == 8080
             boot = json.loads(objs["ConfigMap"]["data"]["bootstrap.json"])
             xds = boot["static_resources"]["clusters"][0]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, serving, settle, write_kubeconfig
 
-FAST = {
+FAST: dict[str, Any] = {
     "leader_elect": True,
     "lease_duration": 1.0,
     "renew_deadline": 0.8,

@@ -10,37 +10,24 @@ import asyncio
 import contextlib
 import datetime
 import json
-import subprocess
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import yaml
 from cryptography import x509
 
 from gateweave.app import KubeDataplane
-from gateweave.infra.host import default_envoy_path, free_port
+from gateweave.infra.host import free_port
 from gateweave.kube.client import KubeClient
 from gateweave.kube.xdsca import CA_SECRET, CertLifetimes, XdsCertificates, authority_of, ca_secret
-from gateweave.sinks.kubeinfra import BOOTSTRAP_DIR, ENVOY_ADMIN_PORT, XDS_CERT_DIR, object_name
+from gateweave.sinks.kubeinfra import ENVOY_ADMIN_PORT, object_name
 from gateweave.xds import pki
 from gateweave_bench import harness as h
-from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
+from tests.support.kubeenvoy import envoy, mount_config_map, quickstart, until, until_reply
 from tests.support.xdsclient import envoy_pod, secret_files
 
 NS = "gateweave-system"
 NODE = "default/quickstart"
-
-
-async def until(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    for _ in range(int(timeout / 0.02)):
-        got = check()
-        if got:
-            return got
-        await asyncio.sleep(0.02)
-    raise TimeoutError("condition not met")
 
 
 async def test_replicas_racing_to_create_the_ca_end_with_one(tmp_path: Path) -> None:
@@ -73,16 +60,6 @@ async def test_replicas_racing_to_create_the_ca_end_with_one(tmp_path: Path) -> 
         for c in clients:
             await c.close()
         await api.stop()
-
-
-def quickstart(api: KubeAPI, backend_port: int = 18000) -> None:
-    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
-        if doc:
-            if doc["kind"] == "Gateway":
-                del doc["spec"]["addresses"]
-            if doc["kind"] == "EndpointSlice":
-                doc["ports"][0]["port"] = backend_port
-            api.put(doc)
 
 
 async def test_certificates_rotate_before_expiry_without_a_failed_connection(
@@ -160,34 +137,6 @@ def write_secret_volume(directory: Path, files: dict[str, str], generation: int)
             link.symlink_to(f"..data/{key}")
 
 
-@contextlib.contextmanager
-def envoy(bootstrap: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                default_envoy_path(),
-                "--config-path",
-                str(bootstrap),
-                "--concurrency",
-                "1",
-                "--disable-hot-restart",
-                "--log-level",
-                "warn",
-            ],
-            stdout=out,
-            stderr=out,
-        )
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def xds_client_serial() -> int | None:
     """The serial number of the client certificate Envoy's xDS
     connection presents (admin /certs).
@@ -241,15 +190,10 @@ async def test_an_envoy_with_the_pods_bootstrap_is_served_over_mtls(tmp_path: Pa
             secret = api.get("Secret", "default", name)
             assert config_map is not None and secret is not None
             # the pod's volumes, where this test can write them: the same text, mount paths moved
-            boot_dir.mkdir()
-            for key, text in config_map["data"].items():
-                text = text.replace(BOOTSTRAP_DIR, str(boot_dir)).replace(
-                    XDS_CERT_DIR, str(cert_dir)
-                )
-                (boot_dir / key).write_text(text)
+            bootstrap = mount_config_map(config_map, boot_dir, cert_dir)
             files = secret_files(secret)
             write_secret_volume(cert_dir, files, 1)
-            with envoy(boot_dir / "bootstrap.json", tmp_path / "envoy.log") as proc:
+            with envoy(bootstrap, tmp_path / "envoy.log") as proc:
                 reply = await until_reply(
                     lambda: h.fetch("127.0.0.1", 8080, "/", "demo.example.com")
                 )
@@ -282,17 +226,6 @@ async def test_an_envoy_with_the_pods_bootstrap_is_served_over_mtls(tmp_path: Pa
             (tmp_path / "envoy.log").read_text() if (tmp_path / "envoy.log").exists() else "",
             end="",
         )
-
-
-async def until_reply(
-    probe: Callable[[], Awaitable[h.Reply | None]], timeout: float = 15.0
-) -> h.Reply:
-    for _ in range(int(timeout / 0.1)):
-        reply = await probe()
-        if reply is not None and reply.status == 200:
-            return reply
-        await asyncio.sleep(0.1)
-    raise TimeoutError("no 200 from the Envoy")
 
 
 async def test_plain_text_xds_only_when_asked_for(tmp_path: Path) -> None:

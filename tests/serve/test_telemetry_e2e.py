@@ -17,14 +17,15 @@ import grpc
 import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from prometheus_client.parser import text_string_to_metric_families
 
 from gateweave import ir
 from gateweave.infra.host import free_port
+from gateweave.telemetry import EnvoyId
 from gateweave_bench import harness as h
 from tests.support.cli import invoke
 from tests.support.echo import echo_through
 from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import samples
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -91,16 +92,6 @@ def log_lines(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in path.read_text().splitlines()]
     except FileNotFoundError:
         return []
-
-
-def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """The samples named ``name`` in Prometheus text, by their sorted labels."""
-    return {
-        tuple(sorted(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name
-    }
 
 
 async def test_access_log_metrics_traffic_and_logs(
@@ -582,12 +573,12 @@ async def test_parameters_set_each_gateways_access_log_and_tracing(
             assert not [u for u in urls if "/loud" in u or "/texty" in u], urls
             assert collector.services == {"gateweave/default/quiet"}
             assert not paths["quiet"].exists()
-            admins = envoys.admin_addresses()
+            admins = envoys.stats_addresses()  # a host Envoy's: its admin
             async with httpx.AsyncClient(timeout=5) as client:
                 for name in ips:
                     dump = (
                         await client.get(
-                            f"http://{admins[f'default/{name}']}/config_dump?resource=dynamic_listeners"
+                            f"http://{admins[EnvoyId(f'default/{name}')]}/config_dump?resource=dynamic_listeners"
                         )
                     ).text
                     assert ("envoy.tracers.opentelemetry" in dump) == (name == "quiet"), name

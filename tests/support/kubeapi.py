@@ -15,6 +15,9 @@ It implements the semantics a controller depends on, as the API server does them
   ``metadata.resourceVersion``, which custom resources require), patch
   (``application/merge-patch+json``, ``application/json-patch+json``,
   ``application/apply-patch+yaml`` server-side apply, see below), delete;
+* label selectors on list and watch (``labelSelector``: equality-based ``k=v``, ``k==v``,
+  ``k!=v`` and existence ``k``, ``!k``; a watch passes the events of the objects that match
+  after the change: an object that stops matching gets no DELETED);
 * the ``status`` subresource: a write there changes only ``status``; a write to the main
   resource keeps the stored ``status`` (and a create drops the given one);
 * ``metadata``: ``uid``, ``creationTimestamp`` (from :attr:`KubeAPI.clock`, which tests may
@@ -120,6 +123,8 @@ def default_types() -> list[ResourceType]:
             False,
         ),
         ResourceType("coordination.k8s.io", ("v1",), "Lease", "leases", True, False, False),
+        # the Kubernetes data plane's Envoy pods, whose statistics are read (gateweave/kube/pods.py)
+        ResourceType("", ("v1",), "Pod", "pods", True, True, False),
         # what installing gateweave creates (kubectl apply -k deploy/,
         # tests/kube/test_install_docs.py)
         ResourceType(
@@ -286,7 +291,37 @@ class _Watcher:
     rtype: ResourceType
     version: str
     namespace: str
+    selects: Callable[[JSON], bool]
     queue: asyncio.Queue[JSON | None] = field(default_factory=asyncio.Queue)
+
+
+def label_selector(text: str) -> Callable[[JSON], bool]:
+    """Whether an object's labels match a ``labelSelector`` (equality-based and existence)."""
+    terms: list[tuple[str, str, str]] = []  # (key, operator, value)
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        for op in ("!=", "==", "="):
+            key, sep, value = term.partition(op)
+            if sep:
+                terms.append((key.strip(), "!=" if op == "!=" else "=", value.strip()))
+                break
+        else:
+            negated = term.startswith("!")
+            terms.append((term.lstrip("!").strip(), "!" if negated else "exists", ""))
+
+    def selects(obj: JSON) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        for key, op, value in terms:
+            if op == "=" and labels.get(key) != value:
+                return False
+            if op == "!=" and labels.get(key) == value:
+                return False
+            if op == "exists" and key not in labels:
+                return False
+            if op == "!" and key in labels:
+                return False
+        return True
+
+    return selects
 
 
 @dataclass
@@ -447,7 +482,7 @@ class KubeAPI:
             self._compacted = old[0]
         ns = (raw.get("metadata") or {}).get("namespace", "")
         for w in self._watchers:
-            if w.rtype == t and (not w.namespace or w.namespace == ns):
+            if w.rtype == t and (not w.namespace or w.namespace == ns) and w.selects(raw):
                 w.queue.put_nowait({"type": etype, "object": self._served(raw, t, w.version)})
 
     def _next_rv(self) -> str:
@@ -935,7 +970,10 @@ class KubeAPI:
         )
 
     def _list(self, request: web.Request, t: ResourceType, version: str, ns: str) -> JSON:
-        items = sorted((k, o) for k, o in self._store(t).items() if not ns or k[0] == ns)
+        selects = label_selector(request.query.get("labelSelector", ""))
+        items = sorted(
+            (k, o) for k, o in self._store(t).items() if (not ns or k[0] == ns) and selects(o.raw)
+        )
         start = ()
         token = request.query.get("continue")
         if token:
@@ -968,11 +1006,12 @@ class KubeAPI:
             await resp.write(json.dumps(event).encode() + b"\n")
 
         rv_param = q.get("resourceVersion") or ""
-        watcher = _Watcher(t, version, ns)
+        selects = label_selector(q.get("labelSelector", ""))
+        watcher = _Watcher(t, version, ns, selects)
         backlog: list[JSON] = []
         if rv_param in ("", "0"):
             for (ons, _), o in sorted(self._store(t).items()):
-                if not ns or ons == ns:
+                if (not ns or ons == ns) and selects(o.raw):
                     backlog.append({"type": "ADDED", "object": self._served(o.raw, t, version)})
         else:
             since = int(rv_param)
@@ -993,7 +1032,12 @@ class KubeAPI:
                 await resp.write_eof()
                 return resp
             for rv, et, etype, raw in self._events:
-                if et == t and rv > since and (not ns or raw["metadata"].get("namespace") == ns):
+                if (
+                    et == t
+                    and rv > since
+                    and (not ns or raw["metadata"].get("namespace") == ns)
+                    and selects(raw)
+                ):
                     backlog.append({"type": etype, "object": self._served(raw, t, version)})
         self._watchers.append(watcher)
         timeout = min(
@@ -1048,10 +1092,18 @@ def write_kubeconfig(api: KubeAPI, path: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def serving(api: KubeAPI, kubeconfig: str, dataplane: Any = None, **settings: Any) -> Any:
+async def serving(
+    api: KubeAPI,
+    kubeconfig: str,
+    dataplane: Any = None,
+    *,
+    on_app: Callable[[Any], None] | None = None,
+    **settings: Any,
+) -> Any:
     """``gateweave serve --provider kubernetes`` in this event loop (``dataplane``: a
     ``gateweave.app.KubeDataplane``, else none; ``settings``: ``KubeSettings`` fields); yields
-    (runtime, source). Everything is stopped on exit."""
+    (runtime, source); ``on_app`` is given the running ``gateweave.app.App`` (its admin API).
+    Everything is stopped on exit."""
     from gateweave import app
     from tests.support.incremental_check import CHECK_INCREMENTAL
 
@@ -1061,6 +1113,8 @@ async def serving(api: KubeAPI, kubeconfig: str, dataplane: Any = None, **settin
 
     def on_started(running: app.App) -> None:
         got["runtime"], got["source"] = running.runtime, running.kube
+        if on_app is not None:
+            on_app(running)
         started.set()
 
     settings.setdefault("backoff", (0.05, 0.5))

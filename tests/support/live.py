@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from gateweave_bench import harness as h
 from gateweave_conformance.echo import EchoSpec, RunningEcho, start_echo
 
@@ -87,3 +89,13 @@ def write_base(directory: Path, ip: str, port: int, backends: dict[str, h.NameSe
             *h.service("svc-b", 80, backends["B"].port),
         ],
     )
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples named ``name`` in Prometheus text, by their sorted labels."""
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
