@@ -22,12 +22,14 @@ BACKENDS_SYSTEM = (
     ROOT / "tests" / "data" / "backends" / "system.yaml"
 )  # backends by name, of every kind
 EG_QUICKSTART = ROOT / "third_party" / "envoy-gateway" / "examples" / "standalone-quickstart.yaml"
+EG_EXAMPLES = ROOT / "tests" / "data" / "eg-examples"  # Envoy Gateway's security tasks' YAML
 DATA_DIRS = (
     CRDS,
     GATEWAY_API / "crds" / "standard",
     EG_CRDS,
     OWN_CRDS,
     EG_QUICKSTART.parent,
+    EG_EXAMPLES,
     CASES,
     MANIFESTS,
     EXTRA_CASES,
