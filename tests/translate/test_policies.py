@@ -513,6 +513,9 @@ def test_security_policy_secrets_and_values_are_checked_with_their_place() -> No
     assert message(keys, key_secret, same_key) == (
         "spec.apiKeyAuth.credentialRefs[1]: Secret ns/k2 key c2: the same API key as client c1"
     )
+    # A client ID an earlier Secret gave is ignored there, with its key (Envoy Gateway's rule).
+    same_client = {**same_key, "stringData": {"c1": "one", "c2": "two"}}
+    assert message(keys, key_secret, same_client) == ""
     by_ref = {"type": "ValueRef", "valueRef": {"group": "", "kind": "ConfigMap", "name": "j"}}
     jwt = {
         "jwt": {

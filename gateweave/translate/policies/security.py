@@ -493,6 +493,8 @@ def _api_key_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.ApiK
         if secret is None:
             continue
         for client in sorted({*secret.data, *secret.string_data}):
+            if client in clients:  # an earlier Secret's client ID: ignored, as Envoy Gateway does
+                continue
             key = secret_value(secret, client)
             if not key:
                 out.append(
@@ -503,11 +505,6 @@ def _api_key_auth(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.ApiK
                 out.append(
                     f"{where}: Secret {secret.metadata.namespace}/{ref.name} key {client}: "
                     f"the same API key as client {credentials[key]}"
-                )
-            elif client in clients:
-                out.append(
-                    f"{where}: Secret {secret.metadata.namespace}/{ref.name}: client {client} is "
-                    "listed twice"
                 )
             else:
                 credentials[key] = client
