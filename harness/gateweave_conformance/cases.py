@@ -8,7 +8,7 @@ their body as a plain mapping (the live runner interprets them).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import yaml
@@ -19,7 +19,6 @@ TRAFFIC_KINDS = frozenset({"http", "grpc", "tls", "tcp", "udp", "distribution"})
 MUTATION_KINDS = frozenset(
     {"apply", "patch", "delete", "remember_generation", "expect_generation_changed"}
 )
-STEP_KINDS = TRAFFIC_KINDS | MUTATION_KINDS | {"expect", "generated_objects", "unsupported"}
 
 
 class CaseError(Exception):
@@ -141,6 +140,73 @@ class GeneratedObjectsStep(_Strict, frozen=True):
     timeout_s: float | None = None
 
 
+_Count = Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+_Seconds = Annotated[float, msgspec.Meta(gt=0, le=600)]
+
+
+class HttpRepeatStep(_Strict, frozen=True):
+    """``http_repeat``: an ``http`` step's request made ``times`` times in a row, each answer
+    meeting its expectations (the keys are the http step's, without the ones that need retries)."""
+
+    times: _Count
+    gateway: str
+    listener: str | None = None
+    scheme: str = "http"
+    server_certificate: str | None = None
+    request: dict[str, Any] = {}
+    expected_request: dict[str, Any] | None = None
+    response: dict[str, Any] = {}
+    backend: str | None = None
+    namespace: str | None = None
+    backend_set_response_headers: dict[str, str] = {}
+    timeout_s: _Seconds | None = None
+
+
+class ConnectionsStep(_Strict, frozen=True):
+    """``connections``: ``hold`` connections open and served; the next one closed unanswered."""
+
+    gateway: str
+    hold: _Count
+    listener: str | None = None
+    path: str = "/"
+    host: str = ""
+    timeout_s: _Seconds | None = None
+
+
+class PartialRequestStep(_Strict, frozen=True):
+    """``partial_request``: a request declaring ``content_length`` body bytes, sending fewer."""
+
+    gateway: str
+    content_length: _Count
+    status: int
+    listener: str | None = None
+    method: str = "POST"
+    path: str = "/"
+    host: str = ""
+    headers: dict[str, str] = {}
+    body: str = ""
+    wait_s: _Seconds = 10.0
+    timeout_s: _Seconds | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.body.encode()) >= self.content_length:
+            raise ValueError("content_length must exceed the body's length (the part never sent)")
+
+
+# Traffic steps typed here, run by gateweave_conformance.clientsteps (gateweave's additions).
+CLIENT_STEPS: dict[str, type[_Strict]] = {
+    "http_repeat": HttpRepeatStep,
+    "connections": ConnectionsStep,
+    "partial_request": PartialRequestStep,
+}
+STEP_KINDS = (
+    TRAFFIC_KINDS
+    | MUTATION_KINDS
+    | CLIENT_STEPS.keys()
+    | {"expect", "generated_objects", "unsupported"}
+)
+
+
 class Step(msgspec.Struct, frozen=True, kw_only=True):
     """One step: ``kind`` is its key; exactly one of the typed bodies is set (traffic: ``raw``)."""
 
@@ -222,6 +288,8 @@ def parse_step(index: int, raw: Any, where: str = "") -> Step:
         return Step(index=index, kind=kind, raw=body, text=str(body))
     if not isinstance(body, dict):
         raise CaseError(f"{at}: {kind} body must be a mapping")
+    if kind in CLIENT_STEPS:
+        _convert(body, CLIENT_STEPS[kind], f"{at} ({kind})")
     return Step(index=index, kind=kind, raw=body)
 
 

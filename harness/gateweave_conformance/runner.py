@@ -35,8 +35,8 @@ import yaml
 from gateweave import DEFAULT_CONTROLLER_NAME, __version__
 from gateweave.api.decode import decode
 from gateweave.api.kinds import KINDS, Key, lookup
+from gateweave_conformance import clientsteps, generated, tlsgen, traffic
 from gateweave_conformance import expect as ex
-from gateweave_conformance import generated, tlsgen, traffic
 from gateweave_conformance import manifests as mf
 from gateweave_conformance import report as rp
 from gateweave_conformance.backends import Backends
@@ -570,6 +570,8 @@ class _CaseRun:
             return await self.expect(step)
         if kind in traffic.STEPS:
             return await traffic.run_traffic(kind, self.r.env, self.step_data(step.raw))
+        if kind in clientsteps.STEPS:
+            return await clientsteps.run_client_step(kind, self.r.env, self.step_data(step.raw))
         if kind == "generated_objects":
             return await self.generated_objects(step)
         if kind == "apply":

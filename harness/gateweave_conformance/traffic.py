@@ -335,6 +335,8 @@ def compare_http(spec: dict[str, Any], sent: HttpRequest, answer: HttpAnswer) ->
     for name in response.get("absent_headers") or []:
         if name in answer.headers:
             return f"expected response header {name} to be absent, got {answer.headers.get(name)!r}"
+    if "body" in response and answer.body != str(response["body"]).encode():
+        return f"expected the answer's body {response['body']!r}, got {answer.body[:200]!r}"
     return None
 
 
