@@ -5,7 +5,9 @@ Hashing on the client's address sends each client (a source address on loopback)
 endpoint, every time, while the clients together reach both; hashing on a header does the
 same per header value. A route without the policy keeps Envoy's round robin (both endpoints
 for one client). An endpoint whose health check fails is taken out (every request goes to
-the other) and put back once it passes again.
+the other) and put back once it passes again. An endpoint answering 500 is ejected by the
+passive health check (outlier detection) of the routes the policy governs, while a route without
+it still reaches the endpoint, and comes back after the ejection time once it answers again.
 """
 
 from __future__ import annotations
@@ -168,6 +170,74 @@ async def test_active_health_check_takes_an_endpoint_out_and_puts_it_back(tmp_pa
             assert await reached({"A"})
             b.set_healthy(True)
             await until(lambda: reached({"A", "B"}), 10, "B put back once healthy")
+    finally:
+        a.close()
+        b.close()
+
+
+async def test_passive_health_check_ejects_an_endpoint_answering_5xx(tmp_path: Path) -> None:
+    backend_port = free_port(ENDPOINTS[0])
+    a, b = (
+        HealthServer(name, host, backend_port) for name, host in zip("AB", ENDPOINTS, strict=True)
+    )
+    try:
+        port = free_port(IP)
+        h.write_manifests(
+            tmp_path / "base.yaml",
+            [
+                h.gateway_class(),
+                h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+                *two_endpoint_service(backend_port),
+                *(
+                    h.http_route(
+                        name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("pair", 80)])]
+                    )
+                    for name in ("checked", "plain")
+                ),
+                btp(
+                    "outliers",
+                    "checked",
+                    {
+                        "healthCheck": {
+                            "passive": {
+                                "consecutive5XxErrors": 2,
+                                "interval": "100ms",
+                                "baseEjectionTime": "1s",
+                                "maxEjectionPercent": 100,
+                            }
+                        }
+                    },
+                ),
+            ],
+        )
+        async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+            async def replies(host: str) -> list[tuple[int, str]]:
+                out = []
+                for _ in range(6):
+                    r = await h.fetch(IP, port, "/", host, timeout=0.5)
+                    out.append((r.status, r.body) if r is not None else (0, ""))
+                return out
+
+            async def only(host: str, want: set[tuple[int, str]]) -> bool:
+                return set(await replies(host)) == want
+
+            both = {(200, "A"), (200, "B")}
+            await until(lambda: only("checked.example", both), 20, "both endpoints served")
+            b.set_failing(True)
+            await until(
+                lambda: only("checked.example", {(200, "A")}),
+                10,
+                "B ejected after its consecutive 500s",
+            )
+            assert await only("checked.example", {(200, "A")})
+
+            async def plain_reaches_b() -> bool:
+                return (500, "B") in await replies("plain.example")
+
+            await until(plain_reaches_b, 10, "the route without the policy still sending to B")
+            b.set_failing(False)
+            await until(lambda: only("checked.example", both), 10, "B back after its ejection")
     finally:
         a.close()
         b.close()

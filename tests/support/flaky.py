@@ -1,7 +1,8 @@
 """Test backends the test steers. :class:`FlakyServer`: by path, ``/fail-once/<key>`` answers 500
 the
 first time a key is asked for and 200 after; ``/slow`` answers 200 after ``SLOW_S`` seconds;
-anything else 200; it counts the requests per path. :class:`HealthServer`: its health check."""
+anything else 200; it counts the requests per path. :class:`HealthServer`: its health check, and
+answers of 500 on demand."""
 
 from __future__ import annotations
 
@@ -78,6 +79,8 @@ class _HealthHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/healthz":
             status, body = (200, b"ok") if self.server.healthy.is_set() else (503, b"sick")
+        elif self.server.failing.is_set():
+            status, body = 500, self.server.name.encode()
         else:
             status, body = 200, self.server.name.encode()
         _reply(self, status, body)
@@ -94,10 +97,12 @@ class _HealthServer(ThreadingHTTPServer):
         self.name = name
         self.healthy = threading.Event()
         self.healthy.set()
+        self.failing = threading.Event()
 
 
 class HealthServer:
-    """A backend answering its name, whose ``/healthz`` answers 200 while ``healthy`` (else 503)."""
+    """A backend answering its name, whose ``/healthz`` answers 200 while ``healthy`` (else 503);
+    while ``failing``, every other path answers 500 (with its name)."""
 
     def __init__(self, name: str, host: str, port: int) -> None:
         self._server = _HealthServer((host, port), name)
@@ -111,6 +116,12 @@ class HealthServer:
             self._server.healthy.set()
         else:
             self._server.healthy.clear()
+
+    def set_failing(self, failing: bool) -> None:
+        if failing:
+            self._server.failing.set()
+        else:
+            self._server.failing.clear()
 
     def close(self) -> None:
         self._server.shutdown()
