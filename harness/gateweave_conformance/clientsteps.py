@@ -31,7 +31,6 @@ from gateweave_conformance.traffic import (
     Env,
     Http,
     NotYet,
-    StepFailed,
     Target,
     compare_http,
     eventually,
@@ -57,11 +56,11 @@ async def http_repeat_step(env: Env, raw: dict[str, Any]) -> str | None:
     deadline = asyncio.get_running_loop().time() + (spec.timeout_s or TRAFFIC_TIMEOUT)
     for n in range(1, spec.times + 1):
         while True:
-            req = await maker.build(fresh_path(path))
             try:
+                req = await maker.build(fresh_path(path))
                 answer = await send_http(req)
                 break
-            except _TRANSPORT as exc:
+            except (NotYet, *_TRANSPORT) as exc:
                 if asyncio.get_running_loop().time() >= deadline:
                     return f"request {n} of {spec.times}: not answered: {type(exc).__name__}: {exc}"
                 await asyncio.sleep(0.1)
@@ -74,14 +73,21 @@ async def http_repeat_step(env: Env, raw: dict[str, Any]) -> str | None:
 # ---------------------------------------------------------------- connections
 
 
+class _Closed(NotYet):
+    """The gateway closed (or refused, or reset) the connection without answering."""
+
+
 async def _served(client: httpx.AsyncClient, url: str, host: str) -> None:
-    """One request on ``client``'s connection, answered with any status (NotYet otherwise)."""
+    """One request on ``client``'s connection, answered with any status; otherwise NotYet
+    (_Closed when the connection ended without an answer, not when the answer was slow)."""
     headers = {"Host": host} if host else {}
     try:
         resp = await client.get(url, headers=headers)
+        await resp.aread()
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise NotYet(f"a connection was not answered in time: {type(exc).__name__}") from None
     except _TRANSPORT as exc:
-        raise NotYet(f"a connection was not served: {type(exc).__name__}: {exc}") from None
-    await resp.aread()
+        raise _Closed(f"a connection was not served: {type(exc).__name__}: {exc}") from None
 
 
 def _one_connection_client() -> httpx.AsyncClient:
@@ -107,7 +113,7 @@ async def connections_step(env: Env, raw: dict[str, Any]) -> str | None:
             async with _one_connection_client() as extra:
                 try:
                     await _served(extra, url, spec.host)
-                except NotYet:
+                except _Closed:
                     return  # closed without an answer: the limit holds
                 raise NotYet(f"connection {spec.hold + 1} was served while {spec.hold} were open")
         finally:
@@ -182,10 +188,3 @@ STEPS: dict[str, Callable[[Env, dict[str, Any]], Awaitable[str | None]]] = {
     "connections": connections_step,
     "partial_request": partial_request_step,
 }
-
-
-async def run_client_step(kind: str, env: Env, spec: dict[str, Any]) -> str | None:
-    try:
-        return await STEPS[kind](env, spec)
-    except StepFailed as exc:
-        return str(exc)

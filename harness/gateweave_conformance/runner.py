@@ -571,7 +571,8 @@ class _CaseRun:
         if kind in traffic.STEPS:
             return await traffic.run_traffic(kind, self.r.env, self.step_data(step.raw))
         if kind in clientsteps.STEPS:
-            return await clientsteps.run_client_step(kind, self.r.env, self.step_data(step.raw))
+            step_fn = clientsteps.STEPS[kind]
+            return await traffic.run_step(step_fn, self.r.env, self.step_data(step.raw))
         if kind == "generated_objects":
             return await self.generated_objects(step)
         if kind == "apply":

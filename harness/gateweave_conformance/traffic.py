@@ -1034,7 +1034,14 @@ STEPS: dict[str, Callable[[Env, dict[str, Any]], Awaitable[str | None]]] = {
 
 
 async def run_traffic(kind: str, env: Env, spec: dict[str, Any]) -> str | None:
+    return await run_step(STEPS[kind], env, spec)
+
+
+async def run_step(
+    step: Callable[[Env, dict[str, Any]], Awaitable[str | None]], env: Env, spec: dict[str, Any]
+) -> str | None:
+    """Run one traffic step: None when it holds, else the first unmet expectation."""
     try:
-        return await STEPS[kind](env, spec)
+        return await step(env, spec)
     except StepFailed as exc:
         return str(exc)

@@ -15,6 +15,7 @@ import pytest
 
 from gateweave_conformance import clientsteps, traffic
 from gateweave_conformance.cases import CaseError, PartialRequestStep, parse_step
+from tests.support.stepenv import FixedEnv
 
 HOST = "127.0.0.1"
 
@@ -28,6 +29,7 @@ class Server:
 
     answer: Callable[[int], int] = lambda n: 200
     max_connections: int | None = None
+    silent_over_limit: bool = False  # connections over the limit kept open, never answered
     body_wait: float = 0.3
     requests: int = 0
     open: int = 0
@@ -36,6 +38,9 @@ class Server:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.max_connections is not None and self.open >= self.max_connections:
+            if self.silent_over_limit:
+                with contextlib.suppress(ConnectionError):
+                    await reader.read()  # until the client gives up
             writer.close()
             return
         self.open += 1
@@ -83,29 +88,10 @@ class Server:
             await asyncio.wait_for(self._server.wait_closed(), 2)
 
 
-class _Env:
-    """traffic.Env with every Gateway at the in-test server."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    async def target(self, gateway: str, listener: str | None, default_port: int) -> traffic.Target:
-        return traffic.Target(HOST, self.port)
-
-    def trusted_pem(self, ref: str) -> str:
-        raise AssertionError(ref)
-
-    def client_cert(self, ref: str) -> tuple[str, str]:
-        raise AssertionError(ref)
-
-    def mirror_logs(self, namespace: str, name: str) -> list[list[str]]:
-        raise AssertionError(namespace, name)
-
-
 @contextlib.asynccontextmanager
-async def serving(server: Server) -> AsyncIterator[tuple[Server, _Env]]:
+async def serving(server: Server) -> AsyncIterator[tuple[Server, FixedEnv]]:
     async with server:
-        yield server, _Env(server.port)
+        yield server, FixedEnv(HOST, server.port)
 
 
 async def test_http_repeat_counts_every_answer() -> None:
@@ -154,6 +140,18 @@ async def test_connections_fails_without_a_limit_or_below_it() -> None:
             env, {"gateway": "ns/gw", "hold": 3, "timeout_s": 0.5}
         )
         assert problem is not None and "a connection was not served" in problem
+
+
+async def test_connections_needs_the_extra_one_closed_not_unanswered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An extra connection left hanging is not a limit: only a close without an answer is."""
+    monkeypatch.setattr(clientsteps, "REQUEST_TIMEOUT", 0.2)
+    async with serving(Server(max_connections=2, silent_over_limit=True)) as (_, env):
+        problem = await clientsteps.connections_step(
+            env, {"gateway": "ns/gw", "hold": 2, "timeout_s": 0.5}
+        )
+        assert problem is not None and "not answered in time" in problem
 
 
 async def test_partial_request_gets_the_timeout_status() -> None:

@@ -33,6 +33,7 @@ from gateweave_conformance.echo import EchoSpec, RunningEcho, pod_name, start_ec
 from gateweave_conformance.echo.godur import GoError, atoi, parse_duration
 from gateweave_conformance.echo.probe import dns_query
 from gateweave_conformance.echo.websocket import accept_key, encode_frame
+from tests.support.stepenv import FixedEnv
 
 HOST = "127.20.61.1"
 SNI = "abc.example.com"
@@ -429,29 +430,10 @@ async def test_retry_simulation(http_echo: RunningEcho) -> None:
     assert (await raw_http(port, get(path, "Host: h")))[0] == "HTTP/1.1 200 OK"
 
 
-class _EchoEnv:
-    """traffic.Env with every Gateway at the echo itself (the http step talks to it directly)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    async def target(self, gateway: str, listener: str | None, default_port: int) -> traffic.Target:
-        return traffic.Target(HOST, self.port)
-
-    def trusted_pem(self, ref: str) -> str:
-        raise AssertionError(ref)
-
-    def client_cert(self, ref: str) -> tuple[str, str]:
-        raise AssertionError(ref)
-
-    def mirror_logs(self, namespace: str, name: str) -> list[list[str]]:
-        raise AssertionError(namespace, name)
-
-
 async def test_http_step_sends_a_fresh_uuid_on_every_try(http_echo: RunningEcho) -> None:
     """FORMAT.md's {UUID}: each of the 3 consecutive tries starts the retry simulation afresh, so
     each fails once as asked; with one uuid for all tries the second would be echoed (200)."""
-    env = _EchoEnv(http_echo.ports["http"])
+    env = FixedEnv(HOST, http_echo.ports["http"])
     step = {
         "gateway": "ns/gw",
         "request": {"path": "/retry/x?responseCode=503&succeedAfter=1&uuid={UUID}"},

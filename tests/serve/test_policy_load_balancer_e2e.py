@@ -122,122 +122,104 @@ async def test_consistent_hash_sends_a_client_to_one_endpoint(
         assert seen == {"A", "B"}
 
 
-async def test_active_health_check_takes_an_endpoint_out_and_puts_it_back(tmp_path: Path) -> None:
+@pytest.fixture
+def health_pair() -> Iterator[tuple[int, tuple[HealthServer, HealthServer]]]:
+    """Endpoints A and B of Service ``pair``: backends the test makes unhealthy or failing."""
     backend_port = free_port(ENDPOINTS[0])
     a, b = (
         HealthServer(name, host, backend_port) for name, host in zip("AB", ENDPOINTS, strict=True)
     )
     try:
-        port = free_port(IP)
-        h.write_manifests(
-            tmp_path / "base.yaml",
-            [
-                h.gateway_class(),
-                h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-                *two_endpoint_service(backend_port),
+        yield backend_port, (a, b)
+    finally:
+        a.close()
+        b.close()
+
+
+def checked_routes(path: Path, backend_port: int, health_check: dict[str, Any]) -> int:
+    """Gateway ``gw`` (the port returned) with routes ``checked.example``, which a policy of
+    ``health_check`` governs, and ``plain.example`` to the same pair of endpoints."""
+    port = free_port(IP)
+    h.write_manifests(
+        path,
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *two_endpoint_service(backend_port),
+            *(
                 h.http_route(
-                    "checked", "gw", ["checked.example"], [h.rule("/", [h.backend_ref("pair", 80)])]
-                ),
-                btp(
-                    "health",
-                    "checked",
-                    {
-                        "healthCheck": {
-                            "active": {
-                                "type": "HTTP",
-                                "interval": "100ms",
-                                "timeout": "500ms",
-                                "healthyThreshold": 1,
-                                "unhealthyThreshold": 1,
-                                "http": {"path": "/healthz", "expectedStatuses": [200]},
-                            }
-                        }
-                    },
-                ),
-            ],
-        )
-        async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
-
-            async def reached(want: set[str]) -> bool:
-                replies = [
-                    await h.fetch(IP, port, "/", "checked.example", timeout=0.5) for _ in range(6)
-                ]
-                return {r.body for r in replies if r is not None and r.status == 200} == want
-
-            await until(lambda: reached({"A", "B"}), 20, "both endpoints healthy and served")
-            b.set_healthy(False)
-            await until(lambda: reached({"A"}), 10, "B taken out by its failing health check")
-            assert await reached({"A"})
-            b.set_healthy(True)
-            await until(lambda: reached({"A", "B"}), 10, "B put back once healthy")
-    finally:
-        a.close()
-        b.close()
-
-
-async def test_passive_health_check_ejects_an_endpoint_answering_5xx(tmp_path: Path) -> None:
-    backend_port = free_port(ENDPOINTS[0])
-    a, b = (
-        HealthServer(name, host, backend_port) for name, host in zip("AB", ENDPOINTS, strict=True)
+                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("pair", 80)])]
+                )
+                for name in ("checked", "plain")
+            ),
+            btp("health", "checked", {"healthCheck": health_check}),
+        ],
     )
-    try:
-        port = free_port(IP)
-        h.write_manifests(
-            tmp_path / "base.yaml",
-            [
-                h.gateway_class(),
-                h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-                *two_endpoint_service(backend_port),
-                *(
-                    h.http_route(
-                        name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("pair", 80)])]
-                    )
-                    for name in ("checked", "plain")
-                ),
-                btp(
-                    "outliers",
-                    "checked",
-                    {
-                        "healthCheck": {
-                            "passive": {
-                                "consecutive5XxErrors": 2,
-                                "interval": "100ms",
-                                "baseEjectionTime": "1s",
-                                "maxEjectionPercent": 100,
-                            }
-                        }
-                    },
-                ),
-            ],
-        )
-        async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+    return port
 
-            async def replies(host: str) -> list[tuple[int, str]]:
-                out = []
-                for _ in range(6):
-                    r = await h.fetch(IP, port, "/", host, timeout=0.5)
-                    out.append((r.status, r.body) if r is not None else (0, ""))
-                return out
 
-            async def only(host: str, want: set[tuple[int, str]]) -> bool:
-                return set(await replies(host)) == want
+async def replies(port: int, host: str) -> set[tuple[int, str]]:
+    """The (status, body) of 6 requests, each on a fresh connection (0: none)."""
+    out = set()
+    for _ in range(6):
+        r = await h.fetch(IP, port, "/", host, timeout=0.5)
+        out.add((r.status, r.body) if r is not None else (0, ""))
+    return out
 
-            both = {(200, "A"), (200, "B")}
-            await until(lambda: only("checked.example", both), 20, "both endpoints served")
-            b.set_failing(True)
-            await until(
-                lambda: only("checked.example", {(200, "A")}),
-                10,
-                "B ejected after its consecutive 500s",
-            )
-            assert await only("checked.example", {(200, "A")})
 
-            async def plain_reaches_b() -> bool:
-                return (500, "B") in await replies("plain.example")
+BOTH = {(200, "A"), (200, "B")}
 
-            await until(plain_reaches_b, 10, "the route without the policy still sending to B")
-            b.set_failing(False)
-            await until(lambda: only("checked.example", both), 10, "B back after its ejection")
-    finally:
-        a.close()
-        b.close()
+
+async def test_active_health_check_takes_an_endpoint_out_and_puts_it_back(
+    tmp_path: Path, health_pair: tuple[int, tuple[HealthServer, HealthServer]]
+) -> None:
+    backend_port, (_, b) = health_pair
+    active = {
+        "type": "HTTP",
+        "interval": "100ms",
+        "timeout": "500ms",
+        "healthyThreshold": 1,
+        "unhealthyThreshold": 1,
+        "http": {"path": "/healthz", "expectedStatuses": [200]},
+    }
+    port = checked_routes(tmp_path / "base.yaml", backend_port, {"active": active})
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+        async def reached(want: set[tuple[int, str]]) -> bool:
+            return await replies(port, "checked.example") == want
+
+        await until(lambda: reached(BOTH), 20, "both endpoints healthy and served")
+        b.set_healthy(False)
+        await until(lambda: reached({(200, "A")}), 10, "B taken out by its failing health check")
+        assert await reached({(200, "A")})
+        b.set_healthy(True)
+        await until(lambda: reached(BOTH), 10, "B put back once healthy")
+
+
+async def test_passive_health_check_ejects_an_endpoint_answering_5xx(
+    tmp_path: Path, health_pair: tuple[int, tuple[HealthServer, HealthServer]]
+) -> None:
+    backend_port, (_, b) = health_pair
+    passive = {
+        "consecutive5XxErrors": 2,
+        "interval": "100ms",
+        "baseEjectionTime": "1s",
+        "maxEjectionPercent": 100,
+    }
+    port = checked_routes(tmp_path / "base.yaml", backend_port, {"passive": passive})
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+
+        async def reached(want: set[tuple[int, str]]) -> bool:
+            return await replies(port, "checked.example") == want
+
+        await until(lambda: reached(BOTH), 20, "both endpoints served")
+        b.set_failing(True)
+        await until(lambda: reached({(200, "A")}), 10, "B ejected after its consecutive 500s")
+        assert await reached({(200, "A")})
+
+        async def plain_reaches_b() -> bool:
+            return (500, "B") in await replies(port, "plain.example")
+
+        await until(plain_reaches_b, 10, "the route without the policy still sending to B")
+        b.set_failing(False)
+        await until(lambda: reached(BOTH), 10, "B back after its ejection")
