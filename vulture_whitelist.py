@@ -33,6 +33,8 @@ _.node_width, _.node_height
 _.description, _.default_scope
 _.use_default_gateways, _.external_name, _.load_balancer_ip
 _.terminating, _.target_ref, _.binary_data
+# An http_repeat step's keys, typed to check a case file; the http step reads them from the mapping.
+_.server_certificate, _.expected_request, _.backend_set_response_headers
 # An Envoy Gateway Backend's TLS settings gateweave does not implement: read (by field) only
 # to refuse a Backend that sets one, by its name.
 _.ciphers, _.ecdh_curves, _.signature_algorithms, _.min_version, _.max_version, _.fingerprints
