@@ -1,0 +1,84 @@
+"""SecurityPolicy ``extAuth``: an HTTP (``http.path``, ``headersToBackend``) or gRPC auth service
+by its ``backendRef`` (or one ``backendRefs`` entry; another namespace's with a ReferenceGrant to
+the SecurityPolicy), ``headersToExtAuth`` and ``failOpen``, on Envoy's ext_authz filter as the
+HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateweave import ir
+from gateweave.translate.policies import securityrefs
+
+_REF_FIELDS = ("group", "kind", "name", "namespace", "port", "weight")
+
+FIELDS: frozenset[str] = frozenset(
+    {
+        "extAuth",
+        "extAuth.failOpen",
+        "extAuth.headersToExtAuth",
+        "extAuth.http",
+        "extAuth.http.path",
+        "extAuth.http.headersToBackend",
+        "extAuth.http.backendRef.*",
+        "extAuth.http.backendRefs",
+        *(f"extAuth.http.backendRefs.{f}" for f in _REF_FIELDS),
+        "extAuth.grpc",
+        "extAuth.grpc.backendRef.*",
+        "extAuth.grpc.backendRefs",
+        *(f"extAuth.grpc.backendRefs.{f}" for f in _REF_FIELDS),
+    }
+)
+
+
+class _AuthService(msgspec.Struct, frozen=True, rename="camel"):
+    backend_ref: securityrefs.BackendRef | None = None
+    backend_refs: tuple[securityrefs.BackendRef, ...] = ()
+    path: str = ""
+    headers_to_backend: tuple[str, ...] = ()
+
+
+class _ExtAuth(msgspec.Struct, frozen=True, rename="camel"):
+    http: _AuthService | None = None
+    grpc: _AuthService | None = None
+    headers_to_ext_auth: tuple[str, ...] = ()
+    fail_open: bool = False
+
+
+def resolve(
+    ctx: Any, namespace: str, raw: Any, out: list[str]
+) -> tuple[ir.ExtAuth | None, tuple[ir.Cluster, ...]]:
+    """The ext_authz of ``raw`` (the spec's extAuth) and the auth service's cluster; problems
+    with their place in ``out``."""
+    conf = securityrefs.read(raw, _ExtAuth, "spec.extAuth", out)
+    if conf is None:
+        return None, ()
+    grpc = conf.grpc is not None
+    service = conf.grpc if conf.grpc is not None else conf.http
+    where = f"spec.extAuth.{'grpc' if grpc else 'http'}"
+    if service is None or (conf.grpc is not None and conf.http is not None):
+        out.append("spec.extAuth: exactly one of http, grpc is needed")
+        return None, ()
+    refs = (
+        (service.backend_ref,) if service.backend_ref is not None else ()
+    ) + service.backend_refs
+    if len(refs) != 1:
+        out.append(f"{where}: gateweave supports exactly one backendRef")
+        return None, ()
+    cluster = securityrefs.backend_cluster(
+        ctx, namespace, refs[0], f"{where}.backendRef", grpc, out
+    )
+    if cluster is None:
+        return None, ()
+    ext = ir.ExtAuth(
+        protocol="GRPC" if grpc else "HTTP",
+        cluster=cluster.name,
+        path=service.path,
+        allowed_headers=conf.headers_to_ext_auth,
+        allowed_response_headers=service.headers_to_backend,
+        only_listed_response_headers=True,
+        fail_open=conf.fail_open,
+    )
+    return ext, (cluster,)
