@@ -363,23 +363,49 @@ class JwtProvider(_IR, kw_only=True, frozen=True):
     params: tuple[str, ...] = ()
     cookies: tuple[str, ...] = ()
     claim_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, request header)
+    # A remote JWKS (``jwks`` then empty): fetched by Envoy from ``jwks_uri`` through the cluster
+    # ``jwks_cluster``, kept ``jwks_cache_s``; after a failed fetch, again in ``jwks_refetch_s``
+    # (None: Envoy's 1 s).
+    jwks_uri: str = ""
+    jwks_cluster: str = ""
+    jwks_cache_s: float = 300.0
+    jwks_refetch_s: float | None = None
 
 
 class Jwt(_IR, kw_only=True, frozen=True):
     """A SecurityPolicy's jwt on a route: a request needs a valid token of one of ``providers``
-    (401 otherwise); ``optional``: a request without any token passes too."""
+    (401 otherwise); ``optional``: a request without any token passes too; ``fail_open``: any
+    request passes (a valid token's claims still forwarded)."""
 
     providers: tuple[JwtProvider, ...]
     optional: bool = False
+    fail_open: bool = False  # a request with a missing or invalid token passes too
+
+
+class JwtClaim(_IR, kw_only=True, frozen=True):
+    """A claim an authorization rule wants: at ``path`` (a nested claim's keys) in the token's
+    payload, one of ``values`` (``array``: a list holding one of them)."""
+
+    path: tuple[str, ...]
+    values: tuple[str, ...]
+    array: bool = False
 
 
 class AuthzRule(_IR, kw_only=True, frozen=True):
     """One authorization rule: a request from one of ``cidrs`` (none listed: any client) having
-    every header of ``headers`` with one of its values (none listed: any request) gets ``allow``."""
+    every header of ``headers`` with one of its values, one of ``methods`` and the JWT claims and
+    scopes below (none listed: any request) gets ``allow``."""
 
     allow: bool
     cidrs: tuple[str, ...] = ()  # network/prefix, normalised
     headers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, accepted values)
+    methods: tuple[str, ...] = ()  # the request's method is one of these (none listed: any)
+    # The verified token of the JWT provider ``jwt_provider`` (its payload in jwt_authn's dynamic
+    # metadata) has every claim of ``claims`` and every scope of ``scopes`` (in ``scope`` or
+    # ``scp``).
+    jwt_provider: str = ""
+    claims: tuple[JwtClaim, ...] = ()
+    scopes: tuple[str, ...] = ()
 
 
 class Authorization(_IR, kw_only=True, frozen=True):

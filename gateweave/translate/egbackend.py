@@ -63,7 +63,7 @@ def is_hostname(name: str) -> bool:
     return 0 < len(bare) <= 253 and _SUBDOMAIN.match(bare) is not None
 
 
-def _is_ip(text: str) -> bool:
+def is_ip(text: str) -> bool:
     try:
         ipaddress.ip_address(text)
     except ValueError:
@@ -121,7 +121,7 @@ def _hostname_problems(hostname: str, what: str, on_host: bool) -> list[str]:
         return [
             f"hostname {hostname} should be a domain with at least two segments separated by dots"
         ]
-    if _is_ip(hostname):
+    if is_ip(hostname):
         return [f"hostname {hostname} is an IP address"]
     return []
 

@@ -33,8 +33,7 @@ from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
 
 from gateweave import ir
 from gateweave.xds import tls
-from gateweave.xds.resources import stat_name
-from gateweave.xds.routes import duration
+from gateweave.xds.resources import duration, stat_name
 
 CONNECT_TIMEOUT_S = 10
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"

@@ -11,7 +11,7 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.protobuf.message import Message
 
 LISTENER = "type.googleapis.com/envoy.config.listener.v3.Listener"
@@ -28,6 +28,13 @@ def pack(msg: Message) -> any_pb2.Any:
     """``msg`` as a protobuf Any (a typed_config)."""
     out = any_pb2.Any()
     out.Pack(msg)
+    return out
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    """``seconds`` as a protobuf Duration."""
+    out = duration_pb2.Duration()
+    out.FromNanoseconds(round(seconds * 1_000_000_000))
     return out
 
 

@@ -20,11 +20,12 @@ from envoy.extensions.http.stateful_session.header.v3 import header_pb2 as ss_he
 from envoy.type.http.v3 import cookie_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from envoy.type.v3 import percent_pb2, token_bucket_pb2
-from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
+from google.protobuf import any_pb2, wrappers_pb2
 
 from gateweave import ir
 from gateweave.translate.regex import origin_regex, re2_escape
 from gateweave.xds import compression, extauth, responseoverride, security, telemetry
+from gateweave.xds.resources import duration
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
 # it answers 500 for the share of an invalid backendRef.
@@ -53,12 +54,6 @@ _DENOMINATORS = {
     10_000: percent_pb2.FractionalPercent.TEN_THOUSAND,
     1_000_000: percent_pb2.FractionalPercent.MILLION,
 }
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    out = duration_pb2.Duration()
-    out.FromNanoseconds(round(seconds * 1_000_000_000))
-    return out
 
 
 def _regex(pattern: str) -> regex_pb2.RegexMatcher:

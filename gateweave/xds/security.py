@@ -2,6 +2,12 @@
 api_key_auth filter), JWT (the jwt_authn filter) and authorization (the rbac filter, its
 first-match matcher tree).
 
+A JWT provider with a remote JWKS has Envoy fetch it (in the background, the listener not
+waiting for it; on demand for a request that needs it first) through its cluster, and keep it
+its cache duration. Each provider's verified payload goes to jwt_authn's dynamic metadata under
+the provider's name (its space-delimited ``scope`` claim made a list), where authorization rules
+on JWT claims and scopes read it, as Envoy Gateway does.
+
 Each filter is in a listener's HTTP connection manager only while one of its routes uses it,
 disabled there; a route governed by a policy turns it on, so every other route passes
 untouched. Envoy's basic_auth filter needs its users in the chain, so every distinct user
@@ -19,7 +25,7 @@ import ipaddress
 from collections.abc import Iterable
 
 import msgspec
-from envoy.config.core.v3 import address_pb2, base_pb2
+from envoy.config.core.v3 import address_pb2, base_pb2, http_uri_pb2
 from envoy.config.rbac.v3 import rbac_pb2 as rbac_config_pb2
 from envoy.extensions.filters.http.api_key_auth.v3 import api_key_auth_pb2
 from envoy.extensions.filters.http.basic_auth.v3 import basic_auth_pb2
@@ -30,7 +36,9 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 from envoy.extensions.matching.common_inputs.network.v3 import network_inputs_pb2
 from envoy.extensions.matching.input_matchers.ip.v3 import ip_pb2
-from envoy.type.matcher.v3 import http_inputs_pb2
+from envoy.extensions.matching.input_matchers.metadata.v3 import metadata_pb2
+from envoy.type.matcher.v3 import http_inputs_pb2, value_pb2
+from envoy.type.matcher.v3 import string_pb2 as string_matcher_pb2
 from google.protobuf import any_pb2, empty_pb2, wrappers_pb2
 from google.protobuf.message import Message
 from xds.core.v3 import extension_pb2
@@ -38,7 +46,7 @@ from xds.type.matcher.v3 import matcher_pb2
 from xds.type.matcher.v3 import string_pb2 as xds_string_pb2
 
 from gateweave import ir
-from gateweave.xds.resources import pack
+from gateweave.xds.resources import duration, pack
 
 BASIC_AUTH_FILTER = "envoy.filters.http.basic_auth"
 RBAC_FILTER = "envoy.filters.http.rbac"
@@ -46,6 +54,8 @@ API_KEY_AUTH_FILTER = "envoy.filters.http.api_key_auth"
 JWT_FILTER = "envoy.filters.http.jwt_authn"
 _JWT_REQUIREMENT = "securitypolicy"  # the one requirement of each jwt_authn filter
 _RBAC_STAT_PREFIX = "securitypolicy_"
+JWKS_FETCH_TIMEOUT_S = 10  # Envoy Gateway's timeout of a remote JWKS fetch
+_SCOPE_CLAIMS = ("scope", "scp")
 
 
 def basic_auth_filter(auth: ir.BasicAuth) -> str:
@@ -140,14 +150,14 @@ def api_key_auth(auth: ir.ApiKeyAuth) -> api_key_auth_pb2.ApiKeyAuthPerRoute:
 
 def jwt_authentication(jwt: ir.Jwt) -> jwt_pb2.JwtAuthentication:
     """The providers, and the requirement a route names: a valid token of any of them (or, optional,
-    none at all)."""
+    none at all; fail open, anything)."""
     out = jwt_pb2.JwtAuthentication()
     for p in jwt.providers:
-        out.providers[p.name].CopyFrom(
+        provider = out.providers[p.name]
+        provider.CopyFrom(
             jwt_pb2.JwtProvider(
                 issuer=p.issuer,
                 audiences=p.audiences,
-                local_jwks=base_pb2.DataSource(inline_string=p.jwks),
                 from_headers=[
                     jwt_pb2.JwtHeader(name=name, value_prefix=prefix) for name, prefix in p.headers
                 ],
@@ -158,10 +168,20 @@ def jwt_authentication(jwt: ir.Jwt) -> jwt_pb2.JwtAuthentication:
                     for claim, header in p.claim_to_headers
                 ],
                 forward=True,
+                payload_in_metadata=p.name,
+                normalize_payload_in_metadata=jwt_pb2.JwtProvider.NormalizePayload(
+                    space_delimited_claims=["scope"]
+                ),
             )
         )
+        if p.jwks_uri:
+            provider.remote_jwks.CopyFrom(_remote_jwks(p))
+        else:
+            provider.local_jwks.CopyFrom(base_pb2.DataSource(inline_string=p.jwks))
     alternatives = [jwt_pb2.JwtRequirement(provider_name=p.name) for p in jwt.providers]
-    if jwt.optional:
+    if jwt.fail_open:  # the CRD allows optional or failOpen, not both
+        alternatives.append(jwt_pb2.JwtRequirement(allow_missing_or_failed=empty_pb2.Empty()))
+    elif jwt.optional:
         alternatives.append(jwt_pb2.JwtRequirement(allow_missing=empty_pb2.Empty()))
     requirement = (
         alternatives[0]
@@ -172,6 +192,19 @@ def jwt_authentication(jwt: ir.Jwt) -> jwt_pb2.JwtAuthentication:
     )
     out.requirement_map[_JWT_REQUIREMENT].CopyFrom(requirement)
     return out
+
+
+def _remote_jwks(p: ir.JwtProvider) -> jwt_pb2.RemoteJwks:
+    fetch = jwt_pb2.JwksAsyncFetch(fast_listener=True)
+    if p.jwks_refetch_s is not None:
+        fetch.failed_refetch_duration.CopyFrom(duration(p.jwks_refetch_s))
+    return jwt_pb2.RemoteJwks(
+        http_uri=http_uri_pb2.HttpUri(
+            uri=p.jwks_uri, cluster=p.jwks_cluster, timeout=duration(JWKS_FETCH_TIMEOUT_S)
+        ),
+        cache_duration=duration(p.jwks_cache_s),
+        async_fetch=fetch,
+    )
 
 
 # ---------------------------------------------------------------- authorization
@@ -237,10 +270,54 @@ def _header_is(name: str, value: str) -> matcher_pb2.Matcher.MatcherList.Predica
     return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
 
 
+def _method_is(method: str) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
+        input=_extension(
+            "request_header", http_inputs_pb2.HttpRequestHeaderMatchInput(header_name=":method")
+        ),
+        value_match=xds_string_pb2.StringMatcher(exact=method, ignore_case=True),
+    )
+    return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
+
+
+def _payload_is(
+    provider: str, path: tuple[str, ...], value: str, in_list: bool
+) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    """The verified payload of ``provider`` has ``value`` at ``path`` (``in_list``: in the list
+    there)."""
+    exact = value_pb2.ValueMatcher(string_match=string_matcher_pb2.StringMatcher(exact=value))
+    wanted = (
+        value_pb2.ValueMatcher(list_match=value_pb2.ListMatcher(one_of=exact)) if in_list else exact
+    )
+    segments = [
+        network_inputs_pb2.DynamicMetadataInput.PathSegment(key=key) for key in (provider, *path)
+    ]
+    single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
+        input=_extension(
+            "jwt_payload",
+            network_inputs_pb2.DynamicMetadataInput(filter=JWT_FILTER, path=segments),
+        ),
+        custom_match=_extension("jwt_claim", metadata_pb2.Metadata(value=wanted)),
+    )
+    return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
+
+
 def _rule_predicate(rule: ir.AuthzRule) -> matcher_pb2.Matcher.MatcherList.Predicate:
     parts = []
+    if rule.methods:
+        parts.append(_any_of([_method_is(m) for m in rule.methods]))
     if rule.cidrs:
         parts.append(_source_in(rule.cidrs))
+    for scope in rule.scopes:
+        parts.append(
+            _any_of([_payload_is(rule.jwt_provider, (c,), scope, True) for c in _SCOPE_CLAIMS])
+        )
+    for claim in rule.claims:
+        parts.append(
+            _any_of(
+                [_payload_is(rule.jwt_provider, claim.path, v, claim.array) for v in claim.values]
+            )
+        )
     for name, values in rule.headers:
         parts.append(_any_of([_header_is(name, v) for v in values]))
     return _all_of(parts)

@@ -8,7 +8,6 @@ Both record what they were asked (:class:`Check`).
 
 from __future__ import annotations
 
-import threading
 from concurrent import futures
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +19,8 @@ from envoy.service.auth.v3 import external_auth_pb2 as pb
 from envoy.service.auth.v3 import external_auth_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
 from google.rpc import code_pb2, status_pb2
+
+from tests.support.threads import ServingThread
 
 ALLOWED = "Bearer good"
 USER_HEADER, USER = "x-auth-user", "alice"
@@ -77,18 +78,13 @@ class HttpAuth:
     """The HTTP auth service on ``host`` (a free port)."""
 
     def __init__(self, host: str, name: str = "http-auth") -> None:
-        self._server = _HttpAuthServer((host, 0), name)
-        self.host, self.port = host, int(self._server.server_address[1])
-        self.checks = self._server.checks
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
+        server = _HttpAuthServer((host, 0), name)
+        self.host, self.port = host, int(server.server_address[1])
+        self.checks = server.checks
+        self._serving = ServingThread(server)
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(2)
+        self._serving.close()
 
 
 class _Authorization(pb_grpc.AuthorizationServicer):

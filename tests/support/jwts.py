@@ -1,16 +1,20 @@
 """JSON Web Tokens the tests make themselves: a fresh RSA (RS256) or EC P-256 (ES256) key, its
-public half as a JWKS, and tokens signed with it (RFC 7515 compact form)."""
+public half as a JWKS, and tokens signed with it (RFC 7515 compact form); a JWKS server on
+loopback publishing such keys over HTTP."""
 
 from __future__ import annotations
 
 import base64
 import json
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+from tests.support.threads import ServingThread
 
 
 def b64url(data: bytes) -> str:
@@ -76,3 +80,48 @@ def tampered(token: str, claims: dict[str, Any]) -> str:
     """``token`` with its payload replaced by ``claims``, its signature kept (no longer valid)."""
     header, _, signature = token.split(".")
     return f"{header}.{b64url(json.dumps(claims).encode())}.{signature}"
+
+
+class _JwksHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _JwksHTTPServer
+
+    def do_GET(self) -> None:
+        self.server.fetches.append(self.path)
+        body = self.server.document.encode()
+        found = self.path == self.server.jwks_path
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body) if found else 0))
+        self.end_headers()
+        if found:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _JwksHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], path: str, document: str) -> None:
+        super().__init__(address, _JwksHandler)
+        self.jwks_path, self.document = path, document
+        self.fetches: list[str] = []
+
+
+class JwksServer:
+    """An HTTP server on ``host`` (a free port) answering ``GET path`` with the JWKS of ``keys``
+    (anything else: 404); ``fetches`` lists the paths it was asked for."""
+
+    def __init__(self, host: str, keys: list[SigningKey], path: str = "/jwks.json") -> None:
+        document = json.dumps({"keys": [k.jwk() for k in keys]})
+        server = _JwksHTTPServer((host, 0), path, document)
+        self.host, self.port = host, int(server.server_address[1])
+        self.fetches = server.fetches
+        self.uri = f"http://{host}:{self.port}{path}"
+        self._serving = ServingThread(server)
+
+    def close(self) -> None:
+        self._serving.close()

@@ -34,6 +34,16 @@ async def until(
         await asyncio.sleep(POLL)
 
 
+async def envoy_serving(ip: str, port: int, timeout: float = 20) -> None:
+    """Wait until Envoy serves the Gateway's listener on ``ip:port`` (a host no route has: 404)."""
+
+    async def up() -> bool:
+        reply = await h.fetch(ip, port, "/", "nothing.example", timeout=0.5)
+        return reply is not None and reply.status == 404
+
+    await until(up, timeout, "Envoy serving the Gateway")
+
+
 def programmed(
     served: h.Served, want: str, reason: str | None = None
 ) -> Callable[[], Awaitable[dict[str, Any] | None]]:

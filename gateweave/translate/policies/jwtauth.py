@@ -1,22 +1,34 @@
 """SecurityPolicy ``jwt``: ``providers`` with a ``localJWKS`` (``Inline``, or ``ValueRef`` to a
-ConfigMap of the policy's namespace, its key ``jwks`` or else its first), ``issuer``,
-``audiences``, ``extractFrom`` (headers with their value prefix, params, cookies) and
-``claimToHeaders``; ``optional``. A request without a valid token of one of them gets 401
-(Envoy's jwt_authn filter)."""
+ConfigMap of the policy's namespace, its key ``jwks`` or else its first) or a ``remoteJWKS``,
+``issuer``, ``audiences``, ``extractFrom`` (headers with their value prefix, params, cookies) and
+``claimToHeaders``; ``optional`` (a request without a token passes) and ``failOpen`` (a request
+with a missing or invalid token passes; a valid one is still verified, its claims forwarded). A
+request without a valid token of one of them gets 401 (Envoy's jwt_authn filter).
+
+A ``remoteJWKS`` is fetched by Envoy from its ``uri`` (kept ``cacheDuration``, Envoy Gateway's
+300 s when unset; after a failed fetch, again in ``failedRefetchDuration``): through the one
+Service or Backend of its ``backendRefs`` (with that backend's TLS, a BackendTLSPolicy's or the
+Backend's own), or else through a cluster of its own to the URI's host and port (resolved by DNS
+unless an IP address), over TLS checked against the system's trust store for an ``https`` URI,
+as Envoy Gateway does.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
 from gateweave import ir
+from gateweave.translate.egbackend import is_hostname, is_ip
 from gateweave.translate.policies import securityrefs, specvalue
 
 FIELDS: frozenset[str] = frozenset(
     {
         "jwt",
         "jwt.optional",
+        "jwt.failOpen",
         "jwt.providers",
         "jwt.providers.name",
         "jwt.providers.issuer",
@@ -37,8 +49,22 @@ FIELDS: frozenset[str] = frozenset(
         "jwt.providers.claimToHeaders",
         "jwt.providers.claimToHeaders.claim",
         "jwt.providers.claimToHeaders.header",
+        "jwt.providers.remoteJWKS",
+        "jwt.providers.remoteJWKS.uri",
+        "jwt.providers.remoteJWKS.cacheDuration",
+        "jwt.providers.remoteJWKS.failedRefetchDuration",
+        "jwt.providers.remoteJWKS.backendRefs",
+        "jwt.providers.remoteJWKS.backendRefs.group",
+        "jwt.providers.remoteJWKS.backendRefs.kind",
+        "jwt.providers.remoteJWKS.backendRefs.name",
+        "jwt.providers.remoteJWKS.backendRefs.namespace",
+        "jwt.providers.remoteJWKS.backendRefs.port",
+        "jwt.providers.remoteJWKS.backendRefs.weight",
     }
 )
+
+CACHE_DURATION = "300s"  # Envoy Gateway's, when cacheDuration is unset
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class _TokenHeader(msgspec.Struct, frozen=True, rename="camel"):
@@ -57,59 +83,151 @@ class _ClaimToHeader(msgspec.Struct, frozen=True):
     header: str
 
 
+class _RemoteJWKS(msgspec.Struct, frozen=True, rename="camel"):
+    uri: str
+    backend_refs: tuple[securityrefs.BackendRef, ...] = ()
+    cache_duration: str = CACHE_DURATION
+    failed_refetch_duration: str | None = None
+
+
 class _JwtProvider(msgspec.Struct, frozen=True, rename="camel"):
     name: str
     issuer: str = ""
     audiences: tuple[str, ...] = ()
     local_jwks: specvalue.InlineOrRef | None = msgspec.field(default=None, name="localJWKS")
+    remote_jwks: _RemoteJWKS | None = msgspec.field(default=None, name="remoteJWKS")
     extract_from: _JwtExtractFrom | None = None
     claim_to_headers: tuple[_ClaimToHeader, ...] = ()
 
 
-class _Jwt(msgspec.Struct, frozen=True):
+class _Jwt(msgspec.Struct, frozen=True, rename="camel"):
     providers: tuple[_JwtProvider, ...] = ()
     optional: bool = False
+    fail_open: bool = False
 
 
 class _JWKS(msgspec.Struct, frozen=True):
     keys: tuple[dict[str, Any], ...]
 
 
-def resolve(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.Jwt | None:
-    """The providers of ``raw`` (the spec's jwt); problems with their place in ``out``."""
+def resolve(
+    ctx: Any, namespace: str, raw: Any, out: list[str]
+) -> tuple[ir.Jwt | None, tuple[ir.Cluster, ...]]:
+    """The providers of ``raw`` (the spec's jwt) and the clusters their remote JWKS are fetched
+    through; problems with their place in ``out``."""
     conf = securityrefs.read(raw, _Jwt, "spec.jwt", out)
     if conf is None:
-        return None
+        return None, ()
     providers = []
+    clusters: dict[str, ir.Cluster] = {}
     names: set[str] = set()
     for i, p in enumerate(conf.providers):
         where = f"spec.jwt.providers[{i}]"
         if p.name in names:
             out.append(f"{where}.name {p.name} is not unique")
         names.add(p.name)
-        jwks = (
-            _local_jwks(ctx, namespace, p.local_jwks, f"{where}.localJWKS", out)
-            if p.local_jwks is not None
-            else None
-        )
-        if p.local_jwks is None:
-            out.append(f"{where}: a localJWKS is needed")
         ex = p.extract_from or _JwtExtractFrom()
-        providers.append(
-            ir.JwtProvider(
-                name=p.name,
-                jwks=jwks or "",
-                issuer=p.issuer,
-                audiences=p.audiences,
-                headers=tuple((h.name, h.value_prefix) for h in ex.headers),
-                params=ex.params,
-                cookies=ex.cookies,
-                claim_to_headers=tuple((c.claim, c.header) for c in p.claim_to_headers),
-            )
+        provider = ir.JwtProvider(
+            name=p.name,
+            jwks="",
+            issuer=p.issuer,
+            audiences=p.audiences,
+            headers=tuple((h.name, h.value_prefix) for h in ex.headers),
+            params=ex.params,
+            cookies=ex.cookies,
+            claim_to_headers=tuple((c.claim, c.header) for c in p.claim_to_headers),
         )
+        if (p.local_jwks is None) == (p.remote_jwks is None):
+            out.append(f"{where}: exactly one of localJWKS, remoteJWKS is needed")
+        elif p.local_jwks is not None:
+            jwks = _local_jwks(ctx, namespace, p.local_jwks, f"{where}.localJWKS", out)
+            provider = msgspec.structs.replace(provider, jwks=jwks or "")
+        elif p.remote_jwks is not None:
+            remote = _remote_jwks(ctx, namespace, p.remote_jwks, f"{where}.remoteJWKS", out)
+            if remote is not None:
+                cluster, cache_s, refetch_s = remote
+                clusters[cluster.name] = cluster
+                provider = msgspec.structs.replace(
+                    provider,
+                    jwks_uri=p.remote_jwks.uri,
+                    jwks_cluster=cluster.name,
+                    jwks_cache_s=cache_s,
+                    jwks_refetch_s=refetch_s,
+                )
+        providers.append(provider)
     if not providers:
         out.append("spec.jwt.providers: at least one provider is needed")
-    return ir.Jwt(providers=tuple(providers), optional=conf.optional)
+    jwt = ir.Jwt(providers=tuple(providers), optional=conf.optional, fail_open=conf.fail_open)
+    return jwt, tuple(clusters.values())
+
+
+def _remote_jwks(
+    ctx: Any, namespace: str, remote: _RemoteJWKS, where: str, out: list[str]
+) -> tuple[ir.Cluster, float, float | None] | None:
+    """The cluster a remote JWKS is fetched through, its cache duration and refetch interval
+    (seconds); None, with the problems in ``out``, when it cannot be fetched as written."""
+    before = len(out)
+    cache_s = specvalue.seconds(remote.cache_duration, f"{where}.cacheDuration", out)
+    refetch_s = specvalue.seconds(
+        remote.failed_refetch_duration, f"{where}.failedRefetchDuration", out
+    )
+    if cache_s is not None and cache_s <= 0:
+        out.append(f"{where}.cacheDuration {remote.cache_duration!r} is not above 0")
+    if refetch_s is not None and refetch_s <= 0:
+        out.append(
+            f"{where}.failedRefetchDuration {remote.failed_refetch_duration!r} is not above 0"
+        )
+    target = uri_target(remote.uri)
+    if isinstance(target, str):
+        out.append(f"{where}.uri {remote.uri!r}: {target}")
+        return None
+    cluster: ir.Cluster | None
+    if len(remote.backend_refs) > 1:
+        out.append(f"{where}.backendRefs: gateweave supports at most one backendRef")
+        cluster = None
+    elif remote.backend_refs:
+        cluster = securityrefs.backend_cluster(
+            ctx, namespace, remote.backend_refs[0], f"{where}.backendRefs[0]", False, out
+        )
+    else:
+        cluster = uri_cluster(*target)
+    if cluster is None or cache_s is None or len(out) > before:
+        return None
+    return cluster, cache_s, refetch_s
+
+
+def uri_target(uri: str) -> tuple[str, str, int] | str:
+    """The scheme, host and port a JWKS URI is fetched from, or what is wrong with it."""
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError as exc:
+        return str(exc)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "")
+    if scheme not in _DEFAULT_PORTS:
+        return "not an http or https URI"
+    if parts.username is not None or parts.password is not None:
+        return "a URI with user information is not supported"
+    if not host:
+        return "no host"
+    if not is_ip(host) and not is_hostname(host):
+        return f"{host} is neither an IP address nor a host name"
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def uri_cluster(scheme: str, host: str, port: int) -> ir.Cluster:
+    """The cluster of its own a JWKS URI without backendRefs is fetched through: its host (an IP
+    address, or a name resolved by DNS) and port, over TLS checked against the system's trust
+    store for https (the host as SNI). One per scheme, host and port: providers share it."""
+    endpoint = ir.Endpoint(
+        address=host, port=port, type=ir.ENDPOINT_IP if is_ip(host) else ir.ENDPOINT_FQDN
+    )
+    shown = f"[{host}]" if ":" in host else host
+    return ir.Cluster(
+        name=f"jwks:{scheme}://{shown}:{port}",  # ':' is in no Service or Backend cluster's name
+        endpoints=(endpoint,),
+        tls=ir.UpstreamTLS(sni=host) if scheme == "https" else None,
+    )
 
 
 def _local_jwks(

@@ -39,7 +39,8 @@ class Effect(msgspec.Struct, frozen=True):
     api_key_auth: ir.ApiKeyAuth | None = None
     jwt: ir.Jwt | None = None
     ext_auth: ir.ExtAuth | None = None
-    clusters: tuple[ir.Cluster, ...] = ()  # upstreams the effect sends to (the auth service)
+    # upstreams the effect sends to (remote JWKS, the auth service)
+    clusters: tuple[ir.Cluster, ...] = ()
 
 
 _NO_EFFECT = Effect()
@@ -57,11 +58,12 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
     namespace = policy.metadata.namespace
     out: list[str] = []
     basic = basicauth.resolve(ctx, namespace, spec.get("basicAuth"), out)
-    authz = authorization.resolve(spec.get("authorization"), out)
+    jwt, jwks_clusters = jwtauth.resolve(ctx, namespace, spec.get("jwt"), out)
+    providers = frozenset(p.name for p in jwt.providers) if jwt is not None else frozenset()
+    authz = authorization.resolve(spec.get("authorization"), providers, out)
     cors_ = cors.resolve(spec.get("cors"), out)
     api_key = apikeyauth.resolve(ctx, namespace, spec.get("apiKeyAuth"), out)
-    jwt = jwtauth.resolve(ctx, namespace, spec.get("jwt"), out)
-    ext, clusters = extauth.resolve(ctx, namespace, spec.get("extAuth"), out)
+    ext, ext_clusters = extauth.resolve(ctx, namespace, spec.get("extAuth"), out)
     return Effect(
         basic_auth=basic,
         authorization=authz,
@@ -69,7 +71,7 @@ def resolve(ctx: Any, policy: Any) -> tuple[Effect, list[str]]:
         api_key_auth=api_key,
         jwt=jwt,
         ext_auth=ext,
-        clusters=clusters,
+        clusters=jwks_clusters + ext_clusters,
     ), out
 
 
