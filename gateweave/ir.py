@@ -454,9 +454,12 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
         0  # forwardBody.maxSize: as much of the body is sent (0: none); more is refused
     )
     # A SecurityPolicy's extAuth: none of its headers when none are listed (headersToBackend);
-    # an unreachable or failing service lets the request through (failOpen).
+    # an unreachable or failing service lets the request through (failOpen), or gets
+    # ``status_on_error`` (0: Envoy's 403); the verdict is awaited ``timeout_s`` (None: 10 s).
     only_listed_response_headers: bool = False
     fail_open: bool = False
+    status_on_error: int = 0
+    timeout_s: float | None = None
 
 
 class Session(_IR, kw_only=True, frozen=True):

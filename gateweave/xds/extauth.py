@@ -22,6 +22,7 @@ from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from gateweave import ir
+from gateweave.xds.resources import duration
 
 FILTER = "envoy.filters.http.ext_authz"
 # How long a request waits for the auth service's verdict (no verdict: 403, as a denial).
@@ -57,8 +58,8 @@ def _headers(names: Iterable[str]) -> string_pb2.ListStringMatcher:
     )
 
 
-def _timeout() -> duration_pb2.Duration:
-    return duration_pb2.Duration(seconds=CHECK_TIMEOUT_S)
+def _timeout(ext: ir.ExtAuth) -> duration_pb2.Duration:
+    return duration(ext.timeout_s if ext.timeout_s is not None else CHECK_TIMEOUT_S)
 
 
 def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
@@ -71,13 +72,13 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
         out.grpc_service.CopyFrom(
             grpc_service_pb2.GrpcService(
                 envoy_grpc=grpc_service_pb2.GrpcService.EnvoyGrpc(cluster_name=ext.cluster),
-                timeout=_timeout(),
+                timeout=_timeout(ext),
             )
         )
     else:
         service = ext_authz_pb2.HttpService(
             server_uri=http_uri_pb2.HttpUri(
-                uri=f"http://{ext.cluster}", cluster=ext.cluster, timeout=_timeout()
+                uri=f"http://{ext.cluster}", cluster=ext.cluster, timeout=_timeout(ext)
             ),
             path_prefix=ext.path,
         )
@@ -96,6 +97,8 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
     if ext.allowed_headers:
         out.allowed_headers.CopyFrom(_headers(ext.allowed_headers))
     out.failure_mode_allow = ext.fail_open
+    if ext.status_on_error:
+        out.status_on_error.code = ext.status_on_error
     if ext.max_body_bytes > 0:
         out.with_request_body.CopyFrom(
             ext_authz_pb2.BufferSettings(max_request_bytes=ext.max_body_bytes, pack_as_bytes=True)

@@ -24,7 +24,7 @@ from gateweave.xds.routes import CORS_FILTER
 from gateweave.xds.security import API_KEY_AUTH_FILTER, JWT_FILTER, RBAC_FILTER, basic_auth_filter
 from gateweave.xds.validate import validate_with_envoy
 from tests.support.jwts import ec_key, rsa_key
-from tests.translate.test_policies import base, policy, run
+from tests.translate.test_policies import base, only, policy, run
 
 
 def sha_line(user: str, password: str) -> str:
@@ -337,3 +337,42 @@ def test_ext_auth_service_and_its_cluster() -> None:
     )  # none listed: none
     ok, message = validate_with_envoy(res)
     assert ok, message
+
+
+def test_ext_auth_timeout_status_on_error_and_body() -> None:
+    spec = {
+        "extAuth": {
+            "http": {"backendRef": {"name": "svc", "port": 80}},
+            "timeout": "250ms",
+            "statusOnError": 503,
+            "bodyToExtAuth": {"maxRequestBytes": 1024},
+        }
+    }
+    result = run([*base(), policy("p", "SecurityPolicy", spec=spec)])
+    res = build(result.xds["ns/gw"])
+    [chain_filter] = [
+        f for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name.startswith(extauth.FILTER)
+    ]
+    config = ext_authz_pb2.ExtAuthz()
+    chain_filter.typed_config.Unpack(config)
+    assert config.http_service.server_uri.timeout.ToMilliseconds() == 250
+    assert config.status_on_error.code == 503
+    assert (config.with_request_body.max_request_bytes, config.with_request_body.pack_as_bytes) == (
+        1024,
+        True,
+    )
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    unset = {"extAuth": {"grpc": {"backendRef": {"name": "svc", "port": 80}}}}
+    res = build(run([*base(), policy("p", "SecurityPolicy", spec=unset)]).xds["ns/gw"])
+    [chain_filter] = [
+        f for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name.startswith(extauth.FILTER)
+    ]
+    chain_filter.typed_config.Unpack(config)
+    assert config.grpc_service.timeout.seconds == extauth.CHECK_TIMEOUT_S  # 10 s
+    assert not config.HasField("status_on_error") and not config.HasField("with_request_body")
+    zero = {"extAuth": {**unset["extAuth"], "timeout": "0s"}}
+    refused = run([*base(), policy("p", "SecurityPolicy", spec=zero)])
+    assert only(refused, "p", "SecurityPolicy")["Accepted"]["message"] == (
+        "spec.extAuth.timeout '0s' is not above 0"
+    )

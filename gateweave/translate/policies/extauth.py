@@ -1,7 +1,12 @@
 """SecurityPolicy ``extAuth``: an HTTP (``http.path``, ``headersToBackend``) or gRPC auth service
 by its ``backendRef`` (or one ``backendRefs`` entry; another namespace's with a ReferenceGrant to
 the SecurityPolicy), ``headersToExtAuth`` and ``failOpen``, on Envoy's ext_authz filter as the
-HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer."""
+HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer.
+
+``timeout``: how long a verdict is awaited (unset: 10 s); ``statusOnError``: the status a request
+gets when the service cannot be reached or answers in error (unset: 403), unless ``failOpen``;
+``bodyToExtAuth.maxRequestBytes``: the request's body (up to that many bytes; a longer one is
+refused with 413) goes to the service with the headers."""
 
 from __future__ import annotations
 
@@ -10,8 +15,9 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import securityrefs
+from gateweave.translate.policies import securityrefs, specvalue
 
+_MOST_BODY_BYTES = 2**31 - 1  # the CRD's int32
 _REF_FIELDS = ("group", "kind", "name", "namespace", "port", "weight")
 
 FIELDS: frozenset[str] = frozenset(
@@ -19,6 +25,10 @@ FIELDS: frozenset[str] = frozenset(
         "extAuth",
         "extAuth.failOpen",
         "extAuth.headersToExtAuth",
+        "extAuth.timeout",
+        "extAuth.statusOnError",
+        "extAuth.bodyToExtAuth",
+        "extAuth.bodyToExtAuth.maxRequestBytes",
         "extAuth.http",
         "extAuth.http.path",
         "extAuth.http.headersToBackend",
@@ -40,11 +50,18 @@ class _AuthService(msgspec.Struct, frozen=True, rename="camel"):
     headers_to_backend: tuple[str, ...] = ()
 
 
+class _Body(msgspec.Struct, frozen=True, rename="camel"):
+    max_request_bytes: int
+
+
 class _ExtAuth(msgspec.Struct, frozen=True, rename="camel"):
     http: _AuthService | None = None
     grpc: _AuthService | None = None
     headers_to_ext_auth: tuple[str, ...] = ()
     fail_open: bool = False
+    timeout: str | None = None
+    status_on_error: int = 0
+    body_to_ext_auth: _Body | None = None
 
 
 def resolve(
@@ -67,6 +84,17 @@ def resolve(
     if len(refs) != 1:
         out.append(f"{where}: gateweave supports exactly one backendRef")
         return None, ()
+    timeout_s = specvalue.seconds(conf.timeout, "spec.extAuth.timeout", out)
+    if timeout_s is not None and timeout_s <= 0:
+        out.append(f"spec.extAuth.timeout {conf.timeout!r} is not above 0")
+    if conf.status_on_error and not 400 <= conf.status_on_error <= 599:
+        out.append(f"spec.extAuth.statusOnError {conf.status_on_error} is not a 4xx or 5xx status")
+    body = conf.body_to_ext_auth
+    if body is not None and not 0 < body.max_request_bytes <= _MOST_BODY_BYTES:
+        out.append(
+            f"spec.extAuth.bodyToExtAuth.maxRequestBytes {body.max_request_bytes} is not between 1 "
+            f"and {_MOST_BODY_BYTES}"
+        )
     cluster = securityrefs.backend_cluster(
         ctx, namespace, refs[0], f"{where}.backendRef", grpc, out
     )
@@ -80,5 +108,8 @@ def resolve(
         allowed_response_headers=service.headers_to_backend,
         only_listed_response_headers=True,
         fail_open=conf.fail_open,
+        status_on_error=conf.status_on_error,
+        timeout_s=timeout_s,
+        max_body_bytes=body.max_request_bytes if body is not None else 0,
     )
     return ext, (cluster,)

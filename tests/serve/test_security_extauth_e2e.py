@@ -1,0 +1,103 @@
+"""SecurityPolicy extAuth live: ``serve`` on a directory with a real Envoy, real backends and an
+in-test HTTP auth service (tests/support/authservers.py).
+
+``bodyToExtAuth``: the request's body reaches the auth service with the headers, a body over
+``maxRequestBytes`` gets 413. ``statusOnError``: with the auth service down, a request gets that
+status; with ``failOpen`` it reaches the backend instead. ``timeout``: an auth service that takes
+the request and never answers is given up on after the policy's timeout (the client's own limit is
+well below the 10 s default), the request getting ``statusOnError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gateweave.infra.host import free_port
+from gateweave_bench import harness as h
+from tests.serve.test_security_policy_e2e import route, security_policy
+from tests.support.authservers import ALLOWED, HttpAuth
+from tests.support.incremental_check import CHECK_INCREMENTAL
+from tests.support.live import envoy_serving, until, write_base
+
+pytestmark = pytest.mark.timeout(60)
+
+IP = "127.40.24.1"
+AUTH_HOST = "127.40.24.2"
+
+
+async def post(port: int, host: str, body: bytes) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+        return await client.post(
+            f"http://{IP}:{port}/",
+            headers={"Host": host, "Authorization": ALLOWED},
+            content=body,
+        )
+
+
+def ext_auth(service: str, port: int, **extra: Any) -> dict[str, Any]:
+    return {"extAuth": {"http": {"backendRef": {"name": service, "port": port}}, **extra}}
+
+
+async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
+    tmp_path: Path, backends: dict[str, Any]
+) -> None:
+    port = free_port(IP)
+    write_base(tmp_path, IP, port, backends)
+    auth = HttpAuth(AUTH_HOST)
+    down = free_port(AUTH_HOST)  # nothing listens there
+    silent = socket.socket()  # takes connections (its backlog), never answers
+    silent.bind((AUTH_HOST, 0))
+    silent.listen(16)
+    h.write_manifests(
+        tmp_path / "routes.yaml",
+        [
+            route("body", "body.example", "svc-a"),
+            route("down", "down.example", "svc-a"),
+            route("open", "open.example", "svc-b"),
+            route("slow", "slow.example", "svc-b"),
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            *h.service("auth", 9002, auth.port, auth.host),
+            *h.service("down", 9003, down, AUTH_HOST),
+            *h.service("silent", 9004, silent.getsockname()[1], AUTH_HOST),
+            security_policy(
+                "body", "body", ext_auth("auth", 9002, bodyToExtAuth={"maxRequestBytes": 64})
+            ),
+            security_policy("down", "down", ext_auth("down", 9003, statusOnError=503)),
+            security_policy("open", "open", ext_auth("down", 9003, failOpen=True)),
+            security_policy(
+                "slow", "slow", ext_auth("silent", 9004, timeout="300ms", statusOnError=504)
+            ),
+        ],
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(auth.close)
+        stack.callback(silent.close)
+        await stack.enter_async_context(
+            h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL)
+        )
+
+        await envoy_serving(IP, port)
+
+        async def guarded() -> bool:
+            return (await post(port, "body.example", b"")).status_code == 200 and bool(auth.checks)
+
+        await until(guarded, 20, "the auth service asked about route body")
+        ok = await post(port, "body.example", b"hello auth")
+        assert (ok.status_code, ok.text) == (200, "A")
+        assert auth.checks[-1].body == b"hello auth"  # the body went to the auth service
+        assert (await post(port, "body.example", b"x" * 100)).status_code == 413
+
+        assert (await post(port, "down.example", b"")).status_code == 503
+        opened = await post(port, "open.example", b"")
+        assert (opened.status_code, opened.text) == (200, "B")
+        assert (await post(port, "slow.example", b"")).status_code == 504
