@@ -393,13 +393,17 @@ class JwtClaim(_IR, kw_only=True, frozen=True):
 
 class AuthzRule(_IR, kw_only=True, frozen=True):
     """One authorization rule: a request from one of ``cidrs`` (none listed: any client) having
-    every header of ``headers`` with one of its values, one of ``methods`` and the JWT claims and
-    scopes below (none listed: any request) gets ``allow``."""
+    every header of ``headers`` with one of its values, one of ``methods``, a path ``path_regex``
+    matches and the JWT claims and scopes below (none listed: any request) gets ``allow``."""
 
     allow: bool
     cidrs: tuple[str, ...] = ()  # network/prefix, normalised
     headers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (name, accepted values)
     methods: tuple[str, ...] = ()  # the request's method is one of these (none listed: any)
+    # the request's whole :path (with its query) matches this RE2 ("": any), or with
+    # ``path_invert`` does not
+    path_regex: str = ""
+    path_invert: bool = False
     # The verified token of the JWT provider ``jwt_provider`` (its payload in jwt_authn's dynamic
     # metadata) has every claim of ``claims`` and every scope of ``scopes`` (in ``scope`` or
     # ``scp``).

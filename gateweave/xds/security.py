@@ -43,6 +43,7 @@ from google.protobuf import any_pb2, empty_pb2, wrappers_pb2
 from google.protobuf.message import Message
 from xds.core.v3 import extension_pb2
 from xds.type.matcher.v3 import matcher_pb2
+from xds.type.matcher.v3 import regex_pb2 as xds_regex_pb2
 from xds.type.matcher.v3 import string_pb2 as xds_string_pb2
 
 from gateweave import ir
@@ -302,10 +303,27 @@ def _payload_is(
     return matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
 
 
+def _path_matches(regex: str, invert: bool) -> matcher_pb2.Matcher.MatcherList.Predicate:
+    single = matcher_pb2.Matcher.MatcherList.Predicate.SinglePredicate(
+        input=_extension(
+            "request_header", http_inputs_pb2.HttpRequestHeaderMatchInput(header_name=":path")
+        ),
+        value_match=xds_string_pb2.StringMatcher(
+            safe_regex=xds_regex_pb2.RegexMatcher(
+                regex=regex, google_re2=xds_regex_pb2.RegexMatcher.GoogleRE2()
+            )
+        ),
+    )
+    out = matcher_pb2.Matcher.MatcherList.Predicate(single_predicate=single)
+    return matcher_pb2.Matcher.MatcherList.Predicate(not_matcher=out) if invert else out
+
+
 def _rule_predicate(rule: ir.AuthzRule) -> matcher_pb2.Matcher.MatcherList.Predicate:
     parts = []
     if rule.methods:
         parts.append(_any_of([_method_is(m) for m in rule.methods]))
+    if rule.path_regex:
+        parts.append(_path_matches(rule.path_regex, rule.path_invert))
     if rule.cidrs:
         parts.append(_source_in(rule.cidrs))
     for scope in rule.scopes:

@@ -6,7 +6,8 @@ Remote JWKS: a token signed with the published key gets through, fetched by Envo
 server's URI (an IP address: a cluster of the policy's own) or through a Service named by
 ``backendRefs``; a tampered token, one signed with a key the server does not publish, and none
 get 401. Authorization: a token with the wanted claim and scope is allowed, one without the
-claim or without the scope gets 403; a rule on methods lets GET through and denies POST.
+claim or without the scope gets 403; a rule on methods lets GET through and denies POST, one on a
+path prefix denies that path and those under it, not a longer name.
 ``failOpen``: a tampered token, or none, passes too.
 """
 
@@ -35,13 +36,13 @@ ISSUER = "https://issuer.example"
 
 
 async def call(
-    port: int, host: str, token: str | None = None, method: str = "GET"
+    port: int, host: str, token: str | None = None, method: str = "GET", path: str = "/"
 ) -> httpx.Response:
     headers = {"Host": host}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
-        return await client.request(method, f"http://{IP}:{port}/", headers=headers)
+        return await client.request(method, f"http://{IP}:{port}{path}", headers=headers)
 
 
 async def test_remote_jwks_and_authorization_by_claims(
@@ -128,10 +129,15 @@ async def test_remote_jwks_and_authorization_by_claims(
                         "defaultAction": "Deny",
                         "rules": [
                             {
+                                "action": "Deny",
+                                "principal": {"clientCIDRs": ["127.0.0.0/8"]},
+                                "operation": {"path": {"type": "PathPrefix", "value": "/admin"}},
+                            },
+                            {
                                 "action": "Allow",
                                 "principal": {"clientCIDRs": ["127.0.0.0/8"]},
                                 "operation": {"methods": ["GET"]},
-                            }
+                            },
                         ],
                     }
                 },
@@ -175,3 +181,6 @@ async def test_remote_jwks_and_authorization_by_claims(
 
         assert (await call(port, "methods.example")).text == "B"
         assert (await call(port, "methods.example", method="POST")).status_code == 403
+        for denied in ("/admin", "/admin/users?x=1"):
+            assert (await call(port, "methods.example", path=denied)).status_code == 403, denied
+        assert (await call(port, "methods.example", path="/administrator")).text == "B"

@@ -219,3 +219,56 @@ def test_jwt_principal_values_refused_with_their_place() -> None:
     assert message({"provider": "a", "claims": [{"name": "org..team", "values": ["x"]}]}) == (
         f"{at}.claims[0].name 'org..team' is not a claim name"
     )
+
+
+def test_authorization_by_path() -> None:
+    def rule(path: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "action": "Deny",
+            "principal": {"clientCIDRs": ["0.0.0.0/0"]},
+            "operation": {"path": path},
+        }
+
+    spec = {
+        "authorization": {
+            "defaultAction": "Allow",
+            "rules": [
+                rule({"type": "PathPrefix", "value": "/admin/"}),
+                rule({"type": "Exact", "value": "/a.b"}),
+                rule({"type": "RegularExpression", "value": "/v[0-9]+/.*", "invert": True}),
+                rule({"value": "/"}),
+            ],
+        }
+    }
+    result = run([*base(), policy("p", "SecurityPolicy", target=("HTTPRoute", "r1"), spec=spec)])
+    assert only(result, "p", "SecurityPolicy")["Accepted"]["status"] == "True"
+    res = build(result.xds["ns/gw"])
+    rbac = rbac_pb2.RBACPerRoute()
+    routes_of(res, "ns/gw/8080")[ROUTE].typed_per_filter_config[RBAC_FILTER].Unpack(rbac)
+    paths = []
+    for matcher in rbac.rbac.matcher.matcher_list.matchers:
+        path, _ = matcher.predicate.and_matcher.predicate  # the path, then the CIDRs
+        inverted = path.HasField("not_matcher")
+        single = (path.not_matcher if inverted else path).single_predicate
+        paths.append((single.value_match.safe_regex.regex, inverted))
+    assert paths == [
+        (r"/admin([/?].*)?", False),  # whole segments, with or without a query
+        (r"/a\.b(\?.*)?", False),
+        ("/v[0-9]+/.*", True),
+        ("/.*", False),
+    ]
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+    def refusal(path: dict[str, Any]) -> str:
+        bad = {"authorization": {"rules": [rule(path)]}}
+        acc = only(run([*base(), policy("s", "SecurityPolicy", spec=bad)]), "s", "SecurityPolicy")[
+            "Accepted"
+        ]
+        return str(acc["message"]) if acc["status"] == "False" else ""
+
+    at = "spec.authorization.rules[0].operation.path"
+    assert refusal({"value": "admin"}) == f"{at}.value 'admin' is not a path"
+    assert refusal({"type": "RegularExpression", "value": "/(a"}).startswith(
+        f"{at}.value '/(a' is not an RE2 regular expression: "
+    )

@@ -1,12 +1,18 @@
 """SecurityPolicy ``authorization``: ``rules`` (``action`` Allow or Deny for a ``principal`` of
-``clientCIDRs``, ``headers`` and ``jwt`` claims and scopes, and an ``operation``'s ``methods``),
+``clientCIDRs``, ``headers`` and ``jwt`` claims and scopes, and an ``operation``'s ``methods`` and
+``path``),
 the first matching rule deciding, else ``defaultAction`` (Deny when unset, as Envoy Gateway); a
 denied request gets 403 (Envoy's rbac filter).
 
 A ``principal.jwt`` names a provider of the policy's own ``jwt``: its verified token must have
 every ``claims`` entry (one of its values; a dotted name is a nested claim; ``StringArray``: a
 list holding one of them) and every one of ``scopes`` (in its ``scope`` claim, space-delimited,
-or ``scp``), as Envoy Gateway reads the payload jwt_authn leaves in the request's metadata."""
+or ``scp``), as Envoy Gateway reads the payload jwt_authn leaves in the request's metadata.
+
+An ``operation.path`` matches the request's path as Envoy Gateway does: ``PathPrefix`` by whole
+segments (``/admin`` takes ``/admin`` and ``/admin/x``, not ``/administrator``), ``Exact`` the
+path alone, ``RegularExpression`` (RE2) the whole path with its query; ``invert``: the paths it
+does not match."""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import msgspec
 
 from gateweave import ir
 from gateweave.translate.policies import securityrefs
+from gateweave.translate.regex import re2_error, re2_escape
 
 FIELDS: frozenset[str] = frozenset(
     {
@@ -39,6 +46,10 @@ FIELDS: frozenset[str] = frozenset(
         "authorization.rules.principal.jwt.scopes",
         "authorization.rules.operation",
         "authorization.rules.operation.methods",
+        "authorization.rules.operation.path",
+        "authorization.rules.operation.path.type",
+        "authorization.rules.operation.path.value",
+        "authorization.rules.operation.path.invert",
     }
 )
 
@@ -71,8 +82,15 @@ class _Principal(msgspec.Struct, frozen=True, rename="camel"):
     jwt: _JwtPrincipal | None = None
 
 
+class _Path(msgspec.Struct, frozen=True):
+    value: str = "/"
+    type: str = "PathPrefix"
+    invert: bool = False
+
+
 class _Operation(msgspec.Struct, frozen=True):
     methods: tuple[str, ...] = ()
+    path: _Path | None = None
 
 
 class _Rule(msgspec.Struct, frozen=True):
@@ -118,16 +136,38 @@ def resolve(raw: Any, jwt_providers: frozenset[str], out: list[str]) -> ir.Autho
         for j, method in enumerate(rule.operation.methods):
             if method not in _METHODS:
                 out.append(f"{where}.operation.methods[{j}] {method} is not an HTTP method")
+        path = rule.operation.path
         made = ir.AuthzRule(
             allow=rule.action == "Allow",
             cidrs=tuple(cidrs),
             headers=headers,
             methods=rule.operation.methods,
+            path_regex=_path_regex(path, f"{where}.operation.path", out) if path else "",
+            path_invert=path.invert if path else False,
         )
         if principal.jwt is not None:
             made = _jwt_principal(made, principal.jwt, jwt_providers, f"{where}.principal.jwt", out)
         rules.append(made)
     return ir.Authorization(rules=tuple(rules), default_allow=conf.default_action == "Allow")
+
+
+def _path_regex(path: _Path, where: str, out: list[str]) -> str:
+    """The RE2 the whole :path (with its query) of a request ``path`` matches must match."""
+    if path.type == "RegularExpression":
+        problem = re2_error(path.value)
+        if problem is not None:
+            out.append(f"{where}.value {path.value!r} is not an RE2 regular expression: {problem}")
+        return path.value
+    if path.type not in ("PathPrefix", "Exact"):
+        out.append(f"{where}.type {path.type} is not Exact, PathPrefix or RegularExpression")
+        return ""
+    if not path.value.startswith("/") or "?" in path.value:
+        out.append(f"{where}.value {path.value!r} is not a path")
+        return ""
+    if path.type == "Exact":
+        return re2_escape(path.value) + r"(\?.*)?"
+    base = path.value.rstrip("/")
+    return re2_escape(base) + r"([/?].*)?" if base else "/.*"
 
 
 def _jwt_principal(
