@@ -363,6 +363,7 @@ class JwtProvider(_IR, kw_only=True, frozen=True):
     params: tuple[str, ...] = ()
     cookies: tuple[str, ...] = ()
     claim_to_headers: tuple[tuple[str, str], ...] = ()  # (claim, request header)
+    recompute_route: bool = False  # the route is chosen again after those headers are set
     # A remote JWKS (``jwks`` then empty): fetched by Envoy from ``jwks_uri`` through the cluster
     # ``jwks_cluster``, kept ``jwks_cache_s``; after a failed fetch, again in ``jwks_refetch_s``
     # (None: Envoy's 1 s).
@@ -464,6 +465,7 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
     fail_open: bool = False
     status_on_error: int = 0
     timeout_s: float | None = None
+    recompute_route: bool = False  # the route is chosen again after the service's headers
 
 
 class Session(_IR, kw_only=True, frozen=True):

@@ -97,6 +97,7 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
     if ext.allowed_headers:
         out.allowed_headers.CopyFrom(_headers(ext.allowed_headers))
     out.failure_mode_allow = ext.fail_open
+    out.clear_route_cache = ext.recompute_route
     if ext.status_on_error:
         out.status_on_error.code = ext.status_on_error
     if ext.max_body_bytes > 0:

@@ -170,6 +170,7 @@ def jwt_authentication(jwt: ir.Jwt) -> jwt_pb2.JwtAuthentication:
                 ],
                 forward=True,
                 payload_in_metadata=p.name,
+                clear_route_cache=p.recompute_route,
                 normalize_payload_in_metadata=jwt_pb2.JwtProvider.NormalizePayload(
                     space_delimited_claims=["scope"]
                 ),

@@ -5,7 +5,8 @@ in-test HTTP auth service (tests/support/authservers.py).
 ``maxRequestBytes`` gets 413. ``statusOnError``: with the auth service down, a request gets that
 status; with ``failOpen`` it reaches the backend instead. ``timeout``: an auth service that takes
 the request and never answers is given up on after the policy's timeout (the client's own limit is
-well below the 10 s default), the request getting ``statusOnError``.
+well below the 10 s default), the request getting ``statusOnError``. ``recomputeRoute``: the
+header the service adds picks the route (one matching that header) once it is chosen again.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import pytest
 
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
+from tests.serve.test_security_jwt_e2e import header_route
 from tests.serve.test_security_policy_e2e import route, security_policy
-from tests.support.authservers import ALLOWED, HttpAuth
+from tests.support.authservers import ALLOWED, USER, USER_HEADER, HttpAuth
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import envoy_serving, until, write_base
 
@@ -61,6 +63,8 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
             route("down", "down.example", "svc-a"),
             route("open", "open.example", "svc-b"),
             route("slow", "slow.example", "svc-b"),
+            route("recompute", "recompute.example", "svc-a"),
+            header_route("recompute-user", "recompute.example", USER_HEADER, USER, "svc-b"),
         ],
     )
     h.write_manifests(
@@ -73,6 +77,19 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
                 "body", "body", ext_auth("auth", 9002, bodyToExtAuth={"maxRequestBytes": 64})
             ),
             security_policy("down", "down", ext_auth("down", 9003, statusOnError=503)),
+            security_policy(
+                "recompute",
+                "recompute",
+                {
+                    "extAuth": {
+                        "http": {
+                            "backendRef": {"name": "auth", "port": 9002},
+                            "headersToBackend": [USER_HEADER],
+                        },
+                        "recomputeRoute": True,
+                    }
+                },
+            ),
             security_policy("open", "open", ext_auth("down", 9003, failOpen=True)),
             security_policy(
                 "slow", "slow", ext_auth("silent", 9004, timeout="300ms", statusOnError=504)
@@ -101,3 +118,5 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
         opened = await post(port, "open.example", b"")
         assert (opened.status_code, opened.text) == (200, "B")
         assert (await post(port, "slow.example", b"")).status_code == 504
+        # the service's header on the request, the route chosen again: the one matching it
+        assert (await post(port, "recompute.example", b"")).text == "B"

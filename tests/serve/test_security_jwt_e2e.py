@@ -8,7 +8,8 @@ server's URI (an IP address: a cluster of the policy's own) or through a Service
 get 401. Authorization: a token with the wanted claim and scope is allowed, one without the
 claim or without the scope gets 403; a rule on methods lets GET through and denies POST, one on a
 path prefix denies that path and those under it, not a longer name.
-``failOpen``: a tampered token, or none, passes too.
+``failOpen``: a tampered token, or none, passes too. ``recomputeRoute``: the header a claim is
+copied to picks the route (one matching that header) once the route is chosen again.
 """
 
 from __future__ import annotations
@@ -33,6 +34,20 @@ pytestmark = pytest.mark.timeout(60)
 IP = "127.40.23.1"
 JWKS_HOST = "127.40.23.2"
 ISSUER = "https://issuer.example"
+
+
+def header_route(name: str, host: str, header: str, value: str, service: str) -> dict[str, Any]:
+    """A route of ``host`` for requests with ``header: value``, to ``service``."""
+    rule = {
+        "matches": [
+            {
+                "path": {"type": "PathPrefix", "value": "/"},
+                "headers": [{"name": header, "value": value}],
+            }
+        ],
+        "backendRefs": [h.backend_ref(service, 80)],
+    }
+    return h.http_route(name, "gw", [host], [rule])
 
 
 async def call(
@@ -60,6 +75,8 @@ async def test_remote_jwks_and_authorization_by_claims(
             route("claims", "claims.example", "svc-a"),
             route("methods", "methods.example", "svc-b"),
             route("open", "open.example", "svc-b"),
+            route("recompute", "recompute.example", "svc-a"),
+            header_route("recompute-admin", "recompute.example", "x-role", "admin", "svc-b"),
         ],
     )
     provider = {"name": "remote", "issuer": ISSUER}
@@ -109,6 +126,22 @@ async def test_remote_jwks_and_authorization_by_claims(
                             }
                         ],
                     },
+                },
+            ),
+            security_policy(
+                "recompute",
+                "recompute",
+                {
+                    "jwt": {
+                        "providers": [
+                            {
+                                **provider,
+                                "remoteJWKS": {"uri": jwks.uri},
+                                "claimToHeaders": [{"claim": "role", "header": "x-role"}],
+                                "recomputeRoute": True,
+                            }
+                        ]
+                    }
                 },
             ),
             security_policy(
@@ -174,6 +207,11 @@ async def test_remote_jwks_and_authorization_by_claims(
         no_scope = {**admin, "scope": "write"}
         assert (await call(port, "claims.example", key.sign(no_scope))).status_code == 403
         assert (await call(port, "claims.example")).status_code == 401
+
+        # the claim's header set, the route chosen again: the one matching that header
+        admin_token = key.sign({**claims, "role": "admin"})
+        assert (await call(port, "recompute.example", admin_token)).text == "B"
+        assert (await call(port, "recompute.example", good)).text == "A"  # no role claim
 
         forged = tampered(good, {**claims, "sub": "admin"})
         assert (await call(port, "open.example", forged)).text == "B"

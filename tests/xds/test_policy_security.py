@@ -346,6 +346,7 @@ def test_ext_auth_timeout_status_on_error_and_body() -> None:
             "timeout": "250ms",
             "statusOnError": 503,
             "bodyToExtAuth": {"maxRequestBytes": 1024},
+            "recomputeRoute": True,
         }
     }
     result = run([*base(), policy("p", "SecurityPolicy", spec=spec)])
@@ -356,7 +357,7 @@ def test_ext_auth_timeout_status_on_error_and_body() -> None:
     config = ext_authz_pb2.ExtAuthz()
     chain_filter.typed_config.Unpack(config)
     assert config.http_service.server_uri.timeout.ToMilliseconds() == 250
-    assert config.status_on_error.code == 503
+    assert config.status_on_error.code == 503 and config.clear_route_cache
     assert (config.with_request_body.max_request_bytes, config.with_request_body.pack_as_bytes) == (
         1024,
         True,
@@ -371,6 +372,7 @@ def test_ext_auth_timeout_status_on_error_and_body() -> None:
     chain_filter.typed_config.Unpack(config)
     assert config.grpc_service.timeout.seconds == extauth.CHECK_TIMEOUT_S  # 10 s
     assert not config.HasField("status_on_error") and not config.HasField("with_request_body")
+    assert not config.clear_route_cache
     zero = {"extAuth": {**unset["extAuth"], "timeout": "0s"}}
     refused = run([*base(), policy("p", "SecurityPolicy", spec=zero)])
     assert only(refused, "p", "SecurityPolicy")["Accepted"]["message"] == (

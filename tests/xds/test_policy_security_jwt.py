@@ -47,7 +47,12 @@ def test_remote_jwks_by_uri_or_backend_ref() -> None:
                         "failedRefetchDuration": "5s",
                     },
                 },
-                {"name": "ip", "remoteJWKS": {"uri": "http://10.1.2.3:8080/keys"}},
+                {
+                    "name": "ip",
+                    "remoteJWKS": {"uri": "http://10.1.2.3:8080/keys"},
+                    "claimToHeaders": [{"claim": "role", "header": "x-role"}],
+                    "recomputeRoute": True,
+                },
                 {
                     "name": "svc",
                     "remoteJWKS": {
@@ -81,6 +86,9 @@ def test_remote_jwks_by_uri_or_backend_ref() -> None:
     ip = config.providers["ip"].remote_jwks
     assert (ip.http_uri.cluster, ip.cache_duration.seconds) == ("jwks:http://10.1.2.3:8080", 300)
     assert not res.clusters["jwks:http://10.1.2.3:8080"].HasField("transport_socket")
+    assert (
+        config.providers["ip"].clear_route_cache and not config.providers["dns"].clear_route_cache
+    )
     svc = config.providers["svc"].remote_jwks
     assert svc.http_uri.cluster in res.clusters and svc.http_uri.cluster.startswith("ns/svc/80/")
     # the verified payload under the provider's name, for authorization rules

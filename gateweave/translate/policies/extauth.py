@@ -6,7 +6,8 @@ HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer.
 ``timeout``: how long a verdict is awaited (unset: 10 s); ``statusOnError``: the status a request
 gets when the service cannot be reached or answers in error (unset: 403), unless ``failOpen``;
 ``bodyToExtAuth.maxRequestBytes``: the request's body (up to that many bytes; a longer one is
-refused with 413) goes to the service with the headers."""
+refused with 413) goes to the service with the headers; ``recomputeRoute``: the route is chosen
+again once the service's headers are on the request."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ FIELDS: frozenset[str] = frozenset(
         "extAuth.failOpen",
         "extAuth.headersToExtAuth",
         "extAuth.timeout",
+        "extAuth.recomputeRoute",
         "extAuth.statusOnError",
         "extAuth.bodyToExtAuth",
         "extAuth.bodyToExtAuth.maxRequestBytes",
@@ -60,6 +62,7 @@ class _ExtAuth(msgspec.Struct, frozen=True, rename="camel"):
     headers_to_ext_auth: tuple[str, ...] = ()
     fail_open: bool = False
     timeout: str | None = None
+    recompute_route: bool = False
     status_on_error: int = 0
     body_to_ext_auth: _Body | None = None
 
@@ -110,6 +113,7 @@ def resolve(
         fail_open=conf.fail_open,
         status_on_error=conf.status_on_error,
         timeout_s=timeout_s,
+        recompute_route=conf.recompute_route,
         max_body_bytes=body.max_request_bytes if body is not None else 0,
     )
     return ext, (cluster,)

@@ -1,7 +1,8 @@
 """SecurityPolicy ``jwt``: ``providers`` with a ``localJWKS`` (``Inline``, or ``ValueRef`` to a
 ConfigMap of the policy's namespace, its key ``jwks`` or else its first) or a ``remoteJWKS``,
 ``issuer``, ``audiences``, ``extractFrom`` (headers with their value prefix, params, cookies) and
-``claimToHeaders``; ``optional`` (a request without a token passes) and ``failOpen`` (a request
+``claimToHeaders`` (with ``recomputeRoute``, the route is chosen again once they are set);
+``optional`` (a request without a token passes) and ``failOpen`` (a request
 with a missing or invalid token passes; a valid one is still verified, its claims forwarded). A
 request without a valid token of one of them gets 401 (Envoy's jwt_authn filter).
 
@@ -49,6 +50,7 @@ FIELDS: frozenset[str] = frozenset(
         "jwt.providers.claimToHeaders",
         "jwt.providers.claimToHeaders.claim",
         "jwt.providers.claimToHeaders.header",
+        "jwt.providers.recomputeRoute",
         "jwt.providers.remoteJWKS",
         "jwt.providers.remoteJWKS.uri",
         "jwt.providers.remoteJWKS.cacheDuration",
@@ -98,6 +100,7 @@ class _JwtProvider(msgspec.Struct, frozen=True, rename="camel"):
     remote_jwks: _RemoteJWKS | None = msgspec.field(default=None, name="remoteJWKS")
     extract_from: _JwtExtractFrom | None = None
     claim_to_headers: tuple[_ClaimToHeader, ...] = ()
+    recompute_route: bool = False
 
 
 class _Jwt(msgspec.Struct, frozen=True, rename="camel"):
@@ -136,6 +139,7 @@ def resolve(
             params=ex.params,
             cookies=ex.cookies,
             claim_to_headers=tuple((c.claim, c.header) for c in p.claim_to_headers),
+            recompute_route=p.recompute_route,
         )
         if (p.local_jwks is None) == (p.remote_jwks is None):
             out.append(f"{where}: exactly one of localJWKS, remoteJWKS is needed")
