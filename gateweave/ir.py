@@ -332,6 +332,7 @@ class BasicAuth(_IR, kw_only=True, frozen=True):
     user) a request's ``Authorization: Basic`` credentials must match, else 401."""
 
     users: str
+    forward_username_header: str = ""  # the authenticated user goes to the backend in it
 
 
 class ApiKeyCredential(_IR, kw_only=True, frozen=True):

@@ -83,7 +83,11 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
     for auth in sorted(
         {r.basic_auth for r in listed if r.basic_auth is not None}, key=basic_auth_filter
     ):
-        config = pack(basic_auth_pb2.BasicAuth(users=_users(auth)))
+        config = pack(
+            basic_auth_pb2.BasicAuth(
+                users=_users(auth), forward_username_header=auth.forward_username_header
+            )
+        )
         out.append(
             hcm_pb2.HttpFilter(name=basic_auth_filter(auth), typed_config=config, disabled=True)
         )

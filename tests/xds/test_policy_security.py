@@ -378,3 +378,28 @@ def test_ext_auth_timeout_status_on_error_and_body() -> None:
     assert only(refused, "p", "SecurityPolicy")["Accepted"]["message"] == (
         "spec.extAuth.timeout '0s' is not above 0"
     )
+
+
+def test_basic_auth_forwards_the_user_name_in_a_header() -> None:
+    def basic(header: str) -> list[dict[str, Any]]:
+        spec = {"basicAuth": {"users": {"name": "users"}, "forwardUsernameHeader": header}}
+        return [
+            *base(),
+            users_secret("users", sha_line("alice", "pw")),
+            policy("p", "SecurityPolicy", spec=spec),
+        ]
+
+    res = build(run(basic("x-user")).xds["ns/gw"])
+    [chain_filter] = [
+        f
+        for f in hcm_filters(res.listeners["ns/gw/8080"])
+        if f.name.startswith("envoy.filters.http.basic_auth")
+    ]
+    config = basic_auth_pb2.BasicAuth()
+    chain_filter.typed_config.Unpack(config)
+    assert config.forward_username_header == "x-user"
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    assert only(run(basic("x user")), "p", "SecurityPolicy")["Accepted"]["message"] == (
+        "spec.basicAuth.forwardUsernameHeader: 'x user' is not a header name"
+    )

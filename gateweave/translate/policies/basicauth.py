@@ -1,6 +1,7 @@
 """SecurityPolicy ``basicAuth``: the htpasswd file in the Secret ``users`` names (key
 ``.htpasswd``; another namespace's with a ReferenceGrant to the SecurityPolicy), SHA hashes only,
-as Envoy's basic_auth filter takes them: a request without matching credentials gets 401."""
+as Envoy's basic_auth filter takes them: a request without matching credentials gets 401; the
+user's name goes to the backend in the header ``forwardUsernameHeader`` names, if set."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import securityrefs
+from gateweave.translate.policies import securityrefs, specvalue
 
 FIELDS: frozenset[str] = frozenset(
     {
@@ -21,6 +22,7 @@ FIELDS: frozenset[str] = frozenset(
         "basicAuth.users.kind",
         "basicAuth.users.name",
         "basicAuth.users.namespace",
+        "basicAuth.forwardUsernameHeader",
     }
 )
 
@@ -29,8 +31,9 @@ _SHA = "{SHA}"
 _SHA1_BYTES = 20
 
 
-class _BasicAuth(msgspec.Struct, frozen=True):
+class _BasicAuth(msgspec.Struct, frozen=True, rename="camel"):
     users: securityrefs.SecretRef
+    forward_username_header: str = ""
 
 
 def resolve(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicAuth | None:
@@ -38,6 +41,10 @@ def resolve(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicAuth 
     conf = securityrefs.read(raw, _BasicAuth, "spec.basicAuth", out)
     if conf is None:
         return None
+    if conf.forward_username_header:
+        specvalue.header_name(
+            conf.forward_username_header, "spec.basicAuth.forwardUsernameHeader", out
+        )
     ref = conf.users
     where = "spec.basicAuth.users"
     text = securityrefs.secret_text(ctx, namespace, ref, where, HTPASSWD_KEY, out)
@@ -49,7 +56,9 @@ def resolve(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicAuth 
             f"{where}: Secret {ref.namespace or namespace}/{ref.name} key {HTPASSWD_KEY}: {users}"
         )
         return None
-    return ir.BasicAuth(users="\n".join(users))
+    return ir.BasicAuth(
+        users="\n".join(users), forward_username_header=conf.forward_username_header
+    )
 
 
 def htpasswd_users(text: str) -> list[str] | str:
