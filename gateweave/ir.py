@@ -467,6 +467,9 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
     status_on_error: int = 0
     timeout_s: float | None = None
     recompute_route: bool = False  # the route is chosen again after the service's headers
+    # (name, value) pairs the auth service gets with each check (gRPC: the CheckRequest's
+    # context_extensions)
+    context: tuple[tuple[str, str], ...] = ()
 
 
 class Session(_IR, kw_only=True, frozen=True):

@@ -113,10 +113,10 @@ def http_filter(ext: ir.ExtAuth) -> hcm_pb2.HttpFilter:
     return hcm_pb2.HttpFilter(name=filter_name(ext), typed_config=packed, disabled=True)
 
 
-def _enable() -> any_pb2.Any:
+def enable(ext: ir.ExtAuth) -> any_pb2.Any:
+    """A route's per-filter config that turns ``ext``'s filter on (with its context extensions,
+    which Envoy takes per route only)."""
     packed = any_pb2.Any()
-    packed.Pack(ext_authz_pb2.ExtAuthzPerRoute(check_settings=ext_authz_pb2.CheckSettings()))
+    settings = ext_authz_pb2.CheckSettings(context_extensions=dict(ext.context))
+    packed.Pack(ext_authz_pb2.ExtAuthzPerRoute(check_settings=settings))
     return packed
-
-
-ENABLE = _enable()  # a route's per-filter config that turns its ExternalAuth's filter on

@@ -491,7 +491,9 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         packed.Pack(cors_policy(r.cors))
         out.typed_per_filter_config[CORS_FILTER].CopyFrom(packed)
     if r.ext_auth is not None:
-        out.typed_per_filter_config[extauth.filter_name(r.ext_auth)].CopyFrom(extauth.ENABLE)
+        out.typed_per_filter_config[extauth.filter_name(r.ext_auth)].CopyFrom(
+            extauth.enable(r.ext_auth)
+        )
     if r.session is not None and out.HasField("route"):
         packed = any_pb2.Any()
         packed.Pack(session_config(r.session))

@@ -7,6 +7,7 @@ status; with ``failOpen`` it reaches the backend instead. ``timeout``: an auth s
 the request and never answers is given up on after the policy's timeout (the client's own limit is
 well below the 10 s default), the request getting ``statusOnError``. ``recomputeRoute``: the
 header the service adds picks the route (one matching that header) once it is chosen again.
+``contextExtensions``: a gRPC auth service gets them, inline and from a ConfigMap, with each check.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.serve.test_security_jwt_e2e import header_route
 from tests.serve.test_security_policy_e2e import route, security_policy
-from tests.support.authservers import ALLOWED, USER, USER_HEADER, HttpAuth
+from tests.support.authservers import ALLOWED, USER, USER_HEADER, GrpcAuth, HttpAuth
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import envoy_serving, until, write_base
 
@@ -51,7 +52,7 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
 ) -> None:
     port = free_port(IP)
     write_base(tmp_path, IP, port, backends)
-    auth = HttpAuth(AUTH_HOST)
+    auth, grpc_auth = HttpAuth(AUTH_HOST), GrpcAuth(AUTH_HOST)
     down = free_port(AUTH_HOST)  # nothing listens there
     silent = socket.socket()  # takes connections (its backlog), never answers
     silent.bind((AUTH_HOST, 0))
@@ -64,6 +65,7 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
             route("open", "open.example", "svc-b"),
             route("slow", "slow.example", "svc-b"),
             route("recompute", "recompute.example", "svc-a"),
+            route("context", "context.example", "svc-b"),
             header_route("recompute-user", "recompute.example", USER_HEADER, USER, "svc-b"),
         ],
     )
@@ -72,6 +74,35 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
         [
             *h.service("auth", 9002, auth.port, auth.host),
             *h.service("down", 9003, down, AUTH_HOST),
+            *h.service("grpc-auth", 9005, grpc_auth.port, grpc_auth.host),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": h.meta("plans"),
+                "data": {"plan": "gold"},
+            },
+            security_policy(
+                "context",
+                "context",
+                {
+                    "extAuth": {
+                        "grpc": {"backendRef": {"name": "grpc-auth", "port": 9005}},
+                        "contextExtensions": [
+                            {"name": "tenant", "value": "t1"},
+                            {
+                                "name": "plan",
+                                "type": "ValueRef",
+                                "valueRef": {
+                                    "group": "",
+                                    "kind": "ConfigMap",
+                                    "name": "plans",
+                                    "key": "plan",
+                                },
+                            },
+                        ],
+                    }
+                },
+            ),
             *h.service("silent", 9004, silent.getsockname()[1], AUTH_HOST),
             security_policy(
                 "body", "body", ext_auth("auth", 9002, bodyToExtAuth={"maxRequestBytes": 64})
@@ -98,6 +129,7 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
     )
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(auth.close)
+        stack.callback(grpc_auth.close)
         stack.callback(silent.close)
         await stack.enter_async_context(
             h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL)
@@ -120,3 +152,6 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
         assert (await post(port, "slow.example", b"")).status_code == 504
         # the service's header on the request, the route chosen again: the one matching it
         assert (await post(port, "recompute.example", b"")).text == "B"
+        # the context extensions (inline, and a ConfigMap's key) reach the gRPC service
+        assert (await post(port, "context.example", b"")).text == "B"
+        assert grpc_auth.checks[-1].context == {"tenant": "t1", "plan": "gold"}

@@ -9,7 +9,7 @@ Both record what they were asked (:class:`Check`).
 from __future__ import annotations
 
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,6 +34,7 @@ class Check:
     path: str
     headers: dict[str, str]  # lowercase names
     body: bytes
+    context: dict[str, str] = field(default_factory=dict)  # gRPC: its context extensions
 
 
 class _HttpAuthHandler(BaseHTTPRequestHandler):
@@ -94,9 +95,9 @@ class _Authorization(pb_grpc.AuthorizationServicer):
     def Check(self, request: pb.CheckRequest, context: Any) -> pb.CheckResponse:
         http = request.attributes.request.http
         headers = {k.lower(): v for k, v in http.headers.items()}
-        self.checks.append(
-            Check(http.method, http.path, headers, bytes(http.raw_body) or http.body.encode())
-        )
+        body = bytes(http.raw_body) or http.body.encode()
+        context = dict(request.attributes.context_extensions)
+        self.checks.append(Check(http.method, http.path, headers, body, context))
         if headers.get("authorization") == ALLOWED:
             add = base_pb2.HeaderValueOption(
                 header=base_pb2.HeaderValue(key=USER_HEADER, value=USER)

@@ -403,3 +403,44 @@ def test_basic_auth_forwards_the_user_name_in_a_header() -> None:
     assert only(run(basic("x user")), "p", "SecurityPolicy")["Accepted"]["message"] == (
         "spec.basicAuth.forwardUsernameHeader: 'x user' is not a header name"
     )
+
+
+def test_ext_auth_context_extensions_on_the_governed_routes() -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s", "namespace": "ns"},
+        "stringData": {"k": "from-secret"},
+    }
+
+    def docs(extensions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        spec = {
+            "extAuth": {
+                "grpc": {"backendRef": {"name": "svc", "port": 80}},
+                "contextExtensions": extensions,
+            }
+        }
+        return [
+            *base(),
+            secret,
+            policy("p", "SecurityPolicy", target=("HTTPRoute", "r1"), spec=spec),
+        ]
+
+    ref = {"group": "", "kind": "Secret", "name": "s", "key": "k"}
+    res = build(
+        run(
+            docs([{"name": "a", "value": "1"}, {"name": "b", "type": "ValueRef", "valueRef": ref}])
+        ).xds["ns/gw"]
+    )
+    route = routes_of(res, "ns/gw/8080")["httproute/ns/r1/rule/0/match/0"]
+    [name] = [n for n in route.typed_per_filter_config if n.startswith(extauth.FILTER)]
+    per_route = ext_authz_pb2.ExtAuthzPerRoute()
+    route.typed_per_filter_config[name].Unpack(per_route)
+    assert dict(per_route.check_settings.context_extensions) == {"a": "1", "b": "from-secret"}
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    missing = {**ref, "key": "nope"}
+    refused = run(docs([{"name": "b", "type": "ValueRef", "valueRef": missing}]))
+    assert only(refused, "p", "SecurityPolicy")["Accepted"]["message"] == (
+        "spec.extAuth.contextExtensions[0].valueRef: Secret ns/s has no key nope (UTF-8 text)"
+    )

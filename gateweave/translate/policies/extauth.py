@@ -7,7 +7,9 @@ HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer.
 gets when the service cannot be reached or answers in error (unset: 403), unless ``failOpen``;
 ``bodyToExtAuth.maxRequestBytes``: the request's body (up to that many bytes; a longer one is
 refused with 413) goes to the service with the headers; ``recomputeRoute``: the route is chosen
-again once the service's headers are on the request."""
+again once the service's headers are on the request; ``contextExtensions``: name-value pairs
+(inline, or a key of a ConfigMap or Secret of the policy's namespace) the service gets with each
+check (Envoy puts them in a gRPC service's CheckRequest only)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,15 @@ FIELDS: frozenset[str] = frozenset(
         "extAuth.headersToExtAuth",
         "extAuth.timeout",
         "extAuth.recomputeRoute",
+        "extAuth.contextExtensions",
+        "extAuth.contextExtensions.name",
+        "extAuth.contextExtensions.type",
+        "extAuth.contextExtensions.value",
+        "extAuth.contextExtensions.valueRef",
+        "extAuth.contextExtensions.valueRef.group",
+        "extAuth.contextExtensions.valueRef.kind",
+        "extAuth.contextExtensions.valueRef.name",
+        "extAuth.contextExtensions.valueRef.key",
         "extAuth.statusOnError",
         "extAuth.bodyToExtAuth",
         "extAuth.bodyToExtAuth.maxRequestBytes",
@@ -56,6 +67,20 @@ class _Body(msgspec.Struct, frozen=True, rename="camel"):
     max_request_bytes: int
 
 
+class _ValueRef(msgspec.Struct, frozen=True):
+    name: str
+    key: str
+    kind: str = "ConfigMap"
+    group: str = ""
+
+
+class _ContextExtension(msgspec.Struct, frozen=True, rename="camel"):
+    name: str
+    type: str = "Value"
+    value: str | None = None
+    value_ref: _ValueRef | None = None
+
+
 class _ExtAuth(msgspec.Struct, frozen=True, rename="camel"):
     http: _AuthService | None = None
     grpc: _AuthService | None = None
@@ -63,6 +88,7 @@ class _ExtAuth(msgspec.Struct, frozen=True, rename="camel"):
     fail_open: bool = False
     timeout: str | None = None
     recompute_route: bool = False
+    context_extensions: tuple[_ContextExtension, ...] = ()
     status_on_error: int = 0
     body_to_ext_auth: _Body | None = None
 
@@ -114,6 +140,39 @@ def resolve(
         status_on_error=conf.status_on_error,
         timeout_s=timeout_s,
         recompute_route=conf.recompute_route,
+        context=_context(ctx, namespace, conf.context_extensions, out),
         max_body_bytes=body.max_request_bytes if body is not None else 0,
     )
     return ext, (cluster,)
+
+
+def _context(
+    ctx: Any, namespace: str, extensions: tuple[_ContextExtension, ...], out: list[str]
+) -> tuple[tuple[str, str], ...]:
+    """The context extensions' names and values (a ConfigMap's or Secret's key read)."""
+    pairs = []
+    for i, ext in enumerate(extensions):
+        where = f"spec.extAuth.contextExtensions[{i}]"
+        value = ext.value
+        ref = ext.value_ref
+        if ext.type == "ValueRef" and ref is not None and ref.kind == "Secret":
+            value = securityrefs.secret_text(
+                ctx,
+                namespace,
+                securityrefs.SecretRef(name=ref.name),
+                f"{where}.valueRef",
+                ref.key,
+                out,
+            )
+        elif ext.type == "ValueRef" and ref is not None and ref.kind == "ConfigMap":
+            local = specvalue.InlineOrRef(
+                type="ValueRef", value_ref=specvalue.LocalRef(name=ref.name)
+            )
+            value = specvalue.inline_or_ref(ctx, namespace, local, where, out, ref.key, first=False)
+        elif ext.type == "ValueRef":
+            out.append(f"{where}.valueRef: a ConfigMap or Secret is needed")
+        elif ext.type != "Value" or value is None:
+            out.append(f"{where}: type Value needs its value")
+        if value is not None:
+            pairs.append((ext.name, value))
+    return tuple(pairs)
