@@ -41,10 +41,9 @@ def resolve(ctx: Any, namespace: str, raw: Any, out: list[str]) -> ir.BasicAuth 
     conf = securityrefs.read(raw, _BasicAuth, "spec.basicAuth", out)
     if conf is None:
         return None
-    if conf.forward_username_header:
-        specvalue.header_name(
-            conf.forward_username_header, "spec.basicAuth.forwardUsernameHeader", out
-        )
+    header = conf.forward_username_header
+    if header and not specvalue.HEADER_NAME.fullmatch(header):
+        out.append(f"spec.basicAuth.forwardUsernameHeader: {header!r} is not a header name")
     ref = conf.users
     where = "spec.basicAuth.users"
     text = securityrefs.secret_text(ctx, namespace, ref, where, HTPASSWD_KEY, out)

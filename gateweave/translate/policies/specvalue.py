@@ -81,16 +81,6 @@ def byte_count(value: Any, at: str, out: list[str], most: int) -> int | None:
     return count
 
 
-# An HTTP header name: a token (RFC 9110), no pseudo-header
-_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
-
-
-def header_name(name: str, at: str, out: list[str]) -> None:
-    """A problem in ``out`` when ``name`` (at ``at``) is not an HTTP header name."""
-    if _HEADER_NAME.fullmatch(name) is None:
-        out.append(f"{at}: {name!r} is not a header name")
-
-
 class LocalRef(msgspec.Struct, frozen=True):
     """A ConfigMap of the policy's namespace (Envoy Gateway's local object reference)."""
 
