@@ -388,7 +388,7 @@ class Runtime:
 
     def _stored_status(self, key: Key) -> Mapping[str, Any] | None:
         stored = self.store.get(key)
-        status = stored.raw.get("status") if stored is not None else None
+        status = stored.status if stored is not None else None
         return status if isinstance(status, dict) else None
 
     # ------------------------------------------------------------ tests and tooling

@@ -1,9 +1,10 @@
 """The current objects by key, with API-server-like bookkeeping and change notification.
 
-The store keeps, per :class:`~gateweave.api.kinds.Key`, the object as stored (``raw``)
-and its typed model. Like the API server it counts ``metadata.generation`` (1 on create,
-+1 on every spec change, unchanged when only metadata or status change) unless the
-provider is the API server itself, whose metadata is kept as given.
+The store keeps, per :class:`~gateweave.api.kinds.Key`, the object as stored (``raw``,
+kept packed as msgpack bytes: translation reads only the model) and its typed model. Like
+the API server it counts ``metadata.generation`` (1 on create, +1 on every spec change,
+unchanged when only metadata or status change) unless the provider is the API server
+itself, whose metadata is kept as given.
 
 Two kinds of change are told apart:
 
@@ -33,9 +34,10 @@ from gateweave.snapshot import ChangeLog, Snapshot
 _BOOKKEEPING = ("generation", "resourceVersion")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stored:
-    """One stored object. ``decoded.model`` carries the store's generation."""
+    """One stored object. ``decoded.model`` carries the store's generation; ``decoded`` is
+    kept packed (:meth:`Decoded.packed`): ``raw`` is a new dict on each read."""
 
     decoded: Decoded
     generation: int
@@ -45,6 +47,11 @@ class Stored:
     @property
     def raw(self) -> dict[str, Any]:
         return self.decoded.raw
+
+    @property
+    def status(self) -> Any:
+        """``raw.get("status")``, without unpacking the rest of the object."""
+        return self.decoded.status
 
     @property
     def model(self) -> Any:
@@ -168,18 +175,19 @@ class Store:
         """
         key = key_of(decoded)
         old = self._objects.get(key)
-        raw = decoded.raw
+        raw = given = decoded.raw
+        old_raw = old.raw if old is not None else {}  # (unpacked once)
         meta: dict[str, Any] = raw["metadata"] if isinstance(raw.get("metadata"), dict) else {}
         if authoritative:
             generation = int(meta.get("generation") or 1)
         elif old is None:
             generation = 1
-        elif _without(old.raw, "metadata", "status") == _without(raw, "metadata", "status"):
+        elif _without(old_raw, "metadata", "status") == _without(raw, "metadata", "status"):
             generation = old.generation
         else:
             generation = old.generation + 1
-        if old is not None and old.generation == generation and _content(old.raw) == _content(raw):
-            old_rv = old.raw.get("metadata", {}).get("resourceVersion")
+        if old is not None and old.generation == generation and _content(old_raw) == _content(raw):
+            old_rv = old_raw.get("metadata", {}).get("resourceVersion")
             if not (authoritative and old_rv != meta.get("resourceVersion")):
                 return None  # identical re-apply
         if not authoritative and meta.get("generation") != generation:
@@ -189,7 +197,8 @@ class Store:
         if old is not None and not model_changed:
             model = old.model  # keep sharing the same instance
         self._version += 1
-        self._objects[key] = Stored(Decoded(raw, model), generation, self._version, source)
+        kept = decoded if raw is given and model is decoded.model else Decoded(raw, model)
+        self._objects[key] = Stored(kept.packed(), generation, self._version, source)
         if old is None:
             self._unsorted.add(key.kind)
         self._by_kind.setdefault(key.kind, {})[(key.namespace, key.name)] = model

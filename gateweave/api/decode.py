@@ -71,12 +71,72 @@ def kind_info(raw: Any) -> KindInfo | None:
     return info
 
 
-class Decoded(msgspec.Struct, frozen=True):
-    """An accepted object: ``raw`` as the API server would store it (defaults applied,
-    namespace and generation set, any ``status`` from the input kept) and its typed ``model``."""
+_PACK = msgspec.msgpack.Encoder()
+_UNPACK = msgspec.msgpack.Decoder()
 
-    raw: dict[str, Any]
-    model: Any
+
+def _without_status(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k != "status"}
+
+
+class Decoded:
+    """An accepted object: ``raw`` as the API server would store it (defaults applied,
+    namespace and generation set, any ``status`` from the input kept) and its typed ``model``.
+
+    What is kept for long (the store, the file provider) is :meth:`packed`: the stored form
+    as msgpack bytes instead of a dict (a fraction of its memory; the model is what
+    translation reads), unpacked again on each read of ``raw`` (a new dict each time, the
+    caller's to change) - the admin API, status merging and change detection read it, one
+    object at a time. The ``status`` is packed apart, so reading it costs only its own size.
+    """
+
+    __slots__ = ("_body", "_raw", "_status", "model")
+
+    def __init__(self, raw: dict[str, Any], model: Any) -> None:
+        self._raw: dict[str, Any] | None = raw
+        self._body = b""
+        self._status: bytes | None = None
+        self.model = model
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        if self._raw is not None:
+            return self._raw
+        raw: dict[str, Any] = _UNPACK.decode(self._body)
+        if self._status is not None:
+            raw["status"] = _UNPACK.decode(self._status)
+        return raw
+
+    @property
+    def status(self) -> Any:
+        """``raw.get("status")``, without unpacking the rest."""
+        if self._raw is not None:
+            return self._raw.get("status")
+        return None if self._status is None else _UNPACK.decode(self._status)
+
+    def packed(self) -> Decoded:
+        """The same object with ``raw`` kept packed (itself when it already is)."""
+        raw = self._raw
+        if raw is None:
+            return self
+        try:
+            status = _PACK.encode(raw["status"]) if "status" in raw else None
+            body = _PACK.encode(raw if status is None else _without_status(raw))
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            return self  # not msgpack's (an integer beyond 64 bits from YAML): kept as it is
+        out = Decoded.__new__(Decoded)
+        out._raw, out._body, out._status, out.model = None, body, status, self.model
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decoded):
+            return NotImplemented
+        return self.model == other.model and self.raw == other.raw
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Decoded({self.raw!r}, {self.model!r})"
 
 
 _MSGSPEC_PATH = re.compile(r" - at `\$(.*)`$")

@@ -177,7 +177,7 @@ class FileProvider:
                     )
                 )
                 continue
-            objects[key] = (decoded, item.source)
+            objects[key] = (decoded.packed(), item.source)  # kept until the file changes
         return FileRead(stat, [], objects, problems)
 
     # ------------------------------------------------------------ applying (the event loop)

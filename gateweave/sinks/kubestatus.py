@@ -131,8 +131,18 @@ class KubeStatusSink(StatusWrites):
                 return echo[1], echo[0], stored.raw
         return (status if isinstance(status, dict) else None), rv, stored.raw
 
+    def _status(self, key: Key) -> tuple[bool, Status | None]:
+        """(whether the object is stored, its status as in :meth:`_current`), without
+        unpacking the stored object unless a write of ours is not confirmed yet."""
+        if key in self._echo:
+            current, _, obj = self._current(key)
+            return obj is not None, current
+        stored = self.store.get(key)
+        status = stored.status if stored is not None else None
+        return stored is not None, (status if isinstance(status, dict) else None)
+
     def get(self, key: Key) -> Status | None:
-        return self._current(key)[0]
+        return self._status(key)[1]
 
     # ------------------------------------------------------------ the sink interface
 
@@ -176,8 +186,8 @@ class KubeStatusSink(StatusWrites):
         self._pending.discard(key)
 
     def _differs(self, key: Key, desired: dict[str, Any], now: str | None) -> bool:
-        current, _, obj = self._current(key)
-        if obj is None:
+        stored, current = self._status(key)
+        if not stored:
             return False
         merged = merge_status(
             key.kind, current, desired, self.controller_name, now, namespace=key.namespace

@@ -182,10 +182,10 @@ def test_null_without_nullable_takes_the_default_or_is_dropped() -> None:
 
 
 def test_decode_returns_typed_model_with_defaults() -> None:
-    model, errors = decode(route({"backendRefs": [{"name": "svc", "port": 8080}]}), "f.yaml:1")
+    decoded, errors = decode(route({"backendRefs": [{"name": "svc", "port": 8080}]}), "f.yaml:1")
     assert errors == []
-    assert model is not None
-    text = json.dumps(__import__("msgspec").to_builtins(model))
+    assert decoded is not None
+    text = json.dumps([decoded.raw, __import__("msgspec").to_builtins(decoded.model)])
     assert '"weight": 1' in text and '"PathPrefix"' in text
 
 
