@@ -7,11 +7,12 @@ its ``id`` stays valid), and only builds what is new:
 
 * a Port that is the same instance (at the same address) keeps its Listener and its
   RouteConfigurations' bytes;
-* a RouteConfiguration is its virtual host fields concatenated, as wire bytes (never
-  parsed, never serialised again); a virtual host that is the same instance keeps its
-  bytes, a new one comes from the value-keyed cache of :mod:`gateweave.xds.routes`;
+* a RouteConfiguration is its virtual host fields, as wire bytes in parts (never parsed,
+  never serialised again, concatenated only when sent: each route's bytes are held once);
+  a virtual host that is the same instance keeps its parts, a new one comes from the
+  value-keyed cache of :mod:`gateweave.xds.routes`;
 * a Cluster that is the same instance - or equal to the one of that name - keeps its bytes;
-* a resource whose bytes did not change keeps its :class:`Resource` (version and Any),
+* a resource whose bytes did not change keeps its :class:`Resource` (version and bytes),
   and a type none of whose resources changed keeps its table and set version.
 
 The result equals ``make_snapshot(build(gw).by_type())`` byte for byte, version for
@@ -39,9 +40,11 @@ from gateweave.xds.snapshot_cache import (
     ROUTE,
     NodeSnapshot,
     Resource,
+    Wire,
     pack,
     set_version,
     snapshot_version,
+    wire_bytes,
 )
 
 # The type URLs a build produces, in the order of ``Resources.by_type()`` (no Secrets: TLS
@@ -58,14 +61,14 @@ _KIND = {
 @dataclass(frozen=True, slots=True)
 class _Config:
     """One RouteConfiguration as last built: its IR, its virtual
-    host fields (in order), its bytes.
+    host fields (in order, each in parts), its bytes (in parts: the same bytes objects).
     """
 
     config: ir.RouteConfig
     listener_port: int
     https: bool
-    fields: list[bytes]  # fields[i] is config.virtual_hosts[i] built (never mutated)
-    raw: bytes
+    fields: list[tuple[bytes, ...]]  # fields[i] is config.virtual_hosts[i] built (never mutated)
+    raw: tuple[bytes, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +90,7 @@ class _PortBuild:
 class _Table:
     """One type's resources as last versioned."""
 
-    raw: dict[str, bytes]
+    raw: dict[str, Wire]
     deps: dict[str, str | None]  # ClusterLoadAssignments: the Cluster version mixed in
     resources: Mapping[str, Resource]
     version: str
@@ -111,7 +114,7 @@ class GatewaySnapshots:
         """
         if gw is self._gw and self._snapshot is not None:
             return self._snapshot
-        raw: dict[str, dict[str, bytes]] = {t: {} for t in _TYPES}
+        raw: dict[str, dict[str, Wire]] = {t: {} for t in _TYPES}
         cluster_state, by_name = self._build_clusters(gw, raw)
         port_state: dict[str, _PortBuild] = {}
         for port in gw.ports:
@@ -151,7 +154,7 @@ class GatewaySnapshots:
     # -- building
 
     def _build_clusters(
-        self, gw: ir.XdsGateway, raw: dict[str, dict[str, bytes]]
+        self, gw: ir.XdsGateway, raw: dict[str, dict[str, Wire]]
     ) -> tuple[dict[str, tuple[ir.Cluster, bytes, bytes | None]], dict[str, ir.Cluster]]:
         state: dict[str, tuple[ir.Cluster, bytes, bytes | None]] = {}
         by_name: dict[str, ir.Cluster] = {}
@@ -232,7 +235,7 @@ class GatewaySnapshots:
         return None
 
 
-def _reuse_fields(previous: _Config, vhosts: tuple[ir.VirtualHost, ...]) -> list[bytes]:
+def _reuse_fields(previous: _Config, vhosts: tuple[ir.VirtualHost, ...]) -> list[tuple[bytes, ...]]:
     """The fields of ``vhosts``: those of the same instances in ``previous``, the others built.
 
     Virtual hosts usually keep their positions: then only the positions holding a new
@@ -248,7 +251,7 @@ def _reuse_fields(previous: _Config, vhosts: tuple[ir.VirtualHost, ...]) -> list
         return fields
     # ``before`` is held by ``previous``, so the ids of its virtual hosts stay theirs.
     position = {id(vh): i for i, vh in enumerate(before)}
-    out: list[bytes] = []
+    out: list[tuple[bytes, ...]] = []
     for vh in vhosts:
         at = position.get(id(vh))
         if at is not None and before[at] is vh:
@@ -270,18 +273,18 @@ def _wire(msg: Message) -> bytes:
     return msg.SerializeToString(deterministic=True)
 
 
-def _put(raw: dict[str, dict[str, bytes]], type_url: str, name: str, data: bytes) -> None:
+def _put(raw: dict[str, dict[str, Wire]], type_url: str, name: str, data: Wire) -> None:
     """Add a resource; a second, different one of the same name is an IR bug (as in build)."""
     table = raw[type_url]
     known = table.get(name)
-    if known is not None and known is not data and known != data:
+    if known is not None and known is not data and wire_bytes(known) != wire_bytes(data):
         raise ValueError(f"two different {_KIND[type_url]} resources named {name!r}")
     table[name] = data
 
 
 def _version(
     type_url: str,
-    raw: dict[str, bytes],
+    raw: dict[str, Wire],
     clusters_now: Mapping[str, Resource],
     previous: _Table | None,
 ) -> _Table | None:

@@ -786,10 +786,12 @@ def routes(
 
 # Built virtual hosts and routes, memoised by their IR value (frozen IR Structs hash and
 # compare by value), so rebuilding a Gateway after a one-route change builds one route.
-# What is kept is wire bytes (compact, immutable): each route and virtual host as the
-# repeated field it is in its parent message, so a RouteConfiguration is its header plus
-# the concatenated fields, parsed once. Parsing is exact: the configuration serialises
-# to the same bytes as one built message by message. Bounded (LRU).
+# What is kept is wire bytes (compact, immutable), each route's once: a route as the
+# repeated field it is in its virtual host, a virtual host as its field's tag, length and
+# head followed by its routes' very bytes, a RouteConfiguration as its head, its virtual
+# hosts' parts and a tail - concatenated only when sent (parsed once, by Envoy). Parsing is
+# exact: the configuration serialises to the same bytes as one built message by message.
+# Bounded (LRU).
 VHOST_CACHE_SIZE = 16_384
 ROUTE_CACHE_SIZE = 65_536
 
@@ -806,33 +808,38 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """``payload`` (a serialised message) as field ``number`` of its parent message."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+def _tag(number: int, size: int) -> bytes:
+    """The key and length that put ``size`` bytes of a message as field ``number`` of its
+    parent message."""
+    return _varint(number << 3 | 2) + _varint(size)
 
 
 @functools.lru_cache(maxsize=ROUTE_CACHE_SIZE, typed=True)
 def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None) -> bytes:
     """The Envoy routes of ``r``, as ``VirtualHost.routes`` fields."""
-    return b"".join(
-        _field(_VHOST_ROUTES, built.SerializeToString(deterministic=True))
-        for built in routes(r, listener_port, https, exact_host)
-    )
+    out: list[bytes] = []
+    for built in routes(r, listener_port, https, exact_host):
+        payload = built.SerializeToString(deterministic=True)
+        out += (_tag(_VHOST_ROUTES, len(payload)), payload)
+    return b"".join(out)
 
 
 @functools.lru_cache(maxsize=VHOST_CACHE_SIZE, typed=True)
-def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> bytes:
-    """``vh`` as a ``RouteConfiguration.virtual_hosts`` field."""
+def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[bytes, ...]:
+    """``vh`` as a ``RouteConfiguration.virtual_hosts`` field, in parts: the field's tag,
+    length and the host's head, then the bytes of each route (those the route cache holds)."""
     exact_host = _exact_host(vh)
     head = rc.VirtualHost(name=vh.name, domains=list(vh.domains)).SerializeToString(
         deterministic=True
     )
-    body = b"".join(_built_routes(r, listener_port, https, exact_host) for r in vh.routes)
-    return _field(_CONFIG_VHOSTS, head + body)
+    body = [_built_routes(r, listener_port, https, exact_host) for r in vh.routes]
+    size = len(head) + sum(map(len, body))
+    return (_tag(_CONFIG_VHOSTS, size) + head, *body)
 
 
-def virtual_host_field(vh: ir.VirtualHost, listener_port: int, https: bool) -> bytes:
-    """``vh`` built as a ``RouteConfiguration.virtual_hosts`` field (memoised by value)."""
+def virtual_host_field(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[bytes, ...]:
+    """``vh`` built as a ``RouteConfiguration.virtual_hosts`` field, in parts (memoised by
+    value)."""
     return _virtual_host(vh, listener_port, https)
 
 
@@ -849,11 +856,18 @@ _CONFIG_TAIL = route_pb2.RouteConfiguration(ignore_port_in_host_matching=True).S
 )
 
 
-def route_configuration_wire(name: str, virtual_hosts: Iterable[bytes]) -> bytes:
-    """The deterministic wire bytes of :func:`route_configuration` from its virtual host
-    fields (:func:`virtual_host_field`), without building the message."""
+def route_configuration_wire(
+    name: str, virtual_hosts: Iterable[tuple[bytes, ...]]
+) -> tuple[bytes, ...]:
+    """The deterministic wire bytes of :func:`route_configuration`, in parts, from its
+    virtual host fields (:func:`virtual_host_field`), without building the message or
+    copying a byte: their concatenation is the RouteConfiguration."""
     head = route_pb2.RouteConfiguration(name=name).SerializeToString(deterministic=True)
-    return b"".join([head, *virtual_hosts, _CONFIG_TAIL])
+    out = [head]
+    for parts in virtual_hosts:
+        out += parts
+    out.append(_CONFIG_TAIL)
+    return tuple(out)
 
 
 def clear_caches() -> None:
@@ -872,7 +886,9 @@ def route_configuration(
     """
     out = route_pb2.RouteConfiguration(name=config.name, ignore_port_in_host_matching=True)
     out.MergeFromString(
-        b"".join(_virtual_host(vh, listener_port, https) for vh in config.virtual_hosts)
+        b"".join(
+            part for vh in config.virtual_hosts for part in _virtual_host(vh, listener_port, https)
+        )
     )
     return out
 

@@ -53,11 +53,41 @@ def digest(parts: Iterable[bytes]) -> str:
     return h.hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+Wire = bytes | tuple[bytes, ...]
+"""A resource's deterministic serialisation: its bytes, or its parts in order (a
+RouteConfiguration: the bytes of its virtual hosts and routes as the builder keeps them,
+so that they are held once), concatenated only when it is sent or hashed."""
+
+
+def wire_bytes(wire: Wire) -> bytes:
+    return wire if isinstance(wire, bytes) else b"".join(wire)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Resource:
     name: str
     version: str
-    body: any_pb2.Any
+    type_url: str
+    wire: Wire
+
+    @property
+    def body(self) -> any_pb2.Any:
+        """The resource as sent, made on each call (only ``wire`` is kept: an ``Any``
+        would hold a copy of its bytes)."""
+        return any_pb2.Any(type_url=self.type_url, value=wire_bytes(self.wire))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal resources: the same name, version, type and bytes, in parts or not."""
+        if not isinstance(other, Resource):
+            return NotImplemented
+        return (self.name, self.version, self.type_url) == (
+            other.name,
+            other.version,
+            other.type_url,
+        ) and (self.wire is other.wire or wire_bytes(self.wire) == wire_bytes(other.wire))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.version, self.type_url))
 
 
 def set_version(resources: Mapping[str, Resource]) -> str:
@@ -86,17 +116,17 @@ class NodeSnapshot:
         return others + [t for t in CORE_ORDER if t in self.resources]
 
 
-def resource_version(raw: bytes, cluster_version: str | None = None) -> str:
-    """The version of a resource serialised as ``raw``; a ClusterLoadAssignment's also
-    covers the version of its Cluster (``cluster_version``), if there is one."""
-    return digest([raw] if cluster_version is None else [raw, cluster_version.encode()])
+def resource_version(raw: Wire, cluster_version: str | None = None) -> str:
+    """The version of a resource serialised as ``raw`` (whole or in parts: the same version);
+    a ClusterLoadAssignment's also covers the version of its Cluster (``cluster_version``),
+    if there is one."""
+    whole = wire_bytes(raw)
+    return digest([whole] if cluster_version is None else [whole, cluster_version.encode()])
 
 
-def pack(type_url: str, name: str, raw: bytes, cluster_version: str | None = None) -> Resource:
+def pack(type_url: str, name: str, raw: Wire, cluster_version: str | None = None) -> Resource:
     """The versioned resource ``name`` of ``type_url`` whose wire bytes are ``raw``."""
-    return Resource(
-        name, resource_version(raw, cluster_version), any_pb2.Any(type_url=type_url, value=raw)
-    )
+    return Resource(name, resource_version(raw, cluster_version), type_url, raw)
 
 
 def snapshot_version(set_versions: Mapping[str, str]) -> str:
