@@ -30,8 +30,9 @@ reported):
   yielding to the event loop after each;
 * ``rss_mb``: peak resident memory (``VmHWM``; see :func:`peak_rss_mb`) of another fresh
   process that does only the controller's work for that many routes: decode every
-  object into a Store, translate with the runtime's incremental translator, build and
-  version every Gateway's Envoy resources incrementally (both keep their state);
+  object's JSON into a Store, one at a time as a provider does, translate with the
+  runtime's incremental translator, build and version every Gateway's Envoy resources
+  incrementally (both keep their state);
 * ``event_to_envoy_p50_ms`` / ``_p99_ms``: at every route count (unless
   ``--latency-samples 0``), from :mod:`gateweave_bench.latency` (a real Envoy serving
   that many routes); the p99 at 10,000 is judged against the p99 at 1,000 of the same run;
@@ -340,11 +341,14 @@ def _measure_in_child(
 
 
 def _rss_child(routes: int, seed: int, policies: float) -> dict[str, float]:
-    objects = generate(routes, seed, policies)
+    # The generated objects reach the controller as a provider hands them over: each one's
+    # JSON (as the API server sends it; the generated dicts freed first), decoded and stored
+    # one at a time (the file provider and watch events: no object's dict outlives its apply).
+    blobs = [msgspec.json.encode(m) for m in generate(routes, seed, policies).manifests]
+    blobs.reverse()
     store = Store()
-    for d in decode_all(objects.manifests):
-        store.apply(d)
-    del objects
+    while blobs:
+        store.apply(decode_all([msgspec.json.decode(blobs.pop())], owned=True)[0])
     # As the runtime does it: the incremental translator and xDS snapshots, which keep their
     # state for the next change.
     translator = IncrementalTranslator()
