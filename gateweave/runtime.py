@@ -121,6 +121,9 @@ class Runtime:
         self.last_translation_error = ""
         self._dataplane_states: dict[str, DataplaneState] = {}
         self._quarantine: dict[Key, Quarantined] = {}
+        # An object was deleted since the last snapshot: the status sink then forgets what it
+        # holds for objects that no longer exist (only a deletion makes one).
+        self._deleted = False
         self._wake = asyncio.Event()
         self._wake.set()  # the first translation runs even on an empty store
         self._pending_since: float | None = time.monotonic()  # the first event not yet taken
@@ -162,6 +165,8 @@ class Runtime:
 
     def _on_change(self, change: Change) -> None:
         self.metrics.events.labels(kind=change.key.kind).inc()
+        if change.op == "deleted":
+            self._deleted = True
         if change.model_changed:
             self._kick()
 
@@ -322,6 +327,7 @@ class Runtime:
         )
 
     async def _translate_and_publish(self) -> None:
+        deleted, self._deleted = self._deleted, False
         snapshot = self.store.snapshot()
         options = self.translation_options()
         self.translations += 1
@@ -344,20 +350,21 @@ class Runtime:
         finally:
             self.metrics.translation_seconds.observe(time.perf_counter() - started)
         self.last_result = result
-        await self._publish(result)
+        await self._publish(result, deleted)
         if not self._ready:
             self._ready = True
             self.metrics.ready.set(1)
             log.info("first translation published", objects=len(self.store))
 
-    async def _publish(self, result: Result) -> None:
+    async def _publish(self, result: Result, deleted: bool) -> None:
         # The data plane first: Envoy configuration is what a change waits for.
         xds_changed, xds_removed = _diff(self.published_xds, result.xds)
         if (xds_changed or xds_removed) and await self._send(
             "xds", self.xds_sink, xds_changed, xds_removed
         ):
             self.published_xds = dict(result.xds)
-        self.status_sink.retain(set(self.store.keys()))
+        if deleted:  # an object deleted before the snapshot: a pass over every object
+            self.status_sink.retain(set(self.store.keys()))
         with gc_paused():
             written = self.status_sink.publish(result.statuses, self._stored_status)
         if written:

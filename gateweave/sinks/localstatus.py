@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from gateweave.api.kinds import Key
@@ -54,10 +56,13 @@ class LocalStatusSink(StatusWrites):
         written: list[Key] = []
         last = self._computed
         held = self._status
-        # Skipped: what is held was merged from an equal computed status, so merging
-        # again would give it back. (A Key is a NamedTuple: it hashes and compares as
-        # the plain tuple ``k``.)
-        todo = [k for k, status in computed.items() if k not in held or last.get(k) != status]
+        # Skipped: what is held was merged from the very same computed status (translate hands
+        # out the same status object while an object's status does not change), or from an
+        # equal one: merging again would give it back. The identity test runs in C (map,
+        # compress), so the statuses that did not change cost no Python work. (A Key is a
+        # NamedTuple: it hashes and compares as the plain tuple ``k``.)
+        new = compress(computed, map(is_not, map(last.get, computed), computed.values()))
+        todo = [k for k in new if k not in held or last.get(k) != computed[k]]
         for k in sorted(todo):
             key = Key(*k)
             status = computed[k]
@@ -72,8 +77,13 @@ class LocalStatusSink(StatusWrites):
             held[key] = merged
             last[key] = status
             self._written(key, merged, written)
-        for key in sorted(k for k in self._status if k not in computed):
-            self._withdraw(key, stored(key), written)
+        # What is held for a key translate no longer reports on is withdrawn. Every key
+        # skipped above is held (``_computed``'s keys are), so when the held keys are as many
+        # as the computed ones held, there is none: no pass over them.
+        reported = len(computed) - sum(1 for k in todo if k not in held)
+        if len(held) != reported:
+            for key in sorted(k for k in held if k not in computed):
+                self._withdraw(key, stored(key), written)
         return written
 
     def _withdraw(self, key: Key, given: Mapping[str, Any] | None, written: list[Key]) -> None:

@@ -6,7 +6,11 @@ previous build made of each of them, keyed by identity (the entry holds the obje
 its ``id`` stays valid), and only builds what is new:
 
 * a Port that is the same instance (at the same address) keeps its Listener and its
-  RouteConfigurations' bytes;
+  RouteConfigurations' bytes; a new HTTP or TLS Port keeps its Listener's bytes while
+  what a listener reads of it is equal (:func:`gateweave.xds.listeners.listener_view`: of
+  its route configurations, only their names and the routes that turn on a connection
+  manager filter), so a route change does not rebuild the Listener: its cost does not grow
+  with the routes of the port;
 * a RouteConfiguration is its virtual host fields, as wire bytes in parts (never parsed,
   never serialised again, concatenated only when sent: each route's bytes are held once);
   a virtual host that is the same instance keeps its parts, a new one comes from the
@@ -24,11 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress
 from operator import is_not
 from types import MappingProxyType
 
 from google.protobuf.message import Message
+from msgspec.structs import replace
 
 from gateweave import ir
 from gateweave.xds import clusters, listeners, routes, telemetry
@@ -68,7 +73,12 @@ class _Config:
     listener_port: int
     https: bool
     fields: list[tuple[bytes, ...]]  # fields[i] is config.virtual_hosts[i] built (never mutated)
+    hcm: list[tuple[ir.Route, ...]]  # hcm[i]: listeners.hcm_routes(config.virtual_hosts[i])
     raw: tuple[bytes, ...]
+
+    def listener_view(self) -> ir.RouteConfig:
+        """What a listener reads of this configuration (see listeners.listener_view)."""
+        return listeners.listener_view(self.config.name, tuple(chain.from_iterable(self.hcm)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,7 @@ class _PortBuild:
     """What one Port gave: its Listener, RouteConfigurations and (UDP) weighted cluster."""
 
     port: ir.Port
+    view: ir.Port  # what its listener was built from (the port, its route configs' views)
     address: str
     telemetry: ir.Telemetry  # the access logs and tracing its listener was built with
     clusters: tuple[ir.Cluster, ...]  # what a UDP port's weighted cluster was built from
@@ -120,7 +131,7 @@ class GatewaySnapshots:
         for port in gw.ports:
             built = self._ports.get(port.name)
             if built is None or not _reusable(built, port, gw):
-                built = self._build_port(gw, port, by_name)
+                built = self._build_port(gw, port, by_name, built)
             port_state.setdefault(port.name, built)
             _put(raw, LISTENER, port.name, built.listener)
             for config in built.configs:
@@ -173,23 +184,31 @@ class GatewaySnapshots:
         return state, by_name
 
     def _build_port(
-        self, gw: ir.XdsGateway, port: ir.Port, by_name: dict[str, ir.Cluster]
+        self,
+        gw: ir.XdsGateway,
+        port: ir.Port,
+        by_name: dict[str, ir.Cluster],
+        previous: _PortBuild | None,
     ) -> _PortBuild:
         configs: list[_Config] = []
         extra: list[tuple[str, bytes, bytes | None]] = []
-        if port.protocol == "HTTP":
-            listener = listeners.http_listener(gw, port)
-            assert port.http is not None
-            configs.append(self._config(port.http, port.port, False))
+        http = port.protocol in ("HTTP", "TLS")
+        view = self._http_view(port, configs) if http else port
+        listener: bytes
+        if (
+            http
+            and previous is not None
+            and previous.view == view
+            and previous.address == gw.address
+            and previous.telemetry == gw.telemetry
+        ):
+            listener = previous.listener  # what its listener reads is the same: so are its bytes
+        elif port.protocol == "HTTP":
+            listener = _wire(listeners.http_listener(gw, view))
         elif port.protocol == "TLS":
-            listener = listeners.tls_listener(gw, port)
-            configs.extend(
-                self._config(chain.http, port.port, True)
-                for chain in port.filter_chains
-                if chain.http is not None
-            )
+            listener = _wire(listeners.tls_listener(gw, view))
         elif port.protocol == "TCP":
-            listener = listeners.tcp_listener(gw, port)
+            listener = _wire(listeners.tcp_listener(gw, port))
         elif port.protocol == "UDP":
             target, weighted = udp_target(port, by_name)
             if weighted is not None:
@@ -197,18 +216,36 @@ class GatewaySnapshots:
                 extra.append(
                     (target, _wire(cluster_msg), None if cla_msg is None else _wire(cla_msg))
                 )
-            listener = listeners.udp_listener(gw, port, target)
+            listener = _wire(listeners.udp_listener(gw, port, target))
         else:
             raise ValueError(f"port {port.name}: unknown protocol {port.protocol!r}")
         return _PortBuild(
             port=port,
+            view=view,
             address=gw.address,
             telemetry=gw.telemetry,
             clusters=gw.clusters,
-            listener=_wire(listener),
+            listener=listener,
             configs=tuple(configs),
             extra=tuple(extra),
         )
+
+    def _http_view(self, port: ir.Port, configs: list[_Config]) -> ir.Port:
+        """Build the route configurations of an HTTP or TLS ``port`` into ``configs``; the
+        port as its listener sees it (each route configuration replaced by its view)."""
+        if port.protocol == "HTTP":
+            assert port.http is not None
+            config = self._config(port.http, port.port, False)
+            configs.append(config)
+            return replace(port, http=config.listener_view())
+        chains = []
+        for fc in port.filter_chains:
+            if fc.http is not None:
+                config = self._config(fc.http, port.port, True)
+                configs.append(config)
+                fc = replace(fc, http=config.listener_view())
+            chains.append(fc)
+        return replace(port, filter_chains=tuple(chains))
 
     def _config(self, config: ir.RouteConfig, listener_port: int, https: bool) -> _Config:
         """``config`` as wire bytes, reusing the fields of the virtual hosts it had before."""
@@ -218,10 +255,11 @@ class GatewaySnapshots:
         vhosts = config.virtual_hosts
         if previous is None:
             fields = [routes.virtual_host_field(vh, listener_port, https) for vh in vhosts]
+            hcm = [listeners.hcm_routes(vh) for vh in vhosts]
         else:
-            fields = _reuse_fields(previous, vhosts)
+            fields, hcm = _reuse_fields(previous, vhosts)
         raw = routes.route_configuration_wire(config.name, fields)
-        return _Config(config, listener_port, https, fields, raw)
+        return _Config(config, listener_port, https, fields, hcm, raw)
 
     def _previous_config(self, name: str, listener_port: int, https: bool) -> _Config | None:
         for built in self._ports.values():
@@ -235,8 +273,11 @@ class GatewaySnapshots:
         return None
 
 
-def _reuse_fields(previous: _Config, vhosts: tuple[ir.VirtualHost, ...]) -> list[tuple[bytes, ...]]:
-    """The fields of ``vhosts``: those of the same instances in ``previous``, the others built.
+def _reuse_fields(
+    previous: _Config, vhosts: tuple[ir.VirtualHost, ...]
+) -> tuple[list[tuple[bytes, ...]], list[tuple[ir.Route, ...]]]:
+    """The fields and listener routes (``hcm_routes``) of ``vhosts``: those of the same
+    instances in ``previous``, the others built.
 
     Virtual hosts usually keep their positions: then only the positions holding a new
     instance are visited (found in C by ``map``/``compress``). Otherwise each is looked
@@ -245,20 +286,23 @@ def _reuse_fields(previous: _Config, vhosts: tuple[ir.VirtualHost, ...]) -> list
     port, https = previous.listener_port, previous.https
     before = previous.config.virtual_hosts
     if len(before) == len(vhosts):
-        fields = list(previous.fields)
+        fields, hcm = list(previous.fields), list(previous.hcm)
         for i in compress(range(len(vhosts)), map(is_not, before, vhosts)):
             fields[i] = routes.virtual_host_field(vhosts[i], port, https)
-        return fields
+            hcm[i] = listeners.hcm_routes(vhosts[i])
+        return fields, hcm
     # ``before`` is held by ``previous``, so the ids of its virtual hosts stay theirs.
     position = {id(vh): i for i, vh in enumerate(before)}
-    out: list[tuple[bytes, ...]] = []
+    fields, hcm = [], []
     for vh in vhosts:
         at = position.get(id(vh))
         if at is not None and before[at] is vh:
-            out.append(previous.fields[at])
+            fields.append(previous.fields[at])
+            hcm.append(previous.hcm[at])
         else:
-            out.append(routes.virtual_host_field(vh, port, https))
-    return out
+            fields.append(routes.virtual_host_field(vh, port, https))
+            hcm.append(listeners.hcm_routes(vh))
+    return fields, hcm
 
 
 def _reusable(built: _PortBuild, port: ir.Port, gw: ir.XdsGateway) -> bool:

@@ -183,6 +183,30 @@ def filter_routes(config: ir.RouteConfig) -> list[ir.Route]:
     return out
 
 
+_NO_MATCH = ir.RouteMatch()
+
+
+def hcm_routes(vh: ir.VirtualHost) -> tuple[ir.Route, ...]:
+    """What its listener reads of the routes of ``vh``: those that set one of
+    :data:`FILTER_FIELDS`, in order, each reduced to these fields (all the filters' ``http_filters``
+    read). Of a route configuration a listener reads its name and these (see
+    :func:`listener_view`), so a route change that turns no filter on or off leaves the listener
+    as it is."""
+    return tuple(
+        ir.Route(name="", match=_NO_MATCH, **dict(zip(FILTER_FIELDS, fields, strict=True)))
+        for fields in map(_filter_fields, vh.routes)
+        if any(fields)
+    )
+
+
+def listener_view(name: str, routes: tuple[ir.Route, ...]) -> ir.RouteConfig:
+    """A route configuration that gives its listener what ``name``'s does: the same name and
+    :func:`hcm_routes` (``routes``, those of every virtual host in order) in one virtual host."""
+    return ir.RouteConfig(
+        name=name, virtual_hosts=(ir.VirtualHost(name="", domains=(), routes=routes),)
+    )
+
+
 def _hcm_filter(
     gw: ir.XdsGateway, listener: str, config: ir.RouteConfig, client: ir.ClientSettings | None
 ) -> lc.Filter:

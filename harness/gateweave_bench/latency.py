@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from gateweave.store import Change
 from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import TranslateOptions
 from gateweave.xds.server import NodeStatus
+from gateweave.xds.snapshot_cache import ROUTE
 from gateweave_bench import harness as h
 
 GATEWAY = "default/bench"
@@ -164,6 +166,33 @@ def yaml_floor(root: Path) -> float:
         for path in files:
             list(yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader))
         return time.perf_counter() - started
+
+
+def envoy_rds_update_ms(admin: str) -> dict[str, float]:
+    """Envoy's own time applying RDS updates (its ``rds.*.update_duration`` histogram,
+    cumulative since it started: P50/P99 in ms); {} when Envoy does not report it."""
+    url = f"http://{admin}/stats?filter=rds\\..*update_duration"
+    try:
+        with urllib.request.urlopen(url, timeout=5.0) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for part in text.split():
+        for q in ("P50", "P99"):
+            if part.startswith(q + "("):
+                cumulative = part[len(q) + 1 : -1].split(",")[-1]
+                if cumulative != "nan":
+                    out[q.lower()] = float(cumulative)
+    return out
+
+
+def route_bytes(served: h.Served) -> int:
+    """Bytes of the bench Gateway's RouteConfigurations as served (what an RDS push carries)."""
+    snapshot = served.xds.server.snapshot(GATEWAY)
+    if snapshot is None:
+        return 0
+    return sum(len(r.body.value) for r in snapshot.of(ROUTE).values())
 
 
 def _split(start: float, clock: _Clock, seen: float, watch: bool) -> dict[str, float]:
@@ -337,9 +366,13 @@ async def _measure(
                             measured.append(
                                 await _sample(served, clock, root, port, mode, i, version, timeout)
                             )
+                    admin = served.infra.admin_addresses().get(GATEWAY, "")
                     report[mode] = {
                         "summary": summarize(measured),
                         "gc": pauses.summary(),
+                        # Envoy's own RDS update time (cumulative) and what one push carries
+                        "envoy_rds_update_ms": await asyncio.to_thread(envoy_rds_update_ms, admin),
+                        "route_bytes": route_bytes(served),
                         "samples": measured,
                     }
                 report["translations"] = served.runtime.translations - translations
@@ -393,6 +426,12 @@ def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
             out(
                 f"  {name:<10} {s['p50']:>8.1f} {s['p99']:>8.1f} {s['max']:>8.1f} {s['mean']:>8.1f}"
             )
+        rds = report[mode].get("envoy_rds_update_ms") or {}
+        out(
+            f"  Envoy's RDS update (its update_duration, cumulative): p50 {rds.get('p50', '-')} "
+            f"ms, p99 {rds.get('p99', '-')} ms; RouteConfiguration pushed: "
+            f"{report[mode].get('route_bytes', 0):,} bytes"
+        )
         g = report[mode]["gc"]
         out(
             f"  gc: {g['collections']} collections, {g['total_ms']:.0f} ms in all; "

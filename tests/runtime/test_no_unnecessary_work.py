@@ -10,6 +10,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import yaml
@@ -269,3 +270,34 @@ async def test_rewriting_a_file_with_identical_content_publishes_nothing() -> No
             assert h.store.resource_version == version  # not even a store change
             assert h.translations == before.translations
             assert_nothing_published(h, before)
+
+
+async def test_only_a_deletion_makes_the_status_sink_look_over_every_object() -> None:
+    """Forgetting the statuses of objects that no longer exist is a pass over every object: it
+    runs after a deletion, not for a change; the deleted route's status is then gone."""
+    h = Harness()
+    passes: list[int] = []
+    retain = h.status_sink.retain
+
+    def counted(keys: Any) -> None:
+        passes.append(len(keys))
+        retain(keys)
+
+    h.status_sink.retain = counted  # type: ignore[method-assign]
+    route = a_route()
+    other = renamed(route, "other")
+    async with running(h):
+        await loaded(h)
+        h.store.apply(other)
+        await h.runtime.wait_settled()
+        assert h.status_sink.get(key_of(other)) is not None
+        raw = other.raw
+        changed = {**raw, "metadata": {**raw["metadata"], "labels": {"changed": "yes"}}}
+        h.store.apply(decoded(changed))
+        await h.runtime.wait_settled()
+        assert passes == []
+        h.store.delete(key_of(other))
+        await h.runtime.wait_settled()
+        assert passes == [len(h.store)]
+        assert h.status_sink.get(key_of(other)) is None
+        h.assert_published_equals_translate()

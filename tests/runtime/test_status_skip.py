@@ -117,3 +117,52 @@ def test_a_deleted_and_recreated_object_is_merged_afresh() -> None:
     sink.retain(set())  # the object is gone
     assert sink.get(Key(*GW)) is None
     assert sink.publish({GW: computed_gw("True")}) == [Key(*GW)]
+
+
+class _Counted(dict[str, Any]):
+    """A computed status that counts how often it is compared."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.compared += 1
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None
+
+
+def test_the_same_computed_status_object_is_neither_compared_nor_merged(
+    merges: list[Key],
+) -> None:
+    """Translate hands out the same status object while an object's status does not change:
+    the sink skips it without comparing it (its cost does not grow with the objects)."""
+    sink = LocalStatusSink(OURS, clock=lambda: T0)
+    statuses = {
+        ("HTTPRoute", "default", f"r{i}"): _Counted(
+            parents=[parent(OURS, cond("Accepted", "True"))]
+        )
+        for i in range(50)
+    }
+    assert len(sink.publish(statuses)) == 50
+    _Counted.compared = 0
+    merged = len(merges)
+    changed = ("HTTPRoute", "default", "r7")
+    again = {**statuses, changed: {"parents": [parent(OURS, cond("Accepted", "False"))]}}
+    assert sink.publish(again) == [Key(*changed)]
+    # Only the changed one's previous status is compared (with its new one), and merged.
+    assert _Counted.compared == 1 and len(merges) == merged + 1
+
+
+def test_a_status_no_longer_reported_is_withdrawn_beside_one_merged_to_what_is_stored() -> None:
+    """One reported status equal to the one given with its object (merged, not held) and one
+    held status no longer reported: the second is still withdrawn."""
+    sink = LocalStatusSink(OURS, clock=lambda: T0)
+    sink.publish({GW: computed_gw("True")})
+    given = {"parents": [parent(OURS, cond("Accepted", "True", T0))]}
+    ours = {"parents": [parent(OURS, cond("Accepted", "True"))]}
+    written = sink.publish({ROUTE: ours}, lambda k: given if k == Key(*ROUTE) else None)
+    assert written == [Key(*GW)]  # withdrawn (back to no status); the route needs no write
+    assert sink.get(Key(*GW)) is None and sink.get(Key(*ROUTE)) is None

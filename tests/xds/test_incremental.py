@@ -24,7 +24,14 @@ from gateweave.xds import routes as xds_routes
 from gateweave.xds.build import build
 from gateweave.xds.incremental import GatewaySnapshots, IncrementalSnapshots
 from gateweave.xds.server import AdsServer
-from gateweave.xds.snapshot_cache import CLUSTER, ENDPOINT, ROUTE, NodeSnapshot, make_snapshot
+from gateweave.xds.snapshot_cache import (
+    CLUSTER,
+    ENDPOINT,
+    LISTENER,
+    ROUTE,
+    NodeSnapshot,
+    make_snapshot,
+)
 from gateweave_bench.objects import generate
 from gateweave_bench.run import decode_all
 from tests.support.conformance_objects import all_case_files, case_objects
@@ -168,6 +175,23 @@ def _equal_copies(gw: ir.XdsGateway, rng: random.Random, n: int) -> ir.XdsGatewa
     return _with_config(gw, rng.choice(configs), _vhosts(copy))
 
 
+def _toggle_filters(gw: ir.XdsGateway, rng: random.Random, n: int) -> ir.XdsGateway | None:
+    """A route that turns a connection manager filter on (or off): its Listener changes."""
+    configs = [c for c in _configs(gw) if any(vh.routes for vh in _config_at(gw, c).virtual_hosts)]
+    if not configs:
+        return None
+
+    def edit(vhosts: list[ir.VirtualHost]) -> None:
+        k = rng.choice([i for i, vh in enumerate(vhosts) if vh.routes])
+        first = vhosts[k].routes[0]
+        kinds = () if first.compression else (rng.choice(("Gzip", "Brotli", "Zstd")),)
+        vhosts[k] = replace(
+            vhosts[k], routes=(replace(first, compression=kinds), *vhosts[k].routes[1:])
+        )
+
+    return _with_config(gw, rng.choice(configs), _vhosts(edit))
+
+
 def _insert_remove_swap(gw: ir.XdsGateway, rng: random.Random, n: int) -> ir.XdsGateway | None:
     configs = _configs(gw)
     if not configs:
@@ -226,6 +250,7 @@ def _config_at(gw: ir.XdsGateway, where: tuple[int, int | None]) -> ir.RouteConf
 EDITS: tuple[Edit, ...] = (
     _edit_vhost,
     _edit_vhost,
+    _toggle_filters,
     _equal_copies,
     _insert_remove_swap,
     _edit_cluster,
@@ -337,9 +362,10 @@ def test_one_changed_virtual_host_builds_and_versions_one_virtual_host(
     assert where[1] is not None
     changed = _with_config(gw, where, _vhosts(lambda v: v.__setitem__(3, _changed_vhost(v[3], 1))))
     second = builder.snapshot(changed)
-    # The port's Listener is rebuilt (its bytes are unchanged, so it keeps its version);
-    # one virtual host is built; one resource, the RouteConfiguration, is versioned anew.
-    assert counter.take() == {"virtual_host_field": 1, "tls_listener": 1, "pack": 1}
+    # The port's Listener is not rebuilt (no filter of its connection manager was turned on
+    # or off); one virtual host is built; one resource, the RouteConfiguration, is versioned
+    # anew.
+    assert counter.take() == {"virtual_host_field": 1, "pack": 1}
     _assert_same(second, changed)
     counter.take()  # (the cold build's calls)
     name = _config_at(gw, where).name
@@ -353,7 +379,7 @@ def test_one_changed_virtual_host_builds_and_versions_one_virtual_host(
     # The same virtual hosts in a new RouteConfig/Port/Gateway: nothing is built or versioned.
     rewrapped = _with_config(changed, where, lambda config: replace(config))
     third = builder.snapshot(rewrapped)
-    assert counter.take() == {"tls_listener": 1}
+    assert counter.take() == {}
     assert third.version == second.version
 
     # A cluster's endpoints: its CLA alone is built and versioned.
@@ -363,6 +389,51 @@ def test_one_changed_virtual_host_builds_and_versions_one_virtual_host(
     assert counter.take() == {"cluster": 1, "load_assignment": 1, "pack": 1}
     assert fourth.of(CLUSTER) is third.of(CLUSTER)
     assert fourth.of(ROUTE) is third.of(ROUTE)
+
+
+def test_a_route_turning_a_filter_on_rebuilds_its_listener(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Listener follows its routes' connection manager filters: compression turned on by
+    one route adds the compressor filter, turned off again removes it; a change of the same
+    route that turns nothing on or off keeps the Listener's bytes (and resource)."""
+    gw = _bench_gateways(120)[0]
+    where = next(c for c in _configs(gw) if c[1] is None)  # the plain HTTP port
+    builder = GatewaySnapshots()
+    first = builder.snapshot(gw)
+    counter = _Counter(monkeypatch)
+
+    def compress(kinds: tuple[str, ...], timeout: float | None = None) -> ir.XdsGateway:
+        def edit(vhosts: list[ir.VirtualHost]) -> None:
+            k = next(i for i, vh in enumerate(vhosts) if vh.routes)
+            route = replace(vhosts[k].routes[0], compression=kinds)
+            if timeout is not None:
+                route = replace(route, timeout_s=timeout)
+            vhosts[k] = replace(vhosts[k], routes=(route, *vhosts[k].routes[1:]))
+
+        return _with_config(gw, where, _vhosts(edit))
+
+    on = compress(("Gzip",))
+    second = builder.snapshot(on)
+    assert counter.take()["http_listener"] == 1
+    _assert_same(second, on)
+    listener = gw.ports[where[0]].name
+    assert second.of(LISTENER)[listener].version != first.of(LISTENER)[listener].version
+    assert b"envoy.compression.gzip.compressor" in second.of(LISTENER)[listener].body.value
+    counter.take()
+
+    still_on = compress(("Gzip",), timeout=7.0)
+    third = builder.snapshot(still_on)
+    assert "http_listener" not in counter.take()
+    _assert_same(third, still_on)
+    assert third.of(LISTENER)[listener] is second.of(LISTENER)[listener]
+    counter.take()
+
+    off = compress(())
+    fourth = builder.snapshot(off)
+    assert counter.take()["http_listener"] == 1
+    _assert_same(fourth, off)
+    assert fourth.of(LISTENER)[listener].version == first.of(LISTENER)[listener].version
 
 
 def test_an_unchanged_gateway_costs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
