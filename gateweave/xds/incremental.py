@@ -74,11 +74,8 @@ class _Config:
     https: bool
     fields: list[tuple[bytes, ...]]  # fields[i] is config.virtual_hosts[i] built (never mutated)
     hcm: list[tuple[ir.Route, ...]]  # hcm[i]: listeners.hcm_routes(config.virtual_hosts[i])
+    view: ir.RouteConfig  # what a listener reads of it: listeners.listener_view of ``hcm``
     raw: tuple[bytes, ...]
-
-    def listener_view(self) -> ir.RouteConfig:
-        """What a listener reads of this configuration (see listeners.listener_view)."""
-        return listeners.listener_view(self.config.name, tuple(chain.from_iterable(self.hcm)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,13 +234,13 @@ class GatewaySnapshots:
             assert port.http is not None
             config = self._config(port.http, port.port, False)
             configs.append(config)
-            return replace(port, http=config.listener_view())
+            return replace(port, http=config.view)
         chains = []
         for fc in port.filter_chains:
             if fc.http is not None:
                 config = self._config(fc.http, port.port, True)
                 configs.append(config)
-                fc = replace(fc, http=config.listener_view())
+                fc = replace(fc, http=config.view)
             chains.append(fc)
         return replace(port, filter_chains=tuple(chains))
 
@@ -256,10 +253,15 @@ class GatewaySnapshots:
         if previous is None:
             fields = [routes.virtual_host_field(vh, listener_port, https) for vh in vhosts]
             hcm = [listeners.hcm_routes(vh) for vh in vhosts]
+            same_hcm = False
         else:
-            fields, hcm = _reuse_fields(previous, vhosts)
+            fields, hcm, same_hcm = _reuse_fields(previous, vhosts)
+        if previous is not None and same_hcm:
+            view = previous.view
+        else:
+            view = listeners.listener_view(config.name, tuple(chain.from_iterable(hcm)))
         raw = routes.route_configuration_wire(config.name, fields)
-        return _Config(config, listener_port, https, fields, hcm, raw)
+        return _Config(config, listener_port, https, fields, hcm, view, raw)
 
     def _previous_config(self, name: str, listener_port: int, https: bool) -> _Config | None:
         for built in self._ports.values():
@@ -275,9 +277,10 @@ class GatewaySnapshots:
 
 def _reuse_fields(
     previous: _Config, vhosts: tuple[ir.VirtualHost, ...]
-) -> tuple[list[tuple[bytes, ...]], list[tuple[ir.Route, ...]]]:
+) -> tuple[list[tuple[bytes, ...]], list[tuple[ir.Route, ...]], bool]:
     """The fields and listener routes (``hcm_routes``) of ``vhosts``: those of the same
-    instances in ``previous``, the others built.
+    instances in ``previous``, the others built; and whether the listener routes are those of
+    ``previous`` (then so is its listener view, without a pass over every virtual host).
 
     Virtual hosts usually keep their positions: then only the positions holding a new
     instance are visited (found in C by ``map``/``compress``). Otherwise each is looked
@@ -287,10 +290,12 @@ def _reuse_fields(
     before = previous.config.virtual_hosts
     if len(before) == len(vhosts):
         fields, hcm = list(previous.fields), list(previous.hcm)
+        same = True
         for i in compress(range(len(vhosts)), map(is_not, before, vhosts)):
             fields[i] = routes.virtual_host_field(vhosts[i], port, https)
             hcm[i] = listeners.hcm_routes(vhosts[i])
-        return fields, hcm
+            same = same and hcm[i] == previous.hcm[i]
+        return fields, hcm, same
     # ``before`` is held by ``previous``, so the ids of its virtual hosts stay theirs.
     position = {id(vh): i for i, vh in enumerate(before)}
     fields, hcm = [], []
@@ -302,7 +307,7 @@ def _reuse_fields(
         else:
             fields.append(routes.virtual_host_field(vh, port, https))
             hcm.append(listeners.hcm_routes(vh))
-    return fields, hcm
+    return fields, hcm, False
 
 
 def _reusable(built: _PortBuild, port: ir.Port, gw: ir.XdsGateway) -> bool:
