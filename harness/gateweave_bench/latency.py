@@ -16,7 +16,10 @@ Each sample is split by timestamps taken in the process (one monotonic clock):
 runtime's quiet window), ``translate``, ``publish`` (translation end -> the xDS snapshot
 set: statuses, Envoy resources built and versioned), ``envoy_ack`` (snapshot set -> Envoy
 ACKed it) and ``client`` (ACK -> the client saw the change; negative when the client saw
-it before the ACK arrived). ``total`` is source -> client.
+it before the ACK arrived). ``total`` is source -> client. Per mode the report also gives
+Envoy's own time applying RDS updates (``envoy_rds_update_ms``: its ``update_duration``
+histogram, cumulative) and the bytes of the RouteConfiguration each change pushes
+(``route_bytes``): what grows with the routes on Envoy's side.
 
 Before that, the start: ``cold_start_s`` is the time from starting ``serve`` on the files
 to Envoy serving the last route; ``yaml_floor_s`` the time to read and parse the same files
