@@ -102,12 +102,29 @@ _FULL_KINDS = frozenset(
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret", "GatewayParameters"})
 
 
+_BACKEND_FIELDS = frozenset({"backendRef", "backendRefs"})
+
+
+def _names_backends(value: Any) -> bool:
+    """Whether a policy's spec holds a ``backendRef``/``backendRefs`` field at any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not _BACKEND_FIELDS.isdisjoint(item):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _reads_services(snapshot: Snapshot) -> bool:
-    """Whether a policy reads Services and their EndpointSlices: a SecurityPolicy's extAuth
-    resolves its backendRefs (security.py); no other feature does."""
+    """Whether a policy reads Services and their EndpointSlices: any policy whose spec names a
+    backend (a SecurityPolicy's extAuth, a JWT provider's remoteJWKS, whatever a feature adds),
+    so that no feature can forget to say so."""
     return any(
-        isinstance(p.spec, dict) and "extAuth" in p.spec
-        for p in snapshot.by_kind("SecurityPolicy").values()
+        _names_backends(p.spec) for kind in POLICY_KINDS for p in snapshot.by_kind(kind).values()
     )
 
 

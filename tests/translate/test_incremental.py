@@ -372,3 +372,56 @@ def test_a_mismatch_fails_the_translation_in_the_runtime(monkeypatch: pytest.Mon
     assert runtime.failed_translations >= 1
     assert "IncrementalMismatch" in runtime.last_translation_error
     assert runtime.last_result is None  # nothing wrong was published
+
+
+def test_a_service_a_remote_jwks_names_is_read_again_when_it_changes() -> None:
+    """A JWT provider's remoteJWKS backendRefs reads a Service, as an extAuth does: a change of
+    that Service's endpoints reaches the JWKS cluster incrementally, equal to a full
+    translation (check mode raises otherwise)."""
+    from tests.translate.test_policies import base, policy
+
+    remote = {"uri": "http://keys.ns/jwks", "backendRefs": [{"name": "keys", "port": 80}]}
+    spec = {"jwt": {"providers": [{"name": "keys", "remoteJWKS": remote}]}}
+
+    def keys(address: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "keys", "namespace": "ns"},
+                "spec": {"ports": [{"port": 80}]},
+            },
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "keys-1",
+                    "namespace": "ns",
+                    "labels": {"kubernetes.io/service-name": "keys"},
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [address]}],
+                "ports": [{"port": 8080}],
+            },
+        ]
+
+    store = Store()
+    docs = [*base(), *keys("10.0.0.1")]
+    docs.append(policy("jwt", "SecurityPolicy", target=("HTTPRoute", "r1"), spec=spec))
+    for raw in docs:
+        dec, errors = decode(raw)
+        assert dec is not None, errors
+        store.apply(dec)
+    inc = IncrementalTranslator(check=True)
+
+    def jwks_endpoints(result: Any) -> list[str]:
+        return [
+            e.address for c in result.xds["ns/gw"].clusters if "keys" in c.name for e in c.endpoints
+        ]
+
+    assert jwks_endpoints(inc(store.snapshot())) == ["10.0.0.1"]
+    moved, errors = decode(keys("10.0.0.2")[1])
+    assert moved is not None, errors
+    store.apply(moved)
+    assert jwks_endpoints(inc(store.snapshot())) == ["10.0.0.2"]
+    assert inc.full_translations == 1
