@@ -17,7 +17,7 @@ import pytest
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import until, write_base
+from tests.support.live import envoy_serving, until, write_base
 from tests.support.policies import client_traffic_policy, policy
 
 pytestmark = pytest.mark.timeout(60)
@@ -60,12 +60,7 @@ async def test_client_address_from_a_custom_header(
         ],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "a.example", timeout=0.5)
-            return reply is not None and reply.status == 200
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port, host="a.example", status=200)
         # no policy: the peer is the client, whatever the header claims
         assert await get(port, "b.example", DENIED) == 200
 

@@ -30,7 +30,7 @@ import pytest
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import until, write_base
+from tests.support.live import envoy_serving, until, write_base
 from tests.support.policies import client_traffic_policy, policy
 
 pytestmark = pytest.mark.timeout(60)
@@ -126,12 +126,7 @@ async def test_client_address_from_forwarded_for_and_proxy_protocol(
         ],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "nothing.example", timeout=0.5)
-            return reply is not None and reply.status == 404
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port)
         # no policy: the peer (127.0.0.1) is the client, whatever X-Forwarded-For claims
         assert await get(port, "b.example", DENIED) == 200
 
@@ -234,12 +229,7 @@ async def test_client_timeouts_and_headers_with_underscores(
         ],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "a.example", timeout=0.5)
-            return reply is not None and reply.status == 200
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port, host="a.example", status=200)
 
         # a request header with an underscore in its name: the request is refused
         reply = await h.fetch(IP, port, "/", "a.example", headers={"x_team": "blue"})

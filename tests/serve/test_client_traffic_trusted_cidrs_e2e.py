@@ -23,7 +23,7 @@ from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from gateweave_conformance.echo import RunningEcho
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import echo_backend, until, write_base
+from tests.support.live import echo_backend, envoy_serving, until, write_base
 from tests.support.policies import client_traffic_policy, policy
 
 pytestmark = pytest.mark.timeout(60)
@@ -70,12 +70,7 @@ async def test_client_address_past_the_trusted_ranges(
         ],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "b.example", timeout=0.5)
-            return reply is not None and reply.status == 200
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port, host="b.example", status=200)
         # no policy: the peer is the client, whatever X-Forwarded-For claims
         assert await status(port, DENIED) == 200
 

@@ -16,7 +16,7 @@ import pytest
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import until, write_base
+from tests.support.live import envoy_serving, until, write_base
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,12 +73,7 @@ async def test_rate_limit_route_overrides_gateway_and_a_late_target(
         [route("a", "a.example", "svc-a"), route("b", "b.example", "svc-b")],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL) as served:
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "nothing.example", timeout=0.5)
-            return reply is not None and reply.status == 404
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port)
         await limited_after(port, "a.example", "A", 3)  # the Gateway's limit
         await limited_after(port, "b.example", "B", 1)  # its own, over the Gateway's
 

@@ -18,7 +18,7 @@ import pytest
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import until, write_base
+from tests.support.live import envoy_serving, write_base
 from tests.support.policies import backend_traffic_policy
 
 pytestmark = pytest.mark.timeout(60)
@@ -110,12 +110,7 @@ async def test_rules_with_client_selectors(tmp_path: Path, backends: dict[str, A
         ],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "nothing.example", timeout=0.5)
-            return reply is not None and reply.status == 404
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port)
 
         # sourceCIDR Distinct: each address in the range has its own two requests.
         assert await statuses(port, "by-address.example", 3, source="127.40.16.2") == [

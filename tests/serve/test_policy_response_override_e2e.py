@@ -17,7 +17,7 @@ from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 from tests.support.flaky import FlakyServer
 from tests.support.incremental_check import CHECK_INCREMENTAL
-from tests.support.live import until
+from tests.support.live import envoy_serving
 from tests.support.policies import backend_traffic_policy as btp
 
 pytestmark = pytest.mark.timeout(60)
@@ -104,12 +104,7 @@ async def test_backend_errors_overridden(tmp_path: Path, flaky: FlakyServer) -> 
         ],
     )
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
-
-        async def up() -> bool:
-            reply = await h.fetch(IP, port, "/", "plain.example", timeout=0.5)
-            return reply is not None and reply.status == 200
-
-        await until(up, 20, "Envoy serving the Gateway")
+        await envoy_serving(IP, port, host="plain.example", status=200)
 
         async def get(host: str, path: str) -> tuple[int, str | None, str]:
             reply = await h.fetch(IP, port, path, host)

@@ -30,7 +30,7 @@ from gateweave_bench import harness as h
 from tests.support.authservers import ALLOWED, HttpAuth
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.jwts import SigningKey, ec_key, rsa_key, tampered
-from tests.support.live import until, write_base
+from tests.support.live import envoy_serving, until, write_base
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -228,11 +228,7 @@ async def _checks(
 ) -> None:
     """Each feature through the Envoy ``served`` runs, on its own route."""
 
-    async def up() -> bool:
-        reply = await h.fetch(IP, port, "/", "nothing.example", timeout=0.5)
-        return reply is not None and reply.status == 404
-
-    await until(up, 20, "Envoy serving the Gateway")
+    await envoy_serving(IP, port)
 
     # basic auth
     assert (await get(port, "a.example")).status_code == 401

@@ -34,12 +34,15 @@ async def until(
         await asyncio.sleep(POLL)
 
 
-async def envoy_serving(ip: str, port: int, timeout: float = 20) -> None:
-    """Wait until Envoy serves the Gateway's listener on ``ip:port`` (a host no route has: 404)."""
+async def envoy_serving(
+    ip: str, port: int, timeout: float = 20, host: str = "nothing.example", status: int = 404
+) -> None:
+    """Wait until Envoy serves the Gateway's listener on ``ip:port``: ``host`` answered with
+    ``status`` (by default a host no route has: 404)."""
 
     async def up() -> bool:
-        reply = await h.fetch(ip, port, "/", "nothing.example", timeout=0.5)
-        return reply is not None and reply.status == 404
+        reply = await h.fetch(ip, port, "/", host, timeout=0.5)
+        return reply is not None and reply.status == status
 
     await until(up, timeout, "Envoy serving the Gateway")
 
