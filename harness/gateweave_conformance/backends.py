@@ -5,7 +5,9 @@ Every replica of every Deployment (base and case manifests) runs as an in-proces
 as its pod (``manifests.pod_name``). The mode comes from the container's environment as
 upstream's echo-basic reads it (ECHO.md); TLS Deployments get their certificate and key
 from the Secret their volume mounts, and ``TLS_CLIENT_CACERTS`` from the mounted
-ConfigMap. The coredns Deployment becomes the DNS stand-in on UDP 53.
+ConfigMap. The coredns Deployment becomes the DNS stand-in on UDP 53, and a Deployment of
+Envoy Gateway's static file server image a file server of what it mounts under its directory
+(``echo.fileserver``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,42 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _volume(
+    mount: dict[str, Any], pod_spec: dict[str, Any], namespace: str, lookup: Lookup
+) -> tuple[str, dict[str, bytes]] | None:
+    """What a volume mount shows: its source's ``Kind ns/name`` and the files under the mount
+    path (relative path -> content: the source's keys, or its ``items``' paths); None when the
+    volume is not a Secret or ConfigMap."""
+    volume = next(
+        (v for v in pod_spec.get("volumes") or [] if v.get("name") == mount.get("name")), None
+    )
+    if volume is None:
+        return None
+    if "secret" in volume:
+        kind, name, source = "Secret", volume["secret"].get("secretName"), volume["secret"]
+    elif "configMap" in volume:
+        kind, name, source = "ConfigMap", volume["configMap"].get("name"), volume["configMap"]
+    else:
+        return None
+    where = f"{kind} {namespace}/{name}"
+    obj = lookup(kind, namespace, str(name))
+    if obj is None:
+        raise BackendError(f"{mount.get('mountPath')}: {where} not found")
+    data = {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
+
+    def content(key: str) -> bytes:
+        if key not in data:
+            raise BackendError(f"{mount.get('mountPath')}: {where} has no key {key!r}")
+        return base64.b64decode(data[key]) if kind == "Secret" else data[key].encode()
+
+    items = source.get("items") or []
+    if items:
+        paths = {posixpath.normpath(str(i.get("path"))): str(i.get("key")) for i in items}
+    else:
+        paths = {key: key for key in data}
+    return where, {path: content(key) for path, key in paths.items()}
+
+
 def _mounted_file(
     path: str, container: dict[str, Any], pod_spec: dict[str, Any], namespace: str, lookup: Lookup
 ) -> str:
@@ -52,31 +90,81 @@ def _mounted_file(
         root = str(mount.get("mountPath") or "").rstrip("/")
         if not root or not path.startswith(root + "/"):
             continue
-        rel = path[len(root) + 1 :]
-        volume = next(
-            (v for v in pod_spec.get("volumes") or [] if v.get("name") == mount.get("name")), None
-        )
+        volume = _volume(mount, pod_spec, namespace, lookup)
         if volume is None:
             break
-        if "secret" in volume:
-            kind, name, source = "Secret", volume["secret"].get("secretName"), volume["secret"]
-        elif "configMap" in volume:
-            kind, name, source = "ConfigMap", volume["configMap"].get("name"), volume["configMap"]
-        else:
-            break
-        key = rel
-        for item in source.get("items") or []:
-            if posixpath.normpath(str(item.get("path"))) == posixpath.normpath(rel):
-                key = str(item.get("key"))
-        obj = lookup(kind, namespace, str(name))
-        if obj is None:
-            raise BackendError(f"{path}: {kind} {namespace}/{name} not found")
-        data = obj.get("data") or {}
-        if key not in data:
-            raise BackendError(f"{path}: {kind} {namespace}/{name} has no key {key!r}")
-        value = str(data[key])
-        return base64.b64decode(value).decode() if kind == "Secret" else value
+        where, files = volume
+        rel = posixpath.normpath(path[len(root) + 1 :])
+        if rel not in files:
+            raise BackendError(f"{path}: {where} has no key {rel!r}")
+        return files[rel].decode()
     raise BackendError(f"{path}: not mounted from a Secret or ConfigMap")
+
+
+def _served_files(
+    directory: str,
+    container: dict[str, Any],
+    pod_spec: dict[str, Any],
+    namespace: str,
+    lookup: Lookup,
+) -> tuple[tuple[str, bytes], ...]:
+    """The files the container sees under ``directory`` (its Secret and ConfigMap mounts there),
+    by URL path below it (``/jwt/jwks.json`` for ``<directory>/jwt/jwks.json``)."""
+    root = posixpath.normpath(posixpath.join("/", directory))
+    out: dict[str, bytes] = {}
+    for mount in container.get("volumeMounts") or []:
+        mount_path = posixpath.normpath(posixpath.join("/", str(mount.get("mountPath") or "")))
+        if mount_path != root and not mount_path.startswith(root.rstrip("/") + "/"):
+            continue
+        volume = _volume(mount, pod_spec, namespace, lookup)
+        if volume is None:
+            raise BackendError(f"{mount_path}: not mounted from a Secret or ConfigMap")
+        below = posixpath.relpath(mount_path, root)
+        for rel, content in volume[1].items():
+            out[posixpath.normpath(posixpath.join("/", below, rel))] = content
+    return tuple(sorted(out.items()))
+
+
+def _args(container: dict[str, Any]) -> dict[str, str]:
+    """A Go program's ``--name=value`` / ``--name value`` arguments."""
+    out: dict[str, str] = {}
+    args = [str(a) for a in container.get("args") or []]
+    for i, arg in enumerate(args):
+        if not arg.startswith("-"):
+            continue
+        name, sep, value = arg.lstrip("-").partition("=")
+        if not sep and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            value = args[i + 1]
+        out[name] = value
+    return out
+
+
+def static_file_spec(
+    container: dict[str, Any], pod_spec: dict[str, Any], pod: mf.Pod, address: str, lookup: Lookup
+) -> EchoSpec:
+    """Envoy Gateway's static file server (``--port``, default 8080; ``--dir``, default
+    ``./files`` in the image's root): its files are what the Deployment mounts under that
+    directory (upstream's image bakes its own in; a case mounts the ones it needs)."""
+    args = _args(container)
+    cert_dir = args.get("certPath", "/etc/certs").rstrip("/")
+    if any(
+        str(m.get("mountPath") or "").rstrip("/") == cert_dir
+        for m in container.get("volumeMounts") or []
+    ):
+        raise BackendError(f"static file server {pod.name}: HTTPS (--certPath) is not supported")
+    try:
+        port = int(args.get("port", "8080"))
+    except ValueError:
+        raise BackendError(f"static file server {pod.name}: --port {args['port']!r}") from None
+    directory = args.get("dir", "./files")  # relative to the image's working directory, /
+    return EchoSpec(
+        mode="files",
+        host=address,
+        pod=pod.name,
+        namespace=pod.namespace,
+        files=_served_files(directory, container, pod_spec, pod.namespace, lookup),
+        files_port=port,
+    )
 
 
 def echo_spec(deployment: dict[str, Any], pod: mf.Pod, address: str, lookup: Lookup) -> EchoSpec:
@@ -89,6 +177,8 @@ def echo_spec(deployment: dict[str, Any], pod: mf.Pod, address: str, lookup: Loo
     image = str(container.get("image") or "")
     if "coredns" in image:
         return EchoSpec(mode="dns", host=address, pod=pod.name, namespace=pod.namespace)
+    if "gateway-static-file-server" in image:
+        return static_file_spec(container, pod_spec, pod, address, lookup)
     env = _env(container)
     mode: Mode = "http"
     for var, candidate in (

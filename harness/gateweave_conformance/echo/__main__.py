@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+from pathlib import Path
 
 from gateweave_conformance.echo.server import start_echo
 from gateweave_conformance.echo.spec import MODES, EchoSpec
@@ -32,6 +33,8 @@ def parse_args(argv: list[str] | None = None) -> EchoSpec:
     p.add_argument("--tls-port", type=int, default=8443, help="TLS port of tcp mode")
     p.add_argument("--udp-port", type=int, default=8080)
     p.add_argument("--dns-port", type=int, default=53)
+    p.add_argument("--files-dir", default=None, help="files mode: the directory served")
+    p.add_argument("--files-port", type=int, default=8080)
     p.add_argument("--tls-cert", default=None, help="server certificate: PEM file path")
     p.add_argument("--tls-key", default=None, help="server private key: PEM file path")
     p.add_argument(
@@ -53,11 +56,22 @@ def parse_args(argv: list[str] | None = None) -> EchoSpec:
         tls_port=a.tls_port,
         udp_port=a.udp_port,
         dns_port=a.dns_port,
+        files=directory_files(Path(a.files_dir)) if a.files_dir else (),
+        files_port=a.files_port,
         tls_cert=a.tls_cert,
         tls_key=a.tls_key,
         client_ca=a.client_ca,
         log_path=a.log_file,
         log_stdout=True,
+    )
+
+
+def directory_files(root: Path) -> tuple[tuple[str, bytes], ...]:
+    """Every file under ``root`` by its URL path (``/jwt/jwks.json``), as files mode serves it."""
+    return tuple(
+        ("/" + path.relative_to(root).as_posix(), path.read_bytes())
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
     )
 
 

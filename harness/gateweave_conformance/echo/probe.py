@@ -24,6 +24,17 @@ async def _http(host: str, port: int) -> bool:
         writer.close()
 
 
+async def _any_http(host: str, port: int) -> bool:
+    """Any HTTP/1.1 answer (the file server has no health path: ``/`` may well be a 404)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(b"GET / HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        return (await reader.read(65536)).startswith(b"HTTP/1.1 ")
+    finally:
+        writer.close()
+
+
 async def _grpc(host: str, port: int) -> bool:
     import grpc
 
@@ -85,6 +96,8 @@ async def probe_once(mode: Mode, host: str, port: int) -> bool:
                 return await _http(host, port)
             if mode == "grpc":
                 return await _grpc(host, port)
+            if mode == "files":
+                return await _any_http(host, port)
             if mode == "tcp":
                 return await _tcp(host, port)
             if mode == "udp":

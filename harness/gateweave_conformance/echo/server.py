@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gateweave_conformance.echo.fileserver import start_files
 from gateweave_conformance.echo.grpcserver import start_grpc
 from gateweave_conformance.echo.handlers import HttpEcho, Identity
 from gateweave_conformance.echo.httpserver import start_http
@@ -13,7 +14,14 @@ from gateweave_conformance.echo.tcpserver import start_tcp
 from gateweave_conformance.echo.udpserver import start_dns, start_udp
 
 # The listener whose answer tells that a replica is ready, per mode.
-_PROBED = {"http": "http", "grpc": "grpc", "tcp": "tcp", "udp": "udp", "dns": "dns"}
+_PROBED = {
+    "http": "http",
+    "grpc": "grpc",
+    "tcp": "tcp",
+    "udp": "udp",
+    "dns": "dns",
+    "files": "files",
+}
 
 
 class RunningEcho:
@@ -71,6 +79,8 @@ async def start_echo(spec: EchoSpec) -> RunningEcho:
             ports = await start_udp(spec, identity, log, listeners)
         elif spec.mode == "dns":
             ports = await start_dns(spec, log, listeners)
+        elif spec.mode == "files":
+            ports = await start_files(spec, log, listeners)
         else:
             raise ValueError(f"unknown echo mode {spec.mode!r}")
     except BaseException:

@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-Mode = Literal["http", "grpc", "tcp", "udp", "dns"]
-MODES: tuple[Mode, ...] = ("http", "grpc", "tcp", "udp", "dns")
+Mode = Literal["http", "grpc", "tcp", "udp", "dns", "files"]
+MODES: tuple[Mode, ...] = ("http", "grpc", "tcp", "udp", "dns", "files")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,6 +34,9 @@ class EchoSpec:
     # UDP echo mode; DNS stand-in.
     udp_port: int = 8080
     dns_port: int = 53
+    # Files mode (Envoy Gateway's static file server): (URL path, content) pairs on 8080.
+    files: tuple[tuple[str, bytes], ...] = ()
+    files_port: int = 8080
     tls_cert: str | None = None
     tls_key: str | None = None
     client_ca: str | None = None
