@@ -13,24 +13,15 @@ from gateweave_conformance.echo.spec import Mode
 from gateweave_conformance.echo.tcpserver import WELCOME
 
 
-async def _http(host: str, port: int) -> bool:
+async def _http(host: str, port: int, path: str = "/health", answer: bytes = b"200 ") -> bool:
+    """``GET path`` answered with a status line starting ``HTTP/1.1 <answer>`` (the echo's health
+    path answers 200; the file server has none, so any answer to ``/`` tells it is up)."""
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(b"GET /health HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n".encode())
         await writer.drain()
         data = await reader.read(65536)
-        return data.startswith(b"HTTP/1.1 200 ")
-    finally:
-        writer.close()
-
-
-async def _any_http(host: str, port: int) -> bool:
-    """Any HTTP/1.1 answer (the file server has no health path: ``/`` may well be a 404)."""
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        writer.write(b"GET / HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
-        await writer.drain()
-        return (await reader.read(65536)).startswith(b"HTTP/1.1 ")
+        return data.startswith(b"HTTP/1.1 " + answer)
     finally:
         writer.close()
 
@@ -97,7 +88,7 @@ async def probe_once(mode: Mode, host: str, port: int) -> bool:
             if mode == "grpc":
                 return await _grpc(host, port)
             if mode == "files":
-                return await _any_http(host, port)
+                return await _http(host, port, "/", b"")
             if mode == "tcp":
                 return await _tcp(host, port)
             if mode == "udp":
