@@ -362,6 +362,19 @@ class _Supervisor:
             await asyncio.sleep(interval)
             interval = min(interval * 2, 0.25)
 
+    async def serving(self, timeout: float) -> bool:
+        """Wait until the Envoy is ready (True), or this supervisor ended (stopped: it never
+        will be) or ``timeout`` passed (False)."""
+        ready = asyncio.ensure_future(self.ready.wait())
+        try:
+            ended = [self._task] if self._task is not None else []
+            await asyncio.wait(
+                [ready, *ended], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            ready.cancel()
+        return self.ready.is_set()
+
     def _learn_base_id(self) -> None:
         """The base id a first Envoy picked (it wrote it at start), kept in its record so a
         replacement can take over from it."""
@@ -449,6 +462,7 @@ class HostInfra:
         self._pids: set[int] = set()
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task[None]] = set()
+        self._closed = False  # close() began
         # Envoys a controller before us left running, by Gateway, until adopted or retired.
         self._found: dict[str, list[EnvoyRecord]] = {}
         for record in records(self.work_dir):
@@ -570,8 +584,11 @@ class HostInfra:
     # -- reconciling
 
     async def reconcile(self, desired: Mapping[str, InfraGateway]) -> None:
-        """Start, adopt, replace and stop Envoys so there is exactly one per desired Gateway."""
+        """Start, adopt, replace and stop Envoys so there is exactly one per desired Gateway
+        (none once :meth:`close` began: what it stops stays stopped)."""
         async with self._lock:
+            if self._closed:
+                desired = {}
             gone = [self._supervisors.pop(n) for n in list(self._supervisors) if n not in desired]
             replaced = {
                 n: self._supervisors.pop(n)
@@ -600,27 +617,34 @@ class HostInfra:
                 for old in olds:
                     log.info("replacing Envoy (its settings changed)", gateway=name)
                     self._retire(old, successor=sup)
+            # Stopped in tasks of their own, as retirements are: one whose caller is cancelled
+            # (the runtime, when serve stops) still ends, and close() waits for it.
+            stops = [self._retire(sup) for sup in gone]
             for sup in started:
                 await sup.spawned.wait()
-            await asyncio.gather(*(sup.stop() for sup in gone))
+            if stops:
+                await asyncio.wait(stops)
+                for task in stops:
+                    if not task.cancelled():  # (detach() cancels the retirements)
+                        task.result()
             self._count_orphans()
 
-    def _retire(self, old: _Supervisor | EnvoyRecord, successor: _Supervisor | None = None) -> None:
+    def _retire(
+        self, old: _Supervisor | EnvoyRecord, successor: _Supervisor | None = None
+    ) -> asyncio.Task[None]:
         """Stop ``old`` in the background, once ``successor`` (if any) is ready beside it."""
         task = asyncio.create_task(self._retired(old, successor), name="envoy retirement")
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
+        return task
 
     async def _retired(self, old: _Supervisor | EnvoyRecord, successor: _Supervisor | None) -> None:
         graceful = successor is None
-        if successor is not None:
-            try:
-                await asyncio.wait_for(successor.ready.wait(), self.ready_timeout)
-            except TimeoutError:
-                log.warning(
-                    "the replacing Envoy is not ready; stopping the old one anyway",
-                    gateway=successor.gateway.name,
-                )
+        if successor is not None and not await successor.serving(self.ready_timeout):
+            log.warning(
+                "the replacing Envoy is not ready; stopping the old one anyway",
+                gateway=successor.gateway.name,
+            )
         if isinstance(old, _Supervisor):
             await old.stop(graceful=graceful)
             return
@@ -686,6 +710,7 @@ class HostInfra:
         """An explicit stop: drain and stop every Envoy, ours and any
         left by a controller before.
         """
+        self._closed = True
         await self.reconcile({})
         for found in self._found.values():
             for record in found:
