@@ -253,6 +253,8 @@ class _Supervisor:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"envoy {self.gateway.name}")
+        # (one detached while it starts an Envoy must not keep reconcile() waiting)
+        self._task.add_done_callback(lambda _: self.spawned.set())
 
     def info(self) -> GatewayProcess:
         alive = self.proc is not None and self.proc.running
@@ -273,12 +275,36 @@ class _Supervisor:
         epoch, restart = self.infra.hot_restart(self.dir, parent)
         # Its working directory is its own: its access log goes there (a relative path, see
         # xds.telemetry).
-        pid = await spawn_detached(
-            self.infra.command(self.gateway, config, self.log_path, restart),
-            self.log_path,
-            self.dir,
+        spawning = asyncio.ensure_future(
+            spawn_detached(
+                self.infra.command(self.gateway, config, self.log_path, restart),
+                self.log_path,
+                self.dir,
+            )
         )
+        try:
+            pid = await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            # detach() while it starts: it starts anyway, so it is recorded (the next
+            # controller adopts or stops it) before this gives up.
+            with contextlib.suppress(OSError):
+                self._started(await spawning, config, params, epoch, restart)
+            raise
         proc = _Envoy(pid, self.infra.admin_host, self.admin_port)
+        self._started(pid, config, params, epoch, restart)
+        return proc
+
+    def _started(
+        self,
+        pid: int,
+        config: Path,
+        params: bootstrap.BootstrapParams,
+        epoch: int,
+        restart: list[str],
+    ) -> None:
+        """Record the Envoy just started as ``pid`` (beside its bootstrap, for a next controller;
+        in ``_pids``, for kill_all_sync)."""
+        self.infra._pids.add(pid)
         self.record = EnvoyRecord(
             gateway=self.gateway.name,
             pid=pid,
@@ -296,7 +322,6 @@ class _Supervisor:
         )
         self.record.save()
         log.info("Envoy started", gateway=self.gateway.name, pid=pid, hot_restart_epoch=epoch)
-        return proc
 
     def _adopt(self, record: EnvoyRecord) -> _Envoy:
         host, _, port = record.admin_address.rpartition(":")
@@ -317,7 +342,6 @@ class _Supervisor:
             except OSError as exc:
                 log.error("cannot start Envoy", gateway=self.gateway.name, error=str(exc))
             else:
-                self.infra._pids.add(proc.pid)
                 self.spawned.set()
                 if self.stopping:
                     await proc.quit(drain=0, timeout=self.infra.stop_timeout)

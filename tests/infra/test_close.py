@@ -1,6 +1,7 @@
 """HostInfra.close() stops every Envoy it started - also one whose stop was begun by a
 reconcile that got cancelled (serve stopping while the runtime removes a Gateway), one just
-replaced (a hot restart racing close) and one a reconcile arriving during close would start.
+replaced (a hot restart racing close) and one a reconcile arriving during close would start;
+and detach() while an Envoy starts leaves that Envoy recorded, for the next controller.
 
 The Gateway is a UDP one with a session through it: a UDP session stays active for its idle
 timeout (a minute), so stopping that Envoy drains for the whole ``drain_s``, which is where a
@@ -24,7 +25,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateweave.infra.host import HostInfra
-from gateweave.infra.statedir import cmdline, running
+from gateweave.infra.statedir import cmdline, records, running
 from gateweave.ir import InfraGateway
 from gateweave.offline import translate_paths
 from gateweave.translate import TranslateOptions
@@ -71,6 +72,10 @@ async def echoed(port: int) -> bool:
 
     data = await asyncio.to_thread(exchange)
     return data is not None and json.loads(data)["request"] == "ping"
+
+
+async def started(work_dir: Path) -> set[int]:
+    return await asyncio.to_thread(envoys_under, work_dir)
 
 
 class UdpGateway:
@@ -223,3 +228,31 @@ async def test_a_reconcile_during_close_starts_nothing(udp_gateway: UdpGateway) 
         assert envoys_under(udp_gateway.work_dir) == set()
     finally:
         await infra.close()
+
+
+async def test_an_envoy_starting_when_the_controller_detaches_is_recorded_and_adopted(
+    udp_gateway: UdpGateway,
+) -> None:
+    """detach() (the controller fails) while the Gateway's Envoy is being started: that Envoy
+    starts anyway, so it is recorded, and the next controller adopts it - never an Envoy that
+    nothing knows of (which no close() would ever stop)."""
+    first = udp_gateway.infra()
+    starting = asyncio.create_task(first.reconcile(udp_gateway.desired))
+    while first.process(GATEWAY) is None:  # the supervisor exists ...
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)  # ... and its task began starting the Envoy
+    await first.detach()
+    await asyncio.wait_for(starting, 10)  # (a detached supervisor keeps reconcile waiting no more)
+    await until(lambda: started(udp_gateway.work_dir), 10, "the Envoy started")
+    [pid] = envoys_under(udp_gateway.work_dir)
+    assert [r.pid for r in records(udp_gateway.work_dir)] == [pid]
+    second = udp_gateway.infra()
+    try:
+        await second.reconcile(udp_gateway.desired)
+        assert second.process(GATEWAY).pid == pid  # type: ignore[union-attr]
+        await until(lambda: echoed(udp_gateway.port), 20, "the adopted Envoy echoes")
+        await second.close()
+        assert not running(pid)
+        assert envoys_under(udp_gateway.work_dir) == set()
+    finally:
+        await second.close()
