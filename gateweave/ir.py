@@ -372,6 +372,9 @@ class JwtProvider(_IR, kw_only=True, frozen=True):
     jwks_cluster: str = ""
     jwks_cache_s: float = 300.0
     jwks_refetch_s: float | None = None
+    # its backendSettings: the fetch's retry (None: none) and timeout (None: the xDS builder's)
+    jwks_retry: Retry | None = None
+    jwks_timeout_s: float | None = None
 
 
 class Jwt(_IR, kw_only=True, frozen=True):
@@ -470,6 +473,8 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
     # (name, value) pairs the auth service gets with each check (gRPC: the CheckRequest's
     # context_extensions)
     context: tuple[tuple[str, str], ...] = ()
+    # A SecurityPolicy's backendSettings.retry: the checks' own retry (None: none)
+    retry: Retry | None = None
 
 
 class Session(_IR, kw_only=True, frozen=True):

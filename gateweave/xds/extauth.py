@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable
 
 import msgspec
-from envoy.config.core.v3 import config_source_pb2, grpc_service_pb2, http_uri_pb2
+from envoy.config.core.v3 import base_pb2, config_source_pb2, grpc_service_pb2, http_uri_pb2
 from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -62,6 +62,20 @@ def _timeout(ext: ir.ExtAuth) -> duration_pb2.Duration:
     return duration(ext.timeout_s if ext.timeout_s is not None else CHECK_TIMEOUT_S)
 
 
+def retry_policy(retry: ir.Retry) -> base_pb2.RetryPolicy:
+    """The retry of a filter's own requests (an auth check, a JWKS fetch): Envoy's ``retry_on``
+    conditions, the number of retries and the back-off (such requests have no per-try timeout
+    nor retriable status codes)."""
+    out = base_pb2.RetryPolicy(retry_on=",".join(retry.triggers or ()))
+    if retry.attempts is not None:
+        out.num_retries.value = retry.attempts
+    if retry.backoff_s is not None:
+        out.retry_back_off.base_interval.CopyFrom(duration(retry.backoff_s))
+        if retry.max_backoff_s is not None:
+            out.retry_back_off.max_interval.CopyFrom(duration(retry.max_backoff_s))
+    return out
+
+
 def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
     """The ext_authz filter of one ExternalAuth. A denial (or no answer) stops the request: an HTTP
     service's answer goes to the client as it is, status, body and headers."""
@@ -75,6 +89,8 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
                 timeout=_timeout(ext),
             )
         )
+        if ext.retry is not None:
+            out.grpc_service.retry_policy.CopyFrom(retry_policy(ext.retry))
     else:
         service = ext_authz_pb2.HttpService(
             server_uri=http_uri_pb2.HttpUri(
@@ -82,6 +98,8 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
             ),
             path_prefix=ext.path,
         )
+        if ext.retry is not None:
+            service.retry_policy.CopyFrom(retry_policy(ext.retry))
         # Envoy sends Host, Method, Path, Content-Length and Authorization anyway.
         response = service.authorization_response
         if ext.allowed_response_headers:

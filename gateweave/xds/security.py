@@ -47,6 +47,7 @@ from xds.type.matcher.v3 import regex_pb2 as xds_regex_pb2
 from xds.type.matcher.v3 import string_pb2 as xds_string_pb2
 
 from gateweave import ir
+from gateweave.xds.extauth import retry_policy
 from gateweave.xds.resources import duration, pack
 
 BASIC_AUTH_FILTER = "envoy.filters.http.basic_auth"
@@ -204,13 +205,17 @@ def _remote_jwks(p: ir.JwtProvider) -> jwt_pb2.RemoteJwks:
     fetch = jwt_pb2.JwksAsyncFetch(fast_listener=True)
     if p.jwks_refetch_s is not None:
         fetch.failed_refetch_duration.CopyFrom(duration(p.jwks_refetch_s))
-    return jwt_pb2.RemoteJwks(
+    timeout = p.jwks_timeout_s if p.jwks_timeout_s is not None else JWKS_FETCH_TIMEOUT_S
+    out = jwt_pb2.RemoteJwks(
         http_uri=http_uri_pb2.HttpUri(
-            uri=p.jwks_uri, cluster=p.jwks_cluster, timeout=duration(JWKS_FETCH_TIMEOUT_S)
+            uri=p.jwks_uri, cluster=p.jwks_cluster, timeout=duration(timeout)
         ),
         cache_duration=duration(p.jwks_cache_s),
         async_fetch=fetch,
     )
+    if p.jwks_retry is not None:
+        out.retry_policy.CopyFrom(retry_policy(p.jwks_retry))
+    return out
 
 
 # ---------------------------------------------------------------- authorization

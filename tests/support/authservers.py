@@ -3,7 +3,8 @@
 
 Both allow a request whose Authorization is ``Bearer good``, adding ``x-auth-user: alice`` to
 it, and deny any other: 403 with body ``denied by <name>`` and header ``x-denied-by: <name>``.
-Both record what they were asked (:class:`Check`).
+Both record what they were asked (:class:`Check`). A ``flaky`` HTTP service answers every other
+check (the first, the third...) with 503, whatever it is asked.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ class _HttpAuthHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.server.checks.append(Check(self.command, self.path, headers, body))
+        if self.server.flaky and len(self.server.checks) % 2:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if headers.get("authorization") == ALLOWED:
             self.send_response(200)
             self.send_header(USER_HEADER, USER)
@@ -69,17 +75,17 @@ class _HttpAuthHandler(BaseHTTPRequestHandler):
 class _HttpAuthServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], name: str) -> None:
+    def __init__(self, address: tuple[str, int], name: str, flaky: bool) -> None:
         super().__init__(address, _HttpAuthHandler)
-        self.name = name
+        self.name, self.flaky = name, flaky
         self.checks: list[Check] = []
 
 
 class HttpAuth:
     """The HTTP auth service on ``host`` (a free port)."""
 
-    def __init__(self, host: str, name: str = "http-auth") -> None:
-        server = _HttpAuthServer((host, 0), name)
+    def __init__(self, host: str, name: str = "http-auth", flaky: bool = False) -> None:
+        server = _HttpAuthServer((host, 0), name, flaky)
         self.host, self.port = host, int(server.server_address[1])
         self.checks = server.checks
         self._serving = ServingThread(server)

@@ -89,6 +89,11 @@ class _JwksHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.fetches.append(self.path)
+        if len(self.server.fetches) <= self.server.failures:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body = self.server.document.encode()
         found = self.path == self.server.jwks_path
         self.send_response(200 if found else 404)
@@ -105,19 +110,22 @@ class _JwksHandler(BaseHTTPRequestHandler):
 class _JwksHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], path: str, document: str) -> None:
+    def __init__(self, address: tuple[str, int], path: str, document: str, failures: int) -> None:
         super().__init__(address, _JwksHandler)
-        self.jwks_path, self.document = path, document
+        self.jwks_path, self.document, self.failures = path, document, failures
         self.fetches: list[str] = []
 
 
 class JwksServer:
     """An HTTP server on ``host`` (a free port) answering ``GET path`` with the JWKS of ``keys``
-    (anything else: 404); ``fetches`` lists the paths it was asked for."""
+    (anything else: 404), but the first ``failures`` requests with 503; ``fetches`` lists the
+    paths it was asked for."""
 
-    def __init__(self, host: str, keys: list[SigningKey], path: str = "/jwks.json") -> None:
+    def __init__(
+        self, host: str, keys: list[SigningKey], path: str = "/jwks.json", failures: int = 0
+    ) -> None:
         document = json.dumps({"keys": [k.jwk() for k in keys]})
-        server = _JwksHTTPServer((host, 0), path, document)
+        server = _JwksHTTPServer((host, 0), path, document, failures)
         self.host, self.port = host, int(server.server_address[1])
         self.fetches = server.fetches
         self.uri = f"http://{host}:{self.port}{path}"

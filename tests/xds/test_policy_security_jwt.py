@@ -127,9 +127,14 @@ def test_remote_jwks_values_refused_with_their_place() -> None:
     assert message({"uri": "http://keys.example/", "backendRefs": two}) == (
         f"{at}.backendRefs: gateweave supports at most one backendRef"
     )
-    assert message(
-        {"uri": "http://keys.example/", "backendSettings": {"retry": {"numRetries": 1}}}
-    ) == (f"{at}.backendSettings is not supported by gateweave")
+    assert (
+        message({"uri": "http://keys.example/", "backendSettings": {"retry": {"numRetries": 1}}})
+        == ""
+    )  # tests/xds/test_policy_security_backend_settings.py
+    http2 = {"http2": {"initialStreamWindowSize": "64Ki"}}
+    assert message({"uri": "http://keys.example/", "backendSettings": http2}) == (
+        f"{at}.backendSettings.http2 is not supported by gateweave"
+    )
 
 
 def test_jwt_fail_open_lets_any_request_through() -> None:

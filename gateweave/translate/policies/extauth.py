@@ -9,7 +9,8 @@ gets when the service cannot be reached or answers in error (unset: 403), unless
 refused with 413) goes to the service with the headers; ``recomputeRoute``: the route is chosen
 again once the service's headers are on the request; ``contextExtensions``: name-value pairs
 (inline, or a key of a ConfigMap or Secret of the policy's namespace) the service gets with each
-check (Envoy puts them in a gRPC service's CheckRequest only)."""
+check (Envoy puts them in a gRPC service's CheckRequest only); ``backendSettings``: how the
+service is reached (backendsettings.py: its cluster's settings, the retry of the checks)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import securityrefs, specvalue
+from gateweave.translate.policies import backendsettings, securityrefs, specvalue
 
 _MOST_BODY_BYTES = 2**31 - 1  # the CRD's int32
 _REF_FIELDS = ("group", "kind", "name", "namespace", "port", "weight")
@@ -53,6 +54,11 @@ FIELDS: frozenset[str] = frozenset(
         "extAuth.grpc.backendRefs",
         *(f"extAuth.grpc.backendRefs.{f}" for f in _REF_FIELDS),
     }
+) | frozenset().union(
+    *(
+        backendsettings.fields(f"extAuth.{service}.backendSettings", request_timeout=False)
+        for service in ("http", "grpc")
+    )
 )
 
 
@@ -61,6 +67,7 @@ class _AuthService(msgspec.Struct, frozen=True, rename="camel"):
     backend_refs: tuple[securityrefs.BackendRef, ...] = ()
     path: str = ""
     headers_to_backend: tuple[str, ...] = ()
+    backend_settings: dict[str, Any] | None = None
 
 
 class _Body(msgspec.Struct, frozen=True, rename="camel"):
@@ -124,11 +131,13 @@ def resolve(
             f"spec.extAuth.bodyToExtAuth.maxRequestBytes {body.max_request_bytes} is not between 1 "
             f"and {_MOST_BODY_BYTES}"
         )
+    settings = backendsettings.read(service.backend_settings, f"{where}.backendSettings", out)
     cluster = securityrefs.backend_cluster(
         ctx, namespace, refs[0], f"{where}.backendRef", grpc, out
     )
     if cluster is None:
         return None, ()
+    cluster = backendsettings.with_cluster_settings(cluster, settings)
     ext = ir.ExtAuth(
         protocol="GRPC" if grpc else "HTTP",
         cluster=cluster.name,
@@ -142,6 +151,7 @@ def resolve(
         recompute_route=conf.recompute_route,
         context=_context(ctx, namespace, conf.context_extensions, out),
         max_body_bytes=body.max_request_bytes if body is not None else 0,
+        retry=settings.retry,
     )
     return ext, (cluster,)
 

@@ -11,7 +11,8 @@ A ``remoteJWKS`` is fetched by Envoy from its ``uri`` (kept ``cacheDuration``, E
 Service or Backend of its ``backendRefs`` (with that backend's TLS, a BackendTLSPolicy's or the
 Backend's own), or else through a cluster of its own to the URI's host and port (resolved by DNS
 unless an IP address), over TLS checked against the system's trust store for an ``https`` URI,
-as Envoy Gateway does.
+as Envoy Gateway does. Its ``backendSettings`` (backendsettings.py): the settings of that cluster,
+the fetch's retry and timeout.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import msgspec
 
 from gateweave import ir
 from gateweave.translate.egbackend import is_hostname, is_ip
-from gateweave.translate.policies import securityrefs, specvalue
+from gateweave.translate.policies import backendsettings, securityrefs, specvalue
 
 FIELDS: frozenset[str] = frozenset(
     {
@@ -63,7 +64,7 @@ FIELDS: frozenset[str] = frozenset(
         "jwt.providers.remoteJWKS.backendRefs.port",
         "jwt.providers.remoteJWKS.backendRefs.weight",
     }
-)
+) | backendsettings.fields("jwt.providers.remoteJWKS.backendSettings", request_timeout=True)
 
 CACHE_DURATION = "300s"  # Envoy Gateway's, when cacheDuration is unset
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -90,6 +91,7 @@ class _RemoteJWKS(msgspec.Struct, frozen=True, rename="camel"):
     backend_refs: tuple[securityrefs.BackendRef, ...] = ()
     cache_duration: str = CACHE_DURATION
     failed_refetch_duration: str | None = None
+    backend_settings: dict[str, Any] | None = None
 
 
 class _JwtProvider(msgspec.Struct, frozen=True, rename="camel"):
@@ -149,7 +151,7 @@ def resolve(
         elif p.remote_jwks is not None:
             remote = _remote_jwks(ctx, namespace, p.remote_jwks, f"{where}.remoteJWKS", out)
             if remote is not None:
-                cluster, cache_s, refetch_s = remote
+                cluster, cache_s, refetch_s, settings = remote
                 clusters[cluster.name] = cluster
                 provider = msgspec.structs.replace(
                     provider,
@@ -157,6 +159,8 @@ def resolve(
                     jwks_cluster=cluster.name,
                     jwks_cache_s=cache_s,
                     jwks_refetch_s=refetch_s,
+                    jwks_retry=settings.retry,
+                    jwks_timeout_s=settings.request_timeout_s,
                 )
         providers.append(provider)
     if not providers:
@@ -167,10 +171,12 @@ def resolve(
 
 def _remote_jwks(
     ctx: Any, namespace: str, remote: _RemoteJWKS, where: str, out: list[str]
-) -> tuple[ir.Cluster, float, float | None] | None:
-    """The cluster a remote JWKS is fetched through, its cache duration and refetch interval
-    (seconds); None, with the problems in ``out``, when it cannot be fetched as written."""
+) -> tuple[ir.Cluster, float, float | None, backendsettings.Settings] | None:
+    """The cluster a remote JWKS is fetched through (with its ``backendSettings``' cluster
+    settings), its cache duration and refetch interval (seconds) and the settings; None, with the
+    problems in ``out``, when it cannot be fetched as written."""
     before = len(out)
+    settings = backendsettings.read(remote.backend_settings, f"{where}.backendSettings", out)
     cache_s = specvalue.seconds(remote.cache_duration, f"{where}.cacheDuration", out)
     refetch_s = specvalue.seconds(
         remote.failed_refetch_duration, f"{where}.failedRefetchDuration", out
@@ -197,7 +203,7 @@ def _remote_jwks(
         cluster = uri_cluster(*target)
     if cluster is None or cache_s is None or len(out) > before:
         return None
-    return cluster, cache_s, refetch_s
+    return backendsettings.with_cluster_settings(cluster, settings), cache_s, refetch_s, settings
 
 
 def uri_target(uri: str) -> tuple[str, str, int] | str:

@@ -76,8 +76,9 @@ _DEFAULT_CODES: tuple[int, ...] = (503,)
 _DEFAULT_BASE_S = 0.025
 
 
-def _ir_retry(retry: _Retry, out: list[str]) -> ir.Retry:
-    """The route's retry (problems go to ``out``)."""
+def _ir_retry(retry: _Retry, out: list[str], at: str) -> ir.Retry:
+    """The retry of ``retry`` (a policy's, or a SecurityPolicy's ``backendSettings.retry``, at
+    ``at``); problems go to ``out``."""
     on = retry.retry_on
     if on is None or not (on.triggers or on.http_status_codes):
         triggers, codes = _DEFAULT_TRIGGERS, _DEFAULT_CODES
@@ -87,20 +88,20 @@ def _ir_retry(retry: _Retry, out: list[str]) -> ir.Retry:
             triggers = (*triggers, "retriable-status-codes")
     for code in codes:
         if not 100 <= code <= 599:
-            out.append(f"spec.retry.retryOn.httpStatusCodes: {code} is not an HTTP status code")
+            out.append(f"{at}.retryOn.httpStatusCodes: {code} is not an HTTP status code")
     if not 0 <= retry.num_retries < 1 << 32:
-        out.append(f"spec.retry.numRetries {retry.num_retries} is out of range")
+        out.append(f"{at}.numRetries {retry.num_retries} is out of range")
     per = retry.per_retry or _PerRetry()
     back = per.back_off or _BackOff()
-    base = specvalue.seconds(back.base_interval, "spec.retry.perRetry.backOff.baseInterval", out)
-    ceiling = specvalue.seconds(back.max_interval, "spec.retry.perRetry.backOff.maxInterval", out)
+    base = specvalue.seconds(back.base_interval, f"{at}.perRetry.backOff.baseInterval", out)
+    ceiling = specvalue.seconds(back.max_interval, f"{at}.perRetry.backOff.maxInterval", out)
     if ceiling is not None and base is None:
         base = _DEFAULT_BASE_S
     if base is not None and base <= 0:
-        out.append("spec.retry.perRetry.backOff.baseInterval must be more than 0")
+        out.append(f"{at}.perRetry.backOff.baseInterval must be more than 0")
     if base is not None and ceiling is not None and ceiling < base:
-        out.append("spec.retry.perRetry.backOff.maxInterval must not be less than baseInterval")
-    per_try = specvalue.seconds(per.timeout, "spec.retry.perRetry.timeout", out)
+        out.append(f"{at}.perRetry.backOff.maxInterval must not be less than baseInterval")
+    per_try = specvalue.seconds(per.timeout, f"{at}.perRetry.timeout", out)
     return ir.Retry(
         codes=tuple(codes),
         attempts=retry.num_retries,
@@ -111,31 +112,34 @@ def _ir_retry(retry: _Retry, out: list[str]) -> ir.Retry:
     )
 
 
-def _request_timeout(timeout: _Timeout, out: list[str]) -> float | None:
+def _request_timeout(timeout: _Timeout, out: list[str], at: str) -> float | None:
     http = timeout.http or _HTTPTimeout()
-    return specvalue.seconds(http.request_timeout, "spec.timeout.http.requestTimeout", out)
+    return specvalue.seconds(http.request_timeout, f"{at}.timeout.http.requestTimeout", out)
 
 
-def _settings(spec: dict[str, Any], out: list[str]) -> tuple[ir.Retry | None, float | None]:
-    """The route's retry and request timeout (None: unset); problems go to ``out``."""
-    retry = specvalue.field(spec, "retry", _Retry)
-    timeout = specvalue.field(spec, "timeout", _Timeout)
+def settings(
+    spec: dict[str, Any], out: list[str], at: str = "spec"
+) -> tuple[ir.Retry | None, float | None]:
+    """The retry and request timeout of ``spec`` (a policy's spec, or a SecurityPolicy's
+    ``backendSettings``, at ``at``); None: unset. Problems go to ``out``."""
+    retry = specvalue.field(spec, "retry", _Retry, at)
+    timeout = specvalue.field(spec, "timeout", _Timeout, at)
     out.extend(f for f in (retry, timeout) if isinstance(f, str))
     return (
-        _ir_retry(retry, out) if isinstance(retry, _Retry) else None,
-        _request_timeout(timeout, out) if isinstance(timeout, _Timeout) else None,
+        _ir_retry(retry, out, f"{at}.retry") if isinstance(retry, _Retry) else None,
+        _request_timeout(timeout, out, at) if isinstance(timeout, _Timeout) else None,
     )
 
 
 def problems(spec: dict[str, Any]) -> list[str]:
     """What in ``retry`` and ``timeout.http`` cannot be applied (beyond the CRD's own rules)."""
     out: list[str] = []
-    _settings(spec, out)
+    settings(spec, out)
     return out
 
 
 def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
-    retry, request = _settings(spec, [])
+    retry, request = settings(spec, [])
     if retry is not None:
         route = msgspec.structs.replace(route, retry=retry)
     if request is not None:

@@ -20,15 +20,16 @@ T = TypeVar("T")
 HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 
 
-def field(spec: dict[str, Any], name: str, kind: type[T]) -> T | str | None:
-    """``spec[name]`` as ``kind``; the problem when it is not one; None when unset."""
+def field(spec: dict[str, Any], name: str, kind: type[T], at: str = "spec") -> T | str | None:
+    """``spec[name]`` as ``kind``; the problem (``spec`` being at ``at``) when it is not one;
+    None when unset."""
     raw = spec.get(name)
     if raw is None:
         return None
     try:
         return msgspec.convert(raw, kind, strict=False)
     except msgspec.ValidationError as exc:
-        return f"spec.{name}: {exc}"
+        return f"{at}.{name}: {exc}"
 
 
 def seconds(text: str | None, at: str, out: list[str]) -> float | None:

@@ -138,19 +138,22 @@ def _prime(n: int) -> bool:
     return n > 1 and all(n % k for k in range(2, int(n**0.5) + 1))
 
 
-def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | None:
-    """The settings of the upstream clusters (problems go to ``out``); None: none set."""
-    lb = specvalue.field(spec, "loadBalancer", _LoadBalancer)
-    cb = specvalue.field(spec, "circuitBreaker", _CircuitBreaker)
-    hc = specvalue.field(spec, "healthCheck", _HealthCheck)
-    timeout = specvalue.field(spec, "timeout", _Timeout)
+def cluster_policy(
+    spec: dict[str, Any], out: list[str], at: str = "spec"
+) -> ir.ClusterPolicy | None:
+    """The settings of the upstream clusters of ``spec`` (a policy's spec, or a SecurityPolicy's
+    ``backendSettings``, at ``at``); problems go to ``out``; None: none set."""
+    lb = specvalue.field(spec, "loadBalancer", _LoadBalancer, at)
+    cb = specvalue.field(spec, "circuitBreaker", _CircuitBreaker, at)
+    hc = specvalue.field(spec, "healthCheck", _HealthCheck, at)
+    timeout = specvalue.field(spec, "timeout", _Timeout, at)
     out.extend(f for f in (lb, cb, hc) if isinstance(f, str))
     lb = lb if isinstance(lb, _LoadBalancer) else None
     cb = cb if isinstance(cb, _CircuitBreaker) else None
     hc = hc if isinstance(hc, _HealthCheck) else None
     tcp = timeout.tcp if isinstance(timeout, _Timeout) else None
     connect = (
-        specvalue.seconds(tcp.connect_timeout, "spec.timeout.tcp.connectTimeout", out)
+        specvalue.seconds(tcp.connect_timeout, f"{at}.timeout.tcp.connectTimeout", out)
         if tcp is not None
         else None
     )
@@ -158,11 +161,11 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
         return None
     policy = ir.ClusterPolicy(connect_timeout_s=connect)
     if hc is not None:
-        active = _active(hc.active, out) if hc.active is not None else None
-        passive = _passive(hc.passive, out) if hc.passive is not None else None
+        active = _active(hc.active, out, at) if hc.active is not None else None
+        passive = _passive(hc.passive, out, at) if hc.passive is not None else None
         policy = msgspec.structs.replace(policy, health_check=active, outlier=passive)
     if connect is not None and connect <= 0:
-        out.append("spec.timeout.tcp.connectTimeout must be more than 0")
+        out.append(f"{at}.timeout.tcp.connectTimeout must be more than 0")
     if cb is not None:
         limits = (
             cb.max_connections,
@@ -171,7 +174,7 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
             cb.max_parallel_retries,
         )
         if any(v is not None and not 0 <= v < 1 << 32 for v in limits):
-            out.append("spec.circuitBreaker: a threshold is out of range")
+            out.append(f"{at}.circuitBreaker: a threshold is out of range")
         policy = msgspec.structs.replace(
             policy,
             max_connections=cb.max_connections,
@@ -180,12 +183,12 @@ def _cluster_policy(spec: dict[str, Any], out: list[str]) -> ir.ClusterPolicy | 
             max_parallel_retries=cb.max_parallel_retries,
         )
     if lb is not None:
-        policy = _load_balancer(lb, policy, out)
+        policy = _load_balancer(lb, policy, out, at)
     return policy
 
 
-def _active(active: _Active, out: list[str]) -> ir.HealthCheck | None:
-    at = "spec.healthCheck.active"
+def _active(active: _Active, out: list[str], at: str) -> ir.HealthCheck | None:
+    at = f"{at}.healthCheck.active"
     interval = specvalue.seconds(active.interval, f"{at}.interval", out)
     timeout = specvalue.seconds(active.timeout, f"{at}.timeout", out)
     if active.type not in ("HTTP", "TCP"):
@@ -220,8 +223,8 @@ def _active(active: _Active, out: list[str]) -> ir.HealthCheck | None:
     )
 
 
-def _passive(passive: _Passive, out: list[str]) -> ir.OutlierDetection:
-    at = "spec.healthCheck.passive"
+def _passive(passive: _Passive, out: list[str], at: str) -> ir.OutlierDetection:
+    at = f"{at}.healthCheck.passive"
     counts = (
         passive.consecutive_5xx_errors,
         passive.consecutive_gateway_errors,
@@ -246,29 +249,31 @@ def _passive(passive: _Passive, out: list[str]) -> ir.OutlierDetection:
     )
 
 
-def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) -> ir.ClusterPolicy:
+def _load_balancer(
+    lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str], at: str
+) -> ir.ClusterPolicy:
     if lb.type not in _LB_TYPES:
-        out.append(f"spec.loadBalancer.type {lb.type} is not supported by gateweave")
+        out.append(f"{at}.loadBalancer.type {lb.type} is not supported by gateweave")
         return policy
     ch = lb.consistent_hash
     if lb.type != "ConsistentHash":
         if ch is not None:
             out.append(
-                f"spec.loadBalancer.consistentHash is only for type ConsistentHash, not {lb.type}"
+                f"{at}.loadBalancer.consistentHash is only for type ConsistentHash, not {lb.type}"
             )
         return msgspec.structs.replace(policy, lb=lb.type)
     if ch is None:
-        out.append("spec.loadBalancer.consistentHash is required for type ConsistentHash")
+        out.append(f"{at}.loadBalancer.consistentHash is required for type ConsistentHash")
         return policy
     name, ttl = "", None
     if ch.type == "Header" and ch.header is not None:
         name = ch.header.name.lower()
     elif ch.type == "Cookie" and ch.cookie is not None:
         name = ch.cookie.name
-        ttl = specvalue.seconds(ch.cookie.ttl, "spec.loadBalancer.consistentHash.cookie.ttl", out)
+        ttl = specvalue.seconds(ch.cookie.ttl, f"{at}.loadBalancer.consistentHash.cookie.ttl", out)
     elif ch.type != "SourceIP":
         out.append(
-            f"spec.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header "
+            f"{at}.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header "
             "(with"
             " header) and Cookie (with cookie)"
         )
@@ -276,12 +281,12 @@ def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) 
         ch.cookie is not None
     ):
         out.append(
-            "spec.loadBalancer.consistentHash: header goes with type Header, cookie with type "
+            f"{at}.loadBalancer.consistentHash: header goes with type Header, cookie with type "
             "Cookie"
         )
     if not (_prime(ch.table_size) and ch.table_size <= _MAX_TABLE_SIZE):
         out.append(
-            f"spec.loadBalancer.consistentHash.tableSize {ch.table_size} must be a prime up to "
+            f"{at}.loadBalancer.consistentHash.tableSize {ch.table_size} must be a prime up to "
             f"{_MAX_TABLE_SIZE}"
         )
     return msgspec.structs.replace(
@@ -297,12 +302,12 @@ def _load_balancer(lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str]) 
 def problems(spec: dict[str, Any]) -> list[str]:
     """What in the upstream settings cannot be applied (beyond the CRD's own rules)."""
     out: list[str] = []
-    _cluster_policy(spec, out)
+    cluster_policy(spec, out)
     return out
 
 
 def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
-    cluster_policy = _cluster_policy(spec, [])
-    if cluster_policy is not None and route.backends:
-        route = msgspec.structs.replace(route, cluster_policy=cluster_policy)
+    policy = cluster_policy(spec, [])
+    if policy is not None and route.backends:
+        route = msgspec.structs.replace(route, cluster_policy=policy)
     return route
