@@ -562,6 +562,17 @@ class Certificate(_IR, kw_only=True, frozen=True):
     key_pem: str
 
 
+class ClientSANMatch(_IR, kw_only=True, frozen=True):
+    """A client certificate's subject alt name of ``type`` (DNS | EMAIL | IP_ADDRESS | URI |
+    OTHER_NAME, with its ``oid``) matching ``value`` as ``match`` says (Exact | Prefix | Suffix |
+    RegularExpression)."""
+
+    type: str
+    match: str
+    value: str
+    oid: str = ""
+
+
 class ClientValidation(_IR, kw_only=True, frozen=True):
     """Frontend client-certificate validation (Gateway spec.tls.frontend)."""
 
@@ -570,6 +581,16 @@ class ClientValidation(_IR, kw_only=True, frozen=True):
     # neither required nor verified); a ClientTrafficPolicy's also: VerifyIfGiven (verified when
     # given), RequireAny (required, not verified)
     mode: str = "AllowValidOnly"
+    # A ClientTrafficPolicy's further checks of a client certificate: the SHA-256 of its public
+    # key (SPKI, base64) or of the whole certificate (hex) is one of these; a subject alt name
+    # matches one of ``subject_alt_names``; no certificate of the chain (``crl_leaf_only``: the
+    # client's own) is revoked by the CRLs (PEM); ``allow_expired``: an expired one is taken.
+    spki_hashes: tuple[str, ...] = ()
+    certificate_hashes: tuple[str, ...] = ()
+    subject_alt_names: tuple[ClientSANMatch, ...] = ()
+    crl_pem: str = ""
+    crl_leaf_only: bool = False
+    allow_expired: bool = False
 
 
 class TLSTermination(_IR, kw_only=True, frozen=True):

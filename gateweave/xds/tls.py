@@ -8,7 +8,7 @@ import os
 
 from envoy.config.core.v3 import base_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
-from envoy.type.matcher.v3 import string_pb2
+from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, wrappers_pb2
 
 from gateweave import ir
@@ -78,20 +78,39 @@ def _validate_clients(
     context: tls_pb2.DownstreamTlsContext, validation: ir.ClientValidation
 ) -> None:
     """Client certificates asked for on ``context``, required and verified against the CA as
-    ``validation.mode`` says (:class:`~gateweave.ir.ClientValidation`)."""
+    ``validation.mode`` says (:class:`~gateweave.ir.ClientValidation`), and held to its hashes,
+    subject alt names, revocation lists and expiry."""
     verify = validation.mode in ("AllowValidOnly", "VerifyIfGiven")
-    context.common_tls_context.validation_context.CopyFrom(
-        common_pb2.CertificateValidationContext(
-            trusted_ca=_inline(validation.ca_pem),
-            trust_chain_verification=(
-                common_pb2.CertificateValidationContext.VERIFY_TRUST_CHAIN
-                if verify
-                else common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
-            ),
-        )
+    checks = common_pb2.CertificateValidationContext(
+        trusted_ca=_inline(validation.ca_pem),
+        trust_chain_verification=(
+            common_pb2.CertificateValidationContext.VERIFY_TRUST_CHAIN
+            if verify
+            else common_pb2.CertificateValidationContext.ACCEPT_UNTRUSTED
+        ),
+        verify_certificate_spki=validation.spki_hashes,
+        verify_certificate_hash=validation.certificate_hashes,
+        match_typed_subject_alt_names=[_client_san(san) for san in validation.subject_alt_names],
+        only_verify_leaf_cert_crl=validation.crl_leaf_only,
+        allow_expired_certificate=validation.allow_expired,
     )
+    if validation.crl_pem:
+        checks.crl.CopyFrom(_inline(validation.crl_pem))
+    context.common_tls_context.validation_context.CopyFrom(checks)
     context.require_client_certificate.CopyFrom(
         wrappers_pb2.BoolValue(value=validation.mode in ("AllowValidOnly", "RequireAny"))
+    )
+
+
+def _client_san(san: ir.ClientSANMatch) -> common_pb2.SubjectAltNameMatcher:
+    if san.match == "RegularExpression":
+        matcher = string_pb2.StringMatcher(safe_regex=regex_pb2.RegexMatcher(regex=san.value))
+    else:
+        matcher = string_pb2.StringMatcher(**{san.match.lower(): san.value})
+    return common_pb2.SubjectAltNameMatcher(
+        san_type=common_pb2.SubjectAltNameMatcher.SanType.Value(san.type),
+        matcher=matcher,
+        oid=san.oid,
     )
 
 

@@ -13,6 +13,7 @@ from gateweave.translate.policies import clienttls
 from gateweave.xds import build
 from gateweave.xds.validate import validate_with_envoy
 from gateweave_conformance.tlsgen import TLSSpec, generate
+from tests.support.clientcerts import client_cert, revocation_list
 from tests.translate.test_policies import base, only, policy, run
 from tests.xds.test_policy_client_traffic import downstream_tls, stored, with_https
 
@@ -222,4 +223,124 @@ def test_bad_client_validation_is_refused_with_its_place() -> None:
         "c",
         "ClientTrafficPolicy",
     )["Accepted"]
-    assert acc["message"].startswith("spec.tls.clientValidation.crl is not supported by gateweave")
+    assert acc["message"] == (
+        f"{at}.caCertificateRefs: gateweave needs the CA certificates; "
+        f"{at}.crl.refs[0]: Secret ns/x does not exist"
+    )
+
+
+def crl_manifest(pem: str, kind: str = "ConfigMap") -> dict[str, Any]:
+    meta = {"name": "client-crl", "namespace": "ns"}
+    if kind == "Secret":
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta,
+            "stringData": {"ca.crl": pem},
+        }
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"ca.crl": pem}}
+
+
+def test_client_certificate_hashes_names_revocation_and_expiry() -> None:
+    material = generate([CA])
+    ca_issued = material.get("ConfigMap", CA.ref)
+    leaf = client_cert(ca_issued, "alice", ["alice.example"])
+    crl = revocation_list(ca_issued, [leaf])
+    refs = [{"kind": "ConfigMap", "name": "client-ca"}]
+    ca = ca_issued.manifest()
+    sans = {
+        "dnsNames": [{"value": "alice.example"}, {"type": "Suffix", "value": ".example"}],
+        "emailAddresses": [{"type": "Prefix", "value": "alice@"}],
+        "ipAddresses": [{"type": "RegularExpression", "value": "10\\.0\\..*"}],
+        "uris": [{"value": "spiffe://example/alice"}],
+        "otherNames": [{"oid": "1.3.6.1.4.1.311.20.2.3", "value": "alice@corp"}],
+    }
+    upper = ":".join(
+        leaf.certificate_hash[i : i + 2] for i in range(0, 64, 2)
+    ).upper()  # Envoy's colon-separated form too
+    for kind in ("ConfigMap", "Secret"):
+        spec = {
+            "tls": {
+                "clientValidation": {
+                    "caCertificateRefs": refs,
+                    "spkiHashes": [leaf.spki_hash],
+                    "certificateHashes": [leaf.certificate_hash, upper],
+                    "subjectAltNames": sans,
+                    "crl": {
+                        "refs": [{"kind": kind, "name": "client-crl"}],
+                        "onlyVerifyLeafCertificate": True,
+                    },
+                    "allowExpiredCertificate": True,
+                }
+            }
+        }
+        context = chain([*with_https(), ca, crl_manifest(crl, kind)], spec)
+        checks = context.common_tls_context.validation_context
+        assert list(checks.verify_certificate_spki) == [leaf.spki_hash]
+        assert list(checks.verify_certificate_hash) == [leaf.certificate_hash, upper]
+        assert checks.crl.inline_string == crl and checks.only_verify_leaf_cert_crl
+        assert checks.allow_expired_certificate
+        got = [
+            (
+                common_pb2.SubjectAltNameMatcher.SanType.Name(m.san_type),
+                m.matcher.WhichOneof("match_pattern"),
+                m.oid,
+            )
+            for m in checks.match_typed_subject_alt_names
+        ]
+        assert got == [
+            ("DNS", "exact", ""),
+            ("DNS", "suffix", ""),
+            ("EMAIL", "prefix", ""),
+            ("IP_ADDRESS", "safe_regex", ""),
+            ("URI", "exact", ""),
+            ("OTHER_NAME", "exact", "1.3.6.1.4.1.311.20.2.3"),
+        ]
+    # without them: none of these checks
+    plain = chain([*with_https(), ca], {"tls": {"clientValidation": {"caCertificateRefs": refs}}})
+    checks = plain.common_tls_context.validation_context
+    assert not checks.verify_certificate_spki and not checks.verify_certificate_hash
+    assert not checks.match_typed_subject_alt_names and not checks.HasField("crl")
+    assert not checks.allow_expired_certificate
+
+
+def test_bad_client_certificate_checks_are_refused_with_their_place() -> None:
+    ca = generate([CA]).get("ConfigMap", CA.ref).manifest()
+    refs = [{"kind": "ConfigMap", "name": "client-ca"}]
+    spec = {
+        "tls": {
+            "clientValidation": {
+                "caCertificateRefs": refs,
+                "mode": "RequireAny",
+                "spkiHashes": ["abc"],
+                "certificateHashes": ["zz"],
+                "subjectAltNames": {
+                    "dnsNames": [{"type": "RegularExpression", "value": "(a"}],
+                    "otherNames": [{"oid": "upn", "value": "x"}],
+                },
+                "crl": {"refs": [{"kind": "ConfigMap", "name": "client-crl"}]},
+            }
+        }
+    }
+    docs = [*with_https(), ca, crl_manifest("not a revocation list")]
+    result = run([*docs, policy("c", "ClientTrafficPolicy", spec=spec)])
+    acc = only(result, "c", "ClientTrafficPolicy")["Accepted"]
+    at = "spec.tls.clientValidation"
+    assert (acc["status"], acc["reason"]) == ("False", "Invalid")
+    assert acc["message"] == (
+        f"{at}.spkiHashes[0]: 'abc' is not a base64 SHA-256 hash; "
+        f"{at}.certificateHashes[0]: 'zz' is not a hex SHA-256 hash; "
+        f"{at}.subjectAltNames.dnsNames[0].value '(a': missing ): (a; "
+        f"{at}.subjectAltNames.otherNames[0].oid: 'upn' is not an object identifier; "
+        f"{at}.crl.refs[0]: ConfigMap ns/client-crl has no valid PEM revocation list under "
+        "ca.crl"
+    )
+    assert result.xds == run(docs).xds
+    # as the CRD's rule, for a stored object it did not check
+    expired = {"caCertificateRefs": refs, "mode": "Request", "allowExpiredCertificate": True}
+    acc = only(stored({"tls": {"clientValidation": expired}}), "c", "ClientTrafficPolicy")[
+        "Accepted"
+    ]
+    assert acc["message"].endswith(
+        f"{at}.allowExpiredCertificate: only with mode VerifyIfGiven or RequireAndVerify"
+    )

@@ -1,16 +1,12 @@
 """ClientTrafficPolicy ``tls``: the settings of the filter chains terminating TLS on the
 listeners a policy governs (ctp.py puts them into the listener's
 :class:`~gateweave.ir.ClientSettings`). Each function reads one part of ``tls`` and puts its
-problems, with their place, into ``out``.
+problems, with their place, into ``out``. ``tls.clientValidation``: clientvalidation.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from gateweave import ir
-from gateweave.api import models as m
-from gateweave.translate import certs
 
 FIELDS: frozenset[str] = frozenset(
     {
@@ -25,14 +21,6 @@ FIELDS: frozenset[str] = frozenset(
         "tls.session.resumption",
         "tls.session.resumption.stateless",
         "tls.session.resumption.stateful",
-        "tls.clientValidation",
-        "tls.clientValidation.caCertificateRefs",
-        "tls.clientValidation.caCertificateRefs.group",
-        "tls.clientValidation.caCertificateRefs.kind",
-        "tls.clientValidation.caCertificateRefs.name",
-        "tls.clientValidation.caCertificateRefs.namespace",
-        "tls.clientValidation.optional",
-        "tls.clientValidation.mode",
     }
 )
 
@@ -71,7 +59,7 @@ def _cipher_known(entry: str) -> bool:
     return all(name in _CIPHERS for name in names)
 
 
-def _strings(value: Any, at: str, out: list[str]) -> tuple[str, ...] | None:
+def strings(value: Any, at: str, out: list[str]) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -103,13 +91,13 @@ def versions(
     least = low or ("1.0" if tls.get("minVersion") == "Auto" else "1.2")
     if high and least > high:
         out.append(f"spec.tls.maxVersion: {high} is below spec.tls.minVersion {least}")
-    ciphers = _strings(tls.get("ciphers"), "spec.tls.ciphers", out) or ()
+    ciphers = strings(tls.get("ciphers"), "spec.tls.ciphers", out) or ()
     if ciphers and low == "1.3":
         out.append("spec.tls.ciphers: no cipher suite is chosen when the minimum version is 1.3")
     for i, cipher in enumerate(ciphers):
         if not _cipher_known(cipher):
             out.append(f"spec.tls.ciphers[{i}]: {cipher!r} is not a cipher suite Envoy knows")
-    alpn = _strings(tls.get("alpnProtocols"), "spec.tls.alpnProtocols", out)
+    alpn = strings(tls.get("alpnProtocols"), "spec.tls.alpnProtocols", out)
     for i, protocol in enumerate(alpn or ()):
         if protocol not in _ALPN:
             out.append(
@@ -145,7 +133,7 @@ def groups(spec: dict[str, Any], out: list[str]) -> tuple[tuple[str, ...], tuple
         return (), ()
     got: list[tuple[str, ...]] = []
     for key, known in (("ecdhCurves", CURVES), ("signatureAlgorithms", SIGNATURE_ALGORITHMS)):
-        names = _strings(tls.get(key), f"spec.tls.{key}", out) or ()
+        names = strings(tls.get(key), f"spec.tls.{key}", out) or ()
         bad = [i for i, name in enumerate(names) if name not in known]
         for i in bad:
             out.append(f"spec.tls.{key}[{i}]: {names[i]!r} is not one of {', '.join(known)}")
@@ -153,7 +141,7 @@ def groups(spec: dict[str, Any], out: list[str]) -> tuple[tuple[str, ...], tuple
     return got[0], got[1]
 
 
-def _tls_object(spec: dict[str, Any], key: str, out: list[str]) -> dict[str, Any] | None:
+def tls_object(spec: dict[str, Any], key: str, out: list[str]) -> dict[str, Any] | None:
     """``tls.<key>``, an object; None when unset, or (with the problem in ``out``) when it is
     not one."""
     tls = spec.get("tls")
@@ -171,7 +159,7 @@ def session(spec: dict[str, Any], out: list[str]) -> tuple[str, ...] | None:
     """The kinds of TLS session resumption ``tls.session.resumption`` allows (``stateless``:
     session tickets, ``stateful``: session IDs), the others off as in Envoy Gateway; None when
     ``tls.session`` is unset (Envoy's: both). Problems go to ``out``."""
-    session = _tls_object(spec, "session", out)
+    session = tls_object(spec, "session", out)
     if session is None:
         return None
     resumption = session.get("resumption")
@@ -183,73 +171,3 @@ def session(spec: dict[str, Any], out: list[str]) -> tuple[str, ...] | None:
         if resumption.get(kind) not in (None, {}):
             out.append(f"spec.tls.session.resumption.{kind}: {resumption[kind]!r} is not {{}}")
     return tuple(kind for kind in _RESUMPTIONS if resumption.get(kind) is not None)
-
-
-_VALIDATION_AT = "spec.tls.clientValidation"
-# Envoy Gateway's client validation modes as the IR's (ClientValidation.mode)
-_VALIDATION_MODES = {
-    "RequireAndVerify": "AllowValidOnly",
-    "VerifyIfGiven": "VerifyIfGiven",
-    "RequireAny": "RequireAny",
-    "Request": "AllowInsecureFallback",
-}
-
-
-def client_validation(
-    ctx: Any, namespace: str, spec: dict[str, Any], out: list[str]
-) -> ir.ClientValidation | None:
-    """``tls.clientValidation`` (None when unset): the CA bundle of its ``caCertificateRefs``
-    (the ``ca.crt`` of ConfigMaps or Secrets; another namespace's with a ReferenceGrant to
-    ClientTrafficPolicies of ``namespace``) and its mode (unset: ``RequireAndVerify``, or
-    ``VerifyIfGiven`` when ``optional``); problems go to ``out``."""
-    raw = _tls_object(spec, "clientValidation", out)
-    if raw is None:
-        return None
-    problems = len(out)
-    optional = raw.get("optional", False)
-    if not isinstance(optional, bool):
-        out.append(f"{_VALIDATION_AT}.optional: {optional!r} is not true or false")
-    mode = raw.get("mode", "VerifyIfGiven" if optional is True else "RequireAndVerify")
-    if mode not in _VALIDATION_MODES:
-        out.append(f"{_VALIDATION_AT}.mode: {mode!r} is not one of {', '.join(_VALIDATION_MODES)}")
-    refs = raw.get("caCertificateRefs")
-    if not isinstance(refs, list) or not refs:
-        out.append(f"{_VALIDATION_AT}.caCertificateRefs: gateweave needs the CA certificates")
-        refs = []
-    bundles = [
-        _ca_bundle(ctx, namespace, ref, f"{_VALIDATION_AT}.caCertificateRefs[{i}]", out)
-        for i, ref in enumerate(refs)
-    ]
-    if len(out) > problems:
-        return None
-    pem = "".join(b if b.endswith("\n") else b + "\n" for b in bundles if b)
-    return ir.ClientValidation(ca_pem=pem, mode=_VALIDATION_MODES[mode])
-
-
-def _ca_bundle(ctx: Any, namespace: str, ref: Any, at: str, out: list[str]) -> str:
-    """The CA certificates (PEM) under ``ca.crt`` of the ConfigMap or Secret ``ref`` names
-    ("" with the problem in ``out`` when it cannot be read)."""
-    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
-        out.append(f"{at}: {ref!r} is not a reference with a name")
-        return ""
-    group, kind = ref.get("group", ""), ref.get("kind", "Secret")
-    if group not in ("", "core") or kind not in ("ConfigMap", "Secret"):
-        out.append(f"{at}: {group or 'core'}/{kind} is not a ConfigMap or Secret")
-        return ""
-    ns, name = ref.get("namespace") or namespace, ref["name"]
-    if not ctx.reference_allowed(
-        m.ENVOY_GATEWAY_GROUP, "ClientTrafficPolicy", namespace, "", kind, ns, name
-    ):
-        out.append(
-            f"{at}: {kind} {ns}/{name} is in another namespace and no ReferenceGrant allows it"
-        )
-        return ""
-    objects = ctx.snapshot.config_maps if kind == "ConfigMap" else ctx.snapshot.secrets
-    obj = objects.get((ns, name))
-    if obj is None:
-        out.append(f"{at}: {kind} {ns}/{name} does not exist")
-        return ""
-    pem = certs.ca_from_object(obj)
-    if not pem:
-        out.append(f"{at}: {kind} {ns}/{name} has no valid PEM certificates under ca.crt")
-    return pem

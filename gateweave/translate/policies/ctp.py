@@ -21,9 +21,9 @@ underscores in their names (``headers.withUnderscoresAction``); request headers 
 removed before anything else sees the request (``headers.earlyRequestHeaders`` ``add``, ``set``,
 ``remove``); TLS on the filter chains terminating it (``tls.minVersion``, ``tls.maxVersion``,
 ``tls.ciphers``, ``tls.alpnProtocols``, ``tls.ecdhCurves``, ``tls.signatureAlgorithms``,
-``tls.session.resumption``, ``tls.clientValidation`` ``caCertificateRefs``, ``optional``,
-``mode``, whose CA certificates :func:`resolve` reads: clienttls.py); request path
-normalisation (``path`` ``escapedSlashesAction``, ``disableMergeSlashes``).
+``tls.session.resumption``, ``tls.clientValidation`` (``caCertificateRefs``, ``optional``,
+``mode``, the certificate checks; what it references :func:`resolve` reads: clientvalidation.py);
+request path normalisation (``path`` ``escapedSlashesAction``, ``disableMergeSlashes``).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import clienttls, specvalue
+from gateweave.translate.policies import clienttls, clientvalidation, specvalue
 
-IMPLEMENTED: frozenset[str] = clienttls.FIELDS | frozenset(
+_TLS = clienttls.FIELDS | clientvalidation.FIELDS
+IMPLEMENTED: frozenset[str] = _TLS | frozenset(
     {
         "clientIPDetection",
         "clientIPDetection.xForwardedFor",
@@ -174,7 +175,7 @@ def resolve(ctx: Any, policy: Any) -> tuple[ir.ClientValidation | None, list[str
     validation), and their problems."""
     spec = policy.spec if isinstance(policy.spec, dict) else {}
     out: list[str] = []
-    return clienttls.client_validation(ctx, policy.metadata.namespace, spec, out), out
+    return clientvalidation.client_validation(ctx, policy.metadata.namespace, spec, out), out
 
 
 _UINT32 = 2**32 - 1
