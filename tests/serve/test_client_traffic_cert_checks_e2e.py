@@ -25,7 +25,7 @@ from tests.serve.test_client_traffic_tls_more_e2e import (
     write_base,
     write_policy,
 )
-from tests.support.clientcerts import client_cert, revocation_list
+from tests.support.clientcerts import certificate_hash, client_cert, revocation_list, spki_hash
 from tests.support.incremental_check import CHECK_INCREMENTAL
 from tests.support.live import until
 
@@ -73,7 +73,7 @@ async def test_client_certificates_held_to_names_revocation_and_hashes(
         await only(sans, alice_client, bob_client, "bob refused: not alice.example")
         revoked = {"crl": {"refs": [{"kind": "ConfigMap", "name": "client-crl"}]}}
         await only(revoked, bob_client, alice_client, "alice refused: revoked")
-        spki = {"spkiHashes": [alice.spki_hash]}
+        spki = {"spkiHashes": [spki_hash(alice)]}
         await only(spki, alice_client, bob_client, "bob refused: not alice's key")
-        hashes = {"certificateHashes": [bob.certificate_hash]}
+        hashes = {"certificateHashes": [certificate_hash(bob)]}
         await only(hashes, bob_client, alice_client, "alice refused: not bob's certificate")

@@ -1,7 +1,8 @@
 """Client certificates for the client validation tests, signed by a CA of
 ``gateweave_conformance.tlsgen`` (an ``Issued`` ConfigMap): with the subject alt names a test
-wants, and the CA's revocation list (PEM) naming some of them; their SHA-256 hashes as a
-ClientTrafficPolicy's ``certificateHashes`` (hex) and ``spkiHashes`` (base64) are written."""
+wants (as tlsgen's ``Issued``), and the CA's revocation list (PEM) naming some of them; their
+SHA-256 hashes as a ClientTrafficPolicy's ``certificateHashes`` (hex) and ``spkiHashes``
+(base64) are written."""
 
 from __future__ import annotations
 
@@ -10,45 +11,26 @@ import datetime
 import hashlib
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from gateweave_conformance.tlsgen import Issued
+from gateweave_conformance.tlsgen import Issued, TLSSpec
 
 
-@dataclass(frozen=True)
-class ClientCert:
-    cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
+def certificate_hash(issued: Issued) -> str:
+    """SHA-256 of the DER certificate, hex (``certificateHashes``)."""
+    return hashlib.sha256(issued.cert.public_bytes(serialization.Encoding.DER)).hexdigest()
 
-    @property
-    def cert_pem(self) -> bytes:
-        return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    @property
-    def key_pem(self) -> bytes:
-        return self.key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-
-    @property
-    def certificate_hash(self) -> str:
-        """SHA-256 of the DER certificate, hex (``certificateHashes``)."""
-        return hashlib.sha256(self.cert.public_bytes(serialization.Encoding.DER)).hexdigest()
-
-    @property
-    def spki_hash(self) -> str:
-        """SHA-256 of the DER SubjectPublicKeyInfo, base64 (``spkiHashes``)."""
-        spki = self.cert.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+def spki_hash(issued: Issued) -> str:
+    """SHA-256 of the DER SubjectPublicKeyInfo, base64 (``spkiHashes``)."""
+    spki = issued.cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
 
 
 def _general_name(name: str) -> x509.GeneralName:
@@ -62,7 +44,7 @@ def _general_name(name: str) -> x509.GeneralName:
         return x509.DNSName(name)
 
 
-def client_cert(ca: Issued, common_name: str, names: Iterable[str] = ()) -> ClientCert:
+def client_cert(ca: Issued, common_name: str, names: Iterable[str] = ()) -> Issued:
     """A client certificate ``ca`` signs, with ``names`` as subject alt names (an IP address, a
     URI, ``email:<address>`` or a DNS name)."""
     key = ec.generate_private_key(ec.SECP256R1())
@@ -85,10 +67,11 @@ def client_cert(ca: Issued, common_name: str, names: Iterable[str] = ()) -> Clie
     listed = [_general_name(n) for n in names]
     if listed:
         builder = builder.add_extension(x509.SubjectAlternativeName(listed), critical=False)
-    return ClientCert(builder.sign(ca.key, hashes.SHA256()), key)
+    spec = TLSSpec("Secret", "default", common_name, signed_by=ca.spec.ref)
+    return Issued(spec, builder.sign(ca.key, hashes.SHA256()), key)
 
 
-def revocation_list(ca: Issued, revoked: Iterable[ClientCert]) -> str:
+def revocation_list(ca: Issued, revoked: Iterable[Issued]) -> str:
     """The CA's CRL (PEM) revoking ``revoked``."""
     now = datetime.datetime.now(datetime.UTC)
     builder = (

@@ -13,7 +13,7 @@ from gateweave.translate.policies import clienttls
 from gateweave.xds import build
 from gateweave.xds.validate import validate_with_envoy
 from gateweave_conformance.tlsgen import TLSSpec, generate
-from tests.support.clientcerts import client_cert, revocation_list
+from tests.support.clientcerts import certificate_hash, client_cert, revocation_list, spki_hash
 from tests.translate.test_policies import base, only, policy, run
 from tests.xds.test_policy_client_traffic import downstream_tls, stored, with_https
 
@@ -256,15 +256,15 @@ def test_client_certificate_hashes_names_revocation_and_expiry() -> None:
         "otherNames": [{"oid": "1.3.6.1.4.1.311.20.2.3", "value": "alice@corp"}],
     }
     upper = ":".join(
-        leaf.certificate_hash[i : i + 2] for i in range(0, 64, 2)
+        certificate_hash(leaf)[i : i + 2] for i in range(0, 64, 2)
     ).upper()  # Envoy's colon-separated form too
     for kind in ("ConfigMap", "Secret"):
         spec = {
             "tls": {
                 "clientValidation": {
                     "caCertificateRefs": refs,
-                    "spkiHashes": [leaf.spki_hash],
-                    "certificateHashes": [leaf.certificate_hash, upper],
+                    "spkiHashes": [spki_hash(leaf)],
+                    "certificateHashes": [certificate_hash(leaf), upper],
                     "subjectAltNames": sans,
                     "crl": {
                         "refs": [{"kind": kind, "name": "client-crl"}],
@@ -276,8 +276,8 @@ def test_client_certificate_hashes_names_revocation_and_expiry() -> None:
         }
         context = chain([*with_https(), ca, crl_manifest(crl, kind)], spec)
         checks = context.common_tls_context.validation_context
-        assert list(checks.verify_certificate_spki) == [leaf.spki_hash]
-        assert list(checks.verify_certificate_hash) == [leaf.certificate_hash, upper]
+        assert list(checks.verify_certificate_spki) == [spki_hash(leaf)]
+        assert list(checks.verify_certificate_hash) == [certificate_hash(leaf), upper]
         assert checks.crl.inline_string == crl and checks.only_verify_leaf_cert_crl
         assert checks.allow_expired_certificate
         got = [

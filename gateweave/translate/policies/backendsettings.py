@@ -23,27 +23,20 @@ from gateweave import ir
 from gateweave.translate.policies import retry, upstream
 
 # The paths under ``backendSettings`` gateweave implements (fields.py's notation).
-_CLUSTER_FIELDS = frozenset(f for f in upstream.FIELDS if f not in ("timeout", "timeout.tcp"))
+# Envoy retries a filter's own requests without per-try timeouts or retriable status codes.
 _RETRY_FIELDS = frozenset(
-    {
-        "retry",
-        "retry.numRetries",
-        "retry.retryOn",
-        "retry.retryOn.triggers",
-        "retry.perRetry",
-        "retry.perRetry.backOff",
-        "retry.perRetry.backOff.baseInterval",
-        "retry.perRetry.backOff.maxInterval",
-    }
+    f
+    for f in retry.FIELDS
+    if f.startswith("retry")
+    and f not in ("retry.perRetry.timeout", "retry.retryOn.httpStatusCodes")
 )
-_TIMEOUT_FIELDS = frozenset({"timeout", "timeout.tcp"})
 _HTTP_TIMEOUT_FIELDS = frozenset({"timeout.http", "timeout.http.requestTimeout"})
 
 
 def fields(prefix: str, request_timeout: bool) -> frozenset[str]:
     """The implemented paths of the ``backendSettings`` at ``prefix`` (``request_timeout``:
     with ``timeout.http.requestTimeout``)."""
-    own = _CLUSTER_FIELDS | _RETRY_FIELDS | _TIMEOUT_FIELDS
+    own = upstream.FIELDS | _RETRY_FIELDS
     if request_timeout:
         own |= _HTTP_TIMEOUT_FIELDS
     return frozenset({prefix} | {f"{prefix}.{f}" for f in own})
