@@ -22,8 +22,9 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.policies import retry, upstream
 
-# The paths under ``backendSettings`` gateweave implements (fields.py's notation).
-# Envoy retries a filter's own requests without per-try timeouts or retriable status codes.
+# The paths under ``backendSettings`` gateweave implements (fields.py's notation), beside
+# upstream.py's: retry.py's retry but per-try timeouts and retriable status codes (Envoy retries a
+# filter's own requests without them), and for a JWKS fetch its timeout.
 _RETRY_FIELDS = frozenset(
     f
     for f in retry.FIELDS
