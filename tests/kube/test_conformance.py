@@ -1,5 +1,5 @@
 """Conformance status steps replayed through the Kubernetes API (stand-in,
-tests/support/kubeapi.py).
+harness/gateweave_bench/kubeapi.py).
 
 For each case: the objects are applied over HTTP to the API-server stand-in, gateweave
 serves it (``serve(kube=...)`` with a kubeconfig file: the Kubernetes provider and the
