@@ -38,7 +38,11 @@ reported):
   that many routes); the p99 at 10,000 is judged against the p99 at 1,000 of the same run;
 * ``cold_start_s`` / ``yaml_floor_s``: from the same run of :mod:`gateweave_bench.latency`:
   ``serve`` started on its route files -> Envoy serves the last route, and the time to
-  parse those files with the C YAML loader alone.
+  parse those files with the C YAML loader alone;
+* ``kube_cold_start_s`` / ``kube_list_decode_s``: from :mod:`gateweave_bench.kubecold` (fresh
+  processes: an API-server stand-in holding the generated objects, and ``serve`` with the
+  Kubernetes provider): ``serve`` started -> its first status write, and the
+  ``msgspec.json.decode`` of every list body it read at its start (the collector paused).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -95,6 +100,8 @@ KEYS = (
     "event_to_envoy_p99_ms",
     "cold_start_s",
     "yaml_floor_s",
+    "kube_cold_start_s",
+    "kube_list_decode_s",
 )
 BURST_EVENTS = 1000
 LATENCY_ROUTES = 1000
@@ -110,6 +117,7 @@ TARGETS = {
     "event_to_envoy_p99_ms": "< 100 at 1,000 routes; at 10,000 <= 1.5 x the p99 at 1,000",
     "rss_mb": "< 256 at 1,000 routes",
     "cold_start_s": "<= 3 x yaml_floor_s at 10,000 routes",
+    "kube_cold_start_s": "<= 3 x kube_list_decode_s at 10,000 routes",
     "many_gateways": (
         "100 Gateways x 10 routes: total RSS (serve + Envoys) merged"
         " <= 1/10 of one Envoy per Gateway"
@@ -321,9 +329,33 @@ def controller_rss_mb(routes: int, seed: int, policies: float = 0.0) -> float:
     return float(_child(args, timeout=900)["rss_mb"])
 
 
+def kube_cold_start(
+    routes: int, seed: int, repeat: int, policies: float
+) -> tuple[dict[str, float | None], str]:
+    """``kube_cold_start_s`` and ``kube_list_decode_s`` (:mod:`gateweave_bench.kubecold`: the
+    stand-in in a process of its own, ``serve`` in a fresh one) and a note with the splits;
+    a failed start loses only these figures (None, and why in the note)."""
+    from gateweave_bench.kubecold import ColdStartError, Standin
+
+    figures: dict[str, float | None] = dict.fromkeys(("kube_cold_start_s", "kube_list_decode_s"))
+    try:
+        with Standin(routes, seed, policies) as standin:
+            args = ["--kube-cold", str(standin.kubeconfig), "--repeat", str(repeat)]
+            answer = _child(args, timeout=1800)
+    except (ColdStartError, BenchError, subprocess.SubprocessError, OSError) as exc:
+        return figures, f"failed: {type(exc).__name__}: {exc}"
+    for key in figures:
+        figures[key] = float(answer[key])
+    splits = ", ".join(f"{name} {seconds} s" for name, seconds in answer["splits"].items())
+    return figures, (
+        f"start -> first status write: {splits}; {answer['list_pages']} list pages, "
+        f"{answer['list_bytes']:,} bytes"
+    )
+
+
 def _measure_in_child(
     routes: int, seed: int, repeat: int, latency_samples: int, policies: float
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, Any], dict[str, str]]:
     args = [
         "--policies",
         str(policies),
@@ -337,7 +369,7 @@ def _measure_in_child(
         str(latency_samples),
     ]
     answer = _child(args, timeout=3600)
-    return dict(answer["row"]), str(answer["note"])
+    return dict(answer["row"]), answer["notes"]
 
 
 def _rss_child(routes: int, seed: int, policies: float) -> dict[str, float]:
@@ -451,9 +483,10 @@ def measure(
     latency_samples: int = 100,
     policies: float = 0.0,
     log: Callable[[str], None] = lambda _: None,
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Every figure for ``routes`` routes (and Envoy Gateway policies for the fraction
-    ``policies`` of them, objects.py), and a note on the event -> Envoy figure."""
+    ``policies`` of them, objects.py), and notes on the event -> Envoy figure and the
+    Kubernetes cold start."""
     objects = generate(routes, seed, policies)
     blobs = [msgspec.json.encode(raw) for raw in objects.manifests]
     row: dict[str, Any] = dict.fromkeys(KEYS)
@@ -502,14 +535,17 @@ def measure(
     log(f"[{routes}] memory (fresh process)")
     row["rss_mb"] = controller_rss_mb(routes, seed, policies)
 
-    note = ""
+    notes: dict[str, str] = {}
+    log(f"[{routes}] Kubernetes cold start (fresh processes)")
+    kube, notes["kube_cold_start"] = kube_cold_start(routes, seed, repeat, policies)
+    row.update(kube)
     if latency_samples > 0:
         log(f"[{routes}] event -> Envoy ({latency_samples} samples)")
-        outcome, note = event_to_envoy(routes, latency_samples)
+        outcome, notes["event_to_envoy"] = event_to_envoy(routes, latency_samples)
         row.update(outcome)
     for key in ("decode_s", "load_s", "translate_s", "change_s", "endpoints_change_s"):
         row[key] = round(row[key], 4)
-    return row, note
+    return row, {what: note for what, note in notes.items() if note}
 
 
 def run_bench(
@@ -530,10 +566,10 @@ def run_bench(
     notes: dict[str, str] = {}
     for n in routes:
         log(f"[{n}] measuring in a fresh process")
-        row, note = _measure_in_child(n, seed, repeat, latency_samples, policies)
+        row, row_notes = _measure_in_child(n, seed, repeat, latency_samples, policies)
         rows.append(row)
-        if note:
-            notes[f"event_to_envoy at {n} routes"] = note
+        for what, note in row_notes.items():
+            notes[f"{what} at {n} routes"] = note
     if latency_samples <= 0:
         notes["event_to_envoy"] = "not measured (--latency-samples 0)"
     many = None
@@ -610,6 +646,13 @@ def check_targets(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         add("event_to_envoy_p99_ms growth", GROWTH_ROUTES, p99_big / p99_1k, 1.5)
     if big is not None and big.get("yaml_floor_s") and big.get("cold_start_s") is not None:
         add("cold_start_s / yaml_floor_s", 10000, big["cold_start_s"] / big["yaml_floor_s"], 3.0)
+    if big is not None and big.get("kube_list_decode_s") and big.get("kube_cold_start_s"):
+        add(
+            "kube_cold_start_s / kube_list_decode_s",
+            10000,
+            big["kube_cold_start_s"] / big["kube_list_decode_s"],
+            3.0,
+        )
     return out
 
 
@@ -700,6 +743,7 @@ TARGETS_BY_CHECK = {
     "event_to_envoy_p99_ms": "< 100",
     "event_to_envoy_p99_ms growth": "<= 1.5 x the p99 at 1,000 routes",
     "cold_start_s / yaml_floor_s": "<= 3",
+    "kube_cold_start_s / kube_list_decode_s": "<= 3",
     "rss_mb": "< 256",
     "merged / unmerged total RSS": "<= 0.1",
 }
@@ -711,8 +755,9 @@ def _log_to_stderr(message: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """The fresh processes of ``gateweave bench``: ``--measure N`` (one row) or ``--rss N``
-    (the memory probe); the answer is JSON on stdout, progress and logs go to stderr."""
+    """The fresh processes of ``gateweave bench``: ``--measure N`` (one row), ``--rss N``
+    (the memory probe) or ``--kube-cold KUBECONFIG`` (the Kubernetes cold start against the
+    stand-in of that kubeconfig); the answer is JSON on stdout, progress and logs go to stderr."""
     import argparse
 
     from gateweave import logs
@@ -723,6 +768,7 @@ def main(argv: Sequence[str]) -> int:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--measure", type=int, metavar="N")
     what.add_argument("--rss", type=int, metavar="N")
+    what.add_argument("--kube-cold", metavar="KUBECONFIG")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=100)
@@ -733,8 +779,12 @@ def main(argv: Sequence[str]) -> int:
     try:
         if args.rss is not None:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed, args.policies)
+        elif args.kube_cold is not None:
+            from gateweave_bench.kubecold import cold_start
+
+            answer = cold_start(Path(args.kube_cold), args.repeat)
         else:
-            row, note = measure(
+            row, notes = measure(
                 args.measure,
                 seed=args.seed,
                 repeat=args.repeat,
@@ -742,7 +792,7 @@ def main(argv: Sequence[str]) -> int:
                 policies=args.policies,
                 log=_log_to_stderr,
             )
-            answer = {"row": row, "note": note}
+            answer = {"row": row, "notes": notes}
     except BenchError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1

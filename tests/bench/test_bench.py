@@ -169,6 +169,9 @@ def test_bench_command_outputs_every_figure() -> None:
     assert 0 < row["event_to_envoy_p50_ms"] <= row["event_to_envoy_p99_ms"], report["notes"]
     # and the cold start of that run: serve on the route files -> the last route served
     assert row["cold_start_s"] > 0 and row["yaml_floor_s"] > 0
+    # and the Kubernetes provider's: the stand-in's lists -> the first status write
+    assert row["kube_cold_start_s"] > row["kube_list_decode_s"] > 0, report["notes"]
+    assert "first status write" in report["notes"]["kube_cold_start at 50 routes"]
     assert {"nproc", "cpu", "python"} <= set(report["machine"])
     assert "--routes 50" in report["command"]
     # the many Gateways row: serve and its Envoys, one Envoy per Gateway and one for a merged class
@@ -250,6 +253,11 @@ def test_targets_are_judged_on_the_rows_they_apply_to() -> None:
         for c in check_targets([row_1k, row_10k])
         if c["target"] == "cold_start_s / yaml_floor_s"
     ] == [True]
+    kube = "kube_cold_start_s / kube_list_decode_s"
+    row_10k.update(kube_cold_start_s=0.62, kube_list_decode_s=0.2)
+    assert [c["ok"] for c in check_targets([row_1k, row_10k]) if c["target"] == kube] == [False]
+    row_10k.update(kube_cold_start_s=0.58)
+    assert [c["ok"] for c in check_targets([row_1k, row_10k]) if c["target"] == kube] == [True]
 
 
 def test_split_times_every_stage_of_a_translation_and_of_a_change(capsys: Any) -> None:
