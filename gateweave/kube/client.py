@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import msgspec
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -150,6 +151,33 @@ class KubeClient:
     async def get(self, path: str) -> JSON:
         return await self.request("GET", path)
 
+    async def _get_page(self, path: str, query: dict[str, Any], timeout: float = 30.0) -> JSON:
+        """GET one page of a list, its body decoded by msgspec (not the generated client's
+        ``json.loads`` of the body first decoded to a ``str``: at thousands of objects a
+        page, that costs about twice as much)."""
+        try:
+            resp = await self.api.call_api(
+                path,
+                "GET",
+                query_params=list(query.items()),
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except ApiException as exc:
+            raise _error(
+                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
+            ) from None
+        try:
+            body = await resp.read()
+        finally:
+            resp.release()
+        if not 200 <= resp.status < 300:
+            raise _error(resp.status, body.decode("utf-8", "replace"))
+        page = msgspec.json.decode(body)  # msgspec.DecodeError is a ValueError, as json's
+        return page if isinstance(page, dict) else {}
+
     async def list(
         self, path: str, *, limit: int = 500, label_selector: str = ""
     ) -> tuple[list[JSON], str]:
@@ -159,7 +187,7 @@ class KubeClient:
         selector = {"labelSelector": label_selector} if label_selector else {}
         query: dict[str, Any] = {"limit": limit, **selector}
         for _ in range(100_000):
-            page = await self.request("GET", path, query=query)
+            page = await self._get_page(path, query)
             items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
             meta = page.get("metadata") or {}
             if not meta.get("continue"):

@@ -41,6 +41,7 @@ import structlog
 
 from gateweave.api.decode import Decoded, Decoding, ObjectError, decode
 from gateweave.api.kinds import KINDS, Key, KindInfo
+from gateweave.gcpause import gc_paused
 from gateweave.kube.client import Gone, KubeClient, KubeError, ResourcePath
 from gateweave.providers import ConfigError, ErrorBook
 from gateweave.store import Store
@@ -51,8 +52,10 @@ DecodeFn = Callable[[Any, str], tuple[Decoded | None, list[ObjectError]]]
 
 
 def decode_stored(raw: Any, source: str) -> tuple[Decoded | None, list[ObjectError]]:
-    """An object as the API server stored it: defaulted and pruned, not validated again."""
-    return decode(raw, source, mode=Decoding.STORED)
+    """An object as the API server stored it: defaulted and pruned, not validated again.
+    ``raw`` is handed over (freshly decoded from a list or watch event, not used again but
+    for its resourceVersion), so it is defaulted in place instead of copied."""
+    return decode(raw, source, mode=Decoding.STORED, owned=True)
 
 
 _RETRYABLE = (KubeError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
@@ -229,10 +232,13 @@ class KubernetesProvider:
         path = self.paths[kind]
         items, rv = await self.client.list(path.collection(self._scope(kind)))
         listed: set[Key] = set()
-        for raw in items:
-            key = self._apply(kind, raw)
-            if key is not None:
-                listed.add(key)
+        # The collector paused, as the file provider reads a directory: decoding a list
+        # allocates a container per field, and each collection they trigger walks the heap.
+        with gc_paused():
+            for raw in items:
+                key = self._apply(kind, raw)
+                if key is not None:
+                    listed.add(key)
         scope = self._scope(kind)
         for key in list(self.store):
             if key.kind == kind and key not in listed and (not scope or key.namespace == scope):
