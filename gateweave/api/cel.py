@@ -1377,17 +1377,29 @@ class Program:
 
 _PARSER: celpy.Environment | None = None
 _PROGRAMS: dict[str, Program] = {}
+# Parse trees by source: each rule is read twice at least (compiled into closures, and written
+# as Python by gateweave.api.celcode), and the versions of a kind share most of their rules.
+# Parsing is most of the cost of generating a schema's validator (at a cold start, before the
+# first object of a kind is decoded). The trees are only read, never changed.
+_TREES: dict[str, lark.Tree] = {}
+_TREES_MAX = 4096  # the CRD schemas hold about 200 distinct rules: a bound, not an eviction
 
 
 def parse(source: str) -> lark.Tree:
-    """celpy's parse tree of one CEL expression; CelCompileError when it does not parse."""
+    """celpy's parse tree of one CEL expression (shared: not to be changed);
+    CelCompileError when it does not parse."""
     global _PARSER
+    tree = _TREES.get(source)
+    if tree is not None:
+        return tree
     if _PARSER is None:
         _PARSER = celpy.Environment()
     try:
-        tree: lark.Tree = _PARSER.compile(source)
+        tree = _PARSER.compile(source)
     except Exception as exc:
         raise CelCompileError(f"syntax error: {exc}") from None
+    if len(_TREES) < _TREES_MAX:
+        _TREES[source] = tree
     return tree
 
 

@@ -397,6 +397,32 @@ def test_every_rule_of_every_schema_is_written_as_python() -> None:
     assert untranslated == []
 
 
+def test_generating_the_validators_parses_each_rule_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule is read at least twice (compiled into closures, written as Python) and the
+    versions of a kind share most rules: each text is parsed once (parsing is most of the
+    cost of generating a validator, paid at a cold start)."""
+    from gateweave.api.kinds import KINDS
+
+    cel.parse("self == 1")  # celpy's parser exists
+    parser = cel._PARSER
+    assert parser is not None
+    parsed: list[str] = []
+    real = parser.compile
+
+    def counting(source: str) -> Any:
+        parsed.append(source)
+        return real(source)
+
+    monkeypatch.setattr(parser, "compile", counting)
+    monkeypatch.setattr(cel, "_TREES", {})
+    monkeypatch.setattr(cel, "_PROGRAMS", {})  # (else compile_rule reads its own memo)
+    info = KINDS["HTTPRoute"]
+    for root in schema.load_schemas(info.group, info.crd or "").values():
+        schemacode.compile_schema(root)
+    assert len(parsed) > 30
+    assert len(parsed) == len(set(parsed))
+
+
 @pytest.mark.parametrize(
     "pattern", [r"^[a-z]+$", r"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$", "é", r"\d"]
 )
