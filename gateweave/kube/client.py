@@ -118,6 +118,25 @@ class KubeClient:
 
     # ------------------------------------------------------------ requests
 
+    async def _call(
+        self, method: str, path: str, query: dict[str, Any], headers: dict[str, str], **options: Any
+    ) -> Any:
+        """The generated client's ``call_api`` with the bearer token; its errors as
+        :class:`KubeError` (``options``: call_api's own, e.g. ``_preload_content``)."""
+        try:
+            return await self.api.call_api(
+                path,
+                method,
+                query_params=list(query.items()),
+                header_params=headers,
+                auth_settings=["BearerToken"],
+                **options,
+            )
+        except ApiException as exc:
+            raise _error(
+                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
+            ) from None
+
     async def request(
         self,
         method: str,
@@ -129,23 +148,17 @@ class KubeClient:
         timeout: float | None = 30.0,
     ) -> JSON:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        try:
-            data = await self.api.call_api(
-                path,
-                method,
-                query_params=list((query or {}).items()),
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                response_types_map={200: "object", 201: "object"},
-                _return_http_data_only=True,
-                _preload_content=True,
-                _request_timeout=timeout,
-            )
-        except ApiException as exc:
-            raise _error(
-                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
-            ) from None
+        data = await self._call(
+            method,
+            path,
+            query or {},
+            headers,
+            body=body,
+            response_types_map={200: "object", 201: "object"},
+            _return_http_data_only=True,
+            _preload_content=True,
+            _request_timeout=timeout,
+        )
         return data if isinstance(data, dict) else {}
 
     async def get(self, path: str) -> JSON:
@@ -155,20 +168,10 @@ class KubeClient:
         """GET one page of a list, its body decoded by msgspec (not the generated client's
         ``json.loads`` of the body first decoded to a ``str``: at thousands of objects a
         page, that costs about twice as much)."""
-        try:
-            resp = await self.api.call_api(
-                path,
-                "GET",
-                query_params=list(query.items()),
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-        except ApiException as exc:
-            raise _error(
-                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
-            ) from None
+        headers = {"Accept": "application/json"}
+        resp = await self._call(
+            "GET", path, query, headers, _preload_content=False, _request_timeout=timeout
+        )
         try:
             body = await resp.read()
         finally:
@@ -243,22 +246,14 @@ class KubeClient:
         if label_selector:
             query["labelSelector"] = label_selector
         headers = {"Accept": "application/json"}
-        try:
-            resp = await self.api.call_api(
-                path,
-                "GET",
-                query_params=list(query.items()),
-                header_params=headers,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(
-                    sock_connect=10, sock_read=timeout_seconds + 30
-                ),
-            )
-        except ApiException as exc:
-            raise _error(
-                int(exc.status or 0), exc.body if isinstance(exc.body, str) else ""
-            ) from None
+        resp = await self._call(
+            "GET",
+            path,
+            query,
+            headers,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=10, sock_read=timeout_seconds + 30),
+        )
         try:
             if not 200 <= resp.status < 300:
                 raise _error(resp.status, (await resp.read()).decode("utf-8", "replace"))
