@@ -62,7 +62,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -372,24 +372,63 @@ def _measure_in_child(
     return dict(answer["row"]), answer["notes"]
 
 
-def _rss_child(routes: int, seed: int, policies: float) -> dict[str, float]:
+class ControllerState(NamedTuple):
+    """What a controller keeps between events after taking in every object (the memory
+    probe's subject): the store, the incremental translator (its state for the next change),
+    the result it published, and every Gateway's versioned Envoy resources."""
+
+    store: Store
+    translator: IncrementalTranslator
+    result: Result
+    snapshots: IncrementalSnapshots
+    nodes: dict[str, NodeSnapshot]
+
+
+def controller_state(
+    routes: int, seed: int, policies: float, stage: Callable[[str], None] = lambda _: None
+) -> ControllerState:
+    """The controller's work for ``routes`` routes, as ``rss_mb`` measures it; ``stage(name)``
+    is called after each step (``objects``, ``store``, ``translation``, ``xds``)."""
     # The generated objects reach the controller as a provider hands them over: each one's
     # JSON (as the API server sends it; the generated dicts freed first), decoded and stored
     # one at a time (the file provider and watch events: no object's dict outlives its apply).
     blobs = [msgspec.json.encode(m) for m in generate(routes, seed, policies).manifests]
     blobs.reverse()
+    stage("objects")
     store = Store()
     while blobs:
         store.apply(decode_all([msgspec.json.decode(blobs.pop())], owned=True)[0])
+    stage("store")
     # As the runtime does it: the incremental translator and xDS snapshots, which keep their
     # state for the next change.
     translator = IncrementalTranslator()
     result = translator(store.snapshot(), TranslateOptions())
+    stage("translation")
     snapshots = IncrementalSnapshots()
     nodes = {name: snapshots.snapshot(gw) for name, gw in sorted(result.xds.items())}
     if not nodes:
         raise BenchError("no Gateway was translated")
-    return {"rss_mb": peak_rss_mb()}
+    stage("xds")
+    return ControllerState(store, translator, result, snapshots, nodes)
+
+
+def _rss_child(routes: int, seed: int, policies: float) -> dict[str, float]:
+    state = controller_state(routes, seed, policies)
+    rss = peak_rss_mb()  # (what the controller keeps, alive while measured)
+    del state
+    return {"rss_mb": rss}
+
+
+def vm_mb(field: str) -> float | None:
+    """A ``Vm*`` figure of /proc/self/status (``VmRSS``, ``VmHWM``...) in MB; None without one."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(f"{field}:"):
+                    return round(int(line.split()[1]) / 1024, 1)  # kB
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def peak_rss_mb() -> float:
@@ -399,13 +438,9 @@ def peak_rss_mb() -> float:
     memory of the process that forked this one before its ``exec`` (Linux keeps the
     larger of the two), which would charge the parent's size to a fresh child.
     """
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)  # kB
-    except (OSError, ValueError):
-        pass
+    hwm = vm_mb("VmHWM")
+    if hwm is not None:
+        return hwm
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 

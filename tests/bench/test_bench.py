@@ -299,3 +299,19 @@ def test_split_lines_profiles_the_named_functions_line_by_line() -> None:
         if len(cols) > 4 and cols[0].isdigit() and cols[1].isdigit()
     ]
     assert 20 in hits
+
+
+def test_memory_breakdown_reports_every_stage_and_holder(capsys: Any) -> None:
+    from gateweave_bench import memory
+
+    assert memory.main(["--routes", "100", "--trace", "--top", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out["stages"]) == ["start", "objects", "store", "translation", "xds"]
+    assert all(s["peak_mb"] >= s["rss_mb"] > 0 for s in out["stages"].values())
+    # the store and the translator each hold something of their own; the heap grows per step
+    holders = out["holders"]
+    assert set(holders) == {"xds_snapshots", "result", "translator", "store", "left"}
+    assert holders["store"] > 0 and holders["translator"] > 0 and holders["xds_snapshots"] > 0
+    traced = [s["traced_mb"] for s in out["stages"].values()]
+    assert traced[0] < traced[2] < traced[3] <= traced[4]
+    assert len(out["lines"]) == 5 and all(":" in site["where"] for site in out["lines"])
