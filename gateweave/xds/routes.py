@@ -814,9 +814,17 @@ def _tag(number: int, size: int) -> bytes:
     return _varint(number << 3 | 2) + _varint(size)
 
 
-@functools.lru_cache(maxsize=ROUTE_CACHE_SIZE, typed=True)
+def _reads_listener(r: ir.Route) -> bool:
+    """Whether the Envoy routes of ``r`` depend on its listener's port and scheme and its
+    virtual host's exact hostname: only a redirect's defaults read them (:func:`_redirect`)."""
+    return r.redirect is not None or any(b.redirect is not None for b in r.backends)
+
+
+@functools.lru_cache(maxsize=ROUTE_CACHE_SIZE)
 def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str | None) -> bytes:
-    """The Envoy routes of ``r``, as ``VirtualHost.routes`` fields."""
+    """The Envoy routes of ``r``, as ``VirtualHost.routes`` fields. Called with the
+    listener's figures only for a route that reads them (:func:`_reads_listener`), else with
+    none: a route served on several listeners (HTTP and HTTPS) is built and held once."""
     out: list[bytes] = []
     for built in routes(r, listener_port, https, exact_host):
         payload = built.SerializeToString(deterministic=True)
@@ -824,7 +832,7 @@ def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str 
     return b"".join(out)
 
 
-@functools.lru_cache(maxsize=VHOST_CACHE_SIZE, typed=True)
+@functools.lru_cache(maxsize=VHOST_CACHE_SIZE)
 def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[bytes, ...]:
     """``vh`` as a ``RouteConfiguration.virtual_hosts`` field, in parts: the field's tag,
     length and the host's head, then the bytes of each route (those the route cache holds)."""
@@ -832,7 +840,12 @@ def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[
     head = rc.VirtualHost(name=vh.name, domains=list(vh.domains)).SerializeToString(
         deterministic=True
     )
-    body = [_built_routes(r, listener_port, https, exact_host) for r in vh.routes]
+    body = [
+        _built_routes(r, listener_port, https, exact_host)
+        if _reads_listener(r)
+        else _built_routes(r, 0, False, None)
+        for r in vh.routes
+    ]
     size = len(head) + sum(map(len, body))
     return (_tag(_CONFIG_VHOSTS, size) + head, *body)
 

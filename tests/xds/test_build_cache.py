@@ -149,3 +149,27 @@ def test_listener_filters_follow_a_replaced_virtual_host_not_an_equal_one() -> N
     assert "envoy.filters.http.compressor/gzip" in str(listeners.http_listener(gw, port))
     # every field the filters are chosen by is one ir.Route has
     assert set(listeners.FILTER_FIELDS) <= set(ir.Route.__struct_fields__)
+
+
+def test_a_route_is_built_once_for_every_listener_unless_a_redirect_reads_the_listener() -> None:
+    """A route's Envoy routes depend on the listener (port, scheme, exact hostname) only
+    through a redirect's defaults: without one, the HTTP and the HTTPS listener share one
+    build (and its bytes); with one, each listener gets its own, and they differ."""
+    plain = ir.Route(name="httproute/ns/a/rule/0/match/0", match=ir.RouteMatch(), direct_status=200)
+    redirect = ir.Route(
+        name="httproute/ns/b/rule/0/match/0",
+        match=ir.RouteMatch(),
+        redirect=ir.Redirect(status_code=302),
+    )
+    vh = ir.VirtualHost(name="v", domains=("a.test",), routes=(plain, redirect))
+    xds_routes.clear_caches()
+    http = xds_routes.virtual_host_field(vh, 8080, False)
+    https = xds_routes.virtual_host_field(vh, 443, True)
+    assert xds_routes._built_routes.cache_info().misses == 3  # plain once, redirect twice
+    assert http[1] is https[1]  # the plain route's bytes, held once
+    assert http[2] != https[2]  # the redirect keeps the listener's port (8080)
+    config = ir.RouteConfig(name="c", virtual_hosts=(vh,))
+    for port, tls in ((80, False), (443, True), (8080, False)):
+        assert serialize(xds_routes.route_configuration(config, port, tls)) == serialize(
+            _direct(config, port, tls)
+        )
