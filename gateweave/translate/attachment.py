@@ -32,12 +32,11 @@ class RouteTranslation:
     # HTTPRoute/GRPCRoute: names of the clusters its IR routes send to (backends and mirrors;
     # a name may repeat), added as each rule's routes are made.
     http_clusters: list[str] = field(default_factory=list)
-    services: set[ServicePortKey] = field(
-        default_factory=set
-    )  # Service ports it sends to (BackendTLSPolicy ancestors)
-    backends: set[tuple[str, str]] = field(
-        default_factory=set
-    )  # Envoy Gateway Backends it refers to (their status)
+    # Service ports it sends to (BackendTLSPolicy ancestors) and Envoy Gateway Backends it
+    # refers to (their status), each once: tuples, as an incremental translation keeps one
+    # translation per route (use_service, use_backend add to them).
+    services: tuple[ServicePortKey, ...] = ()
+    backends: tuple[tuple[str, str], ...] = ()
     refs_problem: c.Condition | None = None  # the first ResolvedRefs=False found
     # TLSRoute: a ResolvedRefs problem only behind a listener that terminates TLS (a backend's
     # BackendTLSPolicy cannot be met; behind passthrough no policy applies).
@@ -53,6 +52,14 @@ class RouteTranslation:
         """Record a rule that cannot be implemented (the route becomes PartiallyInvalid)."""
         self.invalid_rules += (f"{label}: {message}",)
         self.incompatible_filters = self.incompatible_filters or incompatible_filters
+
+    def use_service(self, port: ServicePortKey) -> None:
+        if port not in self.services:
+            self.services += (port,)
+
+    def use_backend(self, backend: tuple[str, str]) -> None:
+        if backend not in self.backends:
+            self.backends += (backend,)
 
     def note_refs(self, problem: c.Condition) -> None:
         if self.refs_problem is None:

@@ -361,14 +361,14 @@ def _filter_cluster(
     rule's; None when it cannot be resolved, a ResolvedRefs problem prefixed with ``what``."""
     backend = resolver.resolve(tr.kind, tr.route.metadata.namespace, ref, family=family)
     if backend.backend is not None:
-        tr.backends.add(backend.backend)
+        tr.use_backend(backend.backend)
     if backend.cluster is None:
         if backend.problem is not None:
             tr.note_refs(c.prefixed(backend.problem, f"{what}: "))
         return None
     tr.clusters[backend.cluster.name] = backend.cluster
     if backend.service:
-        tr.services.add(backend.service)
+        tr.use_service(backend.service)
     return backend.cluster.name
 
 
@@ -423,7 +423,6 @@ def weighted_backends(
     resolve = resolver.resolve
     shared = resolver.memo.weighted
     clusters = tr.clusters
-    services = tr.services
     out: list[ir.WeightedCluster] = []
     valid_weight = 0
     invalid = False
@@ -432,9 +431,9 @@ def weighted_backends(
         backend = resolve(kind, ns, br, terminated)
         weight: int = ref.weight
         if backend.service is not None:
-            services.add(backend.service)
+            tr.use_service(backend.service)
         if backend.backend is not None:
-            tr.backends.add(backend.backend)
+            tr.use_backend(backend.backend)
         cluster = backend.cluster
         if cluster is None:
             if backend.problem is not None:

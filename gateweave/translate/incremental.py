@@ -186,8 +186,8 @@ class _Entry:
     listeners: list[ListenerCtx]  # parallel to atts
     accepted_by: list[GatewayCtx]
     status: dict[str, Any]
-    services: set[NN]
-    backends: set[NN]  # Envoy Gateway Backends it refers to, when it is ours (their status)
+    services: tuple[NN, ...]  # the Services it looked up (found or not)
+    backends: tuple[NN, ...]  # Envoy Gateway Backends it refers to, when it is ours (their status)
 
 
 @dataclass(eq=False)
@@ -200,7 +200,7 @@ class _RouteConfigState:
     https: ListenerCtx | None  # the HTTPS listener of a filter chain (misdirected-request hosts)
     vhosts: dict[str, ir.VirtualHost] = field(default_factory=dict)
     domains: list[str] = field(default_factory=list)  # sorted keys of vhosts
-    clusters: dict[str, set[str]] = field(default_factory=dict)  # domain -> cluster names used
+    clusters: dict[str, tuple[str, ...]] = field(default_factory=dict)  # domain -> cluster names
     used: dict[str, int] = field(default_factory=dict)  # cluster name -> virtual hosts using it
     extras: dict[str, ir.VirtualHost] = field(default_factory=dict)
     config: ir.RouteConfig | None = None
@@ -661,8 +661,8 @@ class IncrementalTranslator:
             listeners=[lc for lc, _ in outcome.attached],
             accepted_by=outcome.accepted_by,
             status=status,
-            services=resolver.touched,
-            backends=tr.backends if outcome.owned else set(),
+            services=tuple(resolver.touched),
+            backends=tr.backends if outcome.owned else (),
         )
         self._entries[key] = entry
         self._statuses[key] = status
@@ -985,9 +985,9 @@ class IncrementalTranslator:
 
     @staticmethod
     def _count_clusters(rc: _RouteConfigState, domain: str, names: set[str]) -> None:
-        before = rc.clusters.pop(domain, set())
+        before = set(rc.clusters.pop(domain, ()))
         if names:
-            rc.clusters[domain] = names
+            rc.clusters[domain] = tuple(names)  # (kept per virtual host: a tuple is the smaller)
         for n in before - names:
             left = rc.used[n] - 1
             if left:
