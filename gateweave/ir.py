@@ -314,17 +314,24 @@ class RateLimitRule(_IR, kw_only=True, frozen=True):
     headers: tuple[tuple[StringMatch, bool], ...] = ()  # (match, invert)
     query_params: tuple[tuple[StringMatch, bool], ...] = ()  # as headers, on query parameters
     source: RateLimitSource | None = None
+    # its answers' x-ratelimit-* headers: on (True) or off (False) whatever the route says (None)
+    headers_option: bool | None = None
+    shadow: bool = False  # its buckets count, but never refuse a request
+    cost: int | None = None  # the tokens a request takes from its bucket (None: 1)
 
 
 class LocalRateLimit(_IR, kw_only=True, frozen=True):
     """A BackendTrafficPolicy's local rate limit on a route: ``requests`` per ``unit_s``
     seconds for every request (one token bucket per route on each Envoy; ``requests`` None: no
     such limit), and the ``rules`` limiting the clients their selectors pick, each in its own
-    buckets. A request over any limit it meets gets 429."""
+    buckets: a request some rule picks takes from those rules' buckets only, any other from the
+    route's. A request over any limit it meets gets 429."""
 
     requests: int | None
     unit_s: int
     rules: tuple[RateLimitRule, ...] = ()
+    # answers carry Envoy's draft-03 x-ratelimit-* headers (of the bucket the request took from)
+    x_ratelimit_headers: bool = True
 
 
 class BasicAuth(_IR, kw_only=True, frozen=True):

@@ -513,9 +513,12 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
 
 def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRateLimit:
     """A route's token buckets: its own (``requests`` tokens, all refilled every ``unit_s``
-    seconds; none: as good as unlimited), and one descriptor per rule with selectors (a
-    wildcard entry, of a ``Distinct`` header or address, makes a bucket per value); enabled
-    and enforced for every request (429 when a bucket it takes a token from is empty)."""
+    seconds; none: as good as unlimited), taken from by the requests no rule picks, and one
+    descriptor per rule with selectors (a wildcard entry, of a ``Distinct`` header or address,
+    makes a bucket per value; in shadow mode when the rule is; a request taking its ``cost``);
+    enabled and enforced for every request (429 when a bucket it takes a token from is empty).
+    The answers carry the draft-03 x-ratelimit-* headers of that bucket as the route's
+    ``x_ratelimit_headers`` and the rule's ``headers_option`` say."""
     always = base_pb2.RuntimeFractionalPercent(
         default_value=percent_pb2.FractionalPercent(
             numerator=100, denominator=percent_pb2.FractionalPercent.HUNDRED
@@ -528,18 +531,42 @@ def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRate
         ),
         filter_enabled=always,
         filter_enforced=always,
+        enable_x_ratelimit_headers=ratelimit_pb2.DRAFT_VERSION_03
+        if limit.x_ratelimit_headers
+        else ratelimit_pb2.OFF,
+        always_consume_default_token_bucket=wrappers_pb2.BoolValue(value=False),
     )
     for i, rule in enumerate(limit.rules):
         entries, actions = _rule_descriptor(i, rule)
-        out.rate_limits.append(rc.RateLimit(actions=actions))
-        out.descriptors.append(
-            ratelimit_pb2.LocalRateLimitDescriptor(
-                entries=entries, token_bucket=_token_bucket(rule.requests, rule.unit_s)
+        policy = rc.RateLimit(actions=actions)
+        if rule.cost is not None:
+            policy.hits_addend.number.value = rule.cost
+        if rule.headers_option is not None:
+            policy.MergeFromString(
+                _varint_field(_X_RATELIMIT_OPTION, _DRAFT_03 if rule.headers_option else _OFF)
             )
+        out.rate_limits.append(policy)
+        descriptor = ratelimit_pb2.LocalRateLimitDescriptor(
+            entries=entries, token_bucket=_token_bucket(rule.requests, rule.unit_s)
         )
+        if rule.shadow:
+            descriptor.MergeFromString(_varint_field(_SHADOW_MODE, 1))
+        out.descriptors.append(descriptor)
         if any(not entry.value for entry in entries):  # a wildcard
             out.max_dynamic_descriptors.value = MAX_DISTINCT_CLIENTS
     return out
+
+
+# Fields of Envoy 1.40's API that xds-protos does not have yet, written by number (Envoy reads
+# them; the message keeps them as unknown fields): RateLimit.x_ratelimit_option (its enum:
+# OFF, DRAFT_VERSION_03) and LocalRateLimitDescriptor.shadow_mode.
+_X_RATELIMIT_OPTION, _OFF, _DRAFT_03 = 7, 1, 2
+_SHADOW_MODE = 3
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    """The wire bytes of a varint (bool, enum, integer) field ``number`` set to ``value``."""
+    return _varint(number << 3) + _varint(value)
 
 
 # The most buckets Envoy keeps per wildcard descriptor (the least recently used goes).

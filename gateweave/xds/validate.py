@@ -116,15 +116,22 @@ def render_static_bootstrap(
 
 
 def validate_bootstrap(
-    bootstrap: dict[str, Any], timeout_s: float = VALIDATE_TIMEOUT_S
+    bootstrap: dict[str, Any] | bootstrap_pb2.Bootstrap, timeout_s: float = VALIDATE_TIMEOUT_S
 ) -> tuple[bool, str]:
-    """Run ``envoy --mode validate`` on a bootstrap dict: ``(ok, Envoy's output)``."""
+    """Run ``envoy --mode validate`` on a bootstrap, a dict or the proto: ``(ok, Envoy's
+    output)``. The proto goes as its wire bytes, with any field Envoy has and xds-protos not
+    (kept as an unknown field), which Envoy then checks too."""
     # In a directory of its own, its working directory too: what the configuration names by a
     # relative path (an access log file) is opened there, and goes with it.
     with tempfile.TemporaryDirectory(prefix="gateweave-validate-") as tmp:
-        path = os.path.join(tmp, "bootstrap.json")
-        with open(path, "w") as f:
-            json.dump(bootstrap, f)
+        if isinstance(bootstrap, dict):
+            path = os.path.join(tmp, "bootstrap.json")
+            with open(path, "w") as f:
+                json.dump(bootstrap, f)
+        else:
+            path = os.path.join(tmp, "bootstrap.pb")
+            with open(path, "wb") as fb:
+                fb.write(bootstrap.SerializeToString())
         try:
             done = subprocess.run(
                 [
@@ -165,7 +172,7 @@ def validate_with_envoy(
 ) -> tuple[bool, str]:
     """``(True, output)`` if Envoy accepts the resources, else ``(False, Envoy's error)``."""
     try:
-        bootstrap = render_static_bootstrap(resources, admin_port=0)
+        bootstrap = static_bootstrap(resources, admin_port=0)
     except ValueError as err:
         return False, str(err)
     return validate_bootstrap(bootstrap, timeout_s)

@@ -161,7 +161,19 @@ def policy_system() -> list[dict[str, Any]]:
             ("gw-b", "core", [{"name": "http", "port": 8090, "protocol": "HTTP"}]),
         )
     ]
-    limit = {"type": "Local", "local": {"rules": [{"limit": {"requests": 10, "unit": "Minute"}}]}}
+    limit = {
+        "type": "Local",
+        "local": {
+            "rules": [
+                {"limit": {"requests": 10, "unit": "Minute"}},
+                {
+                    "clientSelectors": [{"headers": [{"name": "x-plan", "value": "free"}]}],
+                    "limit": {"requests": 2, "unit": "Minute"},
+                    "xRateLimitHeaders": "DraftVersion03",
+                },
+            ]
+        },
+    }
     override = {
         "match": {"statusCodes": [{"type": "Value", "value": 500}]},
         "response": {
@@ -265,7 +277,11 @@ def policy_system() -> list[dict[str, Any]]:
             "ClientTrafficPolicy",
             "ctp-gw",
             2,
-            {"clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}}},
+            {
+                "clientIPDetection": {"xForwardedFor": {"numTrustedHops": 1}},
+                # read by the routes' rate limits (effects.py), not by the listener
+                "headers": {"disableRateLimitHeaders": True},
+            },
             refs=[_target("Gateway", "gw-a")],
         ),
         _policy(

@@ -583,14 +583,12 @@ def test_client_selectors_are_implemented_and_other_selectors_refused_by_name() 
         [*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})]
     )
     assert only(ok, "p")["Accepted"]["reason"] == "Accepted"
-    rules[0]["shadowMode"] = True
+    rules[0]["shared"] = True
     refused = run(
         [*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": {"rules": rules}}})]
     )
     acc = only(refused, "p")["Accepted"]
-    assert (
-        acc["message"] == "spec.rateLimit.local.rules[0].shadowMode is not supported by gateweave"
-    )
+    assert acc["message"] == "spec.rateLimit.local.rules[0].shared is not supported by gateweave"
 
 
 def test_selector_rule_unit_must_be_a_multiple_of_the_route_rules() -> None:

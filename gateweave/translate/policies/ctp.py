@@ -9,9 +9,8 @@ the effect of the policy that governs it
 
 Implemented: the client address from trusted X-Forwarded-For hops
 (``clientIPDetection.xForwardedFor.numTrustedHops``), from its entries past the trusted address
-ranges (``.trustedCIDRs``; ``.disableXForwardedForAppend``: the peer not appended to the
-header), the connection's peer (``clientIPDetection.directSourceIP``), or from a
-header of its own
+ranges (``.trustedCIDRs``; ``.disableXForwardedForAppend``: the peer not appended to the header),
+the connection's peer (``clientIPDetection.directSourceIP``), or from a header of its own
 (``clientIPDetection.customHeader`` ``name``, ``failClosed``); the PROXY protocol
 (``proxyProtocol``, and the deprecated ``enableProxyProtocol``); the client-side timeouts
 (``timeout.http`` ``requestReceivedTimeout`` and ``idleTimeout``, ``timeout.tcp.idleTimeout``);
@@ -19,11 +18,13 @@ connection limits (``connection.connectionLimit.value``, ``connection.bufferLimi
 ``connection.maxAcceptPerSocketEvent``, which the CRD defaults to 1); request headers with
 underscores in their names (``headers.withUnderscoresAction``); request headers added, set or
 removed before anything else sees the request (``headers.earlyRequestHeaders`` ``add``, ``set``,
-``remove``); TLS on the filter chains terminating it (``tls.minVersion``, ``tls.maxVersion``,
-``tls.ciphers``, ``tls.alpnProtocols``, ``tls.ecdhCurves``, ``tls.signatureAlgorithms``,
-``tls.session.resumption``, ``tls.clientValidation`` (``caCertificateRefs``, ``optional``,
-``mode``, the certificate checks; what it references :func:`resolve` reads: clientvalidation.py);
-request path normalisation (``path`` ``escapedSlashesAction``, ``disableMergeSlashes``).
+``remove``); no x-ratelimit-* answer headers on the listeners' routes
+(``headers.disableRateLimitHeaders``, :func:`rate_limit_headers_off`); TLS on the filter chains
+terminating it (``tls.minVersion``, ``tls.maxVersion``, ``tls.ciphers``, ``tls.alpnProtocols``,
+``tls.ecdhCurves``, ``tls.signatureAlgorithms``, ``tls.session.resumption``,
+``tls.clientValidation`` (``caCertificateRefs``, ``optional``, ``mode``, the certificate checks;
+what it references :func:`resolve` reads: clientvalidation.py); request path normalisation
+(``path`` ``escapedSlashesAction``, ``disableMergeSlashes``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ IMPLEMENTED: frozenset[str] = _TLS | frozenset(
         "connection.maxAcceptPerSocketEvent",
         "headers",
         "headers.withUnderscoresAction",
+        "headers.disableRateLimitHeaders",
         "headers.earlyRequestHeaders",
         "headers.earlyRequestHeaders.add",
         "headers.earlyRequestHeaders.add.name",
@@ -97,6 +99,16 @@ def _underscores(spec: dict[str, Any], out: list[str]) -> str:
         )
         return ""
     return str(action)
+
+
+def rate_limit_headers_off(spec: dict[str, Any], out: list[str]) -> bool:
+    """``headers.disableRateLimitHeaders``: the governed listeners' routes send no x-ratelimit-*
+    headers (ratelimit.py, through effects.py); problems go to ``out``."""
+    headers = spec.get("headers")
+    value = headers.get("disableRateLimitHeaders") if isinstance(headers, dict) else None
+    if value is not None and not isinstance(value, bool):
+        out.append(f"spec.headers.disableRateLimitHeaders: {value!r} is not true or false")
+    return value is True
 
 
 class _Header(msgspec.Struct, frozen=True):
@@ -383,6 +395,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     _connection(spec, out)
     _custom_header(spec, out)
     _underscores(spec, out)
+    rate_limit_headers_off(spec, out)
     _early_headers(spec, out)
     clienttls.versions(spec, out)
     clienttls.groups(spec, out)

@@ -6,22 +6,25 @@ holding a scope above it (:meth:`~gateweave.translate.policies.attach.PolicyInde
 (``Attachment.effects``, by IR route name, on an attachment of that listener's own); the xDS IR
 assembly
 (:func:`~gateweave.translate.xdsir.virtual_host`) serves those instead of the route's own.
-Nothing changes where no policy applies. A listener takes its governing ClientTrafficPolicy's
-effect (:func:`apply_listener_effects`, ``ListenerCtx.client``), which the xDS IR puts on its
-port (HTTP) or filter chain (HTTPS). The clusters a policy's effect adds (a SecurityPolicy's
-auth service) ride on the attachment too (``Attachment.effect_clusters``). A feature with an effect
-on routes adds it in its
-kind's ``route_effect`` (btp.py, security.py) and a line in ``_ROUTE_EFFECTS``.
+Nothing changes where no policy applies. A listener takes its governing ClientTrafficPolicy's effect
+(:func:`apply_listener_effects`, ``ListenerCtx.client``), which the xDS IR puts on its port (HTTP)
+or filter chain (HTTPS), and its routes' rate limits its ``headers.disableRateLimitHeaders``
+(:func:`rate_limit_headers_off`). The clusters a policy's effect adds (a SecurityPolicy's auth
+service) ride on the attachment too (``Attachment.effect_clusters``). A feature with an effect on
+routes adds it in its kind's ``route_effect`` (btp.py, security.py) and a line in
+``_ROUTE_EFFECTS``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
+
 from gateweave import ir
 from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import GatewayCtx, ListenerCtx
-from gateweave.translate.policies import btp, ctp, security
+from gateweave.translate.policies import btp, ctp, ratelimit, security
 from gateweave.translate.policies.attach import PolicyIndex, PolicyReport, spec_of
 
 _HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
@@ -74,6 +77,7 @@ def attachment_effects(
     prefix = ir.route_prefix(att.kind, route.metadata.namespace, route.metadata.name)
     effects: dict[str, ir.Route] = {}
     clusters: dict[str, ir.Cluster] = {}
+    headers_off: bool | None = None  # the listener's, read at its first rate limited route
     for r in att.translation.sorted_http:
         index_text = r.name[len(prefix) :].split("/", 1)[0]
         i = int(index_text) if index_text.isdigit() else -1
@@ -84,11 +88,27 @@ def attachment_effects(
             if hit is not None:
                 changed = effect(hit[1], changed)
                 clusters.update(_own_clusters(hit[1]))
+        if changed.rate_limit is not None and changed.rate_limit.x_ratelimit_headers:
+            if headers_off is None:
+                headers_off = rate_limit_headers_off(index, lc)
+            if headers_off:
+                changed = msgspec.structs.replace(
+                    changed, rate_limit=ratelimit.without_headers(changed.rate_limit)
+                )
         if changed is not r:
             effects[r.name] = changed
     if not effects:
         return None, None
     return effects, clusters or None
+
+
+def rate_limit_headers_off(index: PolicyIndex, lc: ListenerCtx) -> bool:
+    """Whether the ClientTrafficPolicy governing listener ``lc`` turns the x-ratelimit-* headers
+    of its routes' rate limits off (``headers.disableRateLimitHeaders``), as Envoy Gateway does
+    per listener. (The incremental translation computes a listener's route effects again when
+    its ClientTrafficPolicy changes, as for any scope above the routes.)"""
+    hit = index.for_listener("ClientTrafficPolicy", lc)
+    return hit is not None and ctp.rate_limit_headers_off(spec_of(hit[1].policy), [])
 
 
 def apply_route_effects(index: PolicyIndex, gateways: list[GatewayCtx]) -> None:

@@ -7,7 +7,17 @@ it); a rule with ``clientSelectors`` limits the requests all of its selectors pi
 headers and query parameters (``Exact``, ``RegularExpression``, ``invert``; ``Distinct``: a
 bucket per value), by method (one of ``methods``), by path (``Exact``, ``PathPrefix``,
 ``RegularExpression``) and by the client's address (``sourceCIDR`` ``Exact``; ``Distinct``: a
-bucket per address in the range). A request over any limit it meets gets 429.
+bucket per address in the range). A request over any limit it meets gets 429; a request a rule with
+selectors picks takes from that rule's buckets only, not from the rule without selectors (Envoy
+Gateway's ``always_consume_default_token_bucket: false``).
+
+Answers carry Envoy's draft-03 ``x-ratelimit-limit``, ``-remaining`` and ``-reset`` headers (of the
+bucket the request took from), as Envoy Gateway sends them: ``xRateLimitHeaders: "Off"`` on a rule
+turns them off for it (on the rule without selectors: for the route's bucket), ``DraftVersion03``
+on for it; a ClientTrafficPolicy's ``headers.disableRateLimitHeaders`` turns them off on its
+listeners, but for the rules with selectors that say ``DraftVersion03`` (effects.py applies it).
+A rule with selectors may run in ``shadowMode`` (its bucket counts, but never answers 429) and
+take ``cost.request.number`` tokens from its bucket per request (0: it only checks the bucket).
 """
 
 from __future__ import annotations
@@ -53,6 +63,12 @@ FIELDS: frozenset[str] = frozenset(
         "rateLimit.local.rules.clientSelectors.queryParams.type",
         "rateLimit.local.rules.clientSelectors.queryParams.value",
         "rateLimit.local.rules.clientSelectors.queryParams.invert",
+        "rateLimit.local.rules.shadowMode",
+        "rateLimit.local.rules.xRateLimitHeaders",
+        "rateLimit.local.rules.cost",
+        "rateLimit.local.rules.cost.request",
+        "rateLimit.local.rules.cost.request.from",
+        "rateLimit.local.rules.cost.request.number",
     }
 )
 
@@ -104,9 +120,21 @@ class _Selector(msgspec.Struct, frozen=True, rename="camel"):
     query_params: tuple[_Header, ...] = ()
 
 
+class _CostOf(msgspec.Struct, frozen=True):
+    from_: str = msgspec.field(default="Number", name="from")
+    number: int | None = None
+
+
+class _Cost(msgspec.Struct, frozen=True):
+    request: _CostOf | None = None
+
+
 class _Rule(msgspec.Struct, frozen=True, rename="camel"):
     limit: _Limit
     client_selectors: tuple[_Selector, ...] = ()
+    shadow_mode: bool = False
+    x_rate_limit_headers: str | None = None
+    cost: _Cost | None = None
 
 
 class _Local(msgspec.Struct, frozen=True):
@@ -152,6 +180,33 @@ def problems(spec: dict[str, Any]) -> list[str]:
             out.extend(_selector_problems(selector, f"{at}.clientSelectors[{j}]"))
         if sum(s.source_cidr is not None for s in rule.client_selectors) > 1:
             out.append(f"{at}.clientSelectors: gateweave supports one sourceCIDR per rule")
+        out.extend(_rule_problems(rule, at))
+    return out
+
+
+_HEADER_OPTIONS = {"Off": False, "DraftVersion03": True}
+# Envoy's largest hits_addend
+_MAX_COST = 1_000_000_000
+
+
+def _rule_problems(rule: _Rule, at: str) -> list[str]:
+    """What is wrong with a rule's shadowMode, xRateLimitHeaders and cost."""
+    out = []
+    option = rule.x_rate_limit_headers
+    if option is not None and option not in _HEADER_OPTIONS:
+        out.append(f"{at}.xRateLimitHeaders {option!r} is not Off or DraftVersion03")
+    if rule.shadow_mode and not rule.client_selectors:
+        out.append(
+            f"{at}.shadowMode: gateweave supports shadowMode on rules with clientSelectors only"
+        )
+    request = rule.cost.request if rule.cost is not None else None
+    if request is not None:
+        if not rule.client_selectors:
+            out.append(f"{at}.cost: gateweave supports a cost on rules with clientSelectors only")
+        if request.from_ != "Number" or request.number is None:
+            out.append(f"{at}.cost.request: gateweave supports from: Number with a number only")
+        elif not 0 <= request.number <= _MAX_COST:
+            out.append(f"{at}.cost.request.number {request.number} is out of range (0-{_MAX_COST})")
     return out
 
 
@@ -266,11 +321,11 @@ def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
 
 
 def _local_rate_limit(local: _Local) -> ir.LocalRateLimit:
-    default: _Limit | None = None
+    default: _Rule | None = None
     rules: list[ir.RateLimitRule] = []
     for rule in local.rules:
         if not rule.client_selectors:
-            default = rule.limit
+            default = rule
             continue
         # A rule's selectors are ANDed: one set of conditions (problems allows one sourceCIDR).
         headers = tuple(
@@ -295,13 +350,27 @@ def _local_rate_limit(local: _Local) -> ir.LocalRateLimit:
                 headers=headers,
                 query_params=params,
                 source=source,
+                headers_option=_HEADER_OPTIONS.get(rule.x_rate_limit_headers or ""),
+                shadow=rule.shadow_mode,
+                cost=rule.cost.request.number
+                if rule.cost is not None and rule.cost.request is not None
+                else None,
             )
         )
     return ir.LocalRateLimit(
-        requests=default.requests if default is not None else None,
-        unit_s=_UNIT_S[default.unit] if default is not None else 1,
+        requests=default.limit.requests if default is not None else None,
+        unit_s=_UNIT_S[default.limit.unit] if default is not None else 1,
         rules=tuple(rules),
+        x_ratelimit_headers=default is None or default.x_rate_limit_headers != "Off",
     )
+
+
+def without_headers(limit: ir.LocalRateLimit) -> ir.LocalRateLimit:
+    """``limit`` on a listener whose ClientTrafficPolicy sets ``headers.disableRateLimitHeaders``:
+    no x-ratelimit-* headers but for the rules saying ``DraftVersion03`` (Envoy Gateway's)."""
+    if not limit.x_ratelimit_headers:
+        return limit
+    return msgspec.structs.replace(limit, x_ratelimit_headers=False)
 
 
 def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
