@@ -501,7 +501,7 @@ class ResponseOverride(_IR, frozen=True):
     # response headers it needs, all of them (type Exact | Prefix | Suffix | RegularExpression);
     # with ``codes`` empty, any status
     response_headers: tuple[StringMatch, ...] = ()
-    body: str | None = None
+    body: str | None = None  # an Envoy format string (%RESPONSE_CODE%...; %% is a %)
     content_type: str | None = None
     status: int | None = None  # the answer's status (None: the upstream's)
     headers: HeaderMods | None = None  # the answer's headers added and set (never removed)

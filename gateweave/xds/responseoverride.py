@@ -1,9 +1,8 @@
 """BackendTrafficPolicy responseOverride in Envoy: the custom_response filter in a listener's
 HTTP connection manager while one of its routes overrides answers, disabled there; a governed
 route turns it on with its own matcher (the upstream status, exactly, and the response headers,
-to the first override matching them), whose action is a local response policy (the body as
-it is, never read as a format string; the content type as a header; the headers added and set;
-the status).
+to the first override matching them), whose action is a local response policy (the body's format
+string, as Envoy Gateway's; the content type as a header; the headers added and set; the status).
 """
 
 from __future__ import annotations
@@ -49,8 +48,10 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
 
 def _policy(i: int, override: ir.ResponseOverride) -> extension_pb2.TypedExtensionConfig:
     policy = local_response_policy_pb2.LocalResponsePolicy()
-    if override.body is not None:
-        policy.body.inline_string = override.body
+    if override.body:
+        policy.body_format.text_format = override.body
+    elif override.body is not None:  # empty
+        policy.body.inline_string = ""
     if override.content_type is not None:
         # Envoy's local reply is text/plain: the content type replaces it.
         policy.response_headers_to_add.append(

@@ -17,6 +17,7 @@ from envoy.type.matcher.v3 import http_inputs_pb2, status_code_input_pb2
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
+from gateweave.translate.policies import responseoverride
 from gateweave.xds import build
 from gateweave.xds.validate import validate_with_envoy
 from tests.translate.test_policies import GW, base, models, only, policy, run
@@ -82,15 +83,15 @@ def test_overrides_on_governed_routes_only() -> None:
     policies = _policies(routes["httproute/ns/r1/rule/0/match/0"])
     assert sorted(policies) == ["500", "501", "502", "503"]
     first = policies["500"]  # the first override matching 500 answers it
-    assert first.body.inline_string == '{"error": "100% down"}'
+    # the body as Envoy Gateway's format string: a % that starts no operator stands for itself
+    assert first.body_format.text_format == '{"error": "100%% down"}'
     [header] = first.response_headers_to_add
     assert (header.header.key, header.header.value) == ("content-type", "application/json")
     assert header.append_action == header.OVERWRITE_IF_EXISTS_OR_ADD
-    assert not first.HasField("body_format")  # the body as it is ("%" is no format operator)
     assert first.status_code.value == 503
     for code in ("501", "502", "503"):
         second = policies[code]
-        assert second.body.inline_string == "try again later"
+        assert second.body_format.text_format == "try again later"
         assert not second.HasField("status_code") and not second.response_headers_to_add
     ok, message = validate_with_envoy(res)
     assert ok, message
@@ -313,3 +314,36 @@ def test_bad_response_header_matches_are_refused_with_their_place() -> None:
         "spec.responseOverride[1].match: at least one of statusCodes, responseHeaders is needed"
     )
     assert result.xds == run(base()).xds
+
+
+def test_body_is_a_format_string_as_envoy_gateway_writes_it() -> None:
+    """A body's Envoy format operators are replaced in each answer (Envoy Gateway's
+    ``%RESPONSE_CODE% Oops!``), ``%%`` is a %, another % stands for itself; Envoy accepts every
+    operator gateweave lets through, and one it does not know is named."""
+    operators = [f"%{name}%" for name in sorted(responseoverride._PLAIN_OPERATORS)]
+    operators += ["%REQ(:path)%", "%RESP(x-a?x-b):10%", "%TRAILER(grpc-status)%"]
+    operators += ["%START_TIME%", "%START_TIME(%s.%3f)%", "%EMIT_TIME%"]
+    body = "%RESPONSE_CODE% Oops! 100% sure, 5%% off; " + " ".join(operators)
+    spec = {
+        "responseOverride": [
+            {
+                "match": {"statusCodes": [{"type": "Value", "value": 404}]},
+                "response": {"body": {"type": "Inline", "inline": body}},
+            }
+        ]
+    }
+    result = run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)])
+    assert only(result, "p")["Accepted"]["status"] == "True"
+    res = build(result.xds["ns/gw"])
+    routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
+    text = _policies(routes["httproute/ns/r1/rule/0/match/0"])["404"].body_format.text_format
+    assert text == "%RESPONSE_CODE% Oops! 100%% sure, 5%% off; " + " ".join(operators)
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    for bad in ("%UNKNOWN_THING%", "%RESPONSE_CODE(x)%", "%RESPONSE_CODE:3%", "%REQ()%"):
+        spec["responseOverride"][0]["response"]["body"]["inline"] = f"a {bad} b"
+        acc = only(run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)]), "p")
+        assert acc["Accepted"]["message"] == (
+            f"spec.responseOverride[0].response.body: {bad!r} is not a format operator gateweave "
+            "supports (%% writes a %)"
+        )

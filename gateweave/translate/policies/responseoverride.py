@@ -1,9 +1,9 @@
 """BackendTrafficPolicy ``responseOverride``: an upstream answer one of the overrides matches
 (``match.statusCodes``: its status is a ``Value`` or in an inclusive ``Range``; and
-``match.responseHeaders``: it has each header with a value ``Exact``, by ``Prefix``, ``Suffix`` or
-``RegularExpression``) is replaced by
-that override's ``response`` (its ``body``, inline or a ConfigMap's key ``response.body`` as
-Envoy Gateway reads it; its ``contentType``; its ``statusCode``, else the upstream's; its
+``match.responseHeaders``: it has each header with a value ``Exact``, by ``Prefix``, ``Suffix``
+or ``RegularExpression``) is replaced by that override's ``response`` (its ``body``, inline or a
+ConfigMap's key ``response.body`` as Envoy Gateway reads it, an Envoy format string as there
+(:func:`body_format`); its ``contentType``; its ``statusCode``, else the upstream's; its
 ``header`` ``add`` and ``set``), in Envoy's custom_response filter. The first override matching
 an answer answers it.
 
@@ -13,6 +13,7 @@ ConfigMap or key is a problem naming it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -229,4 +230,82 @@ def _body(
 ) -> str | None:
     if body is None:
         return None
-    return specvalue.inline_or_ref(ctx, namespace, body, at, out, BODY_KEY, first=False)
+    text = specvalue.inline_or_ref(ctx, namespace, body, at, out, BODY_KEY, first=False)
+    return None if text is None else body_format(text, at, out)
+
+
+# Envoy's format operators (command, argument, length): a % and capitals, digits or _, an
+# argument in parentheses, a length after a colon, a closing %.
+_OPERATOR = re.compile(r"%([A-Z0-9_]+)(?:\(([^)]*)\))?(?::([0-9]+))?%")
+# The operators a body may use: Envoy 1.40 has each (tests/xds/test_policy_response_override.py
+# has Envoy check them all); another is a problem, not a configuration Envoy would refuse.
+_PLAIN_OPERATORS = frozenset(
+    {
+        "RESPONSE_CODE",
+        "RESPONSE_CODE_DETAILS",
+        "RESPONSE_FLAGS",
+        "RESPONSE_FLAGS_LONG",
+        "PROTOCOL",
+        "UPSTREAM_PROTOCOL",
+        "UPSTREAM_HOST",
+        "UPSTREAM_CLUSTER",
+        "UPSTREAM_LOCAL_ADDRESS",
+        "UPSTREAM_TRANSPORT_FAILURE_REASON",
+        "DOWNSTREAM_REMOTE_ADDRESS",
+        "DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT",
+        "DOWNSTREAM_LOCAL_ADDRESS",
+        "DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT",
+        "DOWNSTREAM_DIRECT_REMOTE_ADDRESS",
+        "DOWNSTREAM_LOCAL_PORT",
+        "ROUTE_NAME",
+        "HOSTNAME",
+        "REQUESTED_SERVER_NAME",
+        "REQUEST_DURATION",
+        "RESPONSE_DURATION",
+        "DURATION",
+        "BYTES_RECEIVED",
+        "BYTES_SENT",
+        "CONNECTION_ID",
+        "STREAM_ID",
+        "UPSTREAM_REQUEST_ATTEMPT_COUNT",
+    }
+)
+_HEADER_OPERATORS = frozenset({"REQ", "RESP", "TRAILER"})  # (name) or (name?alternative)
+_TIME_OPERATORS = frozenset({"START_TIME", "EMIT_TIME"})  # an optional strftime-like format
+_HEADER_ARGUMENT = re.compile(r"[A-Za-z0-9_:-]+(\?[A-Za-z0-9_:-]+)?")
+
+
+def body_format(text: str, at: str, out: list[str]) -> str:
+    """The body ``text`` as the Envoy format string Envoy Gateway makes of it: its operators
+    (``%RESPONSE_CODE%``, ``%REQ(x-id)%``...) are replaced in each answer and ``%%`` is a ``%``,
+    as there; any other ``%`` stands for itself (escaped, where Envoy would refuse the body). An
+    operator gateweave does not know is a problem in ``out``."""
+    parts: list[str] = []
+    pos = 0
+    while (i := text.find("%", pos)) >= 0:
+        parts.append(text[pos:i])
+        found = _OPERATOR.match(text, i)
+        if text.startswith("%%", i) or found is None:
+            parts.append("%%")
+            pos = i + (2 if text.startswith("%%", i) else 1)
+            continue
+        command, argument, length = found.groups()
+        if not _known_operator(command, argument, length):
+            out.append(
+                f"{at}: {found.group(0)!r} is not a format operator gateweave supports "
+                "(%% writes a %)"
+            )
+        parts.append(found.group(0))
+        pos = found.end()
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _known_operator(command: str, argument: str | None, length: str | None) -> bool:
+    if command in _HEADER_OPERATORS:
+        return argument is not None and _HEADER_ARGUMENT.fullmatch(argument) is not None
+    if length is not None:
+        return False
+    if command in _TIME_OPERATORS:
+        return True
+    return command in _PLAIN_OPERATORS and argument is None
