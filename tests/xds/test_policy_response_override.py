@@ -323,16 +323,19 @@ def test_body_is_a_format_string_as_envoy_gateway_writes_it() -> None:
     operators = [f"%{name}%" for name in sorted(responseoverride._PLAIN_OPERATORS)]
     operators += ["%REQ(:path)%", "%RESP(x-a?x-b):10%", "%TRAILER(grpc-status)%"]
     operators += ["%START_TIME%", "%START_TIME(%s.%3f)%", "%EMIT_TIME%"]
+
+    def spec(body: str) -> dict[str, Any]:
+        return {
+            "responseOverride": [
+                {
+                    "match": {"statusCodes": [{"type": "Value", "value": 404}]},
+                    "response": {"body": {"type": "Inline", "inline": body}},
+                }
+            ]
+        }
+
     body = "%RESPONSE_CODE% Oops! 100% sure, 5%% off; " + " ".join(operators)
-    spec = {
-        "responseOverride": [
-            {
-                "match": {"statusCodes": [{"type": "Value", "value": 404}]},
-                "response": {"body": {"type": "Inline", "inline": body}},
-            }
-        ]
-    }
-    result = run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)])
+    result = run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec(body))])
     assert only(result, "p")["Accepted"]["status"] == "True"
     res = build(result.xds["ns/gw"])
     routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
@@ -341,8 +344,9 @@ def test_body_is_a_format_string_as_envoy_gateway_writes_it() -> None:
     ok, message = validate_with_envoy(res)
     assert ok, message
     for bad in ("%UNKNOWN_THING%", "%RESPONSE_CODE(x)%", "%RESPONSE_CODE:3%", "%REQ()%"):
-        spec["responseOverride"][0]["response"]["body"]["inline"] = f"a {bad} b"
-        acc = only(run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec)]), "p")
+        acc = only(
+            run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=spec(f"a {bad} b"))]), "p"
+        )
         assert acc["Accepted"]["message"] == (
             f"spec.responseOverride[0].response.body: {bad!r} is not a format operator gateweave "
             "supports (%% writes a %)"
