@@ -14,6 +14,7 @@ from gateweave.translate.filters import (
 )
 from gateweave.translate.regex import re2_error, re2_escape
 from gateweave.translate.rulememo import RuleMemo
+from gateweave.translate.rules import translate_rules
 from gateweave.translate.sessions import session
 
 _ANY_SEGMENT = "[^/]+"
@@ -24,16 +25,7 @@ def translate_grpc_route(
     route: m.GRPCRoute, resolver: BackendResolver, order: tuple[int, str, str, str]
 ) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
-    tr = RouteTranslation(kind="GRPCRoute", route=route)
-    tr.rule_count = len(route.spec.rules)
-    meta = route.metadata
-    prefix = ir.route_prefix("GRPCRoute", meta.namespace, meta.name)
-    for i, rule in enumerate(route.spec.rules):
-        try:
-            tr.http.extend(_rule(tr, resolver, i, rule, prefix, order))
-        except RuleError as err:
-            tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
-    return tr
+    return translate_rules("GRPCRoute", route, route.spec.rules, resolver, order, _rule)
 
 
 def _rule(
@@ -43,7 +35,9 @@ def _rule(
     rule: m.GRPCRouteRule,
     prefix: str,
     order: tuple[int, str, str, str],
-) -> list[PrecedenceKey]:
+) -> None:
+    """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
+    raises RuleError (before appending anything) when the rule cannot be implemented."""
     memo = resolver.memo
     matches = rule.matches or _ANY_MATCH
     ir_matches = [_match(mt, memo) for mt in matches]
@@ -57,7 +51,7 @@ def _rule(
         backends, direct_status, mirrored = (), 500, ()
     name = f"{prefix}{i}/match/"
     tr.use_clusters(backends, mirrored)
-    out: list[PrecedenceKey] = []
+    out = tr.http
     for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",
@@ -71,7 +65,6 @@ def _rule(
         )
         key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j, r)
         out.append(key)
-    return out
 
 
 def _match(mt: m.GRPCRouteMatch, memo: RuleMemo) -> tuple[ir.RouteMatch, tuple[int, int]]:

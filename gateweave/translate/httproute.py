@@ -16,6 +16,7 @@ from gateweave.translate.filters import (
 )
 from gateweave.translate.regex import re2_error
 from gateweave.translate.rulememo import RuleMemo
+from gateweave.translate.rules import translate_rules
 from gateweave.translate.sessions import session
 
 _PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
@@ -31,18 +32,7 @@ def translate_http_route(
     route: m.HTTPRoute, resolver: BackendResolver, order: tuple[int, str, str, str]
 ) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
-    tr = RouteTranslation(kind="HTTPRoute", route=route)
-    rules = route.spec.rules
-    tr.rule_count = len(rules)
-    # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
-    meta = route.metadata
-    prefix = ir.route_prefix("HTTPRoute", meta.namespace, meta.name)
-    for i, rule in enumerate(rules):
-        try:
-            _rule(tr, resolver, i, rule, prefix, order)
-        except RuleError as err:
-            tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
-    return tr
+    return translate_rules("HTTPRoute", route, route.spec.rules, resolver, order, _rule)
 
 
 def _rule(

@@ -1,0 +1,41 @@
+"""A route's rules, one by one: each rule translated, or dropped with the reason it cannot be.
+
+HTTPRoute and GRPCRoute share this loop; each passes its own one-rule translation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gateweave import ir
+from gateweave.translate.attachment import RouteTranslation
+from gateweave.translate.backends import BackendResolver
+from gateweave.translate.filters import RuleError
+
+Order = tuple[int, str, str, str]
+# (translation, resolver, rule index, rule, IR route name prefix, route order) -> appends the
+# rule's IR routes to the translation, or raises RuleError before appending any.
+OneRule = Callable[[RouteTranslation, BackendResolver, int, Any, str, Order], None]
+
+
+def translate_rules(
+    kind: str,
+    route: Any,
+    rules: Sequence[Any],
+    resolver: BackendResolver,
+    order: Order,
+    one_rule: OneRule,
+) -> RouteTranslation:
+    """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
+    tr = RouteTranslation(kind=kind, route=route)
+    tr.rule_count = len(rules)
+    # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
+    meta = route.metadata
+    prefix = ir.route_prefix(kind, meta.namespace, meta.name)
+    for i, rule in enumerate(rules):
+        try:
+            one_rule(tr, resolver, i, rule, prefix, order)
+        except RuleError as err:
+            tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
+    return tr
