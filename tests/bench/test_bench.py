@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 import msgspec
+import pytest
 
 from gateweave.gcpause import gc_paused
 from gateweave.snapshot import Snapshot
@@ -315,3 +316,12 @@ def test_memory_breakdown_reports_every_stage_and_holder(capsys: Any) -> None:
     traced = [s["traced_mb"] for s in out["stages"].values()]
     assert traced[0] < traced[2] < traced[3] <= traced[4]
     assert len(out["lines"]) == 5 and all(":" in site["where"] for site in out["lines"])
+
+
+def test_instructions_reads_cachegrinds_total() -> None:
+    from gateweave_bench.instructions import instructions_executed
+
+    out = "==12== Cachegrind\n==12== \n==12== I   refs:      16,136,962,400\n"
+    assert instructions_executed(out) == 16_136_962_400
+    with pytest.raises(ValueError):
+        instructions_executed("==12== no summary\n")
