@@ -591,6 +591,24 @@ def test_client_selectors_are_implemented_and_other_selectors_refused_by_name() 
     assert acc["message"] == "spec.rateLimit.local.rules[0].shared is not supported by gateweave"
 
 
+def test_rate_limit_type_may_be_left_out() -> None:
+    """Envoy Gateway v1.9 deprecates ``rateLimit.type`` (its published examples leave it out):
+    ``local`` alone is a Local rate limit; without ``local``, or with ``type: Global``, it is
+    refused."""
+    local = {"rules": [{"limit": {"requests": 3, "unit": "Hour"}}]}
+    ok = run([*base(), policy("p", spec={"rateLimit": {"local": local}})])
+    assert only(ok, "p")["Accepted"]["reason"] == "Accepted"
+    assert (
+        ok.xds
+        == run([*base(), policy("p", spec={"rateLimit": {"type": "Local", "local": local}})]).xds
+    )
+    for rate_limit, shown in (({"type": "Global", "local": local}, "Global"), ({}, "(unset)")):
+        acc = only(run([*base(), policy("p", spec={"rateLimit": rate_limit})]), "p")["Accepted"]
+        assert acc["message"] == (
+            f"spec.rateLimit.type {shown}: only Local rate limits are supported by gateweave"
+        )
+
+
 def test_selector_rule_unit_must_be_a_multiple_of_the_route_rules() -> None:
     """Envoy refuses a descriptor refilled more often than the route's own bucket (a NACK)."""
     rules = [

@@ -153,7 +153,8 @@ def problems(spec: dict[str, Any]) -> list[str]:
         return []
     if isinstance(rl, str):
         return [rl]
-    if rl.type != "Local" or rl.local is None:
+    # ``type`` is deprecated in Envoy Gateway v1.9 (``local`` says it): unset is Local too
+    if rl.type not in ("", "Local") or rl.local is None:
         return [
             f"spec.rateLimit.type {rl.type or '(unset)'}: only Local rate limits are supported by "
             "gateweave"
