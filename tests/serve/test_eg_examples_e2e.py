@@ -6,188 +6,51 @@ real ``gateweave serve`` with Envoy Gateway's controller name, in a network name
 makes (the quickstart's Backend is 0.0.0.0:3000, free there). Checked: every Gateway API object
 and every policy of the directory is accepted (status from the admin API), nothing is reported as
 a configuration error, and the requests of the task's "Testing" section get the answers the task
-shows through the real Envoy.
+shows through the real Envoy (tests/support/eg_examples.py). The traffic tasks' examples:
+test_eg_traffic_examples_e2e.py.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import http.client
 import os
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gateweave_bench import harness as h
-from tests.support.data import EG_EXAMPLES, EG_QUICKSTART, yaml_files
+from tests.support.eg_examples import Example, answer, serving
 from tests.support.netns import Netns
-from tests.support.netserve import Serve, condition, until, write
+from tests.support.netserve import until
 
 pytestmark = [
     pytest.mark.timeout(120),
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)"),
 ]
 
-EG_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
-HOST = "www.example.com"  # the quickstart HTTPRoute's hostname
-PORT = 8888  # the quickstart Gateway's HTTP listener
-POLICY_KINDS = ("SecurityPolicy", "ClientTrafficPolicy")
 
-
-class Example:
-    """One example directory served with the quickstart."""
-
-    def __init__(self, serve: Serve, address: str) -> None:
-        self.serve = serve
-        self.address = address
-
-    def get(self, path: str = "/", headers: dict[str, str] | None = None) -> h.Reply | None:
-        return self.serve.ns.call(
-            h.fetch_sync, self.address, PORT, path, HOST, headers=headers or {}
-        )
-
-    def preflight(self, origin: str) -> tuple[int, dict[str, str]]:
-        """A CORS preflight (``OPTIONS``), as the task's curl sends it."""
-
-        def send() -> tuple[int, dict[str, str]]:
-            conn = http.client.HTTPConnection(self.address, PORT, timeout=5)
-            try:
-                conn.request(
-                    "OPTIONS",
-                    "/",
-                    headers={
-                        "Host": HOST,
-                        "Origin": origin,
-                        "Access-Control-Request-Method": "GET",
-                    },
-                )
-                resp = conn.getresponse()
-                resp.read()
-                return resp.status, {k.lower(): v for k, v in resp.getheaders()}
-            finally:
-                conn.close()
-
-        return self.serve.ns.call(send)
-
-
-def answer(example: Example, status: int, **kw: Any) -> Callable[[], h.Reply | None]:
-    """A probe: the quickstart's answer to a GET, once it has ``status``."""
-
-    def probe() -> h.Reply | None:
-        reply = example.get(**kw)
-        return reply if reply is not None and reply.status == status else None
-
-    return probe
-
-
-@pytest.fixture
-def ns() -> Iterator[Netns]:
-    space = Netns({})
-    try:
-        yield space
-    finally:
-        space.close()
-
-
-def example_files(name: str) -> list[Path]:
-    return yaml_files(EG_EXAMPLES / name)
-
-
-def objects_of(config: Path) -> list[tuple[str, str, str]]:
-    """(kind, namespace, name) of every object in the directory ("" namespace: cluster-scoped)."""
-    out = []
-    for path in sorted(config.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
-                meta = doc["metadata"]
-                namespace = (
-                    "" if doc["kind"] == "GatewayClass" else meta.get("namespace", "default")
-                )
-                out.append((doc["kind"], namespace, meta["name"]))
-    return out
+def preflight(example: Example, origin: str) -> tuple[int, dict[str, str]]:
+    """A CORS preflight (``OPTIONS``), as the task's curl sends it."""
+    reply = example.request(
+        "OPTIONS", "/", {"Origin": origin, "Access-Control-Request-Method": "GET"}
+    )
+    return (0, {}) if reply is None else (reply.status, dict(reply.headers))
 
 
 @pytest.fixture
 def served(ns: Netns, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Example]:
-    """``gateweave serve`` on the quickstart plus the example directory named by the test's
-    parameter, each file copied byte for byte, and (``extra``) what the task's shell commands
-    create."""
+    """``gateweave serve`` on the standalone quickstart plus the example directory named by the
+    test's parameter, and (``extra``) what the task's shell commands create."""
     name, extra = request.param
     backend = ns.call(h.NameServer, "quickstart-backend", "0.0.0.0", 3000)
-    config = tmp_path / "config"
-    config.mkdir()
-    sources = [EG_QUICKSTART, *example_files(name)]
-    for source in sources:
-        shutil.copyfile(source, config / f"{source.parent.name}-{source.name}")
-    assert sorted(p.read_bytes() for p in config.iterdir()) == sorted(
-        s.read_bytes() for s in sources
-    )
-    if extra:
-        write(config / "created-by-the-task-commands.yaml", extra)
-    serve = Serve(ns, config, tmp_path / "serve.log", "--controller-name", EG_CONTROLLER)
     try:
-        gw = until(
-            lambda: (
-                (g := serve.get("Gateway", "default", "eg"))
-                and g.get("status", {}).get("addresses")
-            ),
-            30,
-            "the Gateway has an address",
-            serve,
-        )
-        example = Example(serve, gw[0]["value"])
-        assert_all_accepted(serve, objects_of(config))
-        yield example
-        assert serve.api("/api/errors") == {"items": []}
+        with serving(ns, tmp_path, [name], extra) as example:
+            yield example
     finally:
-        serve.stop()
         backend.close()
-
-
-def assert_all_accepted(serve: Serve, objects: list[tuple[str, str, str]]) -> None:
-    """Each object of the directory accepted (:func:`accepted`), eventually."""
-
-    def holds() -> bool:
-        items = (serve.api("/api/objects") or {"items": []})["items"]
-        stored = {
-            (o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]): o
-            for o in items
-        }
-        return all(accepted(kind, stored.get((kind, ns, name))) for kind, ns, name in objects)
-
-    until(holds, 30, f"every object accepted: {objects}", serve)
-
-
-def accepted(kind: str, obj: dict[str, Any] | None) -> bool:
-    """Whether ``obj`` (of ``kind``; None: not stored) is accepted as its kind says it: its own
-    conditions, its route parents' or its policy ancestors'. Other kinds (Secret) pass."""
-    if kind in ("GatewayClass", "Gateway", "Backend"):
-        wanted = ("Accepted", "Programmed") if kind == "Gateway" else ("Accepted",)
-        return all((c := condition(obj, t)) is not None and c["status"] == "True" for t in wanted)
-    if kind == "HTTPRoute":
-        parents = (obj or {}).get("status", {}).get("parents") or []
-        return (
-            len(parents) == 1
-            and parents[0]["controllerName"] == EG_CONTROLLER
-            and {c["type"]: c["status"] for c in parents[0]["conditions"]}
-            == {"Accepted": "True", "ResolvedRefs": "True"}
-        )
-    if kind in POLICY_KINDS:
-        ancestors = (obj or {}).get("status", {}).get("ancestors") or []
-        return bool(ancestors) and all(
-            entry["controllerName"] == EG_CONTROLLER
-            and any(
-                (c["type"], c["status"], c["reason"]) == ("Accepted", "True", "Accepted")
-                for c in entry["conditions"]
-            )
-            for entry in ancestors
-        )
-    return True
 
 
 def htpasswd_secret(name: str, user: str, password: str) -> dict[str, Any]:
@@ -237,7 +100,7 @@ def test_cors_task(served: Example) -> None:
     http://www.bar.com or http://www.foo.com:8080 is not allowed."""
 
     def allowed() -> dict[str, str] | None:
-        status, headers = served.preflight("http://www.foo.com")
+        status, headers = preflight(served, "http://www.foo.com")
         return headers if status == 200 and "access-control-allow-origin" in headers else None
 
     headers = until(allowed, 30, "the preflight is answered", served.serve)
@@ -251,7 +114,7 @@ def test_cors_task(served: Example) -> None:
     for origin in ("http://www.bar.com", "http://www.foo.com:8080"):
         # Answered by Envoy (not forwarded) without access-control-allow-origin: the origin is not
         # allowed (Envoy still lists the policy's methods and headers, as for Envoy Gateway).
-        status, headers = served.preflight(origin)
+        status, headers = preflight(served, origin)
         assert status == 200, origin
         assert "access-control-allow-origin" not in headers, (origin, headers)
 

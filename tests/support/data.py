@@ -22,7 +22,8 @@ BACKENDS_SYSTEM = (
     ROOT / "tests" / "data" / "backends" / "system.yaml"
 )  # backends by name, of every kind
 EG_QUICKSTART = ROOT / "third_party" / "envoy-gateway" / "examples" / "standalone-quickstart.yaml"
-EG_EXAMPLES = ROOT / "tests" / "data" / "eg-examples"  # Envoy Gateway's security tasks' YAML
+EG_KUBE_QUICKSTART = EG_QUICKSTART.with_name("kubernetes-quickstart.yaml")
+EG_EXAMPLES = ROOT / "tests" / "data" / "eg-examples"  # Envoy Gateway's tasks' YAML
 DATA_DIRS = (
     CRDS,
     GATEWAY_API / "crds" / "standard",
