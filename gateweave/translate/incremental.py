@@ -13,11 +13,13 @@ What is reused, and what invalidates it (the store hands out the same model inst
 object does not change, so "unchanged" is an identity check per key):
 
 * **Routes** (any kind): its translation, the listeners it attaches to, its status. Redone
-  when the route changes, or a Service it referred to (found or not) or an EndpointSlice of
-  such a Service changes.
+  when the route changes, or a Service or Backend it referred to (found or not) or an
+  EndpointSlice of such a Service changes, or a ReferenceGrant in a namespace it refers into
+  from its own, or its Namespace's labels while a listener selects namespaces by labels.
 * **Gateway side** (GatewayClasses, Gateways, listeners, TLS): recomputed whenever a
-  GatewayClass, Gateway, GatewayParameters, Secret (or, in Kubernetes address mode, a Service)
-  changes or the data plane reports something new; cheap, it is per Gateway. When what routes
+  GatewayClass, Gateway, GatewayParameters, Secret, ReferenceGrant, Namespace's labels (or, in
+  Kubernetes address mode, a Service) change or the data plane reports something new;
+  cheap, it is per Gateway. When what routes
   and the xDS assembly read from it (a fingerprint of every Gateway's acceptance, address,
   listeners and telemetry) is unchanged, the route side is kept; Gateway, ListenerSet and
   GatewayClass statuses and
@@ -26,23 +28,27 @@ object does not change, so "unchanged" is an identity check per key):
   when an attachment to its domain changed; a RouteConfig/Port/XdsGateway is rebuilt when one
   of its parts changed, and kept (same instance) when the rebuilt one is equal.
 * **Envoy Gateway Backends**: their status is written while a route of ours refers to one
-  (counted per route); a Backend change, or a change of a Secret a Backend's ``tls`` names,
-  is a full translation.
+  (counted per route), judged again when the Backend changes; a change of a Secret a
+  Backend's ``tls`` names is a full translation.
 * **Envoy Gateway policies** (BackendTrafficPolicy, ClientTrafficPolicy, SecurityPolicy):
-  the attachment stage (``attach_policies``: every policy's targets, holders and status) is
-  run again when what it reads may have changed - a policy, a Gateway (its labels: the rest
-  it reads is in the fingerprint), a Secret or ConfigMap, a Service or EndpointSlice while a
-  SecurityPolicy's extAuth reads them, a route a policy's targetRefs name or of a kind its
-  targetSelectors pick from; otherwise its last result holds. Comparing the scopes' holders
+  the attachment stage (``PolicyAttacher``: every policy's targets, holders and status) is
+  run again when what every policy reads may have changed - a Gateway (its labels: the rest
+  it reads is in the fingerprint), a Secret or ConfigMap, a Service, EndpointSlice or
+  Backend while a policy's spec names a backend, a Namespace's labels or a ReferenceGrant
+  while a policy has targetSelectors, a route a policy's targetRefs name or of a kind its
+  targetSelectors pick from. A change of policies alone is settled where they reach
+  (``PolicyAttacher.reattach``: the scopes they name before and after change hands, the
+  policies naming those scopes or holding one above them get their report made again), as
+  is a ReferenceGrant's (the policies in the namespaces it lets in, as if they changed);
+  otherwise its last result holds. Comparing the scopes' holders
   with the last result gives the scopes whose holder changed: the attachments of the routes
   (and rules) and of the listeners under them get their effects computed again (and a
   listener its ClientTrafficPolicy's client settings), as do the attachments of every route
   translated again; those whose effects changed mark their virtual hosts dirty. The
   clusters a policy adds (an auth service, a BackendTrafficPolicy's copies of clusters) are
   kept per attachment and per Envoy listener.
-* Anything else - a Namespace, ReferenceGrant, ConfigMap, BackendTLSPolicy or ListenerSet
-  change, other options, a changed fingerprint - is a full translation, which also rebuilds
-  every index.
+* Anything else - a ConfigMap, BackendTLSPolicy or ListenerSet change, other options, a
+  changed fingerprint - is a full translation, which also rebuilds every index.
 
 It runs the stages of a translation as ``translate/core.py`` names them, calling the same
 functions for the context, the gateway side, the Gateway statuses and the infrastructure IR;
@@ -75,11 +81,11 @@ from gateweave.translate.options import TranslateOptions
 from gateweave.translate.parentrefs import ParentIndex
 from gateweave.translate.policies.attach import (
     ROUTE,
+    PolicyAttacher,
     PolicyIndex,
     PolicyReport,
     Resolved,
     Scope,
-    attach_policies,
     listener_chain,
     named_targets,
 )
@@ -95,14 +101,15 @@ _KIND_INDEX = {kind: i for i, kind in enumerate(ROUTE_KINDS)}
 _SERVICE_LABEL = "kubernetes.io/service-name"
 
 # Changes the route side cannot take incrementally: a full translation.
-_FULL_KINDS = frozenset(
-    {"Namespace", "ReferenceGrant", "ConfigMap", "BackendTLSPolicy", "ListenerSet", "Backend"}
-)
+_FULL_KINDS = frozenset({"ConfigMap", "BackendTLSPolicy", "ListenerSet"})
 # Changes that re-run the gateway side (the route side is kept when its fingerprint holds).
 _GATEWAY_KINDS = frozenset({"GatewayClass", "Gateway", "Secret", "GatewayParameters"})
 
 
 _BACKEND_FIELDS = frozenset({"backendRef", "backendRefs"})
+# What the incremental translator keeps of a policy's spec: the routes its targetRefs name,
+# the kinds its targetSelectors pick from, whether it names a backend (_names_backends).
+_Targets = tuple[frozenset[RouteKey], frozenset[str], bool]
 
 
 def _names_backends(value: Any) -> bool:
@@ -117,15 +124,6 @@ def _names_backends(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
-
-
-def _reads_services(snapshot: Snapshot) -> bool:
-    """Whether a policy reads Services and their EndpointSlices: any policy whose spec names a
-    backend (a SecurityPolicy's extAuth, a JWT provider's remoteJWKS, whatever a feature adds),
-    so that no feature can forget to say so."""
-    return any(
-        _names_backends(p.spec) for kind in POLICY_KINDS for p in snapshot.by_kind(kind).values()
-    )
 
 
 def _target_view(route: Any) -> tuple[Any, ...] | None:
@@ -157,6 +155,29 @@ def _changed_scopes(old: PolicyIndex, new: PolicyIndex) -> dict[str, set[Scope]]
         if diff:
             out[kind] = diff
     return out
+
+
+def _moved_scopes(
+    before: dict[str, dict[Scope, PolicyReport | None]], index: PolicyIndex
+) -> dict[str, set[Scope]]:
+    """Per policy kind, the scopes of ``before`` (each with the report that held it) whose
+    holder governs otherwise in ``index``."""
+    out: dict[str, set[Scope]] = {}
+    for kind, held in before.items():
+        now = index.holders.get(kind, {})
+        diff = {s for s, rep in held.items() if not _same_holder(rep, now.get(s))}
+        if diff:
+            out[kind] = diff
+    return out
+
+
+def _bump(counts: dict[Any, int], item: Any, step: int) -> None:
+    """Add ``step`` to ``item``'s count, forgetting it at zero."""
+    left = counts.get(item, 0) + step
+    if left:
+        counts[item] = left
+    else:
+        del counts[item]
 
 
 def _other_options(options: TranslateOptions) -> TranslateOptions:
@@ -318,12 +339,15 @@ class IncrementalTranslator:
         self._gws: list[GatewayCtx] = []  # route side: attachments and xDS read these
         self._status_gws: list[GatewayCtx] = self._gws  # statuses and the infra IR read these
         self._pindex = PolicyIndex()  # the policy stage's last result
+        self._attacher: PolicyAttacher | None = None  # the stage kept (None: no policy)
         self._resolved: Resolved = {}  # what each policy's kind made of it (attach.py)
-        # per policy: the routes its targetRefs name and the kinds its selectors pick from
-        self._targets: dict[StatusKey, tuple[frozenset[RouteKey], frozenset[str]]] = {}
+        # per policy: the routes its targetRefs name, the kinds its selectors pick from and
+        # whether its spec names a backend (it reads Services and EndpointSlices)
+        self._targets: dict[StatusKey, _Targets] = {}
         self._fresh: list[tuple[ListenerCtx, RouteKey, Attachment]] = []  # added since last stage
-        self._named: set[RouteKey] = set()  # every policy's targetRefs
-        self._selected: set[str] = set()  # the kinds every policy's targetSelectors pick from
+        self._named: dict[RouteKey, int] = {}  # every policy's targetRefs (how many name each)
+        self._selected: dict[str, int] = {}  # the kinds policies' targetSelectors pick from
+        self._service_readers = 0  # the policies whose spec names a backend
 
     def __call__(self, snapshot: Snapshot, options: TranslateOptions | None = None) -> Result:
         options = options or TranslateOptions()
@@ -451,6 +475,20 @@ class IncrementalTranslator:
         ctx = self._ctx
         ctx.snapshot = snapshot
         ctx.options = options
+        # Namespace labels and ReferenceGrants: the context's indexes kept current (the
+        # gateway side reads both: it runs again, its fingerprint deciding as for a Gateway).
+        relabelled = self._relabel(ctx, changed.get("Namespace", ()))
+        granting = {ns for ns, _ in changed.get("ReferenceGrant", ())}
+        for ns in granting:
+            grants = [g for (gns, _), g in sorted(snapshot.reference_grants.items()) if gns == ns]
+            if grants:
+                ctx.grants_by_namespace[ns] = grants
+            else:
+                ctx.grants_by_namespace.pop(ns, None)
+        if relabelled or granting:
+            rerun_gateways = True
+        if not relabelled:
+            changed.pop("Namespace", None)  # annotations or the like: nothing reads them
         if rerun_gateways:
             gctx = Ctx(snapshot, options)
             gctx.namespace_labels = ctx.namespace_labels
@@ -486,6 +524,23 @@ class IncrementalTranslator:
             affected.update(self._users.get(svc, ()))
         for kind in ROUTE_KINDS:
             affected.update((kind, ns, name) for ns, name in changed.get(kind, ()))
+        # A ReferenceGrant: the routes referring into its namespace from another one. A
+        # Backend: the routes referring to it. (Their records hold every backendRef, found,
+        # permitted or not.)
+        if granting:
+            for (ns, _), users in self._users.items():
+                if ns in granting:
+                    affected.update(key for key in users if key[1] != ns)
+        for key in changed.get("Backend", ()):
+            affected.update(self._users.get(key, ()))
+        # Namespace labels: the routes in those namespaces, when a listener selects by them.
+        if relabelled and any(
+            lc.listener.allowed_routes.namespaces.from_ == "Selector"
+            for gw in self._gws
+            for lc in gw.all_listeners()
+        ):
+            self._parents.forget_namespaces(relabelled)
+            affected.update(key for key in self._entries if key[1] in relabelled)
 
         for route_key in affected:
             entry = self._entries.get(route_key)
@@ -501,6 +556,23 @@ class IncrementalTranslator:
         self._policies(ctx, changed)
         self._snapshot, self._options = snapshot, options
         return self._finish(ctx, rebuild_all=False)
+
+    @staticmethod
+    def _relabel(ctx: Ctx, keys: Iterable[NN]) -> set[str]:
+        """Keep ``ctx``'s namespace labels current; the namespaces whose labels changed."""
+        out: set[str] = set()
+        for key in keys:
+            name = key[1]
+            ns = ctx.snapshot.namespaces.get(key)
+            labels = dict(ns.metadata.labels) if ns is not None else None
+            if labels == ctx.namespace_labels.get(name):
+                continue
+            out.add(name)
+            if labels is None:
+                del ctx.namespace_labels[name]
+            else:
+                ctx.namespace_labels[name] = labels
+        return out
 
     def _reindex_slice(self, key: NN, old: Snapshot, new: Snapshot) -> None:
         before, after = old.endpoint_slices.get(key), new.endpoint_slices.get(key)
@@ -519,26 +591,51 @@ class IncrementalTranslator:
         """Stage 4 (core.policies) for what changed (``changed`` None: a full translation).
 
         The attachment (translate/policies/attach.py) is computed again when what it reads
-        may have changed: a policy, a Gateway (its labels), a Secret or ConfigMap (what policies
-        resolve), a Service or EndpointSlice while a policy reads them, a route a policy names
-        or whose kind a selector picks from; else the last one holds. Effects are computed
-        again for the attachments added since the last stage and those under a scope whose
-        holder changed; listener client settings for the listeners under such scopes."""
+        may have changed: a Gateway (its labels), a Secret or ConfigMap (what policies
+        resolve), a Service or EndpointSlice while a policy's spec names a backend, a route a
+        policy names or whose kind a selector picks from. A change of policies alone is
+        settled where they reach (PolicyAttacher.reattach); else the last one holds. Effects
+        are computed again for the attachments added since the last stage and those under a
+        scope whose holder changed; listener client settings for the listeners under such
+        scopes."""
         snapshot = ctx.snapshot
         fresh, self._fresh = self._fresh, []
-        self._refresh_targets(snapshot, changed)
+        gone = self._refresh_targets(snapshot, changed)
         if not self._targets and not self._pindex.reports:
+            self._attacher = None
             return  # no policy, now or before
+        pctx = Ctx(snapshot, ctx.options)
+        pctx.namespace_labels = ctx.namespace_labels
+        pctx.grants_by_namespace = ctx.grants_by_namespace
+        pctx.slices_by_service = ctx.slices_by_service
         scopes: dict[str, set[Scope]] | None = {}
-        if changed is None or self._policy_inputs_changed(snapshot, changed):
-            pctx = Ctx(snapshot, ctx.options)
-            pctx.namespace_labels = ctx.namespace_labels
-            pctx.grants_by_namespace = ctx.grants_by_namespace
-            pctx.slices_by_service = ctx.slices_by_service
-            index = attach_policies(pctx, self._status_gws, self._resolved)
-            scopes = None if changed is None else _changed_scopes(self._pindex, index)
-            self._pindex = index
+        attacher = self._attacher
+        how = (
+            "all"
+            if changed is None or attacher is None
+            else self._policy_inputs_changed(snapshot, changed, gone)
+        )
+        if how == "all" or attacher is None or changed is None:
+            attacher = self._attacher = PolicyAttacher(pctx, self._status_gws, self._resolved)
+            scopes = None if changed is None else _changed_scopes(self._pindex, attacher.index)
+            self._pindex = attacher.index
             self._policy_statuses = pctx.statuses
+        else:
+            # keep the targets it knows current (what changed here no target reads)
+            attacher.moved_on(pctx, self._status_gws)
+            for kind in ROUTE_KINDS:
+                for ns, name in changed.get(kind, ()):
+                    attacher.route_changed(kind, ns, name, snapshot.by_kind(kind).get((ns, name)))
+            if how == "policies":
+                mine = {kind: set(changed[kind]) for kind in POLICY_KINDS if kind in changed}
+                # a ReferenceGrant: the policies in the namespaces it lets in (before or now)
+                # resolve again, as if they changed (what they refer to may be let in or out)
+                granted = self._granted(snapshot, changed.get("ReferenceGrant", ()))
+                for key in [k for k in self._targets if k[1] in granted]:
+                    self._resolved.pop(key, None)
+                    mine.setdefault(key[0], set()).add((key[1], key[2]))
+                before = attacher.reattach(pctx, mine, self._resolved, self._policy_statuses)
+                scopes = _moved_scopes(before, attacher.index)
         index = self._pindex
         todo: dict[int, tuple[ListenerCtx, RouteKey, Attachment]] = {
             id(att): (lc, key, att) for lc, key, att in fresh
@@ -580,51 +677,93 @@ class IncrementalTranslator:
                 lc.client = client
                 self._touch(lc, ())
 
-    def _refresh_targets(self, snapshot: Snapshot, changed: dict[str, set[NN]] | None) -> None:
+    def _refresh_targets(
+        self, snapshot: Snapshot, changed: dict[str, set[NN]] | None
+    ) -> tuple[set[RouteKey], set[str]]:
+        """Keep what each policy names up to date; what the changed ones named before."""
         if changed is None:
-            self._targets = {}
+            self._targets, self._named, self._selected = {}, {}, {}
+            self._service_readers = 0
             keys = [
                 (kind, ns, name) for kind in POLICY_KINDS for ns, name in snapshot.by_kind(kind)
             ]
         else:
             keys = [(kind, ns, name) for kind in POLICY_KINDS for ns, name in changed.get(kind, ())]
-            if not keys:
-                return
-        for kind, ns, name in keys:
-            policy = snapshot.by_kind(kind).get((ns, name))
-            if policy is None:
-                self._targets.pop((kind, ns, name), None)
-                self._resolved.pop((kind, ns, name), None)
-            else:
-                self._targets[(kind, ns, name)] = named_targets(policy)
         named: set[RouteKey] = set()
         selected: set[str] = set()
-        for refs, kinds in self._targets.values():
-            named |= refs
-            selected |= kinds
-        self._named, self._selected = named, selected
+        for kind, ns, name in keys:
+            old = self._targets.pop((kind, ns, name), None)
+            if old is not None:
+                self._count(old, -1)
+                named |= old[0]
+                selected |= old[1]
+            policy = snapshot.by_kind(kind).get((ns, name))
+            if policy is None:
+                self._resolved.pop((kind, ns, name), None)
+            else:
+                new = (*named_targets(policy), _names_backends(policy.spec))
+                self._targets[(kind, ns, name)] = new
+                self._count(new, 1)
+        return named, selected
 
-    def _policy_inputs_changed(self, snapshot: Snapshot, changed: dict[str, set[NN]]) -> bool:
-        """Whether the attachment stage may come out otherwise than the last time."""
+    def _count(self, targets: _Targets, step: int) -> None:
+        refs, kinds, reads = targets
+        for ref in refs:
+            _bump(self._named, ref, step)
+        for kind in kinds:
+            _bump(self._selected, kind, step)
+        self._service_readers += step if reads else 0
+
+    def _policy_inputs_changed(
+        self, snapshot: Snapshot, changed: dict[str, set[NN]], gone: tuple[set[RouteKey], set[str]]
+    ) -> str:
+        """How the attachment stage may come out otherwise than the last time: "all" (what
+        every policy reads may have changed), "policies" (only some policies changed) or ""
+        (nothing it reads changed). ``gone``: what the changed policies named before."""
         # The gateway side's fingerprint held (else this is a full translation): of Gateways,
         # only their labels (targetSelectors) are new to the attachment.
-        if ("Service" in changed or "EndpointSlice" in changed) and _reads_services(snapshot):
+        if ("Service" in changed or "EndpointSlice" in changed) and self._service_readers:
             self._resolved.clear()  # what policies resolved may read them
-            return True
-        if "Secret" in changed or "ConfigMap" in changed:
+            return "all"
+        if "Backend" in changed and self._service_readers:
             self._resolved.clear()
-            return True
-        if "Gateway" in changed or any(kind in changed for kind in POLICY_KINDS):
-            return True
+            return "all"
+        if "Secret" in changed or "ConfigMap" in changed:
+            self._resolved.clear()  # what policies resolve may read them
+            return "all"
+        if "ReferenceGrant" in changed and self._selected:
+            self._resolved.clear()  # a targetSelector's namespaces may need a grant
+            return "all"
+        if "Gateway" in changed:
+            return "all"
+        if "Namespace" in changed and self._selected:
+            return "all"  # a targetSelector's namespaces may read labels
         old = self._snapshot
         assert old is not None
+        named, selected = gone
         for kind in ROUTE_KINDS:
+            picked = kind in self._selected or kind in selected
             for ns, name in changed.get(kind, ()):
-                if (kind in self._selected or (kind, ns, name) in self._named) and _target_view(
+                key = (kind, ns, name)
+                if (picked or key in self._named or key in named) and _target_view(
                     old.by_kind(kind).get((ns, name))
                 ) != _target_view(snapshot.by_kind(kind).get((ns, name))):
-                    return True
-        return False
+                    return "all"
+        if "ReferenceGrant" in changed or any(kind in changed for kind in POLICY_KINDS):
+            return "policies"
+        return ""
+
+    def _granted(self, snapshot: Snapshot, keys: Iterable[NN]) -> set[str]:
+        """The namespaces the ReferenceGrants ``keys`` let in, in the last snapshot or this."""
+        out: set[str] = set()
+        old = self._snapshot
+        assert old is not None
+        for key in keys:
+            for snap in (old, snapshot):
+                grant = snap.reference_grants.get(key)
+                if grant is not None:
+                    out.update(f.namespace for f in grant.spec.from_)
+        return out
 
     def _touch(self, lc: ListenerCtx, domains: Iterable[str]) -> None:
         """Mark listener ``lc`` (its port) and ``domains`` of it for the xDS IR to rebuild."""

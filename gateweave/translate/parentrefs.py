@@ -162,6 +162,11 @@ class ParentIndex:
         # parentRefs, outcomes and generation share one status value (never mutated).
         self.statuses: dict[Any, dict[str, Any]] = {}
 
+    def forget_namespaces(self, namespaces: set[str]) -> None:
+        """Drop the judgements of routes in ``namespaces`` (their labels changed: a listener's
+        allowedRoutes selector may read them)."""
+        self._plans = {k: v for k, v in self._plans.items() if k[2] not in namespaces}
+
     def _listener(self, lc: ListenerCtx) -> _Listener:
         facts = self._listeners.get(id(lc))
         if facts is None:

@@ -166,6 +166,15 @@ def _change_policy(spec: dict[str, Any]) -> None:
         refs[0]["sectionName"] = "variant"
 
 
+def _change_endpoint(endpoint: dict[str, Any]) -> None:
+    """An Envoy Gateway Backend's endpoint elsewhere: another port, or another socket path."""
+    for family in ("ip", "fqdn"):
+        if isinstance(endpoint.get(family), dict):
+            endpoint[family]["port"] = endpoint[family].get("port", 80) + 1
+    if isinstance(endpoint.get("unix"), dict):
+        endpoint["unix"]["path"] = f"{endpoint['unix'].get('path', '/tmp/x')}-variant"
+
+
 def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
     """A label added and, for most kinds, a change that matters to translate."""
     out = _labelled(raw, "spec")
@@ -178,7 +187,8 @@ def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
     elif kind in ("GRPCRoute", "TLSRoute"):
         spec["hostnames"] = [*(spec.get("hostnames") or []), "variant.example.net"]
     elif kind in ("TCPRoute", "UDPRoute"):
-        spec["rules"][0]["backendRefs"][0]["port"] += 1
+        ref = spec["rules"][0]["backendRefs"][0]
+        ref["port"] = ref.get("port", 80) + 1
     elif kind == "Service" and spec.get("ports"):
         spec["ports"][0]["port"] += 1
     elif kind == "GatewayClass":
@@ -200,6 +210,8 @@ def spec_variant(raw: dict[str, Any]) -> dict[str, Any]:
         data[".htpasswd"] = base64.b64encode(b"bob:{SHA}" + b"B" * 27 + b"=\n").decode()
     elif kind == "ConfigMap" and isinstance(data, dict) and "response.body" in data:
         data["response.body"] = "variant"
+    elif kind == "Backend" and spec.get("endpoints"):
+        _change_endpoint(spec["endpoints"][0])
     elif kind == "EndpointSlice" and out.get("endpoints"):
         out["endpoints"][0]["addresses"] = ["127.20.250.250"]
     return out

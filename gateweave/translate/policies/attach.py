@@ -37,7 +37,7 @@ policy governs with nothing (its status says so).
 
 from __future__ import annotations
 
-from collections import defaultdict
+import bisect
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -211,21 +211,79 @@ def attach_policies(
     caller keeps it only while nothing a policy reads changed: the incremental translator),
     and filled for the others.
     """
-    index = PolicyIndex()
-    world = _World(ctx, gateways)
-    for pk in POLICY_KINDS:
-        policies = sorted(ctx.snapshot.by_kind(pk.kind).values(), key=sort_key)
-        if not policies:
-            continue
-        held: dict[Scope, PolicyReport] = {}
-        reports = [_report(ctx, pk, p, resolved) for p in policies]
-        _Attacher(world, pk, held).run(reports)
-        index.holders[pk.kind] = held
-        index.reports.extend(reports)
-        for rep in reports:
-            meta = rep.policy.metadata
-            ctx.statuses[(pk.kind, meta.namespace, meta.name)] = _status(ctx, rep)
-    return index
+    return PolicyAttacher(ctx, gateways, resolved).index
+
+
+class PolicyAttacher:
+    """The attachment stage, kept between translations (the incremental translator): built
+    like :func:`attach_policies`, then :meth:`reattach` settles a change of some policies
+    where they reach, and :meth:`route_changed` keeps the targets
+    it knows current for the next one (:meth:`moved_on`: the translation's context and
+    Gateways)."""
+
+    def __init__(
+        self, ctx: Ctx, gateways: list[GatewayCtx], resolved: Resolved | None = None
+    ) -> None:
+        self.index = PolicyIndex()
+        self.world = _World(ctx, gateways)
+        self.kinds: dict[str, _KindAttachment] = {}
+        for pk in POLICY_KINDS:
+            policies = sorted(ctx.snapshot.by_kind(pk.kind).values(), key=sort_key)
+            if not policies:
+                continue
+            ka = self.kinds[pk.kind] = _KindAttachment(self.world, pk)
+            ka.run(ctx, policies, resolved)
+            self.index.holders[pk.kind] = ka.held
+            self.index.reports.extend(ka.reports[key] for _, key in ka.order)
+            for rep in ka.reports.values():
+                meta = rep.policy.metadata
+                ctx.statuses[(pk.kind, meta.namespace, meta.name)] = _status(ctx, rep)
+
+    def reattach(
+        self,
+        ctx: Ctx,
+        changed: dict[str, set[PolicyKey]],
+        resolved: Resolved | None,
+        statuses: dict[tuple[str, str, str], dict[str, Any]],
+    ) -> dict[str, dict[Scope, PolicyReport | None]]:
+        """Settle a change of the policies ``changed`` (by kind; ``ctx.snapshot`` holds their
+        new versions) while nothing else they read changed: their reports and those of the
+        policies competing with them or overridden by them are made again, their statuses
+        written to ``statuses``. Returns, per kind, the scopes whose holder may have changed
+        with the report that held each before."""
+        self.world.ctx = ctx
+        out: dict[str, dict[Scope, PolicyReport | None]] = {}
+        for pk in POLICY_KINDS:
+            keys = changed.get(pk.kind)
+            if not keys:
+                continue
+            ka = self.kinds.get(pk.kind)
+            if ka is None:
+                ka = self.kinds[pk.kind] = _KindAttachment(self.world, pk)
+            for key in keys:
+                if key not in ctx.snapshot.by_kind(pk.kind):
+                    statuses.pop((pk.kind, key[0], key[1]), None)
+            redone, before = ka.update(ctx, keys, resolved)
+            for key in redone:
+                statuses[(pk.kind, key[0], key[1])] = _status(ctx, ka.reports[key])
+            out[pk.kind] = before
+            if ka.reports:
+                self.index.holders[pk.kind] = ka.held
+            else:
+                del self.kinds[pk.kind]
+                self.index.holders.pop(pk.kind, None)
+        self.index.reports = [ka.reports[key] for ka in self.kinds.values() for _, key in ka.order]
+        return out
+
+    def route_changed(self, kind: str, namespace: str, name: str, route: Any) -> None:
+        """A route changed (``route`` None: deleted) in a way no policy's targets read."""
+        self.world.route_changed(kind, namespace, name, route)
+
+    def moved_on(self, ctx: Ctx, gateways: list[GatewayCtx]) -> None:
+        """The next translation: its context, and its gateway side (run again or not, with
+        the same Gateways and listeners: the incremental translator's fingerprint held)."""
+        self.world.ctx = ctx
+        self.world.gateways = {gw.key: gw for gw in gateways}
 
 
 def _report(ctx: Ctx, pk: PolicyKind, policy: Any, resolved: Resolved | None) -> PolicyReport:
@@ -279,6 +337,13 @@ class _World:
                 parents = self._parents(route)
                 if parents:
                     self.routes[(kind, ns, name)] = _Route(kind, route, parents)
+
+    def route_changed(self, kind: str, namespace: str, name: str, route: Any) -> None:
+        parents = self._parents(route) if route is not None else ()
+        if parents:
+            self.routes[(kind, namespace, name)] = _Route(kind, route, parents)
+        else:
+            self.routes.pop((kind, namespace, name), None)
 
     def _parents(self, route: Any) -> tuple[tuple[AncestorKey, Scope], ...]:
         out: list[tuple[AncestorKey, Scope]] = []
@@ -419,50 +484,173 @@ def _scope(kind: str, key: tuple[str, str], section: str | None) -> Scope:
 # ---------------------------------------------------------------- precedence, conflicts, overrides
 
 
-class _Attacher:
-    def __init__(self, world: _World, pk: PolicyKind, held: dict[Scope, PolicyReport]) -> None:
+PolicyKey = tuple[str, str]  # a policy's (namespace, name) within its kind
+_Taker = tuple[tuple[Any, ...], PolicyKey]  # (the policy's sort_key, its key)
+
+
+class _KindAttachment:
+    """One policy kind's attachment, kept so that a change of some of its policies is settled
+    where they reach: the holder of a scope is the oldest policy naming it (when the scope
+    exists), so only the scopes the changed policies name (before and after) can change
+    hands; the policies naming those scopes, and those holding a scope above one that changed
+    hands (Overridden), are the ones whose report is made again."""
+
+    def __init__(self, world: _World, pk: PolicyKind) -> None:
         self.world = world
         self.pk = pk
-        self.held = held
-        self.children: dict[Scope, set[Scope]] = defaultdict(
-            set
-        )  # scope -> narrower scopes held under it
-
-    def run(self, reports: list[PolicyReport]) -> None:
-        targets: list[list[Scope]] = []
-        for rep in reports:
-            scopes, missing = targets_of(self.world, self.pk, rep.policy)
-            rep.missing = missing
-            targets.append(scopes)
-        order = (
+        self.levels = (
             (GW_LISTENER, LS_LISTENER, GW, LS)
-            if self.pk.client_side
+            if pk.client_side
             else (RULE, ROUTE, LS_LISTENER, LS, GW_LISTENER, GW)
         )
-        for level in order:
-            for rep, scopes in zip(reports, targets, strict=True):
-                for scope in scopes:
-                    if scope.level == level:
-                        self._take(rep, scope)
-        for scope, rep in sorted(self.held.items()):
-            self._overridden(rep, scope)
+        self.reports: dict[PolicyKey, PolicyReport] = {}
+        self.order: list[_Taker] = []  # every policy, oldest first
+        self.rank: dict[PolicyKey, tuple[Any, ...]] = {}
+        self.targets: dict[PolicyKey, tuple[list[Scope], list[str]]] = {}
+        self.takers: dict[Scope, list[_Taker]] = {}  # scope -> policies naming it, oldest first
+        self.holder_key: dict[Scope, PolicyKey] = {}
+        self.held: dict[Scope, PolicyReport] = {}  # what PolicyIndex.holders[kind] holds
+        self.parents: dict[Scope, list[Scope]] = {}  # held scope -> the broader scopes above it
+        self.children: dict[Scope, set[Scope]] = {}  # scope -> narrower held scopes under it
 
-    # -- one target
-    def _take(self, rep: PolicyReport, scope: Scope) -> None:
+    # -- the whole kind
+    def run(self, ctx: Ctx, policies: list[Any], resolved: Resolved | None) -> None:
+        for policy in policies:  # sorted by sort_key
+            self._add(ctx, policy, resolved)
+        for scope in self.takers:
+            self._settle_holder(scope)
+        for key in self.reports:
+            self._rebuild(ctx, key)
+
+    # -- some of its policies changed
+    def update(
+        self, ctx: Ctx, changed: set[PolicyKey], resolved: Resolved | None
+    ) -> tuple[set[PolicyKey], dict[Scope, PolicyReport | None]]:
+        """Settle the change of the policies ``changed`` (their new versions are in
+        ``ctx.snapshot``, a missing one was deleted): the policies whose report was made again,
+        and the scopes whose holder may have changed with the report that held each before."""
+        policies = ctx.snapshot.by_kind(self.pk.kind)
+        touched: set[Scope] = set()
+        for key in changed:
+            old = self.targets.pop(key, None)
+            if old is not None:
+                taker = (self.rank.pop(key), key)
+                for scope in old[0]:
+                    takers = self.takers[scope]
+                    takers.remove(taker)
+                    if not takers:
+                        del self.takers[scope]
+                touched.update(old[0])
+                del self.order[bisect.bisect_left(self.order, taker)]
+                del self.reports[key]
+            policy = policies.get(key)
+            if policy is not None:
+                touched.update(self._add(ctx, policy, resolved))
+        affected = {key for key in changed if key in self.reports}
+        above: list[list[Scope]] = []  # the scopes above each scope that changed hands
+        for scope in touched:
+            was = self.parents.get(scope)
+            if self._settle_holder(scope):
+                above.append(was if was is not None else self.parents[scope])
+            affected.update(key for _, key in self.takers.get(scope, ()))
+        for parents in above:
+            for parent in parents:
+                hit = self.holder_key.get(parent)
+                if hit is not None:
+                    affected.add(hit)
+        before: dict[Scope, PolicyReport | None] = {s: self.held.get(s) for s in touched}
+        for key in affected:
+            for scope in self.reports[key].held:
+                before.setdefault(scope, self.held.get(scope))
+        for key in sorted(affected, key=self.rank.__getitem__):
+            self._rebuild(ctx, key)
+        for scope in touched:
+            hit = self.holder_key.get(scope)
+            if hit is None:
+                self.held.pop(scope, None)
+        return affected, before
+
+    # -- the parts
+    def _add(self, ctx: Ctx, policy: Any, resolved: Resolved | None) -> list[Scope]:
+        meta = policy.metadata
+        key = (meta.namespace, meta.name)
+        rank = sort_key(policy)
+        self.rank[key] = rank
+        taker = (rank, key)
+        if not self.order or self.order[-1] < taker:
+            self.order.append(taker)
+        else:
+            bisect.insort(self.order, taker)
+        self.reports[key] = _report(ctx, self.pk, policy, resolved)
+        scopes, missing = targets_of(self.world, self.pk, policy)
+        self.targets[key] = (scopes, missing)
+        for scope in scopes:
+            takers = self.takers.setdefault(scope, [])
+            if not takers or takers[-1] < taker:
+                takers.append(taker)
+            else:
+                bisect.insort(takers, taker)
+        return scopes
+
+    def _settle_holder(self, scope: Scope) -> bool:
+        """Who holds ``scope`` now (the oldest policy naming it, when it exists); whether
+        that changed. Keeps the scopes above it knowing it is held under them."""
+        takers = self.takers.get(scope)
+        new = (
+            takers[0][1]
+            if takers and scope.level in self.levels and self._section_problem(scope) is None
+            else None
+        )
+        old = self.holder_key.get(scope)
+        if new == old:
+            return False
+        if new is None:
+            del self.holder_key[scope]
+            for parent in self.parents.pop(scope, ()):
+                kids = self.children[parent]
+                kids.discard(scope)
+                if not kids:
+                    del self.children[parent]
+            return True
+        self.holder_key[scope] = new
+        if old is None:
+            parents = self.parents[scope] = self._parents_of(scope)
+            for parent in parents:
+                self.children.setdefault(parent, set()).add(scope)
+        return True
+
+    def _rebuild(self, ctx: Ctx, key: PolicyKey) -> None:
+        """The report of policy ``key`` made again from its targets and the holders."""
+        old = self.reports[key]
+        rep = PolicyReport(
+            kind=old.kind,
+            policy=old.policy,
+            refused=old.refused,
+            problems=old.problems,
+            effect=old.effect,
+        )
+        self.reports[key] = rep
+        scopes, missing = self.targets[key]
+        rep.missing = list(missing)
+        for level in self.levels:
+            for scope in scopes:
+                if scope.level == level:
+                    self._take(rep, key, scope)
+        for scope in sorted(rep.held):
+            self.held[scope] = rep
+            self._overridden(rep, key, scope)
+
+    def _take(self, rep: PolicyReport, key: PolicyKey, scope: Scope) -> None:
         ancestors = self._ancestors(scope)
         problem = self._section_problem(scope)
-        if problem is None:
-            holder = self.held.get(scope)
-            if holder is not None and holder is not rep:
-                problem = c.eg_policy_conflicted(self._conflict_message(scope))
+        if problem is None and self.holder_key.get(scope) != key:
+            problem = c.eg_policy_conflicted(self._conflict_message(scope))
         if problem is not None:
             rep.lost.append((scope, problem.message))
             for anc in ancestors:
                 rep.ancestors.setdefault(anc, {}).setdefault(c.ACCEPTED, problem)
             return
-        self.held[scope] = rep
         rep.held.append(scope)
-        self._record_parents(scope)
         accepted = c.eg_policy_accepted() if rep.applied else c.eg_policy_invalid(rep.refusal)
         for anc in ancestors:
             rep.ancestors.setdefault(anc, {}).setdefault(c.ACCEPTED, accepted)
@@ -518,8 +706,8 @@ class _Attacher:
             what = f"{scope.kind} {scope.name}"
         return f"Unable to target {what}, another {kind} has already attached to it"
 
-    def _record_parents(self, scope: Scope) -> None:
-        """Record ``scope`` under every broader scope it narrows (for Overridden)."""
+    def _parents_of(self, scope: Scope) -> list[Scope]:
+        """The broader scopes ``scope`` narrows (for Overridden)."""
         parents: list[Scope] = []
         if scope.level in (RULE, ROUTE):
             route = self.world.routes[(scope.kind, scope.namespace, scope.name)]
@@ -529,8 +717,7 @@ class _Attacher:
                 parents.append(Scope(ROUTE, scope.kind, scope.namespace, scope.name))
         else:
             parents = self._chain_above(scope, include=False)
-        for parent in parents:
-            self.children[parent].add(scope)
+        return parents
 
     def _chain_above(self, scope: Scope, *, include: bool) -> list[Scope]:
         """The Gateway-side scopes at and above ``scope`` (a route attached through a
@@ -558,11 +745,9 @@ class _Attacher:
         return out
 
     # -- overrides
-    def _overridden(self, rep: PolicyReport, scope: Scope) -> None:
+    def _overridden(self, rep: PolicyReport, key: PolicyKey, scope: Scope) -> None:
         narrower = sorted(
-            s
-            for s in self.children.get(scope, ())
-            if self.held.get(s) is not None and self.held[s] is not rep
+            s for s in self.children.get(scope, ()) if self.holder_key.get(s) not in (None, key)
         )
         if self.pk.client_side:
             narrower = [s for s in narrower if s.level in (GW_LISTENER, LS_LISTENER)]
