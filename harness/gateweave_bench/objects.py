@@ -100,6 +100,11 @@ class BenchObjects:
         default_factory=list
     )  # positions of the HTTPRoutes in ``manifests``
     slice_index: list[int] = field(default_factory=list)  # positions of the EndpointSlices
+    # positions of the routes' own BackendTrafficPolicies (retry), the ReferenceGrants of the
+    # shared namespace and the team Namespaces: what the split bench's other changes change
+    policy_index: list[int] = field(default_factory=list)
+    grant_index: list[int] = field(default_factory=list)
+    namespace_index: list[int] = field(default_factory=list)
 
     def route(self, i: int) -> dict[str, Any]:
         return self.manifests[self.route_index[i % len(self.route_index)]]
@@ -476,6 +481,8 @@ def generate(routes: int, seed: int = DEFAULT_SEED, policies: float = 0.0) -> Be
         }
     )
     for namespace in _namespaces(shape):
+        if namespace["metadata"]["name"].startswith("team-"):
+            out.namespace_index.append(len(out.manifests))
         add(namespace)
     add(_secret("bench-tls", GATEWAY_NS))
     add(_secret("secure-tls", CERTS_NS))
@@ -488,6 +495,7 @@ def generate(routes: int, seed: int = DEFAULT_SEED, policies: float = 0.0) -> Be
         services += [
             (team_namespace(t), f"svc-{t:02d}-{s}") for s in range(shape.services_per_namespace)
         ]
+        out.grant_index.append(len(out.manifests))
         add(
             _reference_grant(
                 f"from-{team_namespace(t)}", SHARED_NS, "HTTPRoute", team_namespace(t), "Service"
@@ -503,7 +511,10 @@ def generate(routes: int, seed: int = DEFAULT_SEED, policies: float = 0.0) -> Be
         out.route_index.append(len(out.manifests))
         add(_route(rng, shape, i, named=policies > 0))
     if policies > 0:
-        out.manifests += _policies(shape, policies, 100 + routes)
+        for policy in _policies(shape, policies, 100 + routes):
+            if "retry" in policy["spec"] and not policy["metadata"]["name"].endswith("-late"):
+                out.policy_index.append(len(out.manifests))
+            add(policy)
     return out
 
 
@@ -521,6 +532,30 @@ def changed_route(objects: BenchObjects, i: int, version: int) -> dict[str, Any]
         kept = [f for f in rule.get("filters", []) if f["type"] != "RequestHeaderModifier"]
         rule["filters"] = [header, *kept]
     return route
+
+
+def changed_policy(objects: BenchObjects, i: int, version: int) -> dict[str, Any]:
+    """Route ``i``'s own BackendTrafficPolicy (of those there are) with another retry count."""
+    policy = copy.deepcopy(objects.manifests[objects.policy_index[i % len(objects.policy_index)]])
+    policy["spec"]["retry"]["numRetries"] = 10 + version
+    return policy
+
+
+def changed_grant(objects: BenchObjects, i: int, version: int) -> dict[str, Any]:
+    """ReferenceGrant ``i`` of the shared namespace letting its team's GRPCRoutes in too (and a
+    version label, so that every change is another object)."""
+    grant = copy.deepcopy(objects.manifests[objects.grant_index[i % len(objects.grant_index)]])
+    grant["metadata"]["labels"] = {"bench.gateweave.io/rev": str(version)}
+    spec = grant["spec"]
+    spec["from"] = [spec["from"][0], {**spec["from"][0], "kind": "GRPCRoute"}]
+    return grant
+
+
+def changed_namespace(objects: BenchObjects, i: int, version: int) -> dict[str, Any]:
+    """Team Namespace ``i`` with one more label (no selector of the bench reads it)."""
+    ns = copy.deepcopy(objects.manifests[objects.namespace_index[i % len(objects.namespace_index)]])
+    ns["metadata"]["labels"]["bench.gateweave.io/rev"] = str(version)
+    return ns
 
 
 def changed_endpoint_slice(objects: BenchObjects, i: int, version: int) -> dict[str, Any]:

@@ -10,7 +10,10 @@ around the same calls the translation makes, so the figures add up to the real c
   it once the collector is back on;
 * one HTTPRoute changed -> new xDS snapshot, as ``change_s`` times it: decoding the object,
   ``Store.apply``, ``Store.snapshot``, the incremental translation, the runtime's IR diff,
-  the incremental xDS snapshot of the changed Gateway.
+  the incremental xDS snapshot of the changed Gateway; the same stages for one EndpointSlice,
+  one ReferenceGrant (of the shared namespace) and one team Namespace (a label) changed, and
+  with ``--policies FRACTION`` (objects.py: Envoy Gateway policies for that fraction of the
+  routes) one route's BackendTrafficPolicy changed.
 
 ``--lines MODULE.FUNCTION`` (repeatable) prints instead line_profiler's per-line times of those
 functions over one full translation (of the Python sources: run it with
@@ -24,10 +27,20 @@ import gc
 import json
 import statistics
 import time
+from typing import Any
 
 from gateweave.gcpause import gc_paused
 from gateweave.translate import TranslateOptions, core
-from gateweave_bench.objects import DEFAULT_SEED, BenchObjects, changed_route, generate
+from gateweave_bench.objects import (
+    DEFAULT_SEED,
+    BenchObjects,
+    changed_endpoint_slice,
+    changed_grant,
+    changed_namespace,
+    changed_policy,
+    changed_route,
+    generate,
+)
 from gateweave_bench.run import Pipeline, decode_all
 
 FULL = (
@@ -92,11 +105,25 @@ def full_split(pipeline: Pipeline, repeat: int) -> dict[str, float]:
     return {k: round(statistics.median(r[k] for r in rows), 4) for k in FULL}
 
 
-def change_split(pipeline: Pipeline, objects: BenchObjects, repeat: int) -> dict[str, float]:
+# The changes timed: (row, objects.py's change, how many of the objects it changes there are).
+CHANGES = (
+    ("route_change_ms", changed_route, lambda o: len(o.route_index)),
+    ("endpoints_change_ms", changed_endpoint_slice, lambda o: len(o.slice_index)),
+    ("policy_change_ms", changed_policy, lambda o: len(o.policy_index)),
+    ("grant_change_ms", changed_grant, lambda o: len(o.grant_index)),
+    ("namespace_change_ms", changed_namespace, lambda o: len(o.namespace_index)),
+)
+
+
+def change_split(
+    pipeline: Pipeline, objects: BenchObjects, repeat: int, change: Any = changed_route, n: int = 0
+) -> dict[str, float]:
+    """Median milliseconds of each stage of ``repeat`` changes made by ``change`` (one of
+    objects.py's ``changed_*``) of objects spread over the ``n`` there are."""
     rows = []
-    n = len(objects.route_index)
+    n = n or len(objects.route_index)
     for k in range(repeat):
-        raw = changed_route(objects, (k * 7919) % n, 5_000_000 + k)
+        raw = change(objects, (k * 7919) % n, 5_000_000 + k)
         lap = Laps()
         decoded = decode_all([raw])[0]
         lap("decode")
@@ -167,20 +194,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--routes", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--policies", type=float, default=0.0, metavar="FRACTION")
+    parser.add_argument("--changes", type=int, default=21, help="changes timed per kind")
     parser.add_argument("--lines", action="append", default=[], metavar="MODULE.FUNCTION")
     args = parser.parse_args(argv)
-    objects = generate(args.routes, args.seed)
+    objects = generate(args.routes, args.seed, args.policies)
     pipeline = Pipeline(decode_all(objects.manifests), TranslateOptions())
     if args.lines:
         print(line_profile(pipeline, args.lines))
         return 0
     full = full_split(pipeline, args.repeat)
-    change = change_split(pipeline, objects, max(args.repeat, 21))
-    print(
-        json.dumps(
-            {"routes": args.routes, "full_translation_s": full, "route_change_ms": change}, indent=2
-        )
-    )
+    report: dict[str, Any] = {
+        "routes": args.routes,
+        "policies": args.policies,
+        "full_translation_s": full,
+    }
+    for row, change, count in CHANGES:
+        if count(objects):
+            report[row] = change_split(pipeline, objects, args.changes, change, count(objects))
+    print(json.dumps(report, indent=2))
     return 0
 
 
