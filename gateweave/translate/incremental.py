@@ -524,13 +524,14 @@ class IncrementalTranslator:
             affected.update(self._users.get(svc, ()))
         for kind in ROUTE_KINDS:
             affected.update((kind, ns, name) for ns, name in changed.get(kind, ()))
-        # A ReferenceGrant: the routes referring into its namespace from another one. A
-        # Backend: the routes referring to it. (Their records hold every backendRef, found,
-        # permitted or not.)
+        # A ReferenceGrant: the routes referring into its namespace from one it lets in (in the
+        # last snapshot or this). A Backend: the routes referring to it. (Their records hold
+        # every backendRef, found, permitted or not.)
         if granting:
+            let_in = self._granted(snapshot, changed["ReferenceGrant"])
             for (ns, _), users in self._users.items():
                 if ns in granting:
-                    affected.update(key for key in users if key[1] != ns)
+                    affected.update(key for key in users if key[1] in let_in and key[1] != ns)
         for key in changed.get("Backend", ()):
             affected.update(self._users.get(key, ()))
         # Namespace labels: the routes in those namespaces, when a listener selects by them.
