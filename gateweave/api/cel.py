@@ -1380,7 +1380,8 @@ _PROGRAMS: dict[str, Program] = {}
 # Parse trees by source: each rule is read twice at least (compiled into closures, and written
 # as Python by gateweave.api.celcode), and the versions of a kind share most of their rules.
 # Parsing is most of the cost of generating a schema's validator (at a cold start, before the
-# first object of a kind is decoded). The trees are only read, never changed.
+# first object of a kind is decoded). The trees are only read, never changed; they are
+# dropped (:func:`forget_trees`) once a validator is generated, not kept while serving.
 _TREES: dict[str, lark.Tree] = {}
 _TREES_MAX = 4096  # the CRD schemas hold about 200 distinct rules: a bound, not an eviction
 
@@ -1401,6 +1402,12 @@ def parse(source: str) -> lark.Tree:
     if len(_TREES) < _TREES_MAX:
         _TREES[source] = tree
     return tree
+
+
+def forget_trees() -> None:
+    """Drop the kept parse trees (a few MB for the CRDs' rules): what was generated from them
+    (compiled rules, validators) does not read them again."""
+    _TREES.clear()
 
 
 def compile_rule(source: str) -> Program:

@@ -19,6 +19,7 @@ How much is checked depends on where the manifest comes from (:class:`Decoding`)
 from __future__ import annotations
 
 import re
+import sys
 from enum import StrEnum
 from typing import Any
 
@@ -196,7 +197,10 @@ def decode(
             raw, source, default_namespace
         ) if mode is Decoding.STRICT and isinstance(raw, dict) else []
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-    ns = clip(str(meta.get("namespace") or (default_namespace if info.namespaced else "")))
+    # (a namespace is shared by many objects: one string each, not a copy per object)
+    ns = sys.intern(
+        clip(str(meta.get("namespace") or (default_namespace if info.namespaced else "")))
+    )
     name = clip(str(meta.get("name") or ""), 253)
 
     def rejected(message: str, field: str = "") -> ObjectError:
@@ -224,7 +228,9 @@ def decode(
     spec_view = dict(obj)
     if "status" not in info.model.__struct_fields__:
         spec_view.pop("status", None)
-    spec_view["apiVersion"] = f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
+    spec_view["apiVersion"] = info.storage_api_version
+    if spec_view.get("kind") == info.kind:
+        spec_view["kind"] = info.kind  # (one string for every object of the kind, not a copy)
     try:
         model = msgspec.convert(spec_view, info.model, strict=False)
     except msgspec.ValidationError as exc:

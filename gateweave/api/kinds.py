@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -36,6 +37,12 @@ class KindInfo:
     namespaced: bool
     model: type[msgspec.Struct]
     crd: str | None = None  # custom resources: the plural of their CRD schema (schema validation)
+
+    @functools.cached_property
+    def storage_api_version(self) -> str:
+        """The apiVersion of the storage version (what the models carry): one string, shared
+        by every decoded object of the kind."""
+        return f"{self.group}/{self.versions[0]}" if self.group else self.versions[0]
 
     @property
     def gateway_api(self) -> bool:
@@ -171,10 +178,6 @@ def _suggestion(kind: str, candidates: list[KindInfo]) -> KindInfo | None:
     return by_name[close[0]] if close else None
 
 
-def _api_version(info: KindInfo) -> str:
-    return f"{info.group}/{info.versions[0]}" if info.group else info.versions[0]
-
-
 def unknown_kind(api_version: str, kind: str) -> tuple[str, str] | None:
     """Why the API server would refuse an apiVersion/kind that :func:`lookup` does not know,
     as ``(field, message)``; None when gateweave ignores it quietly.
@@ -196,7 +199,7 @@ def unknown_kind(api_version: str, kind: str) -> tuple[str, str] | None:
         return "apiVersion", f"{where} (served versions: {', '.join(info.versions)})"
     exact = next((i for i in KINDS.values() if i.kind.lower() == kind.lower()), None)
     if exact is not None and exact.group != group:
-        return "apiVersion", f"{where} ({exact.kind} is apiVersion {_api_version(exact)})"
+        return "apiVersion", f"{where} ({exact.kind} is apiVersion {exact.storage_api_version})"
     near = exact or _suggestion(kind, [i for i in KINDS.values() if i.group == group])
     if near is not None:
         return "kind", f"{where} (did you mean {near.kind}?)"

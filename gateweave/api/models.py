@@ -12,13 +12,33 @@ that went through the API server.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 
 GATEWAY_GROUP = "gateway.networking.k8s.io"
 ENVOY_GATEWAY_GROUP = "gateway.envoyproxy.io"
 GATEWEAVE_GROUP = "gateweave.io"
+
+# Fields whose CRD schema restricts them to an enum are Literal types: msgspec then decodes
+# each to the one shared instance of its value instead of a copy per object (the schema
+# validation runs before and decides what is accepted; the values are the schemas' enums).
+MatchType = Literal["Exact", "RegularExpression"]
+PathMatchType = Literal["Exact", "PathPrefix", "RegularExpression"]
+HTTPMethod = Literal["CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"]
+HTTPRouteFilterType = Literal[
+    "CORS",
+    "ExtensionRef",
+    "ExternalAuth",
+    "RequestHeaderModifier",
+    "RequestMirror",
+    "RequestRedirect",
+    "ResponseHeaderModifier",
+    "URLRewrite",
+]
+GRPCRouteFilterType = Literal[
+    "ExtensionRef", "RequestHeaderModifier", "RequestMirror", "ResponseHeaderModifier"
+]
 
 
 class _Base(
@@ -308,7 +328,7 @@ class ForwardBodyConfig(_Base, kw_only=True, frozen=True):
 
 
 class HTTPExternalAuthFilter(_Base, kw_only=True, frozen=True):
-    protocol: str  # HTTP | GRPC
+    protocol: Literal["GRPC", "HTTP"]
     backend_ref: BackendObjectReference
     grpc: GRPCAuthConfig | None = None
     http: HTTPAuthConfig | None = None
@@ -316,7 +336,7 @@ class HTTPExternalAuthFilter(_Base, kw_only=True, frozen=True):
 
 
 class HTTPRouteFilter(_Base, kw_only=True, frozen=True):
-    type: str
+    type: HTTPRouteFilterType
     request_header_modifier: HTTPHeaderFilter | None = None
     response_header_modifier: HTTPHeaderFilter | None = None
     request_mirror: HTTPRequestMirrorFilter | None = None
@@ -331,18 +351,18 @@ class HTTPRouteFilter(_Base, kw_only=True, frozen=True):
 
 
 class HTTPPathMatch(_Base, kw_only=True, frozen=True):
-    type: str = "PathPrefix"
+    type: PathMatchType = "PathPrefix"
     value: str = "/"
 
 
 class HTTPHeaderMatch(_Base, kw_only=True, frozen=True):
-    type: str = "Exact"
+    type: MatchType = "Exact"
     name: str
     value: str
 
 
 class HTTPQueryParamMatch(_Base, kw_only=True, frozen=True):
-    type: str = "Exact"
+    type: MatchType = "Exact"
     name: str
     value: str
 
@@ -351,7 +371,7 @@ class HTTPRouteMatch(_Base, kw_only=True, frozen=True):
     path: HTTPPathMatch | None = HTTPPathMatch()
     headers: tuple[HTTPHeaderMatch, ...] = ()
     query_params: tuple[HTTPQueryParamMatch, ...] = ()
-    method: str | None = None
+    method: HTTPMethod | None = None
 
 
 class HTTPBackendRef(_Base, kw_only=True, frozen=True):
@@ -420,13 +440,13 @@ class HTTPRoute(_Base, kw_only=True, frozen=True):
 
 
 class GRPCMethodMatch(_Base, kw_only=True, frozen=True):
-    type: str = "Exact"
+    type: MatchType = "Exact"
     service: str | None = None
     method: str | None = None
 
 
 class GRPCHeaderMatch(_Base, kw_only=True, frozen=True):
-    type: str = "Exact"
+    type: MatchType = "Exact"
     name: str
     value: str
 
@@ -437,7 +457,7 @@ class GRPCRouteMatch(_Base, kw_only=True, frozen=True):
 
 
 class GRPCRouteFilter(_Base, kw_only=True, frozen=True):
-    type: str
+    type: GRPCRouteFilterType
     request_header_modifier: HTTPHeaderFilter | None = None
     response_header_modifier: HTTPHeaderFilter | None = None
     request_mirror: HTTPRequestMirrorFilter | None = None

@@ -531,6 +531,7 @@ def validator(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]] | None
             fn: Callable[[dict[str, Any]], dict[str, Any]] | None = compile_schema(node)
         except Exception:  # a schema this module cannot write: the schema walk does it all
             fn = None
+        cel.forget_trees()
         entry = (node, fn)
         _COMPILED[id(node)] = entry
     return entry[1]
