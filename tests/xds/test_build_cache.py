@@ -80,7 +80,7 @@ def test_warm_builds_equal_cold_and_direct_builds_for_every_conformance_case() -
     xds_routes.clear_caches()
     warm = [_bytes(gw) for gw in gateways]  # fills the cache across every case
     again = [_bytes(gw) for gw in gateways]  # served from it
-    assert xds_routes._virtual_host.cache_info().hits > 0
+    assert xds_routes._VHOSTS.cache_info().hits > 0
     assert again == warm
     assert [_cold(gw) for gw in gateways] == warm
     for config, port, https in configs:
@@ -109,26 +109,26 @@ def test_a_one_route_change_builds_one_route() -> None:
     after = _bench_gateway(40, {7: 1})
     xds_routes.clear_caches()
     _bytes(before)
-    vh_misses = xds_routes._virtual_host.cache_info().misses
-    route_misses = xds_routes._built_routes.cache_info().misses
+    vh_misses = xds_routes._VHOSTS.cache_info().misses
+    route_misses = xds_routes._ROUTES.cache_info().misses
     assert vh_misses == 40 and route_misses == 40
     changed = _bytes(after)
-    assert xds_routes._virtual_host.cache_info().misses == vh_misses + 1
-    assert xds_routes._built_routes.cache_info().misses == route_misses + 1
+    assert xds_routes._VHOSTS.cache_info().misses == vh_misses + 1
+    assert xds_routes._ROUTES.cache_info().misses == route_misses + 1
     assert changed == _cold(after)
     assert changed != _cold(before)
 
 
 def test_the_caches_are_bounded_and_keyed_by_value() -> None:
-    assert xds_routes._virtual_host.cache_info().maxsize == xds_routes.VHOST_CACHE_SIZE
-    assert xds_routes._built_routes.cache_info().maxsize == xds_routes.ROUTE_CACHE_SIZE
+    assert xds_routes._VHOSTS.cache_info().maxsize == xds_routes.VHOST_CACHE_SIZE
+    assert xds_routes._ROUTES.cache_info().maxsize == xds_routes.ROUTE_CACHE_SIZE
     gw = _bench_gateway(3, {})
     xds_routes.clear_caches()
     first = _bytes(gw)
     copy = msgspec.json.decode(msgspec.json.encode(gw), type=ir.XdsGateway)  # equal, not identical
     assert copy == gw and copy is not gw
     assert _bytes(copy) == first
-    assert xds_routes._virtual_host.cache_info().hits == 3
+    assert xds_routes._VHOSTS.cache_info().hits == 3
 
 
 def test_listener_filters_follow_a_replaced_virtual_host_not_an_equal_one() -> None:
@@ -165,7 +165,7 @@ def test_a_route_is_built_once_for_every_listener_unless_a_redirect_reads_the_li
     xds_routes.clear_caches()
     http = xds_routes.virtual_host_field(vh, 8080, False)
     https = xds_routes.virtual_host_field(vh, 443, True)
-    assert xds_routes._built_routes.cache_info().misses == 3  # plain once, redirect twice
+    assert xds_routes._ROUTES.cache_info().misses == 3  # plain once, redirect twice
     assert http[1] is https[1]  # the plain route's bytes, held once
     assert http[2] != https[2]  # the redirect keeps the listener's port (8080)
     config = ir.RouteConfig(name="c", virtual_hosts=(vh,))
