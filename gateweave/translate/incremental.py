@@ -421,9 +421,9 @@ class IncrementalTranslator:
                 self._slice_keys.setdefault((key[0], svc), set()).add(key)
         self._entries: dict[RouteKey, _Entry] = {}
         self._users: dict[NN, set[RouteKey]] = {}
-        self._domain_atts: dict[
-            ListenerCtx, dict[str, dict[RouteKey, tuple[tuple[Any, ...], Attachment]]]
-        ] = {}
+        # Per listener, per domain: the HTTP attachments, in route order (a list: most domains
+        # have one, and a list of one is a quarter of a dict of one).
+        self._domain_atts: dict[ListenerCtx, dict[str, list[Attachment]]] = {}
         self._clusters: dict[str, ir.Cluster] = {}
         self._cluster_refs: dict[str, int] = {}
         # Service port -> Gateway -> routes accepted there that use it (BackendTLSPolicy ancestors)
@@ -878,13 +878,22 @@ class IncrementalTranslator:
             dirty.add("")  # the listener's L4 routes changed
             return
         by_domain = self._domain_atts.setdefault(lc, {})
+        tr = att.translation  # (one per entry: what tells an entry's attachments apart)
         for domain in att.hostnames or ("*",):
             dirty.add(domain)
+            bucket = by_domain.get(domain)
             if add:
-                by_domain.setdefault(domain, {})[entry.key] = (entry.order, att)
+                if bucket is None:
+                    by_domain[domain] = [att]
+                    continue
+                i = next((i for i, a in enumerate(bucket) if a.translation is tr), None)
+                if i is None:
+                    bisect.insort(bucket, att, key=_att_order)
+                else:
+                    bucket[i] = att
             else:
-                bucket = by_domain[domain]
-                del bucket[entry.key]
+                assert bucket is not None
+                bucket[:] = [a for a in bucket if a.translation is not tr]
                 if not bucket:
                     del by_domain[domain]
 
@@ -1110,7 +1119,7 @@ class IncrementalTranslator:
         )
         old = rc.vhosts.get(domain)
         if bucket:
-            atts = [att for _, att in sorted(bucket.values(), key=lambda oa: oa[0])]
+            atts = list(bucket)
             vh = xdsir.virtual_host(rc.name, domain, atts)
             if old is not None and old == vh:
                 return
