@@ -442,3 +442,17 @@ ALPHABET = "az09-.*%/AF_~\t \n!é\x7f:@"
 @given(st.text(alphabet=ALPHABET, max_size=10))
 def test_a_pattern_written_as_python_answers_as_re2(pattern: str, text: str) -> None:
     assert patterns.CHECKS[pattern](text) is (cel.compile_re2(pattern).search(text) is not None)
+
+
+def test_a_generated_validator_keeps_no_parse_trees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parse trees serve while a validator is generated; what was generated does not read
+    them again, so they are not kept (a few MB while serving)."""
+    from gateweave.api.kinds import KINDS
+
+    monkeypatch.setattr(schemacode, "_COMPILED", {})
+    info = KINDS["HTTPRoute"]
+    root = schema.load_schemas(info.group, info.crd or "")["v1"]
+    cel.parse("self == 1")
+    assert cel._TREES
+    assert schemacode.validator(root) is not None
+    assert not cel._TREES

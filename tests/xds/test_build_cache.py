@@ -173,3 +173,15 @@ def test_a_route_is_built_once_for_every_listener_unless_a_redirect_reads_the_li
         assert serialize(xds_routes.route_configuration(config, port, tls)) == serialize(
             _direct(config, port, tls)
         )
+
+
+def test_a_full_memo_drops_its_oldest_entry() -> None:
+    memo: xds_routes._Memo[bytes] = xds_routes._Memo(2)
+    for key in "abc":
+        assert memo.get(key) is None
+        memo.put(key, key.encode())
+    assert memo.get("a") is None  # the oldest, dropped for "c"
+    assert memo.get("b") == b"b" and memo.get("c") == b"c"
+    assert memo.cache_info() == (2, 4, 2, 2)
+    memo.cache_clear()
+    assert memo.cache_info() == (0, 0, 2, 0)
