@@ -203,8 +203,8 @@ class _Entry:
     model: Any
     order: tuple[Any, ...]
     translation: RouteTranslation
-    atts: list[Attachment]  # one per listener it attached to
-    listeners: list[ListenerCtx]  # parallel to atts
+    atts: tuple[Attachment, ...]  # one per listener it attached to
+    listeners: tuple[ListenerCtx, ...]  # parallel to atts
     accepted_by: list[GatewayCtx]
     status: dict[str, Any]
     services: tuple[NN, ...]  # the Services it looked up (found or not)
@@ -797,8 +797,10 @@ class IncrementalTranslator:
             model=route,
             order=(_KIND_INDEX[kind], *order),
             translation=tr,
-            atts=[Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached],
-            listeners=[lc for lc, _ in outcome.attached],
+            atts=tuple(
+                Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached
+            ),
+            listeners=tuple(lc for lc, _ in outcome.attached),
             accepted_by=outcome.accepted_by,
             status=status,
             services=tuple(resolver.touched),
