@@ -856,8 +856,8 @@ class _Memo(Generic[_V]):
     def put(self, key: Hashable, value: _V) -> _V:
         entries = self._entries
         entries[key] = value
-        if len(entries) > self.maxsize:
-            del entries[next(iter(entries))]
+        if len(entries) > self.maxsize:  # (pop: safe should another thread drop it first)
+            entries.pop(next(iter(entries)), None)
         return value
 
     def cache_info(self) -> MemoInfo:
