@@ -123,6 +123,14 @@ def _walk(schema: Schema, tp: Any, path: str, attrs: tuple[str, ...], out: Walk)
         )
         return
     wanted = (int, str) if schema.get("x-kubernetes-int-or-string") else _SCALARS.get(kind or "")
+    if typing.get_origin(tp) is typing.Literal:
+        # an enum modelled as its values (msgspec then shares one instance of each): exactly
+        # the schema's values, else the model would refuse what the schema accepts, or worse
+        values = typing.get_args(tp)
+        if set(values) != set(schema.get("enum", ())):
+            out.mismatched.append(f"{path}: the enum {schema.get('enum')}, modelled as {tp!r}")
+            return
+        tp = tuple({type(v) for v in values})
     have = tp if isinstance(tp, tuple) else (tp,)
     if wanted is None or not set(wanted) & set(have):
         out.mismatched.append(f"{path}: a {kind}, modelled as {tp!r}")
@@ -149,6 +157,8 @@ def _sample(schema: Schema, counter: itertools.count[int]) -> Any:
     if kind == "object":
         return {}
     n = next(counter)
+    if "enum" in schema:
+        return schema["enum"][n % len(schema["enum"])]
     if schema.get("x-kubernetes-int-or-string") or kind == "integer":
         return n
     if kind == "number":
