@@ -4,6 +4,7 @@ translator in check mode (each result compared with a full translation), and pla
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateweave.store import Store
@@ -72,3 +73,22 @@ def run_plan(
             d.apply(op)
         d.translate()
     return d.translator
+
+
+def check_random_plans(
+    u: Universe, max_examples: int, batches: tuple[int, ...] = (1, 1, 3), max_size: int = 30
+) -> None:
+    """Hypothesis drives the translator in check mode through random plans over ``u``
+    (``batches``: how many changes each translation sees, drawn), each result equal to a full
+    translation."""
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(plan=ops(u, max_size=max_size), batch=st.sampled_from(batches))
+    def check(plan: list[Op], batch: int) -> None:
+        run_plan(u, plan, batch)
+
+    check()

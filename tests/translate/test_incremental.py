@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.api.decode import Decoded, decode
@@ -28,7 +27,7 @@ from gateweave.translate import translate
 from gateweave.translate.incremental import IncrementalMismatch, IncrementalTranslator, _compare
 from gateweave_bench.objects import changed_endpoint_slice, changed_route, generate
 from tests.support.conformance_objects import all_case_files, case_set
-from tests.support.incremental import DELETE, Driver, Op, ops, run_plan
+from tests.support.incremental import DELETE, Driver, Op, check_random_plans, ops, run_plan
 from tests.support.variants import (
     BASE,
     CASE_SETS,
@@ -92,32 +91,14 @@ def bench_universe(routes: int, seed: int, policies: float = 0.0) -> Universe:
 def test_conformance_sets_incremental_equals_full(name: str) -> None:
     u = universe(name)
 
-    @settings(
-        max_examples=30,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
-    def check(plan: list[Op], batch: int) -> None:
-        run_plan(u, plan, batch)
-
-    check()
+    check_random_plans(u, 30)
 
 
 @pytest.mark.parametrize("routes,seed,policies", [(40, 3, 0.0), (120, 11, 0.0), (60, 5, 0.3)])
 def test_generated_sets_incremental_equals_full(routes: int, seed: int, policies: float) -> None:
     u = bench_universe(routes, seed, policies)
 
-    @settings(
-        max_examples=25,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(plan=ops(u, max_size=50), batch=st.sampled_from((1, 1, 5)))
-    def check(plan: list[Op], batch: int) -> None:
-        run_plan(u, plan, batch)
-
-    check()
+    check_random_plans(u, 25, batches=(1, 1, 5), max_size=50)
 
 
 def test_kubernetes_address_mode_incremental_equals_full() -> None:
@@ -244,16 +225,7 @@ def test_policy_plans_incremental_equals_full() -> None:
     kinds = {*_POLICY_KINDS, "HTTPRoute", "GRPCRoute", "Gateway"}
     u = Universe(base.items, tuple(i for i, it in enumerate(base.items) if it.key.kind in kinds))
 
-    @settings(
-        max_examples=40,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(plan=ops(u), batch=st.sampled_from((1, 1, 2, 4)))
-    def check(plan: list[Op], batch: int) -> None:
-        run_plan(u, plan, batch)
-
-    check()
+    check_random_plans(u, 40, batches=(1, 1, 2, 4))
 
 
 def _backends_universe() -> Universe:
@@ -278,16 +250,7 @@ def test_backends_grants_and_namespaces_incremental_equals_full() -> None:
     to a full translation."""
     u = _backends_universe()
 
-    @settings(
-        max_examples=30,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
-    def check(plan: list[Op], batch: int) -> None:
-        run_plan(u, plan, batch)
-
-    check()
+    check_random_plans(u, 30)
 
 
 def test_grant_namespace_and_backend_changes_take_the_incremental_path() -> None:

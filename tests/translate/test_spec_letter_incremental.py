@@ -17,12 +17,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from gateweave.api.decode import decode
 from gateweave.store import key_of
-from tests.support.incremental import DELETE, Driver, Op, ops, run_plan
+from tests.support.incremental import DELETE, Driver, Op, check_random_plans, run_plan
 from tests.support.specletter_objects import (
     backend_tls_policy,
     ca_configmap,
@@ -169,16 +166,7 @@ def universe() -> Universe:
 def test_spec_letter_set_incremental_equals_full() -> None:
     u = universe()
 
-    @settings(
-        max_examples=40,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(plan=ops(u), batch=st.sampled_from((1, 1, 3)))
-    def check(plan: list[Op], batch: int) -> None:
-        run_plan(u, plan, batch)
-
-    check()
+    check_random_plans(u, 40)
 
 
 def test_every_spec_letter_object_changed_deleted_and_restored() -> None:
