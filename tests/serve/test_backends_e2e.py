@@ -23,7 +23,15 @@ import pytest
 from gateweave_bench import harness as h
 from tests.support.data import EG_QUICKSTART
 from tests.support.netns import Netns
-from tests.support.netserve import GW_ADDRESS, Serve, answers, condition, until, write
+from tests.support.netserve import (
+    GW_ADDRESS,
+    Serve,
+    answers,
+    condition,
+    gateway_address,
+    until,
+    write,
+)
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -367,17 +375,7 @@ def test_envoy_gateways_standalone_quickstart_is_served_unchanged(
     assert (config / "quickstart.yaml").read_bytes() == source.read_bytes()
     serve = Serve(ns, config, tmp_path / "serve.log", "--controller-name", EG_CONTROLLER)
     try:
-        gw = until(
-            lambda: (
-                (g := serve.get("Gateway", "default", "eg"))
-                and g.get("status", {}).get("addresses")
-                and g
-            ),
-            30,
-            "the Gateway has an address",
-            serve,
-        )
-        address = gw["status"]["addresses"][0]["value"]
+        address = gateway_address(serve, "default", "eg")
         reply = until(
             answers(
                 serve, "/", "quickstart-backend", host="www.example.com", address=address, port=8888

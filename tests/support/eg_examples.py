@@ -29,7 +29,7 @@ from gateweave_bench import harness as h
 from gateweave_conformance.echo import pod_name
 from tests.support.data import EG_EXAMPLES, EG_KUBE_QUICKSTART, EG_QUICKSTART, yaml_files
 from tests.support.netns import Netns
-from tests.support.netserve import Serve, condition, until, write
+from tests.support.netserve import Serve, condition, gateway_address, until, write
 
 EG_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 HOST = "www.example.com"  # the quickstarts' HTTPRoute's hostname
@@ -177,17 +177,9 @@ def serving(
         write(config / "created-by-the-task-commands.yaml", [dict(doc) for doc in extra])
     serve = Serve(ns, config, tmp_path / "serve.log", "--controller-name", EG_CONTROLLER)
     try:
-        gw = until(
-            lambda: (
-                (g := serve.get("Gateway", "default", "eg"))
-                and g.get("status", {}).get("addresses")
-            ),
-            30,
-            "the Gateway has an address",
-            serve,
-        )
+        address = gateway_address(serve, "default", "eg")
         assert_status(serve, objects_of(config), refused or {})
-        yield Example(serve, gw[0]["value"], quickstart.port)
+        yield Example(serve, address, quickstart.port)
         assert serve.api("/api/errors") == {"items": []}
     finally:
         serve.stop()

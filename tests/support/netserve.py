@@ -156,6 +156,19 @@ def until(
         time.sleep(0.05)
 
 
+def gateway_address(serve: Serve, namespace: str, name: str, timeout: float = 30) -> str:
+    """The first address in the Gateway's status, once it has one."""
+    addresses = until(
+        lambda: (
+            (g := serve.get("Gateway", namespace, name)) and g.get("status", {}).get("addresses")
+        ),
+        timeout,
+        "the Gateway has an address",
+        serve,
+    )
+    return str(addresses[0]["value"])
+
+
 def answers(
     serve: Serve,
     path: str,
