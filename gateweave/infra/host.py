@@ -48,7 +48,14 @@ import structlog
 
 from gateweave.infra import bootstrap
 from gateweave.infra.detach import spawn_detached
-from gateweave.infra.statedir import EnvoyRecord, process_start_time, records, running
+from gateweave.infra.statedir import (
+    EnvoyRecord,
+    begin_start,
+    end_start,
+    process_start_time,
+    records,
+    running,
+)
 from gateweave.ir import InfraGateway
 from gateweave.metrics import Metrics
 from gateweave.telemetry import EnvoyId, stats
@@ -273,6 +280,10 @@ class _Supervisor:
         config = bootstrap.write(self.dir / "bootstrap.json", params)
         parent, self.parent = self.parent, None
         epoch, restart = self.infra.hot_restart(self.dir, parent)
+        # Recorded before it exists (all but its pid, which it writes itself before it execs):
+        # a controller torn down while it starts leaves it found by the next one.
+        pending = self._record(config, params, epoch, restart)
+        pid_file = begin_start(pending)
         # Its working directory is its own: its access log goes there (a relative path, see
         # xds.telemetry).
         spawning = asyncio.ensure_future(
@@ -280,6 +291,7 @@ class _Supervisor:
                 self.infra.command(self.gateway, config, self.log_path, restart),
                 self.log_path,
                 self.dir,
+                pid_file,
             )
         )
         try:
@@ -287,28 +299,26 @@ class _Supervisor:
         except asyncio.CancelledError:
             # detach() while it starts: it starts anyway, so it is recorded (the next
             # controller adopts or stops it) before this gives up.
-            with contextlib.suppress(OSError):
-                self._started(await spawning, config, params, epoch, restart)
+            try:
+                self._started(await spawning, pending, pid_file)
+            except OSError:
+                end_start(pid_file)
+            raise
+        except OSError:
+            end_start(pid_file)
             raise
         proc = _Envoy(pid, self.infra.admin_host, self.admin_port)
-        self._started(pid, config, params, epoch, restart)
+        self._started(pid, pending, pid_file)
         return proc
 
-    def _started(
-        self,
-        pid: int,
-        config: Path,
-        params: bootstrap.BootstrapParams,
-        epoch: int,
-        restart: list[str],
-    ) -> None:
-        """Record the Envoy just started as ``pid`` (beside its bootstrap, for a next controller;
-        in ``_pids``, for kill_all_sync)."""
-        self.infra._pids.add(pid)
-        self.record = EnvoyRecord(
+    def _record(
+        self, config: Path, params: bootstrap.BootstrapParams, epoch: int, restart: list[str]
+    ) -> EnvoyRecord:
+        """The record of the Envoy about to be started (its pid and start time still 0)."""
+        return EnvoyRecord(
             gateway=self.gateway.name,
-            pid=pid,
-            start_time=process_start_time(pid) or 0,
+            pid=0,
+            start_time=0,
             admin_address=f"{self.infra.admin_host}:{self.admin_port}",
             bootstrap=str(config),
             bootstrap_digest=bootstrap.digest(params),
@@ -320,8 +330,19 @@ class _Supervisor:
             else None,
             drain_s=self.infra.stop_drain(self.gateway),
         )
+
+    def _started(self, pid: int, pending: EnvoyRecord, pid_file: Path) -> None:
+        """Record the Envoy just started as ``pid`` (beside its bootstrap, for a next controller;
+        in ``_pids``, for kill_all_sync), completing what :func:`begin_start` wrote."""
+        self.infra._pids.add(pid)
+        self.record = dataclasses.replace(
+            pending, pid=pid, start_time=process_start_time(pid) or 0, started_at=time.time()
+        )
         self.record.save()
-        log.info("Envoy started", gateway=self.gateway.name, pid=pid, hot_restart_epoch=epoch)
+        end_start(pid_file)
+        log.info(
+            "Envoy started", gateway=self.gateway.name, pid=pid, hot_restart_epoch=pending.epoch
+        )
 
     def _adopt(self, record: EnvoyRecord) -> _Envoy:
         host, _, port = record.admin_address.rpartition(":")

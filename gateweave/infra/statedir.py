@@ -5,12 +5,16 @@ It holds (mode 0700, owner only)::
     controller.lock          flock'ed by the serve using it; its pid and process start time
     xds.sock                 the xDS server's unix socket (0600): only the owner can connect
     envoys/<gateway>/        per Gateway: bootstrap.json, envoy.log and one record-<pid>.json
-                             per running Envoy (pid, process start time, admin address, ...)
+                             per running Envoy (pid, process start time, admin address, ...);
+                             starting-<token>.json/.pid while one is being started
 
 A serve takes the lock first (a second serve on the same directory is refused), so after a
 crash (``kill -9``, OOM) the next serve finds the records of the Envoys that kept serving and
 adopts them. A process is recognised by its pid *and* its start time (``/proc/<pid>/stat``),
-so a reused pid is never mistaken for one of ours. ``gateweave status --state-dir`` reads the
+so a reused pid is never mistaken for one of ours. An Envoy is recorded before it exists
+(``starting-<token>.json``, everything but its pid) and writes its own pid beside that before
+it execs, so one whose controller was torn down while starting it is found too, and its
+record completed. ``gateweave status --state-dir`` reads the
 records of a directory whose lock nobody holds: Envoys running without a controller.
 
 The default directory is derived from what is served (the config directory's absolute path):
@@ -21,11 +25,13 @@ for root, else ``${XDG_STATE_HOME:-~/.local/state}/gateweave/<name>-<hash>``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import itertools
 import json
 import os
+import secrets
 import stat
 import time
 from dataclasses import asdict, dataclass
@@ -37,6 +43,8 @@ LOCK_FILE = "controller.lock"
 SOCKET_FILE = "xds.sock"
 ENVOYS_DIR = "envoys"
 RECORD_PREFIX = "record-"
+STARTING_PREFIX = "starting-"
+_EXEC_WAIT_S = 2.0  # how long a found Envoy that wrote its pid may take to exec
 _SUN_PATH_MAX = 107  # a unix socket path's bytes (sun_path is 108 with the NUL)
 
 
@@ -128,9 +136,7 @@ class EnvoyRecord:
         return any(a == "-c" and b == self.bootstrap for a, b in itertools.pairwise(args))
 
     def save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
-        tmp.replace(self.path)
+        _write(self.path, self)
 
     def remove(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -146,18 +152,71 @@ class EnvoyRecord:
             return None
 
 
+def _write(path: Path, record: EnvoyRecord) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(record), indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def begin_start(record: EnvoyRecord) -> Path:
+    """Write ``record`` (pid and start time 0: not known yet) beside its bootstrap as an Envoy
+    being started; returns the file that Envoy is to write its pid to before it execs (see
+    :func:`gateweave.infra.detach.spawn_detached`)."""
+    path = Path(record.bootstrap).parent / f"{STARTING_PREFIX}{secrets.token_hex(6)}.json"
+    _write(path, record)
+    return path.with_suffix(".pid")
+
+
+def end_start(pid_file: Path) -> None:
+    """The start that :func:`begin_start` announced is over (recorded, or it failed)."""
+    for path in (pid_file.with_suffix(".json"), pid_file):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _started(path: Path) -> EnvoyRecord | None:
+    """The full record of the Envoy that ``path`` (a ``starting-`` file) announced, if it runs:
+    its pid from the file it wrote, its start time from /proc (waiting briefly for it to exec
+    the bootstrap: it writes its pid just before)."""
+    pending = EnvoyRecord.load(path)
+    try:
+        pid = int(path.with_suffix(".pid").read_text())
+    except (OSError, ValueError):
+        return None
+    start = process_start_time(pid)
+    if pending is None or start is None:
+        return None
+    record = dataclasses.replace(pending, pid=pid, start_time=start)
+    deadline = time.monotonic() + _EXEC_WAIT_S
+    while not record.alive():
+        if process_start_time(pid) != start or time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+    return record
+
+
 def records(envoys_dir: Path, prune: bool = True) -> list[EnvoyRecord]:
-    """The records under ``envoys_dir`` of Envoys still running; those of dead ones are
-    removed (``prune``: only the lock's holder should)."""
-    found: list[EnvoyRecord] = []
+    """The records under ``envoys_dir`` of Envoys still running, including one whose start
+    was announced and whose controller never recorded it (with ``prune``, its record is then
+    written); those of dead ones, and starts that came to nothing, are removed (``prune``: only
+    the lock's holder should: nothing of its own is starting then)."""
+    found: dict[int, EnvoyRecord] = {}
     for path in sorted(envoys_dir.glob(f"*/{RECORD_PREFIX}*.json")):
         record = EnvoyRecord.load(path)
         if record is not None and record.path == path and record.alive():
-            found.append(record)
+            found[record.pid] = record
         elif prune:
             with contextlib.suppress(OSError):
                 path.unlink()
-    return found
+    for path in sorted(envoys_dir.glob(f"*/{STARTING_PREFIX}*.json")):
+        record = _started(path)
+        if record is not None and record.pid not in found:
+            found[record.pid] = record
+            if prune:
+                record.save()
+        if prune:
+            end_start(path.with_suffix(".pid"))
+    return list(found.values())
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gateweave.infra import host
 from gateweave.infra.host import HostInfra
 from gateweave.infra.statedir import cmdline, records, running
 from gateweave.ir import InfraGateway
@@ -251,6 +252,51 @@ async def test_an_envoy_starting_when_the_controller_detaches_is_recorded_and_ad
         await second.reconcile(udp_gateway.desired)
         assert second.process(GATEWAY).pid == pid  # type: ignore[union-attr]
         await until(lambda: echoed(udp_gateway.port), 20, "the adopted Envoy echoes")
+        await second.close()
+        assert not running(pid)
+        assert envoys_under(udp_gateway.work_dir) == set()
+    finally:
+        await second.close()
+
+
+async def test_an_envoy_started_as_the_event_loop_is_torn_down_is_found_and_adopted(
+    udp_gateway: UdpGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's event loop is torn down (a second Ctrl-C: asyncio.run cancelling every
+    task, the start's own among them) once the Gateway's Envoy exists but before its pid was
+    read back: nothing in the controller records it, yet the next controller finds it (from
+    what was written before it started, and the pid it wrote itself) and adopts it."""
+    real_spawn = host.spawn_detached
+    spawned: list[int] = []
+
+    async def spawn_then_hang(*args: Any) -> int:
+        spawned.append(await real_spawn(*args))
+        await asyncio.Event().wait()  # the pid is never handed back: the loop goes first
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(host, "spawn_detached", spawn_then_hang)
+
+    def torn_down_while_starting() -> None:
+        async def controller() -> None:
+            infra = udp_gateway.infra()
+            starting = asyncio.create_task(infra.reconcile(udp_gateway.desired))
+            while not spawned:
+                await asyncio.sleep(0.005)
+            assert not starting.done()  # the Envoy runs, and its start is still under way
+            # returning ends asyncio.run: every task left is cancelled, the loop closed
+
+        asyncio.run(controller())
+
+    await asyncio.to_thread(torn_down_while_starting)
+    monkeypatch.setattr(host, "spawn_detached", real_spawn)
+    [pid] = spawned
+    await until(lambda: asyncio.sleep(0, envoys_under(udp_gateway.work_dir) == {pid}), 10, "run")
+    second = udp_gateway.infra()
+    try:
+        await second.reconcile(udp_gateway.desired)
+        assert second.process(GATEWAY).pid == pid  # type: ignore[union-attr]
+        await until(lambda: echoed(udp_gateway.port), 20, "the adopted Envoy echoes")
+        assert [r.pid for r in records(udp_gateway.work_dir)] == [pid]
         await second.close()
         assert not running(pid)
         assert envoys_under(udp_gateway.work_dir) == set()

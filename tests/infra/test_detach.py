@@ -49,3 +49,18 @@ async def test_started_in_its_own_session_as_nobodys_child(tmp_path: Path) -> No
 async def test_a_command_that_cannot_run_is_an_oserror(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="not an executable"):
         await spawn_detached([str(tmp_path / "nope")], tmp_path / "out.log", tmp_path)
+
+
+async def test_the_process_writes_its_pid_before_its_pid_is_reported(tmp_path: Path) -> None:
+    """With a pid file, the started process itself writes its pid there before spawn_detached
+    returns: a controller that never reads the reported pid (torn down meanwhile) still left
+    behind who was started."""
+    pid_file = tmp_path / "starting.pid"
+    pid = await spawn_detached(
+        ["/bin/sh", "-c", "exec sleep 30"], tmp_path / "out.log", tmp_path, pid_file
+    )
+    try:
+        assert pid_file.read_text() == str(pid)
+        assert running(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)

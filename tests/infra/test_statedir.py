@@ -20,6 +20,8 @@ from gateweave.infra.statedir import (
     EnvoyRecord,
     StateDir,
     StateDirError,
+    begin_start,
+    end_start,
     holder,
     process_start_time,
     records,
@@ -139,6 +141,59 @@ def test_a_record_is_of_that_very_process(tmp_path: Path) -> None:
         # nor is a process without our bootstrap
         dataclasses.replace(record, bootstrap=str(tmp_path / "other.json")).save()
         assert not dataclasses.replace(record, bootstrap=str(tmp_path / "other.json")).alive()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_start_whose_record_was_never_completed_is_found(tmp_path: Path) -> None:
+    """An Envoy announced by begin_start that wrote its pid (its controller gone before it
+    recorded it) is found with its full record, which the state's holder writes; an announced
+    start that came to nothing (no pid written, or that process gone) is tidied away."""
+    envoys = tmp_path / "envoys"
+    (envoys / "ns_gw").mkdir(parents=True)
+    bootstrap = envoys / "ns_gw" / "bootstrap.json"
+    bootstrap.write_text("{}")
+    pending = EnvoyRecord(
+        gateway="ns/gw",
+        pid=0,
+        start_time=0,
+        admin_address="127.0.0.1:1",
+        bootstrap=str(bootstrap),
+        bootstrap_digest="d",
+        spec=("ns/gw",),
+        started_at=1.0,
+        epoch=2,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "-c", str(bootstrap)]
+    )
+    try:
+        pid_file = begin_start(pending)
+        assert records(envoys) == []  # no pid yet: a start that came to nothing
+        assert list((envoys / "ns_gw").iterdir()) == [bootstrap]
+        pid_file = begin_start(pending)
+        pid_file.write_text(str(proc.pid))
+        start = process_start_time(proc.pid)
+        assert start is not None
+        expected = dataclasses.replace(pending, pid=proc.pid, start_time=start)
+        assert records(envoys, prune=False) == [expected]
+        assert not expected.path.exists() and pid_file.exists()  # only the holder writes
+        assert records(envoys) == [expected]
+        assert EnvoyRecord.load(expected.path) == expected
+        assert not pid_file.exists() and not pid_file.with_suffix(".json").exists()
+        # announced again beside its own record (a controller gone between the two): one record
+        pid_file = begin_start(pending)
+        pid_file.write_text(str(proc.pid))
+        assert records(envoys) == [expected]
+        end_start(pid_file)
+        # a written pid whose process is gone
+        proc.kill()
+        proc.wait()
+        pid_file = begin_start(pending)
+        pid_file.write_text(str(proc.pid))
+        assert records(envoys) == []
+        assert list((envoys / "ns_gw").iterdir()) == [bootstrap]
     finally:
         proc.kill()
         proc.wait()
