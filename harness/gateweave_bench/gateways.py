@@ -192,10 +192,11 @@ def measure_mode(
                 "rss_mb": round((serve_kb + envoy_kb) / 1024, 1),
             }
         finally:
-            _stop(proc, state)
+            stop_serve(proc, state)
 
 
-def _stop(proc: subprocess.Popen[bytes], state: Path) -> None:
+def stop_serve(proc: subprocess.Popen[bytes], state: Path) -> None:
+    """Stop a serve started as a command and any Envoy of its state directory."""
     envoys = _envoys(state)
     if proc.poll() is None:
         proc.terminate()

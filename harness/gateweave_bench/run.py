@@ -36,9 +36,10 @@ reported):
 * ``event_to_envoy_p50_ms`` / ``_p99_ms``: at every route count (unless
   ``--latency-samples 0``), from :mod:`gateweave_bench.latency` (a real Envoy serving
   that many routes); the p99 at 10,000 is judged against the p99 at 1,000 of the same run;
-* ``cold_start_s`` / ``yaml_floor_s``: from the same run of :mod:`gateweave_bench.latency`:
-  ``serve`` started on its route files -> Envoy serves the last route, and the time to
-  parse those files with the C YAML loader alone;
+* ``cold_start_s`` / ``yaml_floor_s``: from :mod:`gateweave_bench.filecold`: the row's
+  objects written one file each, ``gateweave serve`` started on them as a command (its own
+  process, host Envoys) -> every Gateway ``Programmed``, and the time to parse those files
+  with the C YAML loader alone;
 * ``kube_cold_start_s`` / ``kube_list_decode_s``: from :mod:`gateweave_bench.kubecold` (fresh
   processes: an API-server stand-in holding the generated objects, and ``serve`` with the
   Kubernetes provider): ``serve`` started -> its first status write, and the
@@ -447,11 +448,26 @@ def peak_rss_mb() -> float:
 # ---------------------------------------------------------------- event -> Envoy (another module)
 
 
+def file_cold_start(routes: int, seed: int, policies: float) -> tuple[dict[str, float | None], str]:
+    """``cold_start_s`` and ``yaml_floor_s`` (:mod:`gateweave_bench.filecold`; None: not
+    measured) and a note (why not)."""
+    from gateweave_bench import filecold
+
+    figures: dict[str, float | None] = dict.fromkeys(("cold_start_s", "yaml_floor_s"))
+    try:
+        outcome = filecold.measure(routes, seed, policies)
+    except Exception as exc:  # a failed serve must not lose the other figures
+        return figures, f"failed: {type(exc).__name__}: {exc}"
+    figures["cold_start_s"] = outcome["cold_start_s"]
+    figures["yaml_floor_s"] = outcome["yaml_floor_s"]
+    return figures, ""
+
+
 def event_to_envoy(routes: int, samples: int) -> tuple[dict[str, float | None], str]:
-    """The figures of :mod:`gateweave_bench.latency` (event_to_envoy p50/p99 ms, cold start
-    and YAML floor s; None: not measured) and a note (why not, or the file mode's figures)."""
+    """The figures of :mod:`gateweave_bench.latency` (event_to_envoy p50/p99 ms; None: not
+    measured) and a note (why not, or the file mode's figures)."""
     figures: dict[str, float | None] = dict.fromkeys(
-        ("event_to_envoy_p50_ms", "event_to_envoy_p99_ms", "cold_start_s", "yaml_floor_s")
+        ("event_to_envoy_p50_ms", "event_to_envoy_p99_ms")
     )
     try:
         from gateweave_bench import latency  # type: ignore[attr-defined,unused-ignore]
@@ -466,10 +482,6 @@ def event_to_envoy(routes: int, samples: int) -> tuple[dict[str, float | None], 
         return figures, f"failed: {type(exc).__name__}: {exc}"
     p50, p99, note = _percentiles(outcome)
     figures["event_to_envoy_p50_ms"], figures["event_to_envoy_p99_ms"] = p50, p99
-    if isinstance(outcome, Mapping):
-        for key in ("cold_start_s", "yaml_floor_s"):
-            if isinstance(outcome.get(key), int | float):
-                figures[key] = float(outcome[key])
     return figures, note
 
 
@@ -574,6 +586,9 @@ def measure(
     log(f"[{routes}] Kubernetes cold start (fresh processes)")
     kube, notes["kube_cold_start"] = kube_cold_start(routes, seed, repeat, policies)
     row.update(kube)
+    log(f"[{routes}] cold start of serve on the objects as files (its own process)")
+    cold, notes["cold_start"] = file_cold_start(routes, seed, policies)
+    row.update(cold)
     if latency_samples > 0:
         log(f"[{routes}] event -> Envoy ({latency_samples} samples)")
         outcome, notes["event_to_envoy"] = event_to_envoy(routes, latency_samples)

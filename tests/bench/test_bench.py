@@ -168,8 +168,9 @@ def test_bench_command_outputs_every_figure() -> None:
     assert row["objects"] > 50
     # measured at every route count (a real Envoy serving the 50 routes)
     assert 0 < row["event_to_envoy_p50_ms"] <= row["event_to_envoy_p99_ms"], report["notes"]
-    # and the cold start of that run: serve on the route files -> the last route served
-    assert row["cold_start_s"] > 0 and row["yaml_floor_s"] > 0
+    # and serve's cold start on the row's objects, one file each: started as a command -> every
+    # Gateway Programmed, which takes longer than parsing the files alone
+    assert row["cold_start_s"] > row["yaml_floor_s"] > 0, report["notes"]
     # and the Kubernetes provider's: the stand-in's lists -> the first status write
     assert row["kube_cold_start_s"] > row["kube_list_decode_s"] > 0, report["notes"]
     assert "first status write" in report["notes"]["kube_cold_start at 50 routes"]
