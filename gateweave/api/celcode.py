@@ -438,12 +438,14 @@ class _Writer:
             else:
                 self.scope[var] = outer
         coll = target.code if target.kind in (list, dict) else f"_cel_iter({target.code})"
+        # list comprehensions, not generators (cheaper for the short lists of a manifest): an
+        # element evaluated past the one that decides may raise, and then the closures decide
         if name == "all":
-            return Expr(f"all({self._bool(body)} for {v} in {coll})", True, bool)
+            return Expr(f"all([{self._bool(body)} for {v} in {coll}])", True, bool)
         if name == "exists":
-            return Expr(f"any({self._bool(body)} for {v} in {coll})", True, bool)
+            return Expr(f"any([{self._bool(body)} for {v} in {coll}])", True, bool)
         if name == "exists_one":
-            return Expr(f"(sum(1 for {v} in {coll} if {self._bool(body)}) == 1)", True, bool)
+            return Expr(f"(len([1 for {v} in {coll} if {self._bool(body)}]) == 1)", True, bool)
         if name == "filter":
             return Expr(f"[{v} for {v} in {coll} if {self._bool(body)}]", kind=list)
         if cond is not None:

@@ -27,6 +27,7 @@ def remember(passed: set[str], text: str) -> None:
 
 _LOWER_DIGITS = "abcdefghijklmnopqrstuvwxyz0123456789"
 _LABEL_CHARS = frozenset(_LOWER_DIGITS + "-")
+_SUBDOMAIN_CHARS = _LABEL_CHARS | {"."}
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 _PATH_CHARS = frozenset(
     "-ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._~!$&'()*+,;=:@"
@@ -45,7 +46,16 @@ def dns1123_subdomain(value: str) -> bool:
     """``^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$``: labels joined by
     dots.
     """
-    return all(dns1123_label(label) for label in value.split("."))
+    # every label non-empty and neither starting nor ending with "-", in one pass of C checks
+    return (
+        bool(value)
+        and value[0] not in "-."
+        and value[-1] not in "-."
+        and _SUBDOMAIN_CHARS.issuperset(value)
+        and ".." not in value
+        and ".-" not in value
+        and "-." not in value
+    )
 
 
 def dns1035_label(value: str) -> bool:
@@ -64,8 +74,8 @@ def hostname(value: str) -> bool:
 def http_path(value: str) -> bool:
     """``^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$``: path characters, and ``%``
     only before two hexadecimal digits."""
-    if not value:
-        return False
+    if "%" not in value:
+        return bool(value) and _PATH_CHARS.issuperset(value)
     first, *escaped = value.split("%")
     if not _PATH_CHARS.issuperset(first):
         return False

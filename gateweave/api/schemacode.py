@@ -250,8 +250,13 @@ class _Gen:
                 passed = self.names.add(
                     "P", exact._MATCHED.setdefault(pattern, set()), ("pattern", pattern)
                 )
-                pat = self.names.add("S", pattern, ("str", pattern))
-                out.append(f"{pad}if {x} not in {passed}: _pattern({pat}, {x})")
+                check = patterns.CHECKS.get(pattern)
+                if check is not None:  # a pattern written as Python: called directly
+                    fn = self.names.add("F", check, ("patternfn", pattern))
+                    out.append(f"{pad}if {x} not in {passed}: _format({passed}, {fn}, {x})")
+                else:
+                    pat = self.names.add("S", pattern, ("str", pattern))
+                    out.append(f"{pad}if {x} not in {passed}: _pattern({pat}, {x})")
             fmt = node.get("format")
             check = exact._FORMATS.get(fmt) if isinstance(fmt, str) else None
             if check is not None:
