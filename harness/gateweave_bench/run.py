@@ -212,6 +212,25 @@ def _paired_medians(fns: Sequence[Callable[[], object]], repeat: int) -> list[fl
     return [statistics.median(t) for t in times]
 
 
+def load_figures(
+    routes: int, seed: int = DEFAULT_SEED, repeat: int = PAIRED_REPEAT
+) -> dict[str, Any]:
+    """``decode_s`` and ``load_s`` alone (their repetitions alternating, as in :func:`measure`),
+    for work on the load path: ``python -m gateweave_bench.run --load N``."""
+    blobs = [msgspec.json.encode(raw) for raw in generate(routes, seed).manifests]
+    _load(blobs)  # each kind's validator generated (a fixed cost of the process, not of a load)
+    decode_s, load_s = _paired_medians(
+        [lambda: _json_decode_floor(blobs), lambda: _load(blobs)], max(1, repeat)
+    )
+    return {
+        "routes": routes,
+        "decode_s": round(decode_s, 4),
+        "load_s": round(load_s, 4),
+        "load_over_decode": round(load_s / decode_s, 2),
+        "loadavg": os.getloadavg()[0],
+    }
+
+
 # ---------------------------------------------------------------- change -> new xDS snapshot
 
 
@@ -807,7 +826,8 @@ def _log_to_stderr(message: str) -> None:
 def main(argv: Sequence[str]) -> int:
     """The fresh processes of ``gateweave bench``: ``--measure N`` (one row), ``--rss N``
     (the memory probe) or ``--kube-cold KUBECONFIG`` (the Kubernetes cold start against the
-    stand-in of that kubeconfig); the answer is JSON on stdout, progress and logs go to stderr."""
+    stand-in of that kubeconfig); and ``--load N``, ``decode_s`` and ``load_s`` alone; the
+    answer is JSON on stdout, progress and logs go to stderr."""
     import argparse
 
     from gateweave import logs
@@ -819,6 +839,7 @@ def main(argv: Sequence[str]) -> int:
     what.add_argument("--measure", type=int, metavar="N")
     what.add_argument("--rss", type=int, metavar="N")
     what.add_argument("--kube-cold", metavar="KUBECONFIG")
+    what.add_argument("--load", type=int, metavar="N")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=100)
@@ -829,6 +850,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         if args.rss is not None:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed, args.policies)
+        elif args.load is not None:
+            answer = load_figures(args.load, args.seed, max(PAIRED_REPEAT, args.repeat))
         elif args.kube_cold is not None:
             from gateweave_bench.kubecold import cold_start
 

@@ -319,6 +319,16 @@ def test_memory_breakdown_reports_every_stage_and_holder(capsys: Any) -> None:
     assert len(out["lines"]) == 5 and all(":" in site["where"] for site in out["lines"])
 
 
+def test_load_option_reports_decode_and_load_alone(capsys: Any) -> None:
+    from gateweave_bench import run
+
+    assert run.main(["--load", "30", "--repeat", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["routes"] == 30
+    assert out["load_s"] > 0 and out["decode_s"] > 0
+    assert out["load_over_decode"] > 0 and out["loadavg"] >= 0
+
+
 def test_instructions_reads_cachegrinds_total() -> None:
     from gateweave_bench.instructions import instructions_executed
 
