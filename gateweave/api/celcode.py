@@ -75,6 +75,9 @@ class Expr(NamedTuple):
     literal: object = None  # a string literal's value; a list of string literals' frozenset
     node: Schema | None = None  # the schema node the value was checked against
     bound: int | None = None  # a non-negative int never above this (None: not known to be one)
+    # `c ? b : true` with a boolean `b`: (the Python condition, b's code), so that rules
+    # guarded alike can share one test of the condition (see :func:`guarded_together`)
+    guarded: tuple[str, str] | None = None
 
 
 def _typed(x: Expr, kind: type, fast: str, slow: str) -> str:
@@ -233,11 +236,14 @@ class _Writer:
         cond, yes, no = self.e(ch[0]), self.e(ch[1]), self.e(ch[2])
         same = yes.kind if yes.kind is no.kind else None
         bound = max(yes.bound, no.bound) if yes.bound is not None and no.bound is not None else None
+        test = self._bool(cond)
+        guarded = (test, yes.code) if yes.boolean and no.code == "True" else None
         return Expr(
-            f"({yes.code} if {self._bool(cond)} else {no.code})",
+            f"({yes.code} if {test} else {no.code})",
             yes.boolean and no.boolean,
             same,
             bound=bound,
+            guarded=guarded,
         )
 
     def w_conditionalor(self, t: lark.Tree) -> Expr:
@@ -265,6 +271,8 @@ class _Writer:
             if type(a.literal) is str or type(b.literal) is str:
                 # Python's == against a str is CEL's: equal only to an equal string, false
                 # for any other value (no number or bool equals a string in either language)
+                return Expr(f"({a.code} {py} {b.code})", True, bool)
+            if a.boolean and b.boolean:  # two bools: Python's == is CEL's
                 return Expr(f"({a.code} {py} {b.code})", True, bool)
             slow = (
                 f"_cel_eq({a.code}, {b.code})"
@@ -519,6 +527,27 @@ class _Writer:
             kind=kind,
             simple=True,
         )
+
+
+def guarded_together(rules: list[Expr]) -> list[str]:
+    """The codes of boolean ``rules``, all to hold, with the rules of the form ``c ? b : true``
+    that share a condition ``c`` written as one ``(b1 and b2 ...) if c else True``: ``c`` is
+    tested once (a node's rules often share one, e.g. a path match's over its type). Only
+    the order of evaluation changes: with pure operands, the conjunction's value is the
+    same whenever it does not raise (and when it raises, the closures decide)."""
+    by_test: dict[str, list[str]] = {}
+    for rule in rules:
+        if rule.guarded is not None:
+            by_test.setdefault(rule.guarded[0], []).append(rule.guarded[1])
+    out: list[str] = []
+    for rule in rules:
+        if rule.guarded is None or len(by_test[rule.guarded[0]]) == 1:
+            out.append(rule.code)
+        elif by_test[rule.guarded[0]]:  # (the first of its group: the group's place)
+            test = rule.guarded[0]
+            out.append(f"(({' and '.join(by_test[test])}) if {test} else True)")
+            by_test[test] = []
+    return out
 
 
 def transpile(

@@ -288,6 +288,7 @@ class _Gen:
         if not rules:
             return
         parts: list[str] = []
+        written: list[celcode.Expr] = []  # the rules written as Python booleans
         programs: list[cel.Program] = []
         # fields always there once the node is checked (required, or defaulted): read once
         fields: dict[str, str] = {}
@@ -325,9 +326,13 @@ class _Gen:
                     f"{x})"
                 )
                 continue
-            parts.append(expr.code if expr.boolean else f"({expr.code}) is True")
+            if expr.boolean:
+                written.append(expr)
+            else:
+                parts.append(f"({expr.code}) is True")
         if not programs:
             return
+        parts += celcode.guarded_together(written)
         progs = self.names.add(
             "R", tuple(programs), ("programs", tuple(p.source for p in programs))
         )
