@@ -507,6 +507,13 @@ class ResponseOverride(_IR, frozen=True):
     headers: HeaderMods | None = None  # the answer's headers added and set (never removed)
 
 
+class Compressor(_IR, kw_only=True, frozen=True):
+    """A BackendTrafficPolicy's compression algorithm for a route's answers."""
+
+    kind: str  # Gzip | Brotli | Zstd
+    min_content_length: int | None = None  # bytes; None: Envoy's default (30)
+
+
 class Route(_IR, kw_only=True, frozen=True):
     """One Envoy route: a single match of a route rule, with everything it does.
 
@@ -538,9 +545,8 @@ class Route(_IR, kw_only=True, frozen=True):
     api_key_auth: ApiKeyAuth | None = None
     jwt: Jwt | None = None
     authorization: Authorization | None = None
-    compression: tuple[
-        str, ...
-    ] = ()  # Gzip | Brotli | Zstd, preferred first (BackendTrafficPolicy compressor)
+    # BackendTrafficPolicy compressor: the algorithms, preferred first
+    compression: tuple[Compressor, ...] = ()
     # BackendTrafficPolicy responseOverride, in order (the first matching one answers)
     response_overrides: tuple[ResponseOverride, ...] = ()
 

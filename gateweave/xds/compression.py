@@ -1,7 +1,8 @@
-"""BackendTrafficPolicy compression in Envoy: one compressor filter per algorithm in a
-listener's HTTP connection manager while one of its routes compresses with it, disabled there;
-a route governed by the policy turns on its algorithms, so other routes' answers pass as they
-are. Of several, Envoy picks the encoding the client's ``Accept-Encoding`` weighs most.
+"""BackendTrafficPolicy compression in Envoy: one compressor filter per algorithm and minimum
+length in a listener's HTTP connection manager while one of its routes compresses with it, disabled
+there; a route governed by the policy turns on its own, so other routes' answers pass as they are,
+and each route keeps its own minimum length (Envoy sets it per filter, not per route). Of several,
+Envoy picks the encoding the client's ``Accept-Encoding`` weighs most.
 """
 
 from __future__ import annotations
@@ -31,23 +32,28 @@ _LIBRARIES: dict[str, tuple[str, type[Message]]] = {
 }
 
 
-def filter_name(kind: str) -> str:
-    return f"{COMPRESSOR_FILTER}/{kind.lower()}"
+def filter_name(c: ir.Compressor) -> str:
+    """``envoy.filters.http.compressor/<kind>``, with ``/<min_content_length>`` when set."""
+    name = f"{COMPRESSOR_FILTER}/{c.kind.lower()}"
+    return name if c.min_content_length is None else f"{name}/{c.min_content_length}"
 
 
 def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
     """The disabled compressor filters some of ``routes`` turn on."""
-    kinds: dict[str, None] = {}
+    used: dict[ir.Compressor, None] = {}
     for r in routes:
-        kinds.update(dict.fromkeys(r.compression))
+        used.update(dict.fromkeys(r.compression))
     out = []
-    for kind in kinds:
-        extension, library = _LIBRARIES[kind]
+    for c in used:
+        extension, library = _LIBRARIES[c.kind]
         config = compressor_pb2.Compressor()
         config.compressor_library.name = extension
         config.compressor_library.typed_config.CopyFrom(pack(library()))
+        if c.min_content_length is not None:
+            common = config.response_direction_config.common_config
+            common.min_content_length.value = c.min_content_length
         out.append(
-            hcm_pb2.HttpFilter(name=filter_name(kind), typed_config=pack(config), disabled=True)
+            hcm_pb2.HttpFilter(name=filter_name(c), typed_config=pack(config), disabled=True)
         )
     return out
 
@@ -57,4 +63,4 @@ _ENABLE = pack(compressor_pb2.CompressorPerRoute(overrides=compressor_pb2.Compre
 
 def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
     """The per-route configs (by filter name) that turn ``r``'s compressors on."""
-    return {filter_name(kind): _ENABLE for kind in r.compression}
+    return {filter_name(c): _ENABLE for c in r.compression}

@@ -267,21 +267,19 @@ def test_response_compression_deprecated_task(ns: Netns, tmp_path: Path) -> None
 
 
 def test_response_compression_min_content_length_task(ns: Netns, tmp_path: Path) -> None:
-    """``minContentLength`` is refused by name: the policy is not applied."""
-    refused = {
-        (
-            BTP,
-            "default",
-            "response-compression",
-        ): "spec.compressor[0].minContentLength is not supported by gateweave"
-    }
-    with kube(ns, tmp_path, "response-compression-min-content-length", refused=refused) as (
-        example,
-        _,
-    ):
+    """``minContentLength: 1024``: the echo of ``/`` (shorter) comes as it is, the echo of a
+    path long enough to make it longer comes in gzip."""
+    with kube(ns, tmp_path, "response-compression-min-content-length") as (example, _):
         reply = example.request(headers={"Accept-Encoding": "gzip"})
-        assert reply is not None and "content-encoding" not in reply.headers
+        assert reply is not None and reply.status == 200
+        assert "content-encoding" not in reply.headers and len(reply.body) < 1024
         assert echoed(reply)["path"] == "/"
+        path = "/" + "long/" * 220
+        reply = example.request(path=path, headers={"Accept-Encoding": "gzip"})
+        assert reply is not None and reply.status == 200
+        assert reply.headers.get("content-encoding") == "gzip", reply.headers
+        seen = codings.decode("gzip", reply.body)
+        assert len(seen) >= 1024 and json.loads(seen)["path"] == path
 
 
 def test_response_override_task(ns: Netns, tmp_path: Path) -> None:

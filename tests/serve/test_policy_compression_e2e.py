@@ -3,7 +3,8 @@
 A client accepting gzip (or brotli, or zstd) gets the backend's answer compressed with it
 (``Content-Encoding``; of several, the one it weighs most), which decompresses to the
 backend's very answer; a client accepting none, or a route the policy does not govern, gets it as
-the backend sent it.
+the backend sent it. An answer shorter than its route's ``minContentLength`` passes as it is, a
+longer one is compressed; another route of the listener keeps its own minimum.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ IP = "127.40.19.1"
 PATH = "/" + "compress-me/" * 8
 
 
-def _get(port: int, host: str, accept: str | None) -> tuple[int, str | None, bytes]:
-    """``GET PATH`` (with ``Accept-Encoding: accept``): the status,
+def _get(
+    port: int, host: str, accept: str | None, path: str = PATH
+) -> tuple[int, str | None, bytes]:
+    """``GET path`` (with ``Accept-Encoding: accept``): the status,
     Content-Encoding and raw body.
     """
     conn = http.client.HTTPConnection(IP, port, timeout=5)
     try:
         conn.request(
-            "GET", PATH, headers={"Host": host, **({"Accept-Encoding": accept} if accept else {})}
+            "GET", path, headers={"Host": host, **({"Accept-Encoding": accept} if accept else {})}
         )
         reply = conn.getresponse()
         return reply.status, reply.getheader("Content-Encoding"), reply.read()
@@ -44,8 +47,10 @@ def _get(port: int, host: str, accept: str | None) -> tuple[int, str | None, byt
         conn.close()
 
 
-async def get(port: int, host: str, accept: str | None) -> tuple[int, str | None, bytes]:
-    return await asyncio.to_thread(_get, port, host, accept)
+async def get(
+    port: int, host: str, accept: str | None, path: str = PATH
+) -> tuple[int, str | None, bytes]:
+    return await asyncio.to_thread(_get, port, host, accept, path)
 
 
 async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
@@ -91,3 +96,54 @@ async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
         assert await get(port, "compressed.example", None) == (200, None, expected)
         assert await get(port, "compressed.example", "deflate") == (200, None, expected)
         assert await get(port, "plain.example", "gzip") == (200, None, expected)
+
+
+async def test_min_content_length(tmp_path: Path, flaky: FlakyServer) -> None:
+    port = free_port(IP)
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *h.service("backend", 80, flaky.port),
+            *(
+                h.http_route(
+                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("backend", 80)])]
+                )
+                for name in ("least", "default")
+            ),
+        ],
+    )
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            btp(
+                "least",
+                "least",
+                {"compressor": [{"type": "Gzip", "minContentLength": 100}, {"type": "Brotli"}]},
+            ),
+            btp("default", "default", {"compressor": [{"type": "Gzip"}, {"type": "Brotli"}]}),
+        ],
+    )
+    # The backend answers "200 <path>": 4 bytes more than the path.
+    short, long = "/" + "s" * 91, "/" + "l" * 96  # 96 and 101 bytes answered
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+        await envoy_serving(IP, port, host="default.example", status=200)
+        for path in (short, long):
+            expected = f"200 {path}".encode()
+            # Brotli on the same route has Envoy's default minimum (30 bytes): compressed.
+            status, got, body = await get(port, "least.example", "br", path)
+            assert (status, got) == (200, "br") and codings.decode("br", body) == expected
+            # The other route's gzip has the default minimum too: compressed.
+            status, got, body = await get(port, "default.example", "gzip", path)
+            assert (status, got) == (200, "gzip") and codings.decode("gzip", body) == expected
+        # Its own gzip: 96 bytes pass as they are, 101 are compressed.
+        assert await get(port, "least.example", "gzip", short) == (
+            200,
+            None,
+            f"200 {short}".encode(),
+        )
+        status, got, body = await get(port, "least.example", "gzip", long)
+        assert (status, got) == (200, "gzip")
+        assert body != f"200 {long}".encode()
+        assert codings.decode("gzip", body) == f"200 {long}".encode()

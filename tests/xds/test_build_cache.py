@@ -135,7 +135,7 @@ def test_listener_filters_follow_a_replaced_virtual_host_not_an_equal_one() -> N
     """The HCM's filters come from the routes that need one, memoised per virtual host by
     identity: a new virtual host instance is looked at again, whatever it equals."""
     plain = ir.Route(name="httproute/ns/a/rule/0/match/0", match=ir.RouteMatch(), direct_status=200)
-    gzip = msgspec.structs.replace(plain, compression=("Gzip",))
+    gzip = msgspec.structs.replace(plain, compression=(ir.Compressor(kind="Gzip"),))
     vh = ir.VirtualHost(name="v", domains=("a.test",), routes=(plain,))
     config = ir.RouteConfig(name="ns/gw/80", virtual_hosts=(vh,))
     assert listeners.filter_routes(config) == []

@@ -184,7 +184,11 @@ def _toggle_filters(gw: ir.XdsGateway, rng: random.Random, n: int) -> ir.XdsGate
     def edit(vhosts: list[ir.VirtualHost]) -> None:
         k = rng.choice([i for i, vh in enumerate(vhosts) if vh.routes])
         first = vhosts[k].routes[0]
-        kinds = () if first.compression else (rng.choice(("Gzip", "Brotli", "Zstd")),)
+        kinds = (
+            ()
+            if first.compression
+            else (ir.Compressor(kind=rng.choice(("Gzip", "Brotli", "Zstd"))),)
+        )
         vhosts[k] = replace(
             vhosts[k], routes=(replace(first, compression=kinds), *vhosts[k].routes[1:])
         )
@@ -403,7 +407,7 @@ def test_a_route_turning_a_filter_on_rebuilds_its_listener(
     first = builder.snapshot(gw)
     counter = _Counter(monkeypatch)
 
-    def compress(kinds: tuple[str, ...], timeout: float | None = None) -> ir.XdsGateway:
+    def compress(kinds: tuple[ir.Compressor, ...], timeout: float | None = None) -> ir.XdsGateway:
         def edit(vhosts: list[ir.VirtualHost]) -> None:
             k = next(i for i, vh in enumerate(vhosts) if vh.routes)
             route = replace(vhosts[k].routes[0], compression=kinds)
@@ -413,7 +417,7 @@ def test_a_route_turning_a_filter_on_rebuilds_its_listener(
 
         return _with_config(gw, where, _vhosts(edit))
 
-    on = compress(("Gzip",))
+    on = compress((ir.Compressor(kind="Gzip"),))
     second = builder.snapshot(on)
     assert counter.take()["http_listener"] == 1
     _assert_same(second, on)
@@ -422,7 +426,7 @@ def test_a_route_turning_a_filter_on_rebuilds_its_listener(
     assert b"envoy.compression.gzip.compressor" in second.of(LISTENER)[listener].body.value
     counter.take()
 
-    still_on = compress(("Gzip",), timeout=7.0)
+    still_on = compress((ir.Compressor(kind="Gzip"),), timeout=7.0)
     third = builder.snapshot(still_on)
     assert "http_listener" not in counter.take()
     _assert_same(third, still_on)

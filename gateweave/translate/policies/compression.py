@@ -3,8 +3,10 @@ of the routes the policy governs are compressed (gzip, brotli or zstd) for a cli
 accepts it, in Envoy's compressor filter.
 
 Of several, the answer takes the one the client's ``Accept-Encoding`` weighs most (at equal
-weights, Envoy takes the client's first). ``minContentLength`` is refused by name (Envoy's default:
-30 bytes and more).
+weights, Envoy takes the client's first). An answer shorter than its compressor's
+``minContentLength`` (a quantity of bytes: ``100``, ``"1Ki"``; Envoy's default: 30) passes as it
+is; each route keeps its own (Envoy Gateway's one filter per algorithm takes the listener's first
+route's).
 """
 
 from __future__ import annotations
@@ -21,18 +23,22 @@ TYPES: tuple[str, ...] = ("Gzip", "Brotli", "Zstd")
 FIELDS: frozenset[str] = frozenset(
     f"{field}{sub}"
     for field in ("compression", "compressor")
-    for sub in ("", ".type", ".gzip", ".brotli", ".zstd")
+    for sub in ("", ".type", ".gzip", ".brotli", ".zstd", ".minContentLength")
 )
 
+# Envoy's min_content_length is a uint32
+_MOST_BYTES = 2**32 - 1
 
-class _Compressor(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+
+class _Compressor(msgspec.Struct, frozen=True, forbid_unknown_fields=False, rename="camel"):
     type: str
     gzip: dict[str, Any] | None = None
     brotli: dict[str, Any] | None = None
     zstd: dict[str, Any] | None = None
+    min_content_length: Any = None  # a quantity of bytes (int or text)
 
 
-def _types(spec: dict[str, Any], out: list[str]) -> tuple[str, ...]:
+def _compressors(spec: dict[str, Any], out: list[str]) -> tuple[ir.Compressor, ...]:
     """The compressors the policy sets, in its order (problems go to ``out``)."""
     given = [name for name in ("compressor", "compression") if spec.get(name) is not None]
     if len(given) > 1:
@@ -40,7 +46,7 @@ def _types(spec: dict[str, Any], out: list[str]) -> tuple[str, ...]:
             "spec.compressor, spec.compression: set one of them (compression is its deprecated "
             "form)"
         )
-    found: list[str] = []
+    found: list[ir.Compressor] = []
     for name in given:
         entries = specvalue.field(spec, name, tuple[_Compressor, ...])
         if isinstance(entries, str):
@@ -56,19 +62,22 @@ def _types(spec: dict[str, Any], out: list[str]) -> tuple[str, ...]:
             for other, settings in own.items():
                 if other != entry.type and settings is not None:
                     out.append(f"{at}.{other.lower()} is for type {other}, not {entry.type}")
-            if entry.type in found:
+            if any(c.kind == entry.type for c in found):
                 out.append(f"{at}.type: {entry.type} is listed twice")
                 continue
-            found.append(entry.type)
+            least = specvalue.byte_count(
+                entry.min_content_length, f"{at}.minContentLength", out, _MOST_BYTES
+            )
+            found.append(ir.Compressor(kind=entry.type, min_content_length=least))
     return tuple(found)
 
 
 def problems(spec: dict[str, Any]) -> list[str]:
     out: list[str] = []
-    _types(spec, out)
+    _compressors(spec, out)
     return out
 
 
 def route_effect(spec: dict[str, Any], route: ir.Route) -> ir.Route:
-    types = _types(spec, [])
-    return msgspec.structs.replace(route, compression=types) if types else route
+    compressors = _compressors(spec, [])
+    return msgspec.structs.replace(route, compression=compressors) if compressors else route
