@@ -2,13 +2,16 @@
 length in a listener's HTTP connection manager while one of its routes compresses with it, disabled
 there; a route governed by the policy turns on its own, so other routes' answers pass as they are,
 and each route keeps its own minimum length (Envoy sets it per filter, not per route). Of several,
-Envoy picks the encoding the client's ``Accept-Encoding`` weighs most.
+Envoy picks the encoding the client's ``Accept-Encoding`` weighs most. Such a route removes
+``Accept-Encoding`` before the backend (as Envoy Gateway; the compressors, before the router, read
+it first): the backend answers as it is and the gateway alone compresses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.extensions.compression.brotli.compressor.v3 import brotli_pb2
 from envoy.extensions.compression.gzip.compressor.v3 import gzip_pb2
 from envoy.extensions.compression.zstd.compressor.v3 import zstd_pb2
@@ -23,6 +26,7 @@ from gateweave import ir
 from gateweave.xds.resources import pack
 
 COMPRESSOR_FILTER = "envoy.filters.http.compressor"
+ACCEPT_ENCODING = "accept-encoding"
 
 # Each type's compression library (Envoy's extension name and its default settings).
 _LIBRARIES: dict[str, tuple[str, type[Message]]] = {
@@ -64,3 +68,9 @@ _ENABLE = pack(compressor_pb2.CompressorPerRoute(overrides=compressor_pb2.Compre
 def per_route(r: ir.Route) -> dict[str, any_pb2.Any]:
     """The per-route configs (by filter name) that turn ``r``'s compressors on."""
     return {filter_name(c): _ENABLE for c in r.compression}
+
+
+def remove_accept_encoding(r: ir.Route, out: rc.Route) -> None:
+    """A compressing route ``r`` (as ``out``) does not pass the client's Accept-Encoding on."""
+    if r.compression and ACCEPT_ENCODING not in out.request_headers_to_remove:
+        out.request_headers_to_remove.append(ACCEPT_ENCODING)

@@ -508,6 +508,7 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         *responseoverride.per_route(r).items(),
     ):
         out.typed_per_filter_config[name].CopyFrom(config)
+    compression.remove_accept_encoding(r, out)
     return out
 
 

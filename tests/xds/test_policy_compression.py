@@ -1,7 +1,8 @@
 """A BackendTrafficPolicy's compression in Envoy's configuration: a compressor filter per
 algorithm and minimum length (in the policy's order, disabled, last before the router) in the HCM
-of a listener only while one of its routes compresses, turned on by each governed route; bad values
-are refused by name with the policy unapplied."""
+of a listener only while one of its routes compresses, turned on by each governed route (which
+removes Accept-Encoding before the backend); bad values are refused by name with the policy
+unapplied."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ def test_compressors_on_governed_routes_only() -> None:
     per_route = compressor_pb2.CompressorPerRoute()
     routes["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config[GZIP].Unpack(per_route)
     assert per_route.HasField("overrides") and not per_route.disabled
+    # The backend of a compressing route does not see the client's Accept-Encoding.
+    assert list(routes["httproute/ns/r1/rule/0/match/0"].request_headers_to_remove) == [
+        "accept-encoding"
+    ]
+    assert not routes["httproute/ns/r2/rule/0/match/0"].request_headers_to_remove
 
 
 def _least(f: hcm_pb2.HttpFilter) -> int | None:
