@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,7 +54,12 @@ async def get(
     return await asyncio.to_thread(_get, port, host, accept, path)
 
 
-async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
+def write_config(
+    tmp_path: Path, flaky: FlakyServer, policies: dict[str, dict[str, Any] | None]
+) -> int:
+    """A Gateway whose listener (its port returned) has one route per name of ``policies``
+    (host ``<name>.example``, to the backend), each governed by a BackendTrafficPolicy of that
+    name with that spec unless None."""
     port = free_port(IP)
     h.write_manifests(
         tmp_path / "base.yaml",
@@ -65,20 +71,20 @@ async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
                 h.http_route(
                     name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("backend", 80)])]
                 )
-                for name in ("compressed", "plain")
+                for name in policies
             ),
         ],
     )
     h.write_manifests(
         tmp_path / "policies.yaml",
-        [
-            btp(
-                "compress",
-                "compressed",
-                {"compressor": [{"type": "Brotli"}, {"type": "Gzip"}, {"type": "Zstd"}]},
-            ),
-        ],
+        [btp(name, name, spec) for name, spec in policies.items() if spec is not None],
     )
+    return port
+
+
+async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
+    compressors = [{"type": "Brotli"}, {"type": "Gzip"}, {"type": "Zstd"}]
+    port = write_config(tmp_path, flaky, {"compressed": {"compressor": compressors}, "plain": None})
     expected = f"200 {PATH}".encode()
     async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
         await envoy_serving(IP, port, host="plain.example", status=200)
@@ -99,31 +105,10 @@ async def test_compressed_answers(tmp_path: Path, flaky: FlakyServer) -> None:
 
 
 async def test_min_content_length(tmp_path: Path, flaky: FlakyServer) -> None:
-    port = free_port(IP)
-    h.write_manifests(
-        tmp_path / "base.yaml",
-        [
-            h.gateway_class(),
-            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
-            *h.service("backend", 80, flaky.port),
-            *(
-                h.http_route(
-                    name, "gw", [f"{name}.example"], [h.rule("/", [h.backend_ref("backend", 80)])]
-                )
-                for name in ("least", "default")
-            ),
-        ],
-    )
-    h.write_manifests(
-        tmp_path / "policies.yaml",
-        [
-            btp(
-                "least",
-                "least",
-                {"compressor": [{"type": "Gzip", "minContentLength": 100}, {"type": "Brotli"}]},
-            ),
-            btp("default", "default", {"compressor": [{"type": "Gzip"}, {"type": "Brotli"}]}),
-        ],
+    least = [{"type": "Gzip", "minContentLength": 100}, {"type": "Brotli"}]
+    default = [{"type": "Gzip"}, {"type": "Brotli"}]
+    port = write_config(
+        tmp_path, flaky, {"least": {"compressor": least}, "default": {"compressor": default}}
     )
     # The backend answers "200 <path>": 4 bytes more than the path.
     short, long = "/" + "s" * 91, "/" + "l" * 96  # 96 and 101 bytes answered
