@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from gateweave.api import schema
+from gateweave.api import packing, schema
 from gateweave.api.kinds import KindInfo, lookup, unknown_kind
 from gateweave.api.limits import clip
 from gateweave.api.load import Sourced
@@ -72,7 +72,7 @@ def kind_info(raw: Any) -> KindInfo | None:
     return info
 
 
-_PACK = msgspec.msgpack.Encoder()
+_PACK = msgspec.msgpack.Encoder()  # (the status: small, read on every status merge)
 _UNPACK = msgspec.msgpack.Decoder()
 
 
@@ -85,7 +85,8 @@ class Decoded:
     namespace and generation set, any ``status`` from the input kept) and its typed ``model``.
 
     What is kept for long (the store, the file provider) is :meth:`packed`: the stored form
-    as msgpack bytes instead of a dict (a fraction of its memory; the model is what
+    as bytes instead of a dict (msgpack deflated with a preset dictionary of the models'
+    field names, :mod:`gateweave.api.packing`: a fraction of its memory; the model is what
     translation reads), unpacked again on each read of ``raw`` (a new dict each time, the
     caller's to change) - the admin API, status merging and change detection read it, one
     object at a time. The ``status`` is packed apart, so reading it costs only its own size.
@@ -103,7 +104,7 @@ class Decoded:
     def raw(self) -> dict[str, Any]:
         if self._raw is not None:
             return self._raw
-        raw: dict[str, Any] = _UNPACK.decode(self._body)
+        raw: dict[str, Any] = packing.unpack(self._body)
         if self._status is not None:
             raw["status"] = _UNPACK.decode(self._status)
         return raw
@@ -122,7 +123,7 @@ class Decoded:
             return self
         try:
             status = _PACK.encode(raw["status"]) if "status" in raw else None
-            body = _PACK.encode(raw if status is None else _without_status(raw))
+            body = packing.pack(raw if status is None else _without_status(raw))
         except (TypeError, ValueError, OverflowError, RecursionError):
             return self  # not msgpack's (an integer beyond 64 bits from YAML): kept as it is
         out = Decoded.__new__(Decoded)
