@@ -12,6 +12,7 @@ that went through the API server.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -47,10 +48,38 @@ class _Base(
     pass
 
 
+_intern = sys.intern
+_set = msgspec.structs.force_setattr
+
+
+class _Shared(_Base, kw_only=True, frozen=True):
+    """A struct whose fields named in ``_shared`` hold strings that many objects repeat (the
+    names a reference points at, header names and values, labels): a string field, a tuple
+    of strings or a dict's string values. Each string is kept as one shared
+    instance (``sys.intern``; freed with its last user) instead of the copy every decoded
+    object brings (memory at scale: docs/benchmarks.md, fourth round). msgspec calls
+    ``__post_init__`` for every instance it decodes or converts."""
+
+    _shared: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        for name in self._shared:
+            value = getattr(self, name)
+            if value.__class__ is str:
+                _set(self, name, _intern(value))
+            elif value.__class__ is tuple:  # (a tuple of strings)
+                _set(self, name, tuple(map(_intern, value)))
+            elif value:  # (a dict of strings: its values)
+                for key, item in value.items():
+                    value[key] = _intern(item)
+
+
 # ---------------------------------------------------------------- metadata and shared bits
 
 
-class ObjectMeta(_Base, kw_only=True, frozen=True):
+class ObjectMeta(_Shared, kw_only=True, frozen=True):
+    _shared = ("labels",)
+
     name: str = ""
     namespace: str = ""
     labels: dict[str, str] = {}
@@ -72,7 +101,9 @@ class LabelSelector(_Base, kw_only=True, frozen=True):
     match_expressions: tuple[LabelSelectorRequirement, ...] = ()
 
 
-class ParentReference(_Base, kw_only=True, frozen=True):
+class ParentReference(_Shared, kw_only=True, frozen=True):
+    _shared = ("namespace", "name", "section_name")
+
     group: str = GATEWAY_GROUP
     kind: str = "Gateway"
     namespace: str | None = None
@@ -81,7 +112,9 @@ class ParentReference(_Base, kw_only=True, frozen=True):
     port: int | None = None
 
 
-class BackendObjectReference(_Base, kw_only=True, frozen=True):
+class BackendObjectReference(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "namespace")
+
     group: str = ""
     kind: str = "Service"
     name: str
@@ -263,12 +296,16 @@ class ListenerSet(_Base, kw_only=True, frozen=True):
 # ---------------------------------------------------------------- route filters
 
 
-class HTTPHeader(_Base, kw_only=True, frozen=True):
+class HTTPHeader(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "value")
+
     name: str
     value: str = ""
 
 
-class HTTPHeaderFilter(_Base, kw_only=True, frozen=True):
+class HTTPHeaderFilter(_Shared, kw_only=True, frozen=True):
+    _shared = ("remove",)
+
     set: tuple[HTTPHeader, ...] = ()
     add: tuple[HTTPHeader, ...] = ()
     remove: tuple[str, ...] = ()
@@ -355,13 +392,17 @@ class HTTPPathMatch(_Base, kw_only=True, frozen=True):
     value: str = "/"
 
 
-class HTTPHeaderMatch(_Base, kw_only=True, frozen=True):
+class HTTPHeaderMatch(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "value")
+
     type: MatchType = "Exact"
     name: str
     value: str
 
 
-class HTTPQueryParamMatch(_Base, kw_only=True, frozen=True):
+class HTTPQueryParamMatch(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "value")
+
     type: MatchType = "Exact"
     name: str
     value: str
@@ -374,7 +415,9 @@ class HTTPRouteMatch(_Base, kw_only=True, frozen=True):
     method: HTTPMethod | None = None
 
 
-class HTTPBackendRef(_Base, kw_only=True, frozen=True):
+class HTTPBackendRef(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "namespace")
+
     group: str = ""
     kind: str = "Service"
     name: str
@@ -445,7 +488,9 @@ class GRPCMethodMatch(_Base, kw_only=True, frozen=True):
     method: str | None = None
 
 
-class GRPCHeaderMatch(_Base, kw_only=True, frozen=True):
+class GRPCHeaderMatch(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "value")
+
     type: MatchType = "Exact"
     name: str
     value: str
@@ -464,7 +509,9 @@ class GRPCRouteFilter(_Base, kw_only=True, frozen=True):
     extension_ref: LocalObjectReference | None = None
 
 
-class GRPCBackendRef(_Base, kw_only=True, frozen=True):
+class GRPCBackendRef(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "namespace")
+
     group: str = ""
     kind: str = "Service"
     name: str
@@ -499,7 +546,9 @@ class GRPCRoute(_Base, kw_only=True, frozen=True):
 # ---------------------------------------------------------------- TLS / TCP / UDP routes
 
 
-class BackendRef(_Base, kw_only=True, frozen=True):
+class BackendRef(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "namespace")
+
     group: str = ""
     kind: str = "Service"
     name: str
@@ -804,7 +853,9 @@ class GatewayParameters(_Base, kw_only=True, frozen=True):
 # ---------------------------------------------------------------- core kinds
 
 
-class ServicePort(_Base, kw_only=True, frozen=True):
+class ServicePort(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "protocol", "app_protocol")
+
     name: str = ""
     protocol: str = "TCP"
     port: int
@@ -812,7 +863,9 @@ class ServicePort(_Base, kw_only=True, frozen=True):
     app_protocol: str | None = None
 
 
-class ServiceSpec(_Base, kw_only=True, frozen=True):
+class ServiceSpec(_Shared, kw_only=True, frozen=True):
+    _shared = ("selector",)
+
     type: str = "ClusterIP"
     selector: dict[str, str] = {}
     ports: tuple[ServicePort, ...] = ()
@@ -858,14 +911,18 @@ class Endpoint(_Base, kw_only=True, frozen=True):
     target_ref: dict[str, Any] | None = None
 
 
-class EndpointPort(_Base, kw_only=True, frozen=True):
+class EndpointPort(_Shared, kw_only=True, frozen=True):
+    _shared = ("name", "protocol", "app_protocol")
+
     name: str | None = None
     protocol: str = "TCP"
     port: int | None = None
     app_protocol: str | None = None
 
 
-class EndpointSlice(_Base, kw_only=True, frozen=True):
+class EndpointSlice(_Shared, kw_only=True, frozen=True):
+    _shared = ("address_type",)
+
     api_version: str = "discovery.k8s.io/v1"
     kind: str = "EndpointSlice"
     metadata: ObjectMeta
