@@ -121,15 +121,16 @@ class KubeStatusSink(StatusWrites):
         stored = self.store.get(key)
         if stored is None:
             return None, "", None
-        rv = _rv(stored.raw)
-        status = stored.raw.get("status")
+        raw = stored.raw  # (unpacked once)
+        rv = _rv(raw)
+        status = raw.get("status")
         echo = self._echo.get(key)
         if echo is not None:
             if _newer_or_same(rv, echo[0]):
                 del self._echo[key]
             else:
-                return echo[1], echo[0], stored.raw
-        return (status if isinstance(status, dict) else None), rv, stored.raw
+                return echo[1], echo[0], raw
+        return (status if isinstance(status, dict) else None), rv, raw
 
     def _status(self, key: Key) -> tuple[bool, Status | None]:
         """(whether the object is stored, its status as in :meth:`_current`), without
