@@ -147,6 +147,16 @@ class SANMatch(_IR, kw_only=True, frozen=True):
 INVALID_BACKEND_CLUSTER = "gateweave/invalid-backend"
 
 
+class TCPKeepalive(_IR, kw_only=True, frozen=True):
+    """TCP keepalive on a connection (a policy's ``tcpKeepalive``): probes sent after ``idle_s``
+    seconds without data, every ``interval_s`` seconds, the connection closed after ``probes``
+    unanswered ones; None: the system's setting."""
+
+    probes: int | None = None
+    idle_s: int | None = None
+    interval_s: int | None = None
+
+
 class HealthCheck(_IR, kw_only=True, frozen=True):
     """An active health check of each endpoint: an HTTP request (healthy when its status is
     one of ``expected``) or a TCP connection, every ``interval_s``."""
@@ -193,6 +203,7 @@ class ClusterPolicy(_IR, kw_only=True, frozen=True):
     max_parallel_retries: int | None = None
     health_check: HealthCheck | None = None
     outlier: OutlierDetection | None = None
+    tcp_keepalive: TCPKeepalive | None = None  # on the connections to the endpoints
 
 
 def policy_cluster(cluster: str, policy: ClusterPolicy) -> str:
@@ -676,6 +687,7 @@ class ClientSettings(_IR, kw_only=True, frozen=True):
     tls_resumption: tuple[str, ...] | None = None
     tls_client_validation: ClientValidation | None = None  # in place of the chain's own
     path: PathSettings | None = None  # request paths rewritten (None: they reach routing as sent)
+    tcp_keepalive: TCPKeepalive | None = None  # on the clients' connections (the listener's socket)
 
 
 class FilterChain(_IR, kw_only=True, frozen=True):

@@ -142,7 +142,8 @@ _LB_POLICIES = {
 
 def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
     """A BackendTrafficPolicy's settings: load balancing (a consistent hash is Maglev, keyed
-    by the route's hash policy), connect timeout and circuit breaker thresholds."""
+    by the route's hash policy), connect timeout, circuit breaker thresholds, health checks and
+    TCP keepalive."""
     if policy.lb:
         out.lb_policy = _LB_POLICIES[policy.lb]
     if policy.lb == "ConsistentHash":
@@ -164,6 +165,20 @@ def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
         out.health_checks.append(_health_check(policy.health_check))
     if policy.outlier is not None:
         out.outlier_detection.CopyFrom(_outlier(policy.outlier))
+    if policy.tcp_keepalive is not None:
+        _tcp_keepalive(out.upstream_connection_options.tcp_keepalive, policy.tcp_keepalive)
+
+
+def _tcp_keepalive(out: address_pb2.TcpKeepalive, keepalive: ir.TCPKeepalive) -> None:
+    """TCP keepalive on the connections to the endpoints (Envoy's ``upstream_connection_options``,
+    as Envoy Gateway writes it: an unset value is the system's)."""
+    out.SetInParent()
+    if keepalive.probes is not None:
+        out.keepalive_probes.value = keepalive.probes
+    if keepalive.idle_s is not None:
+        out.keepalive_time.value = keepalive.idle_s
+    if keepalive.interval_s is not None:
+        out.keepalive_interval.value = keepalive.interval_s
 
 
 def _health_check(hc: ir.HealthCheck) -> health_check_pb2.HealthCheck:

@@ -7,7 +7,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from envoy.config.common.mutation_rules.v3 import mutation_rules_pb2
-from envoy.config.core.v3 import address_pb2, base_pb2, extension_pb2, protocol_pb2
+from envoy.config.core.v3 import (
+    address_pb2,
+    base_pb2,
+    extension_pb2,
+    protocol_pb2,
+    socket_option_pb2,
+)
 from envoy.config.listener.v3 import listener_components_pb2 as lc
 from envoy.config.listener.v3 import listener_pb2, udp_listener_config_pb2
 from envoy.extensions.filters.http.cors.v3 import cors_pb2
@@ -349,7 +355,7 @@ def _limited(
 
 def _listener_settings(out: listener_pb2.Listener, client: ir.ClientSettings | None) -> None:
     """A ClientTrafficPolicy's effects on the whole Envoy listener: the PROXY protocol, the
-    per-connection buffer limit and the connections accepted per socket event."""
+    per-connection buffer limit, the connections accepted per socket event and TCP keepalive."""
     _proxy_protocol(out, client)
     if client is None:
         return
@@ -357,6 +363,40 @@ def _listener_settings(out: listener_pb2.Listener, client: ir.ClientSettings | N
         out.per_connection_buffer_limit_bytes.value = client.buffer_limit_bytes
     if client.max_accept_per_event:
         out.max_connections_to_accept_per_socket_event.value = client.max_accept_per_event
+    if client.tcp_keepalive is not None:
+        out.socket_options.extend(keepalive_socket_options(client.tcp_keepalive))
+
+
+# Linux's SOL_SOCKET / SO_KEEPALIVE and IPPROTO_TCP / TCP_KEEPCNT, TCP_KEEPIDLE, TCP_KEEPINTVL
+_SOL_SOCKET, _SO_KEEPALIVE = 1, 9
+_SOL_TCP, _TCP_KEEPCNT, _TCP_KEEPIDLE, _TCP_KEEPINTVL = 6, 6, 4, 5
+
+
+def keepalive_socket_options(keepalive: ir.TCPKeepalive) -> list[socket_option_pb2.SocketOption]:
+    """TCP keepalive on the listening socket, which the clients' connections inherit, as Envoy
+    Gateway writes it: SO_KEEPALIVE on, then each value set (unset: the system's), before
+    bind."""
+    options = [
+        socket_option_pb2.SocketOption(
+            description="tcp keepalive", level=_SOL_SOCKET, name=_SO_KEEPALIVE, int_value=1
+        )
+    ]
+    for what, name, value in (
+        ("probes", _TCP_KEEPCNT, keepalive.probes),
+        ("idle time", _TCP_KEEPIDLE, keepalive.idle_s),
+        ("interval", _TCP_KEEPINTVL, keepalive.interval_s),
+    ):
+        if value is not None:
+            options.append(
+                socket_option_pb2.SocketOption(
+                    description=f"tcp keepalive {what}",
+                    level=_SOL_TCP,
+                    name=name,
+                    int_value=value,
+                    state=socket_option_pb2.SocketOption.STATE_PREBIND,
+                )
+            )
+    return options
 
 
 def tcp_proxy_filters(

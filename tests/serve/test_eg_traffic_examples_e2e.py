@@ -41,6 +41,7 @@ from tests.support.eg_examples import (
 )
 from tests.support.netns import Netns
 from tests.support.netserve import until
+from tests.support.sockopts import Keepalive, keepalive_of
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -456,22 +457,21 @@ def test_early_request_headers_task(ns: Netns, tmp_path: Path) -> None:
 
 
 def test_tcp_keepalive_task(ns: Netns, tmp_path: Path) -> None:
-    """``tcpKeepalive`` is refused by name; the page's two requests on one connection are
-    answered (without the policy)."""
-    refused = {
-        (CTP, "default", "enable-tcp-keepalive-policy"): (
-            "spec.tcpKeepalive is not supported by gateweave"
-        )
-    }
-    with kube(ns, tmp_path, "tcp-keepalive", refused=refused) as (example, _):
+    """``tcpKeepalive``: the page's two requests on one connection are answered, and that
+    connection's socket in the Envoy keeps it alive as the policy says (probes 3, idle 20m,
+    interval 60s)."""
+    with kube(ns, tmp_path, "tcp-keepalive") as (example, _):
+        pids = example.serve.envoys()
 
-        def two_on_one_connection() -> list[bytes]:
+        def two_on_one_connection() -> tuple[list[bytes], list[Keepalive]]:
             with raw_connection(example) as sock:
                 out = []
                 for path in ("/get", "/headers"):
                     sock.sendall(request_bytes(path))
                     out.append(read_answer(sock))
-                return out
+                return out, keepalive_of(pids, sock.getsockname()[:2])
 
-        for got in example.serve.ns.call(two_on_one_connection):
+        answers, sockets = example.serve.ns.call(two_on_one_connection)
+        for got in answers:
             assert got.startswith(b"HTTP/1.1 200"), got
+        assert sockets == [Keepalive(on=True, probes=3, idle_s=1200, interval_s=60)]

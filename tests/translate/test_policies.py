@@ -288,11 +288,12 @@ def test_target_selectors_pick_by_labels() -> None:
 
 
 def test_unimplemented_fields_refused_by_name() -> None:
-    spec = {"useClientProtocol": True, "tcpKeepalive": {"probes": 3}}
+    spec = {"useClientProtocol": True, "faultInjection": {"abort": {"httpStatus": 503}}}
     acc = only(run([*base(), policy("p", spec=spec)]), "p")["Accepted"]
     assert (acc["status"], acc["reason"]) == ("False", "Invalid")
     assert (
-        acc["message"] == "spec.useClientProtocol, spec.tcpKeepalive are not supported by gateweave"
+        acc["message"]
+        == "spec.useClientProtocol, spec.faultInjection are not supported by gateweave"
     )
     sec = only(
         run(

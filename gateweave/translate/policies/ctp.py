@@ -24,7 +24,8 @@ terminating it (``tls.minVersion``, ``tls.maxVersion``, ``tls.ciphers``, ``tls.a
 ``tls.ecdhCurves``, ``tls.signatureAlgorithms``, ``tls.session.resumption``,
 ``tls.clientValidation`` (``caCertificateRefs``, ``optional``, ``mode``, the certificate checks;
 what it references :func:`resolve` reads: clientvalidation.py); request path normalisation
-(``path`` ``escapedSlashesAction``, ``disableMergeSlashes``).
+(``path`` ``escapedSlashesAction``, ``disableMergeSlashes``); TCP keepalive on the clients'
+connections (``tcpKeepalive``: keepalive.py).
 """
 
 from __future__ import annotations
@@ -36,49 +37,53 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import clienttls, clientvalidation, specvalue
+from gateweave.translate.policies import clienttls, clientvalidation, keepalive, specvalue
 
 _TLS = clienttls.FIELDS | clientvalidation.FIELDS
-IMPLEMENTED: frozenset[str] = _TLS | frozenset(
-    {
-        "clientIPDetection",
-        "clientIPDetection.xForwardedFor",
-        "clientIPDetection.xForwardedFor.numTrustedHops",
-        "clientIPDetection.xForwardedFor.trustedCIDRs",
-        "clientIPDetection.xForwardedFor.disableXForwardedForAppend",
-        "clientIPDetection.directSourceIP",
-        "clientIPDetection.customHeader",
-        "clientIPDetection.customHeader.name",
-        "clientIPDetection.customHeader.failClosed",
-        "enableProxyProtocol",
-        "proxyProtocol",
-        "proxyProtocol.optional",
-        "timeout",
-        "timeout.http",
-        "timeout.http.requestReceivedTimeout",
-        "timeout.http.idleTimeout",
-        "timeout.tcp",
-        "timeout.tcp.idleTimeout",
-        "connection",
-        "connection.connectionLimit",
-        "connection.connectionLimit.value",
-        "connection.bufferLimit",
-        "connection.maxAcceptPerSocketEvent",
-        "headers",
-        "headers.withUnderscoresAction",
-        "headers.disableRateLimitHeaders",
-        "headers.earlyRequestHeaders",
-        "headers.earlyRequestHeaders.add",
-        "headers.earlyRequestHeaders.add.name",
-        "headers.earlyRequestHeaders.add.value",
-        "headers.earlyRequestHeaders.set",
-        "headers.earlyRequestHeaders.set.name",
-        "headers.earlyRequestHeaders.set.value",
-        "headers.earlyRequestHeaders.remove",
-        "path",
-        "path.escapedSlashesAction",
-        "path.disableMergeSlashes",
-    }
+IMPLEMENTED: frozenset[str] = (
+    _TLS
+    | keepalive.FIELDS
+    | frozenset(
+        {
+            "clientIPDetection",
+            "clientIPDetection.xForwardedFor",
+            "clientIPDetection.xForwardedFor.numTrustedHops",
+            "clientIPDetection.xForwardedFor.trustedCIDRs",
+            "clientIPDetection.xForwardedFor.disableXForwardedForAppend",
+            "clientIPDetection.directSourceIP",
+            "clientIPDetection.customHeader",
+            "clientIPDetection.customHeader.name",
+            "clientIPDetection.customHeader.failClosed",
+            "enableProxyProtocol",
+            "proxyProtocol",
+            "proxyProtocol.optional",
+            "timeout",
+            "timeout.http",
+            "timeout.http.requestReceivedTimeout",
+            "timeout.http.idleTimeout",
+            "timeout.tcp",
+            "timeout.tcp.idleTimeout",
+            "connection",
+            "connection.connectionLimit",
+            "connection.connectionLimit.value",
+            "connection.bufferLimit",
+            "connection.maxAcceptPerSocketEvent",
+            "headers",
+            "headers.withUnderscoresAction",
+            "headers.disableRateLimitHeaders",
+            "headers.earlyRequestHeaders",
+            "headers.earlyRequestHeaders.add",
+            "headers.earlyRequestHeaders.add.name",
+            "headers.earlyRequestHeaders.add.value",
+            "headers.earlyRequestHeaders.set",
+            "headers.earlyRequestHeaders.set.name",
+            "headers.earlyRequestHeaders.set.value",
+            "headers.earlyRequestHeaders.remove",
+            "path",
+            "path.escapedSlashesAction",
+            "path.disableMergeSlashes",
+        }
+    )
 )
 
 _UNDERSCORES = ("Allow", "RejectRequest", "DropHeader")
@@ -401,6 +406,7 @@ def problems(spec: dict[str, Any]) -> list[str]:
     clienttls.groups(spec, out)
     clienttls.session(spec, out)
     _path(spec, out)
+    keepalive.tcp_keepalive(spec, "spec", out)
     return out
 
 
@@ -442,5 +448,6 @@ def listener_effect(
         tls_resumption=clienttls.session(spec, []),
         tls_client_validation=validation,
         path=_path(spec, []),
+        tcp_keepalive=keepalive.tcp_keepalive(spec, "spec", []),
     )
     return None if settings == ir.ClientSettings() else settings

@@ -1,7 +1,7 @@
 """BackendTrafficPolicy settings of the upstream clusters: ``loadBalancer`` (``RoundRobin``,
 ``LeastRequest``, ``Random``, ``ConsistentHash`` on the client's address, a header or a cookie),
 ``circuitBreaker`` thresholds, ``timeout.tcp.connectTimeout``, ``healthCheck.active`` (HTTP,
-TCP) and ``healthCheck.passive`` (outlier detection).
+TCP), ``healthCheck.passive`` (outlier detection) and ``tcpKeepalive`` (keepalive.py).
 
 A cluster serves every route that sends to its backend, so each route the policy governs sends
 to a copy of its clusters carrying these settings (:func:`gateweave.ir.policy_cluster`, made in
@@ -15,9 +15,9 @@ from typing import Any
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.policies import specvalue
+from gateweave.translate.policies import keepalive, specvalue
 
-FIELDS: frozenset[str] = frozenset(
+FIELDS: frozenset[str] = keepalive.FIELDS | frozenset(
     {
         "timeout",
         "timeout.tcp",
@@ -157,9 +157,10 @@ def cluster_policy(
         if tcp is not None
         else None
     )
-    if lb is None and cb is None and hc is None and connect is None:
+    tcp_keepalive = keepalive.tcp_keepalive(spec, at, out)
+    if lb is None and cb is None and hc is None and connect is None and tcp_keepalive is None:
         return None
-    policy = ir.ClusterPolicy(connect_timeout_s=connect)
+    policy = ir.ClusterPolicy(connect_timeout_s=connect, tcp_keepalive=tcp_keepalive)
     if hc is not None:
         active = _active(hc.active, out, at) if hc.active is not None else None
         passive = _passive(hc.passive, out, at) if hc.passive is not None else None
