@@ -516,6 +516,10 @@ class ResponseOverride(_IR, frozen=True):
     content_type: str | None = None
     status: int | None = None  # the answer's status (None: the upstream's)
     headers: HeaderMods | None = None  # the answer's headers added and set (never removed)
+    # Instead of a local answer: the request sent again, inside Envoy, to the URL the redirect
+    # makes of it (scheme, hostname, port, full path; None: the request's), answered with that
+    # request's answer and ``redirect.status_code``; body, content type, status and headers unused
+    redirect: Redirect | None = None
 
 
 class Compressor(_IR, kw_only=True, frozen=True):

@@ -2,7 +2,9 @@
 HTTP connection manager while one of its routes overrides answers, disabled there; a governed
 route turns it on with its own matcher (the upstream status, exactly, and the response headers,
 to the first override matching them), whose action is a local response policy (the body's format
-string, as Envoy Gateway's; the content type as a header; the headers added and set; the status).
+string, as Envoy Gateway's; the content type as a header; the headers added and set; the status)
+or, for a redirect, a redirect policy (the request sent again inside Envoy to the URL its redirect
+action makes, answered with the redirect's status), as Envoy Gateway writes them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from envoy.config.core.v3 import base_pb2
+from envoy.config.route.v3 import route_components_pb2 as rc
 from envoy.extensions.filters.http.custom_response.v3 import custom_response_pb2
 from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
@@ -17,6 +20,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 from envoy.extensions.http.custom_response.local_response_policy.v3 import (
     local_response_policy_pb2,
 )
+from envoy.extensions.http.custom_response.redirect_policy.v3 import redirect_policy_pb2
 from envoy.type.matcher.v3 import http_inputs_pb2, status_code_input_pb2
 from google.protobuf import any_pb2, wrappers_pb2
 from xds.core.v3 import extension_pb2
@@ -46,7 +50,28 @@ def http_filters(routes: Iterable[ir.Route]) -> list[hcm_pb2.HttpFilter]:
     ]
 
 
+def _redirect_policy(redirect: ir.Redirect) -> redirect_policy_pb2.RedirectPolicy:
+    """Envoy Gateway's: the parts of the URL the redirect sets (the others the request's), its
+    status on the answer."""
+    action = rc.RedirectAction()
+    if redirect.scheme is not None:
+        action.scheme_redirect = redirect.scheme
+    if redirect.hostname is not None:
+        action.host_redirect = redirect.hostname
+    if redirect.port is not None:
+        action.port_redirect = redirect.port
+    if redirect.path_type == "ReplaceFullPath" and redirect.path is not None:
+        action.path_redirect = redirect.path
+    policy = redirect_policy_pb2.RedirectPolicy(redirect_action=action)
+    policy.status_code.value = redirect.status_code
+    return policy
+
+
 def _policy(i: int, override: ir.ResponseOverride) -> extension_pb2.TypedExtensionConfig:
+    if override.redirect is not None:
+        return extension_pb2.TypedExtensionConfig(
+            name=f"override-{i}", typed_config=pack(_redirect_policy(override.redirect))
+        )
     policy = local_response_policy_pb2.LocalResponsePolicy()
     if override.body:
         policy.body_format.text_format = override.body

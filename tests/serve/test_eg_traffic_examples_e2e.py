@@ -284,17 +284,28 @@ def test_response_compression_min_content_length_task(ns: Netns, tmp_path: Path)
 
 
 def test_response_override_task(ns: Netns, tmp_path: Path) -> None:
-    """The task's policy sets a ``redirect``, which gateweave refuses by name: it is not applied
-    at all, so the backend's own 404 and 500 pass."""
-    refused = {
-        (BTP, "default", "response-override"): (
-            "spec.responseOverride[1].redirect is not supported by gateweave"
+    """The page's three requests: the backend's 404 answered with the inline text, its 403
+    redirected inside Envoy to ``https://www.example.com/get`` (the same route), whose echo
+    reaches the client as a 302, its 500 answered with the ConfigMap's JSON."""
+    with kube(ns, tmp_path, "response-override") as (example, _):
+        reply = example.request(path="/status/404")
+        assert reply is not None
+        assert (reply.status, reply.headers.get("content-type"), reply.body) == (
+            404,
+            "text/plain",
+            b"Oops! Your request is not found.",
         )
-    }
-    with kube(ns, tmp_path, "response-override", refused=refused) as (example, _):
-        for code in (404, 500):
-            reply = example.request(path=f"/status/{code}")
-            assert reply is not None and (reply.status, reply.body) == (code, b"")
+        reply = example.request(path="/status/403")
+        assert reply is not None and reply.status == 302, reply
+        assert reply.headers.get("content-type") == "application/json"
+        assert json.loads(reply.body)["path"] == "/get"
+        reply = example.request(path="/status/500")
+        assert reply is not None
+        assert (reply.status, reply.headers.get("content-type"), reply.body) == (
+            500,
+            "application/json",
+            b'{"error": "Internal Server Error"}',
+        )
 
 
 # ---------------------------------------------------------------- ClientTrafficPolicy

@@ -123,3 +123,47 @@ async def test_backend_errors_overridden(tmp_path: Path, flaky: FlakyServer) -> 
         assert await get("paged.example", failing()) == (500, "text/html", PAGE)
         path = failing()
         assert await get("plain.example", path) == (500, "text/plain", f"500 {path}")
+
+
+async def test_backend_error_redirected(tmp_path: Path, flaky: FlakyServer) -> None:
+    """An override's ``redirect``: the request that got the backend's 500 is sent again inside
+    Envoy to the URL the redirect makes of it (here a full path on the same route), and the
+    client gets that request's answer under the redirect's status; a request the override does
+    not match gets the backend's answer."""
+    port = free_port(IP)
+    h.write_manifests(
+        tmp_path / "base.yaml",
+        [
+            h.gateway_class(),
+            h.gateway("gw", IP, [h.listener("http", "HTTP", port)]),
+            *h.service("backend", 80, flaky.port),
+            h.http_route(
+                "redirecting",
+                "gw",
+                ["redirecting.example"],
+                [h.rule("/", [h.backend_ref("backend", 80)])],
+            ),
+            btp(
+                "redirecting",
+                "redirecting",
+                {
+                    "responseOverride": [
+                        {
+                            "match": {"statusCodes": [{"type": "Value", "value": 500}]},
+                            "redirect": {
+                                "path": {"type": "ReplaceFullPath", "replaceFullPath": "/landing"},
+                                "statusCode": 301,
+                            },
+                        }
+                    ]
+                },
+            ),
+        ],
+    )
+    async with h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL):
+        await envoy_serving(IP, port, host="redirecting.example", status=200)
+        reply = await h.fetch(IP, port, failing(), "redirecting.example")
+        assert reply is not None
+        assert (reply.status, reply.body) == (301, "200 /landing")
+        reply = await h.fetch(IP, port, "/ok", "redirecting.example")  # not matched: passes
+        assert reply is not None and (reply.status, reply.body) == (200, "200 /ok")

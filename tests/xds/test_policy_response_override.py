@@ -12,6 +12,7 @@ from envoy.extensions.filters.http.custom_response.v3 import custom_response_pb2
 from envoy.extensions.http.custom_response.local_response_policy.v3 import (
     local_response_policy_pb2,
 )
+from envoy.extensions.http.custom_response.redirect_policy.v3 import redirect_policy_pb2
 from envoy.type.matcher.v3 import http_inputs_pb2, status_code_input_pb2
 
 from gateweave.api import models as m
@@ -190,6 +191,7 @@ def test_unimplemented_override_fields_refused_by_name() -> None:
                     "responseHeaders": [{"name": "x", "value": {"value": "y"}}],
                 },
                 "redirect": {"hostname": "example.com"},
+                "source": "Local",
             }
         ]
     }
@@ -198,8 +200,99 @@ def test_unimplemented_override_fields_refused_by_name() -> None:
     ]
     assert accepted["status"] == "False"
     assert accepted["message"].startswith(
-        "spec.responseOverride[0].redirect is not supported by gateweave"
+        "spec.responseOverride[0].source is not supported by gateweave"
     ), accepted["message"]
+
+
+REDIRECT: dict[str, Any] = {
+    "responseOverride": [
+        {
+            "match": {"statusCodes": [{"type": "Value", "value": 401}]},
+            "redirect": {
+                "scheme": "https",
+                "hostname": "www.redirect.com",
+                "port": 8443,
+                "statusCode": 301,
+                "path": {"type": "ReplaceFullPath", "replaceFullPath": "/status/301"},
+            },
+        },
+        {
+            "match": {"statusCodes": [{"type": "Value", "value": 404}]},
+            "redirect": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/missing"}},
+        },
+    ]
+}
+
+
+def test_redirect_override_as_envoy_gateway_writes_it_validated_by_envoy() -> None:
+    result = run([*base(), policy("p", target=("HTTPRoute", "r1"), spec=REDIRECT)])
+    assert only(result, "p")["Accepted"]["status"] == "True"
+    res = build(result.xds["ns/gw"])
+    routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
+    config = custom_response_pb2.CustomResponse()
+    routes["httproute/ns/r1/rule/0/match/0"].typed_per_filter_config[FILTER].Unpack(config)
+    actions = config.custom_response_matcher.matcher_tree.exact_match_map.map
+    redirects = {}
+    for code in ("401", "404"):
+        policy_ = redirect_policy_pb2.RedirectPolicy()
+        assert actions[code].action.typed_config.Unpack(policy_)
+        redirects[code] = policy_
+    full = redirects["401"]
+    assert (
+        full.redirect_action.scheme_redirect,
+        full.redirect_action.host_redirect,
+        full.redirect_action.port_redirect,
+        full.redirect_action.path_redirect,
+        full.status_code.value,
+    ) == ("https", "www.redirect.com", 8443, "/status/301", 301)
+    path_only = redirects["404"]  # the rest of the URL the request's; the CRD's default 302
+    assert not path_only.redirect_action.host_redirect
+    assert not path_only.redirect_action.scheme_redirect
+    assert (path_only.redirect_action.path_redirect, path_only.status_code.value) == (
+        "/missing",
+        302,
+    )
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+
+
+def test_bad_redirects_located() -> None:
+    spec: dict[str, Any] = {
+        "targetRefs": [{"group": GW, "kind": "HTTPRoute", "name": "r1"}],
+        "responseOverride": [
+            {
+                "match": {"statusCodes": [{"type": "Value", "value": 401}]},
+                "redirect": {
+                    "scheme": "ftp",
+                    "hostname": "*.example.com",
+                    "port": 70000,
+                    "statusCode": 307,
+                    "path": {"type": "ReplaceFullPath", "replaceFullPath": "status"},
+                },
+            },
+            {
+                "match": {"statusCodes": [{"type": "Value", "value": 404}]},
+                "redirect": {"path": {"type": "ReplacePrefixMatch"}},
+                "response": {"statusCode": 200},
+            },
+        ],
+    }
+    bad = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=spec)
+    result = translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
+    accepted = only(result, "p")["Accepted"]
+    assert (accepted["status"], accepted["reason"]) == ("False", "Invalid")
+    at = "spec.responseOverride[0].redirect"
+    for part in (
+        f"{at}.scheme: 'ftp' is not one of http, https",
+        f"{at}.hostname: '*.example.com' is not a host name",
+        f"{at}.port: 70000 is not a port number (1-65535)",
+        f"{at}.statusCode: 307 is not one of 301, 302",
+        f"{at}.path.replaceFullPath: 'status' is not a path (starting with /)",
+        "spec.responseOverride[1]: response and redirect are both set (one only)",
+        "spec.responseOverride[1].redirect.path.type: 'ReplacePrefixMatch': only ReplaceFullPath",
+    ):
+        assert part in accepted["message"], accepted["message"]
+    assert result.xds == run(base()).xds
 
 
 def _on_match(on_match: Any) -> Any:

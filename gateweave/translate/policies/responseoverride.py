@@ -5,7 +5,10 @@ or ``RegularExpression``) is replaced by that override's ``response`` (its ``bod
 ConfigMap's key ``response.body`` as Envoy Gateway reads it, an Envoy format string as there
 (:func:`body_format`); its ``contentType``; its ``statusCode``, else the upstream's; its
 ``header`` ``add`` and ``set``), in Envoy's custom_response filter. The first override matching
-an answer answers it.
+an answer answers it. An override with a ``redirect`` instead (``scheme``, ``hostname``,
+``port``, ``path`` ``ReplaceFullPath``, ``statusCode`` 301 or 302, by default 302) has Envoy send
+the request again, internally, to the URL made of it, and answer with that request's answer under
+the redirect's status (Envoy's redirect policy, as Envoy Gateway writes it).
 
 A body read from a ConfigMap makes this a feature with a ``resolve`` step (btp.py): a missing
 ConfigMap or key is a problem naming it.
@@ -58,6 +61,14 @@ FIELDS: frozenset[str] = frozenset(
         f"{_AT}.response.header.set",
         f"{_AT}.response.header.set.name",
         f"{_AT}.response.header.set.value",
+        f"{_AT}.redirect",
+        f"{_AT}.redirect.scheme",
+        f"{_AT}.redirect.hostname",
+        f"{_AT}.redirect.port",
+        f"{_AT}.redirect.statusCode",
+        f"{_AT}.redirect.path",
+        f"{_AT}.redirect.path.type",
+        f"{_AT}.redirect.path.replaceFullPath",
     }
 )
 
@@ -105,9 +116,23 @@ class _Response(msgspec.Struct, frozen=True, rename="camel"):
     header: _Headers | None = None
 
 
+class _RedirectPath(msgspec.Struct, frozen=True, rename="camel"):
+    type: str
+    replace_full_path: str | None = None
+
+
+class _Redirect(msgspec.Struct, frozen=True, rename="camel"):
+    scheme: str | None = None
+    hostname: str | None = None
+    port: int | None = None
+    status_code: int = 302
+    path: _RedirectPath | None = None
+
+
 class _Override(msgspec.Struct, frozen=True):
     match: _Match = _Match()
-    response: _Response = _Response()
+    response: _Response | None = None
+    redirect: _Redirect | None = None
 
 
 def resolve(
@@ -132,8 +157,20 @@ def resolve(
         )
         if not entry.match.status_codes and not entry.match.response_headers:
             out.append(f"{at}.match: at least one of statusCodes, responseHeaders is needed")
-        body = _body(ctx, namespace, entry.response.body, f"{at}.response.body", out)
-        status = entry.response.status_code
+        if entry.redirect is not None:
+            if entry.response is not None:
+                out.append(f"{at}: response and redirect are both set (one only)")
+            found.append(
+                ir.ResponseOverride(
+                    codes=codes,
+                    response_headers=header_matches,
+                    redirect=_redirect(entry.redirect, f"{at}.redirect", out),
+                )
+            )
+            continue
+        response = entry.response or _Response()
+        body = _body(ctx, namespace, response.body, f"{at}.response.body", out)
+        status = response.status_code
         if status is not None and not _LOWEST <= status <= _HIGHEST:
             out.append(f"{at}.response.statusCode: {status} is not an HTTP status (100-599)")
             status = None
@@ -142,9 +179,9 @@ def resolve(
                 codes=codes,
                 response_headers=header_matches,
                 body=body,
-                content_type=entry.response.content_type,
+                content_type=response.content_type,
                 status=status,
-                headers=_headers(entry.response.header, f"{at}.response.header", out),
+                headers=_headers(response.header, f"{at}.response.header", out),
             )
         )
     return (tuple(found) if not out else ()), out
@@ -206,6 +243,43 @@ def _codes(
             continue
         codes.append(span)
     return tuple(codes)
+
+
+# The CRD's PreciseHostname: lowercase DNS labels, no wildcard
+_HOSTNAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _redirect(redirect: _Redirect, at: str, out: list[str]) -> ir.Redirect:
+    """The redirect of an override (at ``at``); its problems go to ``out``."""
+    if redirect.scheme is not None and redirect.scheme not in ("http", "https"):
+        out.append(f"{at}.scheme: {redirect.scheme!r} is not one of http, https")
+    if redirect.hostname is not None and (
+        len(redirect.hostname) > 253 or not _HOSTNAME.fullmatch(redirect.hostname)
+    ):
+        out.append(f"{at}.hostname: {redirect.hostname!r} is not a host name")
+    if redirect.port is not None and not 0 < redirect.port < 65536:
+        out.append(f"{at}.port: {redirect.port} is not a port number (1-65535)")
+    if redirect.status_code not in (301, 302):
+        out.append(f"{at}.statusCode: {redirect.status_code} is not one of 301, 302")
+    path = redirect.path
+    if path is not None and path.type != "ReplaceFullPath":
+        out.append(f"{at}.path.type: {path.type!r}: only ReplaceFullPath is supported")
+    elif path is not None and (
+        path.replace_full_path is None
+        or not path.replace_full_path.startswith("/")
+        or any(c in path.replace_full_path for c in "\r\n\0")
+    ):
+        out.append(
+            f"{at}.path.replaceFullPath: {path.replace_full_path!r} is not a path (starting with /)"
+        )
+    return ir.Redirect(
+        scheme=redirect.scheme,
+        hostname=redirect.hostname,
+        port=redirect.port,
+        path_type=None if path is None else path.type,
+        path=None if path is None else path.replace_full_path,
+        status_code=redirect.status_code,
+    )
 
 
 def _headers(headers: _Headers | None, at: str, out: list[str]) -> ir.HeaderMods | None:
