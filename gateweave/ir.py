@@ -194,6 +194,8 @@ class ClusterPolicy(_IR, kw_only=True, frozen=True):
     hash_on: str = ""  # ConsistentHash: SourceIP | Header | Cookie
     hash_name: str = ""  # the header's or cookie's name
     hash_cookie_ttl_s: float | None = None  # Cookie: Envoy sets the cookie when the client has none
+    # Cookie: the attributes of the cookie Envoy sets (name, value), sorted by name
+    hash_cookie_attributes: tuple[tuple[str, str], ...] = ()
     hash_table_size: int = 65537  # Maglev's table (a prime)
     connect_timeout_s: float | None = None
     # Circuit breaker thresholds (Envoy's default priority); None: Envoy's default

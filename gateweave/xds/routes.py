@@ -412,6 +412,10 @@ def _hash_policy(policy: ir.ClusterPolicy) -> rc.RouteAction.HashPolicy:
         cookie = rc.RouteAction.HashPolicy.Cookie(name=policy.hash_name)
         if policy.hash_cookie_ttl_s is not None:
             cookie.ttl.CopyFrom(duration(policy.hash_cookie_ttl_s))
+        cookie.attributes.extend(
+            rc.RouteAction.HashPolicy.CookieAttribute(name=name, value=value)
+            for name, value in policy.hash_cookie_attributes
+        )
         return rc.RouteAction.HashPolicy(cookie=cookie)
     return rc.RouteAction.HashPolicy(
         connection_properties=rc.RouteAction.HashPolicy.ConnectionProperties(source_ip=True)

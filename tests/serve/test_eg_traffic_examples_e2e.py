@@ -203,11 +203,6 @@ LB_REFUSED: dict[Key, str] = {
     (
         BTP,
         "default",
-        "cookie-policy",
-    ): "spec.loadBalancer.consistentHash.cookie.attributes is not supported by gateweave",
-    (
-        BTP,
-        "default",
         "endpoint-override-header-policy",
     ): "spec.loadBalancer.endpointOverride is not supported by gateweave",
 }
@@ -216,8 +211,9 @@ LB_REFUSED: dict[Key, str] = {
 def test_load_balancing_task(ns: Netns, tmp_path: Path) -> None:
     """With the Deployment at 4 pods: round robin, random and least request reach every pod;
     a consistent hash on the client address, or on the ``FooBar`` header, sends every request
-    to one pod. The cookie hash (``cookie.attributes``) and the endpoint override are refused
-    by name, and their routes served without them."""
+    to one pod, and so does a consistent hash on the ``FooBar`` cookie, which Envoy sets, with
+    the policy's TTL and ``SameSite`` attribute, for a client that has none. The endpoint override
+    is refused by name, and its route served without it."""
     examples = [
         f"load-balancing-{name}"
         for name in (
@@ -242,9 +238,12 @@ def test_load_balancing_task(ns: Netns, tmp_path: Path) -> None:
         assert len(pods_reached("/source")) == 1
         assert len(pods_reached("/header", FooBar="1.2.3.4")) == 1
         assert len(pods_reached("/header", FooBar="5.6.7.8")) == 1
-        # refused: served by the route alone (no cookie set, requests spread)
+        assert len(pods_reached("/cookie", 10, Cookie="FooBar=1.2.3.4")) == 1
         reply = example.request(path="/cookie")
-        assert reply is not None and reply.status == 200 and "set-cookie" not in reply.headers
+        assert reply is not None and reply.status == 200
+        name, *attributes = reply.headers["set-cookie"].split("; ")
+        assert name.startswith("FooBar=")
+        assert {"Max-Age=60", "SameSite=Strict"} <= set(attributes), attributes
         assert len(pods_reached("/endpoint-override-header", 40)) > 1
 
 

@@ -13,6 +13,7 @@ from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, translate
 from gateweave.xds import build
+from gateweave.xds.validate import validate_with_envoy
 from tests.translate.test_policies import GW, base, models, only, policy, run
 
 PLAIN = "ns/svc/80/http1"
@@ -79,6 +80,47 @@ def test_consistent_hash_keys() -> None:
     assert header.header.header_name == "x-user"
     (cookie,), _ = hashing({"type": "Cookie", "cookie": {"name": "lb", "ttl": "1h"}})
     assert (cookie.cookie.name, cookie.cookie.ttl.seconds) == ("lb", 3600)
+
+
+def test_cookie_attributes_on_the_hash_policy_validated_by_envoy() -> None:
+    cookie = {"name": "lb", "ttl": "60s", "attributes": {"SameSite": "Strict", "Path": "/a"}}
+    res = built(
+        {
+            "loadBalancer": {
+                "type": "ConsistentHash",
+                "consistentHash": {"type": "Cookie", "cookie": cookie},
+            }
+        }
+    )
+    route = next(r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes)
+    (policy,) = route.route.hash_policy
+    # sorted by name, whatever the order written
+    assert [(a.name, a.value) for a in policy.cookie.attributes] == [
+        ("Path", "/a"),
+        ("SameSite", "Strict"),
+    ]
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    bad = {
+        "targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+        "loadBalancer": {
+            "type": "ConsistentHash",
+            "consistentHash": {
+                "type": "Cookie",
+                "cookie": {"name": "lb", "attributes": {"Same Site": "x", "Domain": "a; Secure"}},
+            },
+        },
+    }
+    stored = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=bad)
+    result = translate(Snapshot.from_objects([*models(base()), stored]), TranslateOptions())
+    message = only(result, "p")["Accepted"]["message"]
+    at = "spec.loadBalancer.consistentHash.cookie.attributes"
+    for part in (
+        f"{at}: 'Same Site' is not an attribute name (a token)",
+        f"{at}.Domain: 'a; Secure' has a ';', a line break or NUL",
+    ):
+        assert part in message, message
+    assert result.xds == run(base()).xds
 
 
 def test_bad_values_refused_by_name() -> None:

@@ -31,6 +31,7 @@ FIELDS: frozenset[str] = keepalive.FIELDS | frozenset(
         "loadBalancer.consistentHash.cookie",
         "loadBalancer.consistentHash.cookie.name",
         "loadBalancer.consistentHash.cookie.ttl",
+        "loadBalancer.consistentHash.cookie.attributes.*",
         "loadBalancer.consistentHash.tableSize",
         "circuitBreaker",
         "circuitBreaker.maxConnections",
@@ -77,6 +78,7 @@ class _HashHeader(msgspec.Struct, frozen=True):
 class _HashCookie(msgspec.Struct, frozen=True):
     name: str
     ttl: str | None = None
+    attributes: dict[str, str] | None = None
 
 
 class _ConsistentHash(msgspec.Struct, frozen=True, rename="camel"):
@@ -267,11 +269,15 @@ def _load_balancer(
         out.append(f"{at}.loadBalancer.consistentHash is required for type ConsistentHash")
         return policy
     name, ttl = "", None
+    attributes: tuple[tuple[str, str], ...] = ()
     if ch.type == "Header" and ch.header is not None:
         name = ch.header.name.lower()
     elif ch.type == "Cookie" and ch.cookie is not None:
         name = ch.cookie.name
         ttl = specvalue.seconds(ch.cookie.ttl, f"{at}.loadBalancer.consistentHash.cookie.ttl", out)
+        attributes = _cookie_attributes(
+            ch.cookie.attributes or {}, f"{at}.loadBalancer.consistentHash.cookie.attributes", out
+        )
     elif ch.type != "SourceIP":
         out.append(
             f"{at}.loadBalancer.consistentHash.type {ch.type}: gateweave supports SourceIP, Header "
@@ -296,8 +302,24 @@ def _load_balancer(
         hash_on=ch.type,
         hash_name=name,
         hash_cookie_ttl_s=ttl,
+        hash_cookie_attributes=attributes,
         hash_table_size=ch.table_size,
     )
+
+
+def _cookie_attributes(
+    attributes: dict[str, str], at: str, out: list[str]
+) -> tuple[tuple[str, str], ...]:
+    """The attributes of the cookie Envoy sets (``name=value`` after the cookie's own, each
+    after a ``;``), sorted by name (Envoy Gateway writes them in its map's random order). A name
+    that is not a token, a value with a ``;``, a line break or NUL (which would end the
+    attribute or the header) are problems."""
+    for key, value in attributes.items():
+        if not specvalue.HEADER_NAME.fullmatch(key):
+            out.append(f"{at}: {key!r} is not an attribute name (a token)")
+        if any(c in value for c in ";\r\n\0"):
+            out.append(f"{at}.{key}: {value!r} has a ';', a line break or NUL")
+    return tuple(sorted(attributes.items()))
 
 
 def problems(spec: dict[str, Any]) -> list[str]:
