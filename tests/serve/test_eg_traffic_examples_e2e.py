@@ -49,7 +49,6 @@ pytestmark = [
 ]
 
 BTP = "BackendTrafficPolicy"
-CTP = "ClientTrafficPolicy"
 RATELIMIT_HOST = "ratelimit.example"  # the rate limit task's HTTPRoute's hostname
 LIMITED = [200, 200, 200, 429]  # the rate limit task's 4 requests under its limit of 3
 
