@@ -473,6 +473,7 @@ class ExtAuth(_IR, kw_only=True, frozen=True):
     protocol: str  # GRPC (Envoy's ext_authz protocol) | HTTP
     cluster: str
     path: str = ""  # HTTP: put before the request's path
+    path_override: str = ""  # HTTP: the check's path in place of the request's ("": the request's)
     # The request headers the auth service gets. GRPC: none listed means all; HTTP: Host, Method,
     # Path, Content-Length and Authorization always, and these.
     allowed_headers: tuple[str, ...] = ()

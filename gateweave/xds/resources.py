@@ -104,3 +104,34 @@ def stat_name(name: str) -> str:
     anything other than letters, digits, ``_`` and ``-`` becomes ``_``.
     """
     return _STAT_UNSAFE.sub("_", name) or "_"
+
+
+# Protobuf wire bytes, for fields written by number (Envoy has them, the pinned xds-protos not yet:
+# merged into a message with MergeFromString, kept as unknown fields and sent as they are) and for
+# messages assembled from cached parts.
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """The wire bytes of a varint (bool, enum, integer) field ``number`` set to ``value``."""
+    return _varint(number << 3) + _varint(value)
+
+
+def length_tag(number: int, size: int) -> bytes:
+    """The key and length that put ``size`` bytes (a message, a string) as field ``number`` of
+    its parent message."""
+    return _varint(number << 3 | 2) + _varint(size)
+
+
+def string_field(number: int, value: str) -> bytes:
+    """The wire bytes of a string field ``number`` set to ``value``."""
+    data = value.encode()
+    return length_tag(number, len(data)) + data

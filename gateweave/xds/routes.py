@@ -25,7 +25,7 @@ from google.protobuf import any_pb2, wrappers_pb2
 from gateweave import ir
 from gateweave.translate.regex import origin_regex, re2_escape
 from gateweave.xds import compression, extauth, responseoverride, security, telemetry
-from gateweave.xds.resources import duration
+from gateweave.xds.resources import duration, length_tag, varint_field
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
 # it answers 500 for the share of an invalid backendRef.
@@ -548,14 +548,14 @@ def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRate
             policy.hits_addend.number.value = rule.cost
         if rule.headers_option is not None:
             policy.MergeFromString(
-                _varint_field(_X_RATELIMIT_OPTION, _DRAFT_03 if rule.headers_option else _OFF)
+                varint_field(_X_RATELIMIT_OPTION, _DRAFT_03 if rule.headers_option else _OFF)
             )
         out.rate_limits.append(policy)
         descriptor = ratelimit_pb2.LocalRateLimitDescriptor(
             entries=entries, token_bucket=_token_bucket(rule.requests, rule.unit_s)
         )
         if rule.shadow:
-            descriptor.MergeFromString(_varint_field(_SHADOW_MODE, 1))
+            descriptor.MergeFromString(varint_field(_SHADOW_MODE, 1))
         out.descriptors.append(descriptor)
         if any(not entry.value for entry in entries):  # a wildcard
             out.max_dynamic_descriptors.value = MAX_DISTINCT_CLIENTS
@@ -567,11 +567,6 @@ def local_rate_limit(limit: ir.LocalRateLimit) -> local_rate_limit_pb2.LocalRate
 # OFF, DRAFT_VERSION_03) and LocalRateLimitDescriptor.shadow_mode.
 _X_RATELIMIT_OPTION, _OFF, _DRAFT_03 = 7, 1, 2
 _SHADOW_MODE = 3
-
-
-def _varint_field(number: int, value: int) -> bytes:
-    """The wire bytes of a varint (bool, enum, integer) field ``number`` set to ``value``."""
-    return _varint(number << 3) + _varint(value)
 
 
 # The most buckets Envoy keeps per wildcard descriptor (the least recently used goes).
@@ -880,21 +875,6 @@ _VHOST_ROUTES = rc.VirtualHost.DESCRIPTOR.fields_by_name["routes"].number
 _CONFIG_VHOSTS = route_pb2.RouteConfiguration.DESCRIPTOR.fields_by_name["virtual_hosts"].number
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _tag(number: int, size: int) -> bytes:
-    """The key and length that put ``size`` bytes of a message as field ``number`` of its
-    parent message."""
-    return _varint(number << 3 | 2) + _varint(size)
-
-
 def _reads_listener(r: ir.Route) -> bool:
     """Whether the Envoy routes of ``r`` depend on its listener's port and scheme and its
     virtual host's exact hostname: only a redirect's defaults read them (:func:`_redirect`)."""
@@ -917,7 +897,7 @@ def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str 
     out: list[bytes] = []
     for built in routes(r, listener_port, https, exact_host):
         payload = built.SerializeToString(deterministic=True)
-        out += (_tag(_VHOST_ROUTES, len(payload)), payload)
+        out += (length_tag(_VHOST_ROUTES, len(payload)), payload)
     return _ROUTES.put(key, b"".join(out))
 
 
@@ -940,7 +920,7 @@ def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[
         for r in vh.routes
     ]
     size = len(head) + sum(map(len, body))
-    return _VHOSTS.put(key, (_tag(_CONFIG_VHOSTS, size) + head, *body))
+    return _VHOSTS.put(key, (length_tag(_CONFIG_VHOSTS, size) + head, *body))
 
 
 def virtual_host_field(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[bytes, ...]:

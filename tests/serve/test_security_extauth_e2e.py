@@ -155,3 +155,60 @@ async def test_ext_auth_body_status_on_error_fail_open_and_timeout(
         # the context extensions (inline, and a ConfigMap's key) reach the gRPC service
         assert (await post(port, "context.example", b"")).text == "B"
         assert grpc_auth.checks[-1].context == {"tenant": "t1", "plan": "gold"}
+
+
+async def test_ext_auth_path_override(tmp_path: Path, backends: dict[str, Any]) -> None:
+    """``http.pathOverride``: the auth service is asked at that path in place of the request's
+    (``http.path`` instead: put before it)."""
+    port = free_port(IP)
+    write_base(tmp_path, IP, port, backends)
+    auth = HttpAuth(AUTH_HOST)
+    h.write_manifests(
+        tmp_path / "policies.yaml",
+        [
+            route("override", "override.example", "svc-a"),
+            route("prefix", "prefix.example", "svc-b"),
+            *h.service("auth", 9002, auth.port, auth.host),
+            security_policy(
+                "override",
+                "override",
+                {
+                    "extAuth": {
+                        "http": {
+                            "backendRef": {"name": "auth", "port": 9002},
+                            "pathOverride": "/check",
+                        }
+                    }
+                },
+            ),
+            security_policy(
+                "prefix",
+                "prefix",
+                {
+                    "extAuth": {
+                        "http": {"backendRef": {"name": "auth", "port": 9002}, "path": "/auth"}
+                    }
+                },
+            ),
+        ],
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(auth.close)
+        await stack.enter_async_context(
+            h.running_serve(tmp_path, check_incremental=CHECK_INCREMENTAL)
+        )
+        await envoy_serving(IP, port, host="override.example", status=403)
+
+        async def get(host: str) -> httpx.Response:
+            async with httpx.AsyncClient(timeout=5.0, trust_env=False) as client:
+                return await client.get(
+                    f"http://{IP}:{port}/some/page?q=1",
+                    headers={"Host": host, "Authorization": ALLOWED},
+                )
+
+        reply = await get("override.example")
+        assert (reply.status_code, reply.text) == (200, "A")
+        assert auth.checks[-1].path == "/check"
+        reply = await get("prefix.example")
+        assert (reply.status_code, reply.text) == (200, "B")
+        assert auth.checks[-1].path == "/auth/some/page?q=1"

@@ -19,12 +19,15 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
 )
 
 from gateweave import ir
+from gateweave.api import models as m
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions, translate
 from gateweave.xds import build, extauth
 from gateweave.xds.routes import CORS_FILTER
 from gateweave.xds.security import API_KEY_AUTH_FILTER, JWT_FILTER, RBAC_FILTER, basic_auth_filter
 from gateweave.xds.validate import validate_with_envoy
 from tests.support.jwts import ec_key, rsa_key
-from tests.translate.test_policies import base, only, policy, run
+from tests.translate.test_policies import GW, base, models, only, policy, run
 
 
 def sha_line(user: str, password: str) -> str:
@@ -337,6 +340,49 @@ def test_ext_auth_service_and_its_cluster() -> None:
     )  # none listed: none
     ok, message = validate_with_envoy(res)
     assert ok, message
+
+
+def test_ext_auth_path_override_by_field_number_validated_by_envoy() -> None:
+    """``pathOverride`` is Envoy's HttpService.path_override (field 10), which the pinned
+    xds-protos lacks: written by number, kept as an unknown field, checked by Envoy."""
+    http = {"backendRef": {"name": "svc", "port": 80}, "pathOverride": "/check"}
+    result = run([*base(), policy("p", "SecurityPolicy", spec={"extAuth": {"http": http}})])
+    assert only(result, "p", "SecurityPolicy")["Accepted"]["reason"] == "Accepted"
+    res = build(result.xds["ns/gw"])
+    [chain_filter] = [
+        f for f in hcm_filters(res.listeners["ns/gw/8080"]) if f.name.startswith(extauth.FILTER)
+    ]
+    config = ext_authz_pb2.ExtAuthz()
+    chain_filter.typed_config.Unpack(config)
+    assert not config.http_service.path_prefix
+    # field 10, length-delimited: its key, its length, the path
+    assert config.http_service.SerializeToString().endswith(b"\x52\x06/check")
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    for bad, part in (
+        (
+            {**http, "path": "/auth"},
+            "spec.extAuth.http: only one of path, pathOverride can be set",
+        ),
+        (
+            {**http, "pathOverride": "check me"},
+            "spec.extAuth.http.pathOverride: 'check me' is not a path (starting with /)",
+        ),
+    ):
+        message = only(stored_policy({"extAuth": {"http": bad}}), "p", "SecurityPolicy")[
+            "Accepted"
+        ]["message"]
+        assert part in message, message
+
+
+def stored_policy(spec: dict[str, Any]) -> Any:
+    """The translation with a SecurityPolicy ``p`` of ``spec`` on the Gateway as stored (not
+    validated against the CRD again: a file edited by hand, an object older than its rules)."""
+    bad = m.SecurityPolicy(
+        metadata=m.ObjectMeta(name="p", namespace="ns"),
+        spec={"targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}], **spec},
+    )
+    return translate(Snapshot.from_objects([*models(base()), bad]), TranslateOptions())
 
 
 def test_ext_auth_timeout_status_on_error_and_body() -> None:

@@ -1,4 +1,5 @@
-"""SecurityPolicy ``extAuth``: an HTTP (``http.path``, ``headersToBackend``) or gRPC auth service
+"""SecurityPolicy ``extAuth``: an HTTP (``http.path`` put before the request's path, or
+``http.pathOverride`` in its place; ``headersToBackend``) or gRPC auth service
 by its ``backendRef`` (or one ``backendRefs`` entry; another namespace's with a ReferenceGrant to
 the SecurityPolicy), ``headersToExtAuth`` and ``failOpen``, on Envoy's ext_authz filter as the
 HTTPRoute ExternalAuth filter (xds/extauth.py): what it denies gets its answer.
@@ -45,6 +46,7 @@ FIELDS: frozenset[str] = frozenset(
         "extAuth.bodyToExtAuth.maxRequestBytes",
         "extAuth.http",
         "extAuth.http.path",
+        "extAuth.http.pathOverride",
         "extAuth.http.headersToBackend",
         "extAuth.http.backendRef.*",
         "extAuth.http.backendRefs",
@@ -66,6 +68,7 @@ class _AuthService(msgspec.Struct, frozen=True, rename="camel"):
     backend_ref: securityrefs.BackendRef | None = None
     backend_refs: tuple[securityrefs.BackendRef, ...] = ()
     path: str = ""
+    path_override: str | None = None
     headers_to_backend: tuple[str, ...] = ()
     backend_settings: dict[str, Any] | None = None
 
@@ -131,6 +134,7 @@ def resolve(
             f"spec.extAuth.bodyToExtAuth.maxRequestBytes {body.max_request_bytes} is not between 1 "
             f"and {_MOST_BODY_BYTES}"
         )
+    _check_path_override(service, where, out)
     settings = backendsettings.read(service.backend_settings, f"{where}.backendSettings", out)
     cluster = securityrefs.backend_cluster(
         ctx, namespace, refs[0], f"{where}.backendRef", grpc, out
@@ -142,6 +146,7 @@ def resolve(
         protocol="GRPC" if grpc else "HTTP",
         cluster=cluster.name,
         path=service.path,
+        path_override=service.path_override or "",
         allowed_headers=conf.headers_to_ext_auth,
         allowed_response_headers=service.headers_to_backend,
         only_listed_response_headers=True,
@@ -154,6 +159,17 @@ def resolve(
         retry=settings.retry,
     )
     return ext, (cluster,)
+
+
+def _check_path_override(service: _AuthService, where: str, out: list[str]) -> None:
+    """``pathOverride``: a path, not with ``path``; problems go to ``out``."""
+    value = service.path_override
+    if value is None:
+        return
+    if service.path:
+        out.append(f"{where}: only one of path, pathOverride can be set")
+    if not value.startswith("/") or any(c.isspace() or c == "\0" for c in value):
+        out.append(f"{where}.pathOverride: {value!r} is not a path (starting with /)")
 
 
 def _context(
