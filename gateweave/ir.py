@@ -197,6 +197,9 @@ class ClusterPolicy(_IR, kw_only=True, frozen=True):
     # Cookie: the attributes of the cookie Envoy sets (name, value), sorted by name
     hash_cookie_attributes: tuple[tuple[str, str], ...] = ()
     hash_table_size: int = 65537  # Maglev's table (a prime)
+    # Endpoint override: a request naming endpoints ("IP:port", comma-separated) in the first of
+    # these headers it has goes to one of them (a healthy one of the cluster's); else ``lb`` picks
+    endpoint_override_headers: tuple[str, ...] = ()
     connect_timeout_s: float | None = None
     # Circuit breaker thresholds (Envoy's default priority); None: Envoy's default
     max_connections: int | None = None

@@ -26,14 +26,20 @@ from envoy.config.core.v3 import (
     protocol_pb2,
 )
 from envoy.config.endpoint.v3 import endpoint_components_pb2, endpoint_pb2
+from envoy.extensions.load_balancing_policies.least_request.v3 import least_request_pb2
+from envoy.extensions.load_balancing_policies.maglev.v3 import maglev_pb2
+from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
+from envoy.extensions.load_balancing_policies.random.v3 import random_pb2
+from envoy.extensions.load_balancing_policies.round_robin.v3 import round_robin_pb2
 from envoy.extensions.network.dns_resolver.getaddrinfo.v3 import getaddrinfo_dns_resolver_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.v3 import range_pb2
 from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
+from google.protobuf.message import Message
 
 from gateweave import ir
 from gateweave.xds import tls
-from gateweave.xds.resources import duration, stat_name
+from gateweave.xds.resources import duration, pack, stat_name
 
 CONNECT_TIMEOUT_S = 10
 HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -144,9 +150,11 @@ def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
     """A BackendTrafficPolicy's settings: load balancing (a consistent hash is Maglev, keyed
     by the route's hash policy), connect timeout, circuit breaker thresholds, health checks and
     TCP keepalive."""
-    if policy.lb:
+    if policy.endpoint_override_headers:
+        out.load_balancing_policy.CopyFrom(_endpoint_override(policy))
+    elif policy.lb:
         out.lb_policy = _LB_POLICIES[policy.lb]
-    if policy.lb == "ConsistentHash":
+    if policy.lb == "ConsistentHash" and not policy.endpoint_override_headers:
         out.maglev_lb_config.table_size.value = policy.hash_table_size
     if policy.connect_timeout_s is not None:
         out.connect_timeout.CopyFrom(duration(policy.connect_timeout_s))
@@ -167,6 +175,39 @@ def _apply_policy(out: cluster_pb2.Cluster, policy: ir.ClusterPolicy) -> None:
         out.outlier_detection.CopyFrom(_outlier(policy.outlier))
     if policy.tcp_keepalive is not None:
         _tcp_keepalive(out.upstream_connection_options.tcp_keepalive, policy.tcp_keepalive)
+
+
+def _lb_extension(policy: ir.ClusterPolicy) -> cluster_pb2.LoadBalancingPolicy:
+    """The load balancer of ``policy`` as a load balancing policy extension."""
+    config: Message
+    if policy.lb == "ConsistentHash":
+        config = maglev_pb2.Maglev()
+        config.table_size.value = policy.hash_table_size
+        name = "maglev"
+    elif policy.lb == "Random":
+        config, name = random_pb2.Random(), "random"
+    elif policy.lb == "LeastRequest":
+        config, name = least_request_pb2.LeastRequest(), "least_request"
+    else:
+        config, name = round_robin_pb2.RoundRobin(), "round_robin"
+    return _one_policy(f"envoy.load_balancing_policies.{name}", config)
+
+
+def _one_policy(name: str, config: Message) -> cluster_pb2.LoadBalancingPolicy:
+    out = cluster_pb2.LoadBalancingPolicy()
+    out.policies.add().typed_extension_config.CopyFrom(
+        extension_pb2.TypedExtensionConfig(name=name, typed_config=pack(config))
+    )
+    return out
+
+
+def _endpoint_override(policy: ir.ClusterPolicy) -> cluster_pb2.LoadBalancingPolicy:
+    """Envoy's override_host load balancer, as Envoy Gateway writes it: a request's endpoints
+    from the first listed header it has, else the policy's own load balancer."""
+    config = override_host_pb2.OverrideHost(fallback_policy=_lb_extension(policy))
+    for header in policy.endpoint_override_headers:
+        config.override_host_sources.add().header = header
+    return _one_policy("envoy.load_balancing_policies.override_host", config)
 
 
 def _tcp_keepalive(out: address_pb2.TcpKeepalive, keepalive: ir.TCPKeepalive) -> None:

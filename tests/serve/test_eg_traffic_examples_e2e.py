@@ -198,21 +198,13 @@ def test_local_rate_limit_method_task(ns: Netns, tmp_path: Path) -> None:
         assert gets == [200] * 4
 
 
-LB_REFUSED: dict[Key, str] = {
-    (
-        BTP,
-        "default",
-        "endpoint-override-header-policy",
-    ): "spec.loadBalancer.endpointOverride is not supported by gateweave",
-}
-
-
 def test_load_balancing_task(ns: Netns, tmp_path: Path) -> None:
     """With the Deployment at 4 pods: round robin, random and least request reach every pod;
     a consistent hash on the client address, or on the ``FooBar`` header, sends every request
     to one pod, and so does a consistent hash on the ``FooBar`` cookie, which Envoy sets, with
     the policy's TTL and ``SameSite`` attribute, for a client that has none. The endpoint override
-    is refused by name, and its route served without it."""
+    sends every request naming a pod's address in ``x-custom-host`` to that pod, and the others
+    round robin."""
     examples = [
         f"load-balancing-{name}"
         for name in (
@@ -225,7 +217,7 @@ def test_load_balancing_task(ns: Netns, tmp_path: Path) -> None:
             "endpoint-override",
         )
     ]
-    with kube(ns, tmp_path, *examples, replicas=4, refused=LB_REFUSED) as (example, pods):
+    with kube(ns, tmp_path, *examples, replicas=4) as (example, pods):
 
         def pods_reached(path: str, n: int = 100, **headers: str) -> Counter[str]:
             return Counter(
@@ -243,6 +235,11 @@ def test_load_balancing_task(ns: Netns, tmp_path: Path) -> None:
         name, *attributes = reply.headers["set-cookie"].split("; ")
         assert name.startswith("FooBar=")
         assert {"Max-Age=60", "SameSite=Strict"} <= set(attributes), attributes
+        # the pods are at 127.0.1.1, .2 ... in their order (tests/support/eg_examples.py)
+        chosen = pods_reached(
+            "/endpoint-override-header", 20, **{"x-custom-host": "127.0.1.3:3000"}
+        )
+        assert set(chosen) == {pods[2]}, chosen
         assert len(pods_reached("/endpoint-override-header", 40)) > 1
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from envoy.config.cluster.v3 import cluster_pb2
+from envoy.extensions.load_balancing_policies.maglev.v3 import maglev_pb2
+from envoy.extensions.load_balancing_policies.override_host.v3 import override_host_pb2
 
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
@@ -121,6 +123,46 @@ def test_cookie_attributes_on_the_hash_policy_validated_by_envoy() -> None:
     ):
         assert part in message, message
     assert result.xds == run(base()).xds
+
+
+def test_endpoint_override_with_the_policy_balancer_as_fallback_validated_by_envoy() -> None:
+    def balancing(lb: dict[str, Any]) -> tuple[Any, Any, Any]:
+        res = built({"loadBalancer": lb})
+        (copy,) = set(targets(res, 8080).values())
+        cluster = res.clusters[copy]
+        (policy,) = cluster.load_balancing_policy.policies
+        config = override_host_pb2.OverrideHost()
+        assert policy.typed_extension_config.typed_config.Unpack(config)
+        (fallback,) = config.fallback_policy.policies
+        return res, config, fallback.typed_extension_config
+
+    override = {"extractFrom": [{"header": "X-Custom-Host"}, {"header": "x-other"}]}
+    res, config, fallback = balancing({"type": "RoundRobin", "endpointOverride": override})
+    assert [s.header for s in config.override_host_sources] == ["x-custom-host", "x-other"]
+    assert fallback.name == "envoy.load_balancing_policies.round_robin"
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    hashed = {
+        "type": "ConsistentHash",
+        "consistentHash": {"type": "SourceIP", "tableSize": 251},
+        "endpointOverride": override,
+    }
+    res, _, fallback = balancing(hashed)
+    maglev = maglev_pb2.Maglev()
+    assert fallback.typed_config.Unpack(maglev) and maglev.table_size.value == 251
+    ok, message = validate_with_envoy(res)
+    assert ok, message
+    bad = {
+        "targetRefs": [{"group": GW, "kind": "Gateway", "name": "gw"}],
+        "loadBalancer": {"type": "Random", "endpointOverride": {"extractFrom": [{}]}},
+    }
+    stored = m.BackendTrafficPolicy(metadata=m.ObjectMeta(name="p", namespace="ns"), spec=bad)
+    result = translate(Snapshot.from_objects([*models(base()), stored]), TranslateOptions())
+    message = only(result, "p")["Accepted"]["message"]
+    assert (
+        "spec.loadBalancer.endpointOverride.extractFrom[0].header: None is not a header name"
+        in message
+    ), message
 
 
 def test_bad_values_refused_by_name() -> None:

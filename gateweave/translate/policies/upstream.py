@@ -33,6 +33,9 @@ FIELDS: frozenset[str] = keepalive.FIELDS | frozenset(
         "loadBalancer.consistentHash.cookie.ttl",
         "loadBalancer.consistentHash.cookie.attributes.*",
         "loadBalancer.consistentHash.tableSize",
+        "loadBalancer.endpointOverride",
+        "loadBalancer.endpointOverride.extractFrom",
+        "loadBalancer.endpointOverride.extractFrom.header",
         "circuitBreaker",
         "circuitBreaker.maxConnections",
         "circuitBreaker.maxPendingRequests",
@@ -88,9 +91,18 @@ class _ConsistentHash(msgspec.Struct, frozen=True, rename="camel"):
     table_size: int = 65537
 
 
+class _OverrideSource(msgspec.Struct, frozen=True):
+    header: str | None = None
+
+
+class _EndpointOverride(msgspec.Struct, frozen=True, rename="camel"):
+    extract_from: tuple[_OverrideSource, ...] = ()
+
+
 class _LoadBalancer(msgspec.Struct, frozen=True, rename="camel"):
     type: str
     consistent_hash: _ConsistentHash | None = None
+    endpoint_override: _EndpointOverride | None = None
 
 
 class _CircuitBreaker(msgspec.Struct, frozen=True, rename="camel"):
@@ -255,6 +267,11 @@ def _passive(passive: _Passive, out: list[str], at: str) -> ir.OutlierDetection:
 def _load_balancer(
     lb: _LoadBalancer, policy: ir.ClusterPolicy, out: list[str], at: str
 ) -> ir.ClusterPolicy:
+    if lb.endpoint_override is not None:
+        headers = _override_headers(
+            lb.endpoint_override, f"{at}.loadBalancer.endpointOverride", out
+        )
+        policy = msgspec.structs.replace(policy, endpoint_override_headers=headers)
     if lb.type not in _LB_TYPES:
         out.append(f"{at}.loadBalancer.type {lb.type} is not supported by gateweave")
         return policy
@@ -305,6 +322,23 @@ def _load_balancer(
         hash_cookie_attributes=attributes,
         hash_table_size=ch.table_size,
     )
+
+
+_MOST_OVERRIDE_SOURCES = 10  # the CRD's
+
+
+def _override_headers(override: _EndpointOverride, at: str, out: list[str]) -> tuple[str, ...]:
+    """The headers an endpoint override reads (lowercased, as Envoy keeps them), in order."""
+    sources = override.extract_from
+    if not 0 < len(sources) <= _MOST_OVERRIDE_SOURCES:
+        out.append(f"{at}.extractFrom: 1 to {_MOST_OVERRIDE_SOURCES} sources are needed")
+    headers = []
+    for i, source in enumerate(sources):
+        if source.header is None or not specvalue.HEADER_NAME.fullmatch(source.header):
+            out.append(f"{at}.extractFrom[{i}].header: {source.header!r} is not a header name")
+            continue
+        headers.append(source.header.lower())
+    return tuple(headers)
 
 
 def _cookie_attributes(
