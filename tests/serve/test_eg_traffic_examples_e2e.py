@@ -48,7 +48,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root (CI runs as root)"),
 ]
 
-BTP = "BackendTrafficPolicy"
 RATELIMIT_HOST = "ratelimit.example"  # the rate limit task's HTTPRoute's hostname
 LIMITED = [200, 200, 200, 429]  # the rate limit task's 4 requests under its limit of 3
 
