@@ -101,6 +101,19 @@ def envoy_labels(gateway_name: str) -> dict[str, str]:
     }
 
 
+# The Envoy Deployment pods and Service shared by the Gateways of a merged GatewayClass
+# (mergeGateways) carry the class's name instead of a Gateway's.
+GATEWAY_CLASS_LABEL = "gateweave.io/owning-gatewayclass"
+
+
+def class_envoy_labels(class_name: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "envoy",
+        "app.kubernetes.io/managed-by": "gateweave",
+        GATEWAY_CLASS_LABEL: class_name,
+    }
+
+
 # ---------------------------------------------------------------- upstreams
 
 

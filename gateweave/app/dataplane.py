@@ -92,7 +92,8 @@ async def _host(state: StateDir, chosen: HostDataplane, runtime: Runtime) -> Asy
 async def _kubernetes(
     settings: KubeDataplane, runtime: Runtime, kube: KubeSource
 ) -> AsyncIterator[Envoys]:
-    """An ADS server and an Envoy Deployment + Service per Gateway (managed by the leader only).
+    """An ADS server and an Envoy Deployment + Service per Gateway, or per merged GatewayClass
+    (managed by the leader only).
     xDS is mutual TLS with gateweave's CA (unless ``xds_plaintext``), its certificates renewed
     while it runs. The Envoy pods are watched (by every replica) for their statistics."""
     from gateweave.app.kube import controller_namespace
@@ -119,6 +120,9 @@ async def _kubernetes(
         image=settings.envoy_image or DEFAULT_IMAGE,
         service_type=settings.service_type,
         certs=certs,
+        # a merged GatewayClass's objects: where the provider watches them (their Service's
+        # address is its Gateways')
+        namespace=kube.settings.namespace or controller_namespace(kube.settings),
     )
     infra.enabled = kube.leading
     kube.infra = infra
@@ -144,7 +148,7 @@ async def _kubernetes(
     )
     pods = EnvoyPods(
         kube.client,
-        lambda: infra.desired,
+        infra.pod_owners,
         namespace=kube.settings.namespace or "",
         backoff=kube.settings.backoff,
         watch_timeout=kube.settings.watch_timeout,

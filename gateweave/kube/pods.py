@@ -5,7 +5,8 @@ gateweave generates carries (:func:`gateweave.ir.envoy_labels`, the label select
 :data:`SELECTOR`), in the watched namespace (all by default), and keeps each one's address and
 readiness. It is the Kubernetes data plane's :class:`gateweave.telemetry.Envoys`: the statistics
 of a Gateway are read from each of its Ready pods (those in the Gateway's namespace with its
-Deployment's selector labels) at ``status.podIP`` and the stats port
+Deployment's selector labels; for a merged GatewayClass, its Deployment's namespace and
+the class's label) at ``status.podIP`` and the stats port
 (:data:`gateweave.sinks.kubeinfra.STATS_PORT`), and summed per Gateway by the reader
 (gateweave/telemetry/stats.py). Every replica watches (every replica serves ``/metrics``).
 
@@ -25,7 +26,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from gateweave.ir import GATEWAY_NAME_LABEL, InfraGateway, envoy_labels
+from gateweave.ir import GATEWAY_NAME_LABEL, envoy_labels
 from gateweave.kube.client import Gone, KubeClient, KubeError, ResourcePath
 from gateweave.providers.kubernetes import Backoff
 from gateweave.sinks.kubeinfra import STATS_PORT
@@ -77,19 +78,21 @@ def stats_address(ip: str, port: int = STATS_PORT) -> str:
 
 
 class EnvoyPods:
-    """The Envoy pods, watched; ``gateways()`` says which Gateways have pods (the infra IR)."""
+    """The Envoy pods, watched; ``owners()`` says which Envoy (infra IR name) the pods in a
+    namespace carrying a label value belong to
+    (:meth:`gateweave.sinks.kubeinfra.KubernetesInfra.pod_owners`)."""
 
     def __init__(
         self,
         client: KubeClient,
-        gateways: Callable[[], Mapping[str, InfraGateway]],
+        owners: Callable[[], Mapping[tuple[str, str, str], str]],
         *,
         namespace: str = "",
         backoff: tuple[float, float] = (0.2, 10.0),
         watch_timeout: int = 300,
     ) -> None:
         self.client = client
-        self.gateways = gateways
+        self.owners = owners
         self.collection = PODS.collection(namespace)
         self.backoff = backoff
         self.watch_timeout = watch_timeout
@@ -100,14 +103,17 @@ class EnvoyPods:
 
     def stats_addresses(self) -> dict[EnvoyId, str]:
         """Each Ready pod of each Gateway: its stats port at its pod address."""
-        by_selector: dict[tuple[str, str], str] = {
-            (gw.namespace, gw.gateway_name): name for name, gw in self.gateways().items()
-        }
+        owners = self.owners()
+        labels = sorted({label for _ns, label, _value in owners})
         out: dict[EnvoyId, str] = {}
         for pod in self.pods.values():
-            gateway = by_selector.get((pod.namespace, pod.labels.get(GATEWAY_NAME_LABEL, "")))
-            if gateway is not None and pod.ready and pod.ip:
-                out[EnvoyId(gateway, pod.name)] = stats_address(pod.ip)
+            if not (pod.ready and pod.ip):
+                continue
+            for label in labels:
+                owner = owners.get((pod.namespace, label, pod.labels.get(label, "")))
+                if owner is not None:
+                    out[EnvoyId(owner, pod.name)] = stats_address(pod.ip)
+                    break
         return dict(sorted(out.items()))
 
     def access_log(self, name: str) -> Path | None:

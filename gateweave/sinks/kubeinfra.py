@@ -61,10 +61,17 @@ from gateweave.infra.bootstrap import (
     render,
     sds_files,
 )
-from gateweave.ir import InfraGateway, envoy_labels
+from gateweave.ir import (
+    GATEWAY_CLASS_LABEL,
+    GATEWAY_NAME_LABEL,
+    InfraGateway,
+    class_envoy_labels,
+    envoy_labels,
+)
 from gateweave.kube.client import APPLY_PATCH, KubeClient, KubeError, ResourcePath
 from gateweave.kube.xdsca import SECRETS, XdsCertificates
 from gateweave.telemetry.stats import PROMETHEUS_PATH, READ_PATHS
+from gateweave.translate.merging import MERGED_NAMESPACE
 
 log = structlog.get_logger("gateweave.sinks.kubeinfra")
 
@@ -123,6 +130,19 @@ def object_name(gateway_name: str) -> str:
     return f"{name[:54].rstrip('-')}-{digest}"
 
 
+def class_object_name(class_name: str) -> str:
+    """The objects of a merged GatewayClass: ``gateweave-<class>-<hash>`` (the hash of the
+    class's node, so that no Gateway's own ``gateweave-<gateway>`` is likely to meet it),
+    shortened to fit a DNS label (63)."""
+    digest = hashlib.sha256(f"{MERGED_NAMESPACE}/{class_name}".encode()).hexdigest()[:8]
+    return f"gateweave-{class_name}"[:54].rstrip("-") + f"-{digest}"
+
+
+def is_merged(gw: InfraGateway) -> bool:
+    """Whether ``gw`` is the one Envoy of a merged GatewayClass (translate/merging.py)."""
+    return gw.namespace == MERGED_NAMESPACE
+
+
 def pod_tls(
     xds_host: str, cert_dir: str = XDS_CERT_DIR, sds_dir: str = BOOTSTRAP_DIR
 ) -> XdsClientTls:
@@ -164,8 +184,10 @@ class KubernetesInfra:
         image: str = DEFAULT_IMAGE,
         service_type: str = "LoadBalancer",
         certs: XdsCertificates | None = None,
+        namespace: str = "default",
     ) -> None:
         self.client = client
+        self.namespace = namespace  # where a merged GatewayClass's objects go
         self.certs = certs  # None: plain-text xDS
         self.tls = pod_tls(xds_host) if certs is not None else None
         self.client_files: dict[str, dict[str, str]] = {}  # Gateway -> its client Secret's files
@@ -223,14 +245,22 @@ class KubernetesInfra:
             "data": data,
         }
 
+    def place(self, gw: InfraGateway) -> tuple[str, str]:
+        """(namespace, name) of ``gw``'s objects: a Gateway's are in its namespace, a merged
+        GatewayClass's in :attr:`namespace`."""
+        if is_merged(gw):
+            return self.namespace, class_object_name(gw.gateway_name)
+        return gw.namespace, object_name(gw.gateway_name)
+
     @staticmethod
     def _owner(gw: InfraGateway) -> list[dict[str, Any]]:
+        """The Gateway, or for a merged class's objects the GatewayClass (cluster-scoped)."""
         if not gw.uid:
             return []
         return [
             {
                 "apiVersion": "gateway.networking.k8s.io/v1",
-                "kind": "Gateway",
+                "kind": "GatewayClass" if is_merged(gw) else "Gateway",
                 "name": gw.gateway_name,
                 "uid": gw.uid,
                 "controller": True,
@@ -242,9 +272,10 @@ class KubernetesInfra:
         self, gw: InfraGateway, extra_labels: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
         labels = {**gw.labels, **self.selector(gw), **(extra_labels or {})}
+        namespace, name = self.place(gw)
         meta: dict[str, Any] = {
-            "name": object_name(gw.gateway_name),
-            "namespace": gw.namespace,
+            "name": name,
+            "namespace": namespace,
             "labels": dict(sorted(labels.items())),
         }
         if gw.annotations:
@@ -256,10 +287,22 @@ class KubernetesInfra:
 
     @staticmethod
     def selector(gw: InfraGateway) -> dict[str, str]:
+        if is_merged(gw):
+            return class_envoy_labels(gw.gateway_name)
         return envoy_labels(gw.gateway_name)
 
+    def pod_owners(self) -> dict[tuple[str, str, str], str]:
+        """(namespace, label, value) -> the Envoy (infra IR name) whose pods are there and
+        carry that label (gateweave/kube/pods.py finds each pod's Envoy by it)."""
+        out: dict[tuple[str, str, str], str] = {}
+        for name, gw in self.desired.items():
+            namespace, _ = self.place(gw)
+            label = GATEWAY_CLASS_LABEL if is_merged(gw) else GATEWAY_NAME_LABEL
+            out[(namespace, label, gw.gateway_name)] = name
+        return out
+
     def manifests(self, gw: InfraGateway) -> list[tuple[ResourcePath, dict[str, Any]]]:
-        name = object_name(gw.gateway_name)
+        _, name = self.place(gw)
         boot = json.dumps(
             bootstrap(gw, self.xds_host, self.xds_port, self.tls), indent=2, sort_keys=True
         )
@@ -429,7 +472,7 @@ class KubernetesInfra:
                             "scaleTargetRef": {
                                 "apiVersion": "apps/v1",
                                 "kind": "Deployment",
-                                "name": object_name(gw.gateway_name),
+                                "name": self.place(gw)[1],
                             },
                             "minReplicas": scaling.min_replicas,
                             "maxReplicas": scaling.max_replicas,
@@ -442,7 +485,7 @@ class KubernetesInfra:
 
     async def _write(self, path: ResourcePath, obj: dict[str, Any], gw: InfraGateway) -> None:
         await self.client.patch(
-            path.item(gw.namespace, obj["metadata"]["name"]),
+            path.item(obj["metadata"]["namespace"], obj["metadata"]["name"]),
             obj,
             APPLY_PATCH,
             field_manager=FIELD_MANAGER,
@@ -465,9 +508,10 @@ class KubernetesInfra:
         log.info("infrastructure deleted", gateway=gw.name)
 
     async def _delete_objects(self, gw: InfraGateway, paths: Iterable[ResourcePath]) -> None:
+        namespace, name = self.place(gw)
         for path in sorted(paths, key=OWNED.index):
             try:
-                await self.client.delete(path.item(gw.namespace, object_name(gw.gateway_name)))
+                await self.client.delete(path.item(namespace, name))
             except KubeError as exc:
                 if exc.code != 404:
                     raise

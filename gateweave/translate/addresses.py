@@ -22,6 +22,9 @@ manager puts on it (:func:`gateweave.ir.envoy_labels`): a LoadBalancer Service's
 IPs and hostnames - none yet is Programmed=False AddressNotAssigned (the cluster IP is not
 what clients of a load balancer reach) - and any other type's externalIPs and cluster IP.
 A requested address the Service does not have is Programmed=False AddressNotUsable.
+The Gateways of a merged class (``mergeGateways``) share one Envoy Deployment and Service,
+found by the class's labels (:func:`gateweave.ir.class_envoy_labels`): each has that
+Service's addresses.
 """
 
 from __future__ import annotations
@@ -194,10 +197,30 @@ def service_addresses(svc: m.Service) -> list[tuple[str, str]]:
     return list(dict.fromkeys(out))
 
 
+def class_services(services: Mapping[NN, m.Service]) -> dict[str, m.Service]:
+    """GatewayClass name -> the Envoy Service of its merged Gateways (by its labels,
+    :func:`gateweave.ir.class_envoy_labels`; if several carry them, the first by namespace
+    and name)."""
+    out: dict[str, m.Service] = {}
+    for _key, svc in sorted(services.items()):
+        labels = svc.metadata.labels
+        name = labels.get(ir.GATEWAY_CLASS_LABEL)
+        if name is None or name in out:
+            continue
+        if all(labels.get(k) == v for k, v in ir.class_envoy_labels(name).items()):
+            out[name] = svc
+    return out
+
+
 def assign_kubernetes(
-    gateways: list[m.Gateway], services: Mapping[NN, m.Service]
+    gateways: list[m.Gateway],
+    services: Mapping[NN, m.Service],
+    merged_classes: set[str] | frozenset[str] = frozenset(),
 ) -> dict[NN, AddressResult]:
+    """Each Gateway's addresses: its Service's, or for a Gateway of a merged class
+    (``merged_classes``) the class's one Service's."""
     by_gateway = envoy_services(services)
+    by_class = class_services(services) if merged_classes else {}
     results: dict[NN, AddressResult] = {}
     for gw in gateways:
         key = (gw.metadata.namespace, gw.metadata.name)
@@ -206,10 +229,14 @@ def assign_kubernetes(
         if ips is None:
             continue
         res.requested = tuple(dict.fromkeys(str(ip) for _, ip in ips))
-        svc = by_gateway.get(key)
+        merged = gw.spec.gateway_class_name in merged_classes
+        svc = by_class.get(gw.spec.gateway_class_name) if merged else by_gateway.get(key)
         if svc is None:
             res.not_programmed = c.gateway_address_not_assigned(
-                "waiting for the Gateway's Envoy Service to be created"
+                f"waiting for the shared Envoy Service of GatewayClass "
+                f"{gw.spec.gateway_class_name} to be created"
+                if merged
+                else "waiting for the Gateway's Envoy Service to be created"
             )
             continue
         where = f"Service {svc.metadata.namespace}/{svc.metadata.name}"

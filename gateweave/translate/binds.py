@@ -1,4 +1,5 @@
-"""Which listeners may bind their port (standalone mode: the Gateways' Envoys share this host).
+"""Which listeners may bind their port (standalone mode: the Gateways' Envoys share this host;
+Kubernetes mode: the Gateways of a merged class share one Envoy Deployment, all on 0.0.0.0).
 
 A listener binds (its Gateway's address, its port, TCP or UDP). Two binds of different
 Gateways collide when protocol and port are equal and the addresses overlap: equal, or one
@@ -28,8 +29,9 @@ _Bind = tuple[str, int, int]  # (TCP|UDP, port, IP version)
 class PortBook:
     """The binds held so far, by Gateway in precedence order (claim them oldest first)."""
 
-    def __init__(self, options: TranslateOptions) -> None:
-        self.privileged_below = options.privileged_ports_below
+    def __init__(self, options: TranslateOptions, *, host: bool = True) -> None:
+        # host: the binds are this host's (standalone); else a pod's (no privileged ports here)
+        self.privileged_below = options.privileged_ports_below if host else 0
         self._held: dict[
             _Bind, list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, GatewayCtx]]
         ] = {}

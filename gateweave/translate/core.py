@@ -78,7 +78,13 @@ def by_envoy(
     gateways: list[GatewayCtx], xds: dict[str, ir.XdsGateway], infra: dict[str, ir.InfraGateway]
 ) -> tuple[dict[str, ir.XdsGateway], dict[str, ir.InfraGateway]]:
     """Stage 7: the IRs keyed by Envoy (xDS node): a merged class's Gateways become one."""
-    return merging.regroup({gw.name: gw.node for gw in gateways if gw.node != gw.name}, xds, infra)
+    merged = [gw for gw in gateways if gw.node != gw.name]
+    return merging.regroup(
+        {gw.name: gw.node for gw in merged},
+        xds,
+        infra,
+        {gw.node: gw.gateway_class.metadata.uid for gw in merged},
+    )
 
 
 def run_pipeline(

@@ -61,8 +61,9 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         if gw.spec.gateway_class_name in classes
     ]
     kube = ctx.options.address_mode == "kubernetes"
+    merged_classes = {name for name, cls in classes.items() if merging.merges(cls.parameters)}
     if kube:
-        assigned = addresses.assign_kubernetes(ours, ctx.snapshot.services)
+        assigned = addresses.assign_kubernetes(ours, ctx.snapshot.services, merged_classes)
     else:
         assigned = addresses.assign(ours, ctx.options)
     result: list[GatewayCtx] = []
@@ -75,7 +76,7 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
         gctx.requested_addresses = addr.requested
         gctx.service_addresses = addr.found
         cls = classes[gw.spec.gateway_class_name]
-        merged = merging.merges(cls.parameters, ctx.options.address_mode)
+        merged = gw.spec.gateway_class_name in merged_classes
         gctx.node = merging.node_of(gc.metadata.name) if merged else gctx.name
         params = _parameters(ctx, gctx, cls.parameters, merged)
         if not cls.accepted:
@@ -98,11 +99,16 @@ def resolve_gateways(ctx: Ctx) -> list[GatewayCtx]:
 
     by_key = {g.key: g for g in result}
     ls_findings = _resolve_listener_sets(ctx, by_key)
-    ports = None if kube else binds.PortBook(ctx.options)
+    host_ports = None if kube else binds.PortBook(ctx.options)
+    # Kubernetes mode: only the Gateways of a merged class share binds (their one Deployment)
+    class_ports: dict[str, binds.PortBook] = {}
     for gctx in result:
         sets = [lf for lf in ls_findings if lf.gateway is gctx and lf.allowed]
         listeners.resolve_conflicts(gctx.listeners, [lf.listeners for lf in sets])
         f = gctx.findings
+        ports = host_ports
+        if kube and gctx.node != gctx.name:
+            ports = class_ports.setdefault(gctx.node, binds.PortBook(ctx.options, host=False))
         if (
             ports is not None
             and f.not_accepted is None

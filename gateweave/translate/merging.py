@@ -10,8 +10,10 @@ is still judged per Gateway, from that node's acknowledgements
 (``GatewayCtx.node``). Two Gateways of the group on the same address and port are the
 existing conflict rule's business (translate/binds.py: the older keeps it), before this.
 
-Merging applies to the host data plane; with ``serve --dataplane kubernetes`` each Gateway
-keeps its own Deployment and Service (:func:`merges`).
+Merging applies to both data planes: on the host one Envoy process, with ``serve --dataplane
+kubernetes`` one Deployment and Service for the class (gateweave/sinks/kubeinfra.py), owned
+by the GatewayClass (the merged IR's ``uid`` is the class's) and asked for every address
+its Gateways request.
 """
 
 from __future__ import annotations
@@ -34,18 +36,26 @@ def node_of(class_name: str) -> str:
     return f"{MERGED_NAMESPACE}/{class_name}"
 
 
-def merges(params: m.GatewayParametersSpec | None, address_mode: str) -> bool:
+def merges(params: m.GatewayParametersSpec | None) -> bool:
     """Whether a class with these parameters serves its Gateways from one Envoy."""
-    return params is not None and bool(params.merge_gateways) and address_mode != "kubernetes"
+    return params is not None and bool(params.merge_gateways)
 
 
 def regroup(
-    nodes: Mapping[str, str], xds: dict[str, ir.XdsGateway], infra: dict[str, ir.InfraGateway]
+    nodes: Mapping[str, str],
+    xds: dict[str, ir.XdsGateway],
+    infra: dict[str, ir.InfraGateway],
+    owners: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, ir.XdsGateway], dict[str, ir.InfraGateway]]:
-    """The IRs by Envoy: ``nodes`` maps each merged Gateway's name to its class's node."""
+    """The IRs by Envoy: ``nodes`` maps each merged Gateway's name to its class's node,
+    ``owners`` each class node to its GatewayClass's uid (the owner of its Kubernetes objects)."""
     if not nodes:
         return xds, infra
-    return _by_node(nodes, xds, _merged_xds), _by_node(nodes, infra, _merged_infra)
+
+    def merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
+        return _merged_infra(node, gws, (owners or {}).get(node, ""))
+
+    return _by_node(nodes, xds, _merged_xds), _by_node(nodes, infra, merged_infra)
 
 
 T = TypeVar("T")
@@ -83,7 +93,7 @@ def _merged_xds(node: str, gws: list[ir.XdsGateway]) -> ir.XdsGateway:
     )
 
 
-def _merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
+def _merged_infra(node: str, gws: list[ir.InfraGateway], uid: str) -> ir.InfraGateway:
     ports: dict[tuple[int, str], list[str]] = {}
     for gw in gws:  # each listener named with its Gateway: "<ns>/<gateway>/<listener>"
         for p in gw.ports:
@@ -97,11 +107,14 @@ def _merged_infra(node: str, gws: list[ir.InfraGateway]) -> ir.InfraGateway:
         namespace=namespace,
         gateway_name=class_name,
         gateway_class=first.gateway_class,
+        uid=uid,
         address=first.address,
         ports=tuple(
             ir.InfraPort(name=",".join(names), port=p, protocol=proto)
             for (p, proto), names in sorted(ports.items())
         ),
+        # Kubernetes mode: the one Service is asked for every address its Gateways request
+        requested_addresses=tuple(dict.fromkeys(a for gw in gws for a in gw.requested_addresses)),
         envoy=first.envoy,
         kubernetes=first.kubernetes,
     )

@@ -206,9 +206,111 @@ def test_merge_gateways_on_a_gateways_own_parameters_is_invalid_parameters() -> 
     assert [p.name for p in res.xds[NODE].ports] == ["apps/a/80", "apps/b/80"]
 
 
-def test_kubernetes_mode_keeps_one_envoy_per_gateway() -> None:
-    res = translate(snapshot(*objects()), TranslateOptions(address_mode="kubernetes"))
-    assert NODE not in res.infra
+KUBE = TranslateOptions(address_mode="kubernetes", privileged_ports_below=1024)
+
+
+def class_service(ingress: str | None = None) -> dict[str, Any]:
+    """The merged class's Envoy Service as the Kubernetes data plane labels it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "shared-envoy",
+            "namespace": "gateweave-system",
+            "labels": ir.class_envoy_labels("gc"),
+        },
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": ingress}] if ingress else []}},
+    }
+
+
+def kube_objects(merged: bool = True) -> list[dict[str, Any]]:
+    """:func:`objects` with b on port 81: in one Envoy pod both bind 0.0.0.0."""
+    raws = objects(merged)
+    raws[0]["metadata"]["uid"] = "class-uid"
+    raws[4]["spec"]["listeners"][0]["port"] = 81
+    return raws
+
+
+def test_kubernetes_mode_merges_into_one_envoy_owned_by_the_class() -> None:
+    raws = kube_objects()
+    res = translate(snapshot(*raws), KUBE)
+    assert list(res.xds) == [NODE] and list(res.infra) == [NODE]
+    infra = res.infra[NODE]
+    assert infra.uid == "class-uid"  # the GatewayClass owns the shared objects
+    # every address the Gateways request, for the one Service
+    assert infra.requested_addresses == ("10.0.0.5", "10.0.0.6")
+    assert [(p.name, p.address) for p in res.xds[NODE].ports] == [
+        ("apps/a/80", "0.0.0.0"),
+        ("apps/b/81", "0.0.0.0"),
+    ]
+
+
+def test_kubernetes_mode_merged_gateways_on_one_port_the_older_keeps_it() -> None:
+    """In a pod every listener binds 0.0.0.0: two merged Gateways on port 80 collide (the
+    older keeps it, no privileged-port rule in a pod); unmerged ones each have their own."""
+    raws = [
+        *gateway_class(),
+        gateway("new", "", created="2026-02-01T00:00:00Z"),
+        gateway("old", ""),
+    ]
+    for raw in raws[2:]:
+        del raw["spec"]["addresses"]
+    res = translate(snapshot(*raws), KUBE)
+    statuses: Any = res.statuses
+    new = statuses[("Gateway", "apps", "new")]["listeners"][0]
+    assert cond(new, "Accepted")[:2] == ("False", "PortUnavailable")
+    assert "apps/old" in cond(new, "Accepted")[2]
+    old = statuses[("Gateway", "apps", "old")]["listeners"][0]
+    assert cond(old, "Accepted")[:2] == ("True", "Accepted")
+    assert [p.name for p in res.xds[NODE].ports] == ["apps/old/80"]
+    raws[1:2] = gateway_class(merged=False)[1:]
+    unmerged = translate(snapshot(*raws), KUBE)
+    assert sorted(unmerged.xds) == ["apps/new", "apps/old"]
+    statuses = unmerged.statuses
+    new = statuses[("Gateway", "apps", "new")]["listeners"][0]
+    assert cond(new, "Accepted")[:2] == ("True", "Accepted")
+
+
+def test_kubernetes_mode_merged_gateways_have_the_class_services_address() -> None:
+    raws = [o for o in kube_objects() if o["kind"] != "Gateway"]
+    raws += [gateway("a", ""), gateway("b", "", port=81)]
+    for raw in raws[-2:]:
+        del raw["spec"]["addresses"]
+    waiting = translate(snapshot(*raws), KUBE)
+    statuses: Any = waiting.statuses
+    for gw in ("a", "b"):
+        status = statuses[("Gateway", "apps", gw)]
+        assert cond(status, "Programmed")[:2] == ("False", "AddressNotAssigned")
+        assert "shared Envoy Service of GatewayClass gc" in cond(status, "Programmed")[2]
+    assert list(waiting.infra) == [NODE]  # served meanwhile: the Service must be made
+    found = translate(snapshot(*raws, class_service("203.0.113.9")), KUBE)
+    statuses = found.statuses
+    for gw in ("a", "b"):
+        assert statuses[("Gateway", "apps", gw)]["addresses"] == [
+            {"type": "IPAddress", "value": "203.0.113.9"}
+        ]
+    # a Gateway's own Service (by the Gateway's labels) is not the merged class's
+    own = {
+        **class_service("198.51.100.1"),
+        "metadata": {"name": "x", "namespace": "apps", "labels": ir.envoy_labels("a")},
+    }
+    assert translate(snapshot(*raws, own), KUBE).statuses == waiting.statuses
+
+
+def test_kubernetes_mode_incremental_equals_full_as_the_class_service_and_merging_change() -> None:
+    inc = IncrementalTranslator(check=True)
+    base = kube_objects()
+    steps = [
+        base,
+        [*base, class_service()],
+        [*base, class_service("203.0.113.9")],
+        [*kube_objects(merged=False), class_service("203.0.113.9")],
+        [*base, class_service("203.0.113.9")],
+        base,
+    ]
+    for raws in steps:
+        assert inc(snapshot(*raws), KUBE) == translate(snapshot(*raws), KUBE)
 
 
 def test_incremental_equals_full_as_merging_and_gateways_change() -> None:
