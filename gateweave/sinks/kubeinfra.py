@@ -8,6 +8,12 @@ objects are ours), carries an ownerReference to its Gateway (``InfraGateway.uid`
 deleting the Gateway garbage-collects them) and the Gateway's ``spec.infrastructure``
 labels and annotations; a Gateway that leaves the infra IR (deleted, or no longer ours)
 has its objects deleted.
+The Gateways of a GatewayClass whose parameters set ``mergeGateways`` are one infra IR entry
+(translate/merging.py, :func:`is_merged`): one set of these objects for the class, named
+:func:`class_object_name`, in :attr:`KubernetesInfra.namespace` (the controller's), labelled
+and selected by :func:`gateweave.ir.class_envoy_labels` and owned by the GatewayClass; its
+pods are the class's xDS node. Switching merging on or off is a change of the infra IR like
+any other: the entries that went have their objects deleted, the new ones are applied.
 Only the leader manages infrastructure (``enabled``): a follower remembers the desired
 state and applies it all when it becomes the leader.
 
@@ -224,7 +230,7 @@ class KubernetesInfra:
         for name, gw in sorted(self.applied.items()):
             files = self._files(gw)
             if files != self.client_files.get(name):
-                await self._write(SECRETS, self._secret(gw, files), gw)
+                await self._write(SECRETS, self._secret(gw, files))
                 self.client_files[name] = files  # once written: a failed write is tried again
                 log.info("xDS client certificate renewed", gateway=name)
 
@@ -483,7 +489,7 @@ class KubernetesInfra:
             )
         return out
 
-    async def _write(self, path: ResourcePath, obj: dict[str, Any], gw: InfraGateway) -> None:
+    async def _write(self, path: ResourcePath, obj: dict[str, Any]) -> None:
         await self.client.patch(
             path.item(obj["metadata"]["namespace"], obj["metadata"]["name"]),
             obj,
@@ -495,7 +501,7 @@ class KubernetesInfra:
     async def _apply(self, gw: InfraGateway) -> None:
         manifests = self.manifests(gw)
         for path, obj in manifests:
-            await self._write(path, obj, gw)
+            await self._write(path, obj)
         # An optional object no longer asked for goes: known from what was applied before, or
         # (nothing applied yet by this process: a restart, a new leader) whatever may be left.
         before = self.applied.get(gw.name)
