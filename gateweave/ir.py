@@ -93,12 +93,12 @@ class InfraGateway(_IR, kw_only=True, frozen=True):
 GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 
 
+# What every Envoy pod and Service gateweave generates carries, whoever it serves.
+ENVOY_APP_LABELS = {"app.kubernetes.io/name": "envoy", "app.kubernetes.io/managed-by": "gateweave"}
+
+
 def envoy_labels(gateway_name: str) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "envoy",
-        "app.kubernetes.io/managed-by": "gateweave",
-        GATEWAY_NAME_LABEL: gateway_name,
-    }
+    return {**ENVOY_APP_LABELS, GATEWAY_NAME_LABEL: gateway_name}
 
 
 # The Envoy Deployment pods and Service shared by the Gateways of a merged GatewayClass
@@ -107,11 +107,7 @@ GATEWAY_CLASS_LABEL = "gateweave.io/owning-gatewayclass"
 
 
 def class_envoy_labels(class_name: str) -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "envoy",
-        "app.kubernetes.io/managed-by": "gateweave",
-        GATEWAY_CLASS_LABEL: class_name,
-    }
+    return {**ENVOY_APP_LABELS, GATEWAY_CLASS_LABEL: class_name}
 
 
 # ---------------------------------------------------------------- upstreams

@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from gateweave.ir import GATEWAY_NAME_LABEL, envoy_labels
+from gateweave.ir import ENVOY_APP_LABELS
 from gateweave.kube.client import Gone, KubeClient, KubeError, ResourcePath
 from gateweave.providers.kubernetes import Backoff
 from gateweave.sinks.kubeinfra import STATS_PORT
@@ -36,10 +36,8 @@ log = structlog.get_logger("gateweave.kube.pods")
 _RETRYABLE = (KubeError, aiohttp.ClientError, TimeoutError, OSError, ValueError)
 
 PODS = ResourcePath("", "v1", "pods", True)
-# What every Envoy pod carries whatever its Gateway (envoy_labels without the Gateway's name).
-SELECTOR = ",".join(
-    f"{k}={v}" for k, v in sorted(envoy_labels("").items()) if k != GATEWAY_NAME_LABEL
-)
+# What every Envoy pod carries whatever its Gateway or merged class.
+SELECTOR = ",".join(f"{k}={v}" for k, v in sorted(ENVOY_APP_LABELS.items()))
 
 
 @dataclass(frozen=True)
