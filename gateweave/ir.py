@@ -86,6 +86,8 @@ class InfraGateway(_IR, kw_only=True, frozen=True):
     requested_addresses: tuple[str, ...] = ()
     envoy: EnvoySettings = EnvoySettings()
     kubernetes: KubernetesSettings = KubernetesSettings()
+    # A merged GatewayClass's Envoy (translate/merging.py): its Gateways, "namespace/name".
+    members: tuple[str, ...] = ()
 
 
 # Kubernetes data plane: the labels on a Gateway's Envoy Deployment pods and Service (the

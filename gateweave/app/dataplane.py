@@ -123,6 +123,7 @@ async def _kubernetes(
         # a merged GatewayClass's objects: where the provider watches them (their Service's
         # address is its Gateways')
         namespace=kube.settings.namespace or controller_namespace(kube.settings),
+        scope=kube.settings.namespace or "",
     )
     infra.enabled = kube.leading
     kube.infra = infra

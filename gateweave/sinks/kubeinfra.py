@@ -68,6 +68,7 @@ from gateweave.infra.bootstrap import (
     sds_files,
 )
 from gateweave.ir import (
+    ENVOY_APP_LABELS,
     GATEWAY_CLASS_LABEL,
     GATEWAY_NAME_LABEL,
     InfraGateway,
@@ -191,9 +192,11 @@ class KubernetesInfra:
         service_type: str = "LoadBalancer",
         certs: XdsCertificates | None = None,
         namespace: str = "default",
+        scope: str = "",
     ) -> None:
         self.client = client
         self.namespace = namespace  # where a merged GatewayClass's objects go
+        self.scope = scope  # the namespace the Gateways are watched in ("": all)
         self.certs = certs  # None: plain-text xDS
         self.tls = pod_tls(xds_host) if certs is not None else None
         self.client_files: dict[str, dict[str, str]] = {}  # Gateway -> its client Secret's files
@@ -203,6 +206,7 @@ class KubernetesInfra:
         self.enabled = True
         self.desired: dict[str, InfraGateway] = {}
         self.applied: dict[str, InfraGateway] = {}
+        self.swept: set[str] = set()  # classes whose leftovers _delete_other_shape looked for
 
     # ------------------------------------------------------------ the infra sink
 
@@ -506,15 +510,49 @@ class KubernetesInfra:
         # (nothing applied yet by this process: a restart, a new leader) whatever may be left.
         before = self.applied.get(gw.name)
         had = set(OPTIONAL) if before is None else {path for path, _obj in self._fleet(before)}
-        await self._delete_objects(gw, had - {path for path, _obj in manifests})
+        await self._delete_objects(self.place(gw), had - {path for path, _obj in manifests})
+        if before is None:
+            await self._delete_other_shape(gw)
         log.info("infrastructure applied", gateway=gw.name)
 
+    async def _delete_other_shape(self, gw: InfraGateway) -> None:
+        """Nothing applied yet by this process for ``gw`` (a restart, a new leader): its class
+        may have switched merging while no controller converged it, so the objects of the
+        other shape may be left: a merged class's Gateways' own, or an unmerged Gateway's
+        class's shared ones (once per class). Within this process a switch is converged by
+        :meth:`reconcile` (what was applied and is no longer desired is deleted)."""
+        if gw.gateway_class in self.swept:
+            return
+        self.swept.add(gw.gateway_class)
+        if is_merged(gw):  # its Gateways' own, found by their Deployments (one list)
+            found = await self._deployments(self.scope, GATEWAY_NAME_LABEL)
+            for member in gw.members:
+                namespace, _, name = member.partition("/")
+                if (namespace, object_name(name)) in found:
+                    await self._delete_objects((namespace, object_name(name)), OWNED)
+        else:
+            place = (self.namespace, class_object_name(gw.gateway_class))
+            if place in await self._deployments(self.namespace, GATEWAY_CLASS_LABEL):
+                await self._delete_objects(place, OWNED)
+
+    async def _deployments(self, namespace: str, label: str) -> set[tuple[str, str]]:
+        """(namespace, name) of the Envoy Deployments in ``namespace`` ("": all) that carry
+        ``label`` (a Gateway's or a merged class's)."""
+        selector = ",".join([*(f"{k}={v}" for k, v in sorted(ENVOY_APP_LABELS.items())), label])
+        items, _ = await self.client.list(
+            DEPLOYMENTS.collection(namespace), label_selector=selector
+        )
+        return {
+            (str(meta.get("namespace")), str(meta.get("name")))
+            for meta in (item.get("metadata") or {} for item in items)
+        }
+
     async def _delete(self, gw: InfraGateway) -> None:
-        await self._delete_objects(gw, OWNED)
+        await self._delete_objects(self.place(gw), OWNED)
         log.info("infrastructure deleted", gateway=gw.name)
 
-    async def _delete_objects(self, gw: InfraGateway, paths: Iterable[ResourcePath]) -> None:
-        namespace, name = self.place(gw)
+    async def _delete_objects(self, place: tuple[str, str], paths: Iterable[ResourcePath]) -> None:
+        namespace, name = place
         for path in sorted(paths, key=OWNED.index):
             try:
                 await self.client.delete(path.item(namespace, name))

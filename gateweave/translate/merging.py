@@ -117,4 +117,5 @@ def _merged_infra(node: str, gws: list[ir.InfraGateway], uid: str) -> ir.InfraGa
         requested_addresses=tuple(dict.fromkeys(a for gw in gws for a in gw.requested_addresses)),
         envoy=first.envoy,
         kubernetes=first.kubernetes,
+        members=tuple(gw.name for gw in gws),
     )

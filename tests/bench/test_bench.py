@@ -336,3 +336,15 @@ def test_instructions_reads_cachegrinds_total() -> None:
     assert instructions_executed(out) == 16_136_962_400
     with pytest.raises(ValueError):
         instructions_executed("==12== no summary\n")
+
+
+def test_kube_objects_counts_one_envoy_per_gateway_and_one_for_a_merged_class() -> None:
+    """gateweave_bench.kubeobjects: what the Kubernetes data plane creates for N Gateways."""
+    from gateweave_bench.kubeobjects import measure
+
+    report = measure(3)
+    per, merged = report["per_gateway"], report["merged"]
+    kinds = ("ConfigMap", "Deployment", "Secret", "Service", "ServiceAccount")
+    assert per["objects"] == dict.fromkeys(kinds, 3) and per["envoy_deployments"] == 3
+    assert merged["objects"] == dict.fromkeys(kinds, 1) and merged["envoy_deployments"] == 1
+    assert report["objects_ratio"] == round(5 / 15, 4)

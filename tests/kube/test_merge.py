@@ -308,3 +308,28 @@ def test_a_merged_class_pods_statistics_are_read_as_the_class_node() -> None:
         (NODE, "shared-1"): f"10.1.0.1:{STATS_PORT}",
         ("apps/a", "a-1"): f"10.1.0.3:{STATS_PORT}",
     }
+
+
+async def test_a_switch_made_while_no_controller_ran_converges_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """gateweave stopped, the class switches merging, gateweave starts: the objects of the
+    shape no longer wanted (which its owner keeps alive) are deleted, both ways."""
+    api = KubeAPI(bookmark_interval=0.02)
+    await api.start()
+    load(api, merge=False)
+    kc = write_kubeconfig(api, str(tmp_path / "kc"))
+    try:
+        for merge in (False, True, False):
+            api.put(parameters(merge))
+            async with serving(api, kc, dataplane(free_port()), lease_namespace=CONTROLLER_NS) as (
+                runtime,
+                source,
+            ):
+                await settle(api, runtime, source)
+                if merge:
+                    assert set(shared(api)) == set(KINDS) and own(api) == {}
+                else:
+                    assert shared(api) == {} and len(own(api)) == len(KINDS) * len(GATEWAYS)
+    finally:
+        await api.stop()
