@@ -52,3 +52,6 @@ R_LISTENER_CONFLICT, R_UNSUPPORTED_VALUE_ROUTE, R_TARGET_NOT_FOUND
 
 # Snapshot fields read by kind name (Snapshot.by_kind, getattr): Envoy Gateway's policy kinds.
 _.backend_traffic_policies, _.client_traffic_policies, _.security_policies
+
+# Called only by the validator modules gateweave/api/codecache.py writes.
+provide, Rule

@@ -21,20 +21,42 @@ Kubernetes provides them in Go): the string extensions (``substring``, ``split``
 from __future__ import annotations
 
 import functools
+import importlib
 import ipaddress
 import itertools
 import math
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import celpy
-import lark
 import re2
-from celpy.evaluation import celstr
 
 from gateweave.api import patterns
 from gateweave.api.limits import clip, quote
+
+
+class _OnFirstUse:
+    """A module imported when one of its names is first read: celpy and lark (about 17 MB and,
+    for celpy's parser, 0.9 s) serve only to parse rules, which a process that imports the
+    generated validators (:mod:`gateweave.api.codecache`) does for invalid objects alone."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        module: ModuleType = importlib.import_module(self._name)
+        value = getattr(module, attr)
+        setattr(self, attr, value)
+        return value
+
+
+if TYPE_CHECKING:
+    import celpy
+    import lark as lark  # (gateweave.api.celcode reads it from here)
+else:
+    celpy = _OnFirstUse("celpy")
+    lark = _OnFirstUse("lark")
 
 Env = dict[str, Any]
 Fn = Callable[[Env], Any]
@@ -1270,7 +1292,7 @@ class _Compiler:
         elif kind == "FLOAT_LIT":
             value = float(text)
         elif kind in ("STRING_LIT", "MLSTRING_LIT"):
-            value = str(celstr(tok))
+            value = str(celpy.evaluation.celstr(tok))
         elif kind == "BYTES_LIT":
             value = bytes(celpy.evaluation.celbytes(tok))
         elif kind == "BOOL_LIT":
@@ -1416,14 +1438,26 @@ def compile_rule(source: str) -> Program:
     Raises CelCompileError when the rule cannot be parsed or uses an undeclared function.
     """
     prog = _PROGRAMS.get(source)
-    if prog is not None:
-        return prog
+    if prog is None:
+        prog = closures(source)
+        _PROGRAMS[source] = prog
+    return prog
+
+
+def closures(source: str) -> Program:
+    """``source`` parsed (with celpy) and compiled into closures, not cached (what
+    :func:`compile_rule` returns unless it was given another program by :func:`provide`)."""
     tree = parse(source)
     compiler = _Compiler()
     fn = compiler.c(tree)
-    prog = Program(source, fn, "oldSelf" in compiler.idents)
-    _PROGRAMS[source] = prog
-    return prog
+    return Program(source, fn, "oldSelf" in compiler.idents)
+
+
+def provide(program: Program) -> None:
+    """What :func:`compile_rule` returns for ``program.source`` from now on, unless it has
+    compiled that rule already: a program of the same values (as
+    :class:`gateweave.api.codecache.Written` is), which spares the parse."""
+    _PROGRAMS.setdefault(program.source, program)
 
 
 def evaluate(source: str, self_value: Any) -> Any:

@@ -28,9 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import lark
-
 from gateweave.api import cel, patterns
+from gateweave.api.cel import lark  # imported on first use
 
 Schema = dict[str, Any]
 Kind = Callable[

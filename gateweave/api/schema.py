@@ -24,7 +24,7 @@ import math
 from importlib import resources
 from typing import Any
 
-from gateweave.api import cel, patterns, schemacode
+from gateweave.api import cel, codecache, patterns
 from gateweave.api.kinds import KindInfo
 from gateweave.api.limits import MAX_MESSAGE_CHARS, clip, quote
 
@@ -818,9 +818,9 @@ _UNKNOWN = object()
 
 def _compiled(raw: dict[str, Any], info: KindInfo, owned: bool) -> dict[str, Any] | None:
     """What :func:`_defaulted` makes of a ``raw`` that its schema accepts, by the schema's
-    generated code (:mod:`gateweave.api.schemacode`); None when that code cannot vouch for
-    ``raw`` (invalid, or a shape it leaves to this module's walk). The code defaults in
-    place: ``raw`` itself when ``owned``, else a copy."""
+    generated code (:mod:`gateweave.api.schemacode`, as :mod:`gateweave.api.codecache` delivers
+    it); None when that code cannot vouch for ``raw`` (invalid, or a shape it leaves to this
+    module's walk). The code defaults in place: ``raw`` itself when ``owned``, else a copy."""
     api_version = raw.get("apiVersion") if isinstance(raw, dict) else None
     if not isinstance(api_version, str):
         return None
@@ -828,7 +828,7 @@ def _compiled(raw: dict[str, Any], info: KindInfo, owned: bool) -> dict[str, Any
     fn = _GENERATED.get(key, _UNKNOWN)
     if fn is _UNKNOWN:
         root = _root(raw, info)
-        fn = schemacode.validator(root) if root is not None else None
+        fn = codecache.validator(root) if root is not None else None
         if len(_GENERATED) < 1024:  # apiVersions come from input: a bounded memo
             _GENERATED[key] = fn
     if fn is None:

@@ -7,8 +7,9 @@ matter: that it is valid, and its defaulted copy. This module writes, for each v
 schema, one Python function per object or array node of the schema, with every check
 of the node's fields inline (types, lengths, enums, ranges, required fields, unknown
 fields, list keys) and its CEL rules as Python expressions (:mod:`gateweave.api.celcode`);
-patterns and formats are checked once per distinct string. Compiled with ``exec`` the
-first time a version is used.
+patterns and formats are checked once per distinct string. The code is written as a
+module ahead of time and imported (:mod:`gateweave.api.codecache`), or compiled with
+``exec`` (:func:`compile_schema`).
 
 The generated code is exact where it answers and answers only what it is sure of: it
 returns the same defaulted copy as the schema walk for a manifest the schema walk accepts,
@@ -502,12 +503,11 @@ def _raise_unsure() -> Any:
     raise Unsure
 
 
-def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The generated validator of one version's schema: ``fn(raw)`` defaults ``raw`` in
-    place and returns it as ``schema._defaulted`` makes it (apiVersion, kind and metadata
-    first) when ``raw`` is valid; it raises when ``raw`` is not valid, or when the generated
-    code cannot tell (then the walk decides, on ``raw`` with some defaults already in
-    place: what the walk would add anyway, where it would add it, at the end of its map)."""
+def generate(node: Schema) -> tuple[str, dict[str, Any], celcode.Names]:
+    """The source of one version's validator (its function ``ROOT``), the namespace it runs in
+    (its globals) and the names of that namespace's values (:func:`compile_schema` runs it;
+    :mod:`gateweave.api.codecache` writes it as a module). Raises ValueError for a schema this
+    module does not write."""
     if not _handled(node) or node["type"] != "object" or not node.get("properties"):
         raise ValueError("a root node this module does not write")
     gen = _Gen()
@@ -524,24 +524,23 @@ def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
     gen.blocks.append(["def root(d):", *body])
     namespace: dict[str, Any] = dict(gen.names.values)
     namespace["_raise_unsure"] = _raise_unsure
-    exec(compile(gen.source("root"), "<gateweave.api.schemacode>", "exec"), namespace)
+    return gen.source("root"), namespace, gen.names
+
+
+def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The generated validator of one version's schema: ``fn(raw)`` defaults ``raw`` in
+    place and returns it as ``schema._defaulted`` makes it (apiVersion, kind and metadata
+    first) when ``raw`` is valid; it raises when ``raw`` is not valid, or when the generated
+    code cannot tell (then the walk decides, on ``raw`` with some defaults already in
+    place: what the walk would add anyway, where it would add it, at the end of its map).
+    Generated and compiled in memory (:mod:`gateweave.api.codecache` imports it instead,
+    written ahead of time)."""
+    source, namespace, _ = generate(node)
+    return run(source, namespace)
+
+
+def run(source: str, namespace: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The validator :func:`generate` wrote, compiled in memory (``namespace`` is its globals)."""
+    exec(compile(source, "<gateweave.api.schemacode>", "exec"), namespace)
     fn: Callable[[dict[str, Any]], dict[str, Any]] = namespace["ROOT"]
     return fn
-
-
-_COMPILED: dict[int, tuple[Schema, Callable[[dict[str, Any]], dict[str, Any]] | None]] = {}
-
-
-def validator(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
-    """The generated validator of a version's schema (compiled on first use), or None when
-    it could not be generated."""
-    entry = _COMPILED.get(id(node))
-    if entry is None or entry[0] is not node:
-        try:
-            fn: Callable[[dict[str, Any]], dict[str, Any]] | None = compile_schema(node)
-        except Exception:  # a schema this module cannot write: the schema walk does it all
-            fn = None
-        cel.forget_trees()
-        entry = (node, fn)
-        _COMPILED[id(node)] = entry
-    return entry[1]

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateweave.api import cel, celcode, patterns, schema, schemacode
+from gateweave.api import cel, celcode, codecache, patterns, schema, schemacode
 from gateweave.api.decode import kind_info
 from gateweave.api.kinds import KindInfo
 from gateweave_bench.objects import generate
@@ -449,10 +449,11 @@ def test_a_generated_validator_keeps_no_parse_trees(monkeypatch: pytest.MonkeyPa
     them again, so they are not kept (a few MB while serving)."""
     from gateweave.api.kinds import KINDS
 
-    monkeypatch.setattr(schemacode, "_COMPILED", {})
+    monkeypatch.setattr(codecache, "_COMPILED", {})
+    monkeypatch.setenv(codecache.ENV, "off")  # (generated here, not imported)
     info = KINDS["HTTPRoute"]
     root = schema.load_schemas(info.group, info.crd or "")["v1"]
     cel.parse("self == 1")
     assert cel._TREES
-    assert schemacode.validator(root) is not None
+    assert codecache.validator(root) is not None
     assert not cel._TREES
