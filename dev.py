@@ -49,6 +49,15 @@ def ensure_native() -> None:
         say("dev.py: continuing with the translation's Python sources")
 
 
+def ensure_validators() -> None:
+    """Write the CRD schemas' generated validators where they are not current (see
+    gateweave/api/codecache.py), so that no command generates them; without it the first
+    use writes each."""
+    code = "from gateweave.api import codecache; codecache.write_all()"
+    if subprocess.call([str(PY), "-c", code], cwd=ROOT) != 0:
+        say("dev.py: the schema validators will be generated on first use")
+
+
 def say(message: str) -> None:
     """dev.py's own lines go to stderr: stdout is the task's (``dev.py translate ... | jq``)."""
     print(message, file=sys.stderr, flush=True)
@@ -79,6 +88,7 @@ def main(argv: list[str]) -> int:
         return 2
     ensure_venv()
     ensure_native()
+    ensure_validators()
     bindir = VENV / "bin"
     task = argv[0] if argv else "quickstart"
     rest = argv[1:]
