@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ import httpx
 from gateweave.admintoken import AdminTokenError, client_headers, client_token
 from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
-from gateweave_bench.gateways import GATEWEAVE, stop_serve
+from gateweave_bench.gateways import start_serve, stop_serve
 from gateweave_bench.latency import yaml_floor
 from gateweave_bench.objects import DEFAULT_SEED, generate
 
@@ -96,25 +95,7 @@ def measure(
         admin = f"127.0.0.1:{free_port()}"
         serve_log = Path(tmp) / "serve.log"
         start = time.perf_counter()
-        with serve_log.open("wb") as out:
-            proc = subprocess.Popen(
-                [
-                    GATEWEAVE,
-                    "--log-level",
-                    "warning",
-                    "serve",
-                    "--config-dir",
-                    str(config),
-                    "--state-dir",
-                    str(state),
-                    "--admin-address",
-                    admin,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
+        proc = start_serve(config, state, admin, serve_log)
         try:
             waiting = list(gateways)
             with httpx.Client() as client:

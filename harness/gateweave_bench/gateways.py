@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import httpx
 
 from gateweave.admintoken import AdminTokenError, client_headers, client_token
 from gateweave.infra import statedir
+from gateweave.infra.host import free_port
 from gateweave_bench import harness as h
 
 GATEWEAVE = str(Path(sys.executable).with_name("gateweave"))
@@ -86,11 +86,28 @@ def objects(gateways: int, routes: int, merged: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def start_serve(config: Path, state: Path, admin: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """``gateweave serve`` on ``config`` as a command (host Envoys, its own session), with
+    its state in ``state``, its admin API on ``admin`` and its output in ``log_path``."""
+    with log_path.open("wb") as out:
+        return subprocess.Popen(
+            [
+                GATEWEAVE,
+                "--log-level",
+                "warning",
+                "serve",
+                "--config-dir",
+                str(config),
+                "--state-dir",
+                str(state),
+                "--admin-address",
+                admin,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
 
 
 def _envoys(state: Path) -> list[int]:
@@ -140,27 +157,9 @@ def measure_mode(
         config.mkdir()
         state = Path(tmp) / "state"
         h.write_manifests(config / "objects.yaml", objects(gateways, routes, merged))
-        admin = f"127.0.0.1:{_free_port()}"
+        admin = f"127.0.0.1:{free_port()}"
         start = time.perf_counter()
-        with (Path(tmp) / "serve.log").open("wb") as out:
-            proc = subprocess.Popen(
-                [
-                    GATEWEAVE,
-                    "--log-level",
-                    "warning",
-                    "serve",
-                    "--config-dir",
-                    str(config),
-                    "--state-dir",
-                    str(state),
-                    "--admin-address",
-                    admin,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
+        proc = start_serve(config, state, admin, Path(tmp) / "serve.log")
         try:
             done = 0
             while done < gateways:
