@@ -8,9 +8,16 @@ from typing import Any
 from gateweave import ir
 from gateweave.translate import conditions as c
 
-# A route's precedence key for one match: compared ascending, so the first sorts first. Its last
-# element is the IR route itself: the elements before it are unique per route kind, route,
-# rule and match, so the route is never compared and a plain sort orders the entries.
+# A route's precedence key for one match: compared ascending, so the first sorts first.
+# ``(shape, order, rule index, match index, IR route)``: ``shape``, six integers from the match
+# (one shared instance per distinct shape in a translation: RuleMemo.shape; its first item tells
+# the route kinds apart), and ``order``, the route's four-item sort key, are tuples of fixed
+# lengths, so the key compares as their items laid out flat would. The IR route goes last: the
+# elements before it are unique per route kind, route, rule and match, so the route is never
+# compared and a plain sort orders the keys. Once sorted (``sorted_http``), a translation keeps
+# its routes and their shapes only, and makes keys again where routes of several translations
+# are merged (``precedence_keys``: the position in ``sorted_http`` for the rule and match
+# indexes, which it orders alike). Memory at scale: docs/benchmarks.md, fifth round.
 PrecedenceKey = tuple[Any, ...]
 ServicePortKey = tuple[str, str, str]  # (namespace, Service name, port name)
 
@@ -21,7 +28,9 @@ class RouteTranslation:
 
     kind: str
     route: Any
-    # HTTPRoute/GRPCRoute: one IR route per match of each valid rule, with its precedence key.
+    order: tuple[Any, ...] = ()  # HTTPRoute/GRPCRoute: its sort_key (context.sort_key)
+    # HTTPRoute/GRPCRoute: one IR route per match of each valid rule, with its precedence key
+    # (emptied once sorted: see ``sorted_http``).
     http: list[PrecedenceKey] = field(default_factory=list)
     # TLSRoute/TCPRoute/UDPRoute: where connections go (empty: reject them).
     tcp: tuple[ir.WeightedCluster, ...] = ()
@@ -71,17 +80,35 @@ class RouteTranslation:
             self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
         )
 
-    # Computed on first use by the xDS IR assembly, once the translation is complete.
+    # Computed once the route's rules are translated (rules.translate_rules), else on first use.
     _sorted_http: tuple[ir.Route, ...] | None = field(default=None, repr=False, compare=False)
+    _shapes: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def sorted_http(self) -> tuple[ir.Route, ...]:
         """The IR routes in precedence order (names are unique within one route)."""
         if self._sorted_http is None:
-            keys = self.http
-            keys.sort()  # in place: nothing reads the order the rules made them in
-            self._sorted_http = tuple([key[-1] for key in keys])
+            return self.sort_http()
         return self._sorted_http
+
+    def sort_http(self) -> tuple[ir.Route, ...]:
+        """Sort the IR routes made so far (``sorted_http``) and drop their keys (made again
+        where needed: ``precedence_keys``). Called as soon as a route's rules are translated:
+        its keys are freed before the next route's are made, which then reuse their memory."""
+        keys = self.http
+        keys.sort()
+        self._sorted_http = out = tuple([key[-1] for key in keys])
+        self._shapes = tuple([key[0] for key in keys])
+        keys.clear()
+        return out
+
+    def precedence_keys(self) -> list[PrecedenceKey]:
+        """Keys of ``sorted_http`` that order it among the routes of other translations as
+        its precedence keys would: ``(shape, order, position, IR route)``."""
+        routes = self.sorted_http  # (first: sorting sets the shapes)
+        pairs = zip(self._shapes, routes, strict=True)
+        order = self.order
+        return [(shape, order, i, r) for i, (shape, r) in enumerate(pairs)]
 
     def use_clusters(
         self,

@@ -63,7 +63,8 @@ def _rule(
             mirrors=mirrored,
             session=sticky,
         )
-        key: PrecedenceKey = (0, -svc_len, -method_len, -len(mt.headers), 0, 0, *order, i, j, r)
+        shape = memo.shape((0, -svc_len, -method_len, -len(mt.headers), 0, 0))
+        key: PrecedenceKey = (shape, order, i, j, r)
         out.append(key)
 
 

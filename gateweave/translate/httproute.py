@@ -22,10 +22,6 @@ from gateweave.translate.sessions import session
 _PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
 _ANY_MATCH = (m.HTTPRouteMatch(),)
 _ROOT = m.HTTPPathMatch()
-# -n for path lengths, as shared objects: CPython allocates every int below -5 anew, and
-# every IR route's precedence key holds one.
-_NEGATIVES = 1024
-_NEGATIVE = tuple(-n for n in range(_NEGATIVES))
 
 
 def translate_http_route(
@@ -83,7 +79,6 @@ def _rule(
 
     tr.use_clusters(backends, mirrored, filters.ext_auth)
     name = f"{prefix}{i}/match/"
-    o0, o1, o2, o3 = order
     append = tr.http.append
     for j, mt in enumerate(ir_matches):
         r = ir.Route(
@@ -108,22 +103,17 @@ def _rule(
         # first), then the longest prefix; then a method match, more header matches, more query
         # param matches; then the oldest route, namespace/name, rule and match order. The IR
         # route goes last (see attachment.PrecedenceKey).
-        n = len(mt.path)
-        key: PrecedenceKey = (
-            1,
-            _PATH_RANK[mt.path_type],
-            _NEGATIVE[n] if n < _NEGATIVES else -n,
-            0 if mt.method else 1,
-            -len(mt.headers),
-            -len(mt.query_params),
-            o0,
-            o1,
-            o2,
-            o3,
-            i,
-            j,
-            r,
+        shape = memo.shape(
+            (
+                1,
+                _PATH_RANK[mt.path_type],
+                -len(mt.path),
+                0 if mt.method else 1,
+                -len(mt.headers),
+                -len(mt.query_params),
+            )
         )
+        key: PrecedenceKey = (shape, order, i, j, r)
         append(key)
 
 

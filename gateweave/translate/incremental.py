@@ -187,8 +187,10 @@ def _other_options(options: TranslateOptions) -> TranslateOptions:
 
 
 def _order(kind: str, route: Any) -> tuple[Any, ...]:
-    """The order a full translation visits routes in (and lists them on a listener)."""
-    return (_KIND_INDEX[kind], *sort_key(route))
+    """The order a full translation visits routes in (and lists them on a listener): the
+    kind's index, then the route's sort_key (a tuple of four: compared as if laid out flat; an
+    entry keeps the one instance its translation holds)."""
+    return (_KIND_INDEX[kind], sort_key(route))
 
 
 def _att_order(att: Attachment) -> tuple[Any, ...]:
@@ -421,9 +423,9 @@ class IncrementalTranslator:
                 self._slice_keys.setdefault((key[0], svc), set()).add(key)
         self._entries: dict[RouteKey, _Entry] = {}
         self._users: dict[NN, set[RouteKey]] = {}
-        # Per listener, per domain: the HTTP attachments, in route order (a list: most domains
-        # have one, and a list of one is a quarter of a dict of one).
-        self._domain_atts: dict[ListenerCtx, dict[str, list[Attachment]]] = {}
+        # Per listener, per domain: the HTTP attachments, in route order (a tuple, replaced on a
+        # change: most domains have one, and a tuple of one is a third of a list of one).
+        self._domain_atts: dict[ListenerCtx, dict[str, tuple[Attachment, ...]]] = {}
         self._clusters: dict[str, ir.Cluster] = {}
         self._cluster_refs: dict[str, int] = {}
         # Service port -> Gateway -> routes accepted there that use it (BackendTLSPolicy ancestors)
@@ -795,7 +797,7 @@ class IncrementalTranslator:
         entry = _Entry(
             key=key,
             model=route,
-            order=(_KIND_INDEX[kind], *order),
+            order=(_KIND_INDEX[kind], order),
             translation=tr,
             atts=tuple(
                 Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached
@@ -886,17 +888,20 @@ class IncrementalTranslator:
             bucket = by_domain.get(domain)
             if add:
                 if bucket is None:
-                    by_domain[domain] = [att]
+                    by_domain[domain] = (att,)
                     continue
                 i = next((i for i, a in enumerate(bucket) if a.translation is tr), None)
                 if i is None:
-                    bisect.insort(bucket, att, key=_att_order)
+                    i = bisect.bisect_right(bucket, _att_order(att), key=_att_order)
+                    by_domain[domain] = (*bucket[:i], att, *bucket[i:])
                 else:
-                    bucket[i] = att
+                    by_domain[domain] = (*bucket[:i], att, *bucket[i + 1 :])
             else:
                 assert bucket is not None
-                bucket[:] = [a for a in bucket if a.translation is not tr]
-                if not bucket:
+                left = tuple([a for a in bucket if a.translation is not tr])
+                if left:
+                    by_domain[domain] = left
+                else:
                     del by_domain[domain]
 
     # ------------------------------------------------------------ statuses and IRs

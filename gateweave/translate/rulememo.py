@@ -34,7 +34,7 @@ class NamedMatch(Protocol):
 class RuleMemo:
     """Per-translation memo tables (keys are model values: frozen, hashable Structs)."""
 
-    __slots__ = ("header_mods", "headers", "query_params", "weighted")
+    __slots__ = ("header_mods", "headers", "query_params", "shapes", "weighted")
 
     def __init__(self) -> None:
         self.headers: dict[Sequence[NamedMatch], tuple[ir.StringMatch, ...] | str] = {}
@@ -42,6 +42,12 @@ class RuleMemo:
         self.header_mods: dict[m.HTTPHeaderFilter, ir.HeaderMods] = {}
         # A backend and its weight without filters of its own: (cluster name, weight) -> IR
         self.weighted: dict[tuple[str, int], ir.WeightedCluster] = {}
+        # A precedence key's match shape (attachment.PrecedenceKey) -> its one shared instance
+        self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+    def shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shared instance of a precedence key's ``shape`` (equal shapes: one tuple)."""
+        return self.shapes.setdefault(shape, shape)
 
     def header_matches(self, entries: Sequence[NamedMatch]) -> tuple[ir.StringMatch, ...] | str:
         """:func:`string_matches` of header matches (a tuple of them), once per distinct value."""

@@ -28,7 +28,7 @@ def translate_rules(
     one_rule: OneRule,
 ) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
-    tr = RouteTranslation(kind=kind, route=route)
+    tr = RouteTranslation(kind=kind, route=route, order=order)
     tr.rule_count = len(rules)
     # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
     meta = route.metadata
@@ -38,4 +38,5 @@ def translate_rules(
             one_rule(tr, resolver, i, rule, prefix, order)
         except RuleError as err:
             tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
+    tr.sort_http()
     return tr

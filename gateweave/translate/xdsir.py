@@ -201,7 +201,7 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
     else:
         seen: set[str] = set()
         out = []
-        for key in sorted(key for att in atts for key in att.translation.http):
+        for key in sorted(key for att in atts for key in att.translation.precedence_keys()):
             r = key[-1]
             if r.name not in seen:
                 seen.add(r.name)
@@ -210,7 +210,10 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
         if any(att.effects for att in atts):
             changed = {name: r for att in atts for name, r in (att.effects or {}).items()}
             routes = tuple([changed.get(r.name, r) for r in routes])
-    return ir.VirtualHost(name=f"{name}/{domain}", domains=(domain,), routes=routes)
+    # (a route's own one-hostname tuple when it is the domain: shared, not a tuple per host)
+    hosts = atts[0].hostnames
+    domains = hosts if hosts is not None and len(hosts) == 1 and hosts[0] == domain else (domain,)
+    return ir.VirtualHost(name=f"{name}/{domain}", domains=domains, routes=routes)
 
 
 def misdirected(
