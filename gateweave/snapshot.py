@@ -23,7 +23,7 @@ class ChangeLog:
 
     def __init__(self, limit: int = 1 << 16) -> None:
         self.limit = max(2, limit)
-        self._entries: list[tuple[str, NN]] = []
+        self._entries: list[Key] = []
         self._first = 0  # position of _entries[0]
         # The store records on its thread while a translation reads in a worker thread.
         self._lock = threading.Lock()
@@ -33,9 +33,10 @@ class ChangeLog:
         with self._lock:
             return self._first + len(self._entries)
 
-    def record(self, kind: str, key: NN) -> None:
+    def record(self, key: Key) -> None:
+        """``key``: the store's key of the object (kept as it is: one tuple less per entry)."""
         with self._lock:
-            self._entries.append((kind, key))
+            self._entries.append(key)
             if len(self._entries) > self.limit:
                 drop = len(self._entries) // 2
                 del self._entries[:drop]
@@ -47,7 +48,8 @@ class ChangeLog:
             first = self._first
             if start < first or end < start or end > first + len(self._entries):
                 return None
-            return self._entries[start - first : end - first]
+            span = self._entries[start - first : end - first]
+        return [(k.kind, (k.namespace, k.name)) for k in span]
 
 
 @dataclass

@@ -203,7 +203,7 @@ class Store:
             self._unsorted.add(key.kind)
         self._by_kind.setdefault(key.kind, {})[(key.namespace, key.name)] = model
         if model_changed:
-            self.changelog.record(key.kind, (key.namespace, key.name))
+            self.changelog.record(key)
         change = Change(key, "added" if old is None else "updated", model_changed)
         self._notify(change)
         return change
@@ -212,7 +212,7 @@ class Store:
         if self._objects.pop(key, None) is None:
             return None
         self._by_kind[key.kind].pop((key.namespace, key.name), None)
-        self.changelog.record(key.kind, (key.namespace, key.name))
+        self.changelog.record(key)
         self._version += 1
         change = Change(key, "deleted", True)
         self._notify(change)

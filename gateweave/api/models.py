@@ -77,6 +77,12 @@ class _Shared(_Base, kw_only=True, frozen=True):
 # ---------------------------------------------------------------- metadata and shared bits
 
 
+# The one empty dict of every object's metadata without labels or annotations (most objects
+# have no annotations): msgspec makes a new empty dict per instance, 80 bytes each. Models are
+# never changed in place (they are frozen; their dicts are read or copied), so it is shared.
+_NO_ENTRIES: dict[str, str] = {}
+
+
 class ObjectMeta(_Shared, kw_only=True, frozen=True):
     _shared = ("labels",)
 
@@ -88,6 +94,13 @@ class ObjectMeta(_Shared, kw_only=True, frozen=True):
     creation_timestamp: str = ""
     resource_version: str = ""
     uid: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.labels:
+            _set(self, "labels", _NO_ENTRIES)
+        if not self.annotations:
+            _set(self, "annotations", _NO_ENTRIES)
 
 
 class LabelSelectorRequirement(_Base, kw_only=True, frozen=True):
