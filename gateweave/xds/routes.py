@@ -904,8 +904,11 @@ def _built_routes(r: ir.Route, listener_port: int, https: bool, exact_host: str 
 def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[bytes, ...]:
     """``vh`` as a ``RouteConfiguration.virtual_hosts`` field, in parts: the field's tag,
     length and the host's head, then the bytes of each route (those the route cache holds).
-    Memoised by value."""
-    key = (vh, listener_port, https)
+    Memoised by value: keyed by ``vh`` alone when none of its routes reads the listener
+    (:func:`_reads_listener`: its parts are then the same on every listener), as routes are
+    (a key tuple less per entry)."""
+    reads = [_reads_listener(r) for r in vh.routes]
+    key: Hashable = (vh, listener_port, https) if any(reads) else vh
     parts = _VHOSTS.get(key)
     if parts is not None:
         return parts
@@ -915,9 +918,9 @@ def _virtual_host(vh: ir.VirtualHost, listener_port: int, https: bool) -> tuple[
     )
     body = [
         _built_routes(r, listener_port, https, exact_host)
-        if _reads_listener(r)
+        if read
         else _built_routes(r, 0, False, None)
-        for r in vh.routes
+        for r, read in zip(vh.routes, reads, strict=True)
     ]
     size = len(head) + sum(map(len, body))
     return _VHOSTS.put(key, (length_tag(_CONFIG_VHOSTS, size) + head, *body))
