@@ -49,13 +49,10 @@ reported):
 from __future__ import annotations
 
 import asyncio
-import cProfile
 import gc
 import io
 import json
 import os
-import platform
-import pstats
 import resource
 import statistics
 import subprocess
@@ -174,6 +171,8 @@ def _decode_one(raw: Mapping[str, Any]) -> Decoded:
 
 
 def machine() -> dict[str, Any]:
+    import platform  # (here, as cProfile in profile_translate: out of the memory probe)
+
     cpu = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -729,6 +728,9 @@ def profile_translate(routes: int, seed: int = DEFAULT_SEED, top: int = 25) -> s
     """cProfile of one translation of ``routes`` routes: the top entries by own time and by
     cumulative time.
     """
+    import cProfile  # (here: out of the memory probe's process)
+    import pstats
+
     decoded = decode_all(generate(routes, seed).manifests)
     store = Store()
     for d in decoded:
@@ -830,8 +832,6 @@ def main(argv: Sequence[str]) -> int:
     answer is JSON on stdout, progress and logs go to stderr."""
     import argparse
 
-    from gateweave import logs
-
     parser = argparse.ArgumentParser(
         prog="python -m gateweave_bench.run", description="Use `gateweave bench`."
     )
@@ -845,8 +845,13 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--policies", type=float, default=0.0)
     args = parser.parse_args(argv)
-    # stdout carries the answer: every log goes to stderr.
-    logs.configure("warning")
+    if args.rss is None:
+        # stdout carries the answer: every log goes to stderr. (The memory probe runs the
+        # controller's work alone, which logs nothing: structlog, and the rich it loads, stay
+        # out of the process whose peak memory is its answer.)
+        from gateweave import logs
+
+        logs.configure("warning")
     try:
         if args.rss is not None:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed, args.policies)
