@@ -832,6 +832,8 @@ def main(argv: Sequence[str]) -> int:
     answer is JSON on stdout, progress and logs go to stderr."""
     import argparse
 
+    from gateweave import logs
+
     parser = argparse.ArgumentParser(
         prog="python -m gateweave_bench.run", description="Use `gateweave bench`."
     )
@@ -845,13 +847,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--latency-samples", type=int, default=100)
     parser.add_argument("--policies", type=float, default=0.0)
     args = parser.parse_args(argv)
-    if args.rss is None:
-        # stdout carries the answer: every log goes to stderr. (The memory probe runs the
-        # controller's work alone, which logs nothing: structlog, and the rich it loads, stay
-        # out of the process whose peak memory is its answer.)
-        from gateweave import logs
-
-        logs.configure("warning")
+    # stdout carries the answer: every log goes to stderr. (The memory probe configures
+    # logging too: the controller does, and structlog, with the rich it loads, is part of
+    # its memory.)
+    logs.configure("warning")
     try:
         if args.rss is not None:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed, args.policies)
