@@ -1068,7 +1068,10 @@ class KubeAPI:
                 try:
                     event: JSON | None = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
-                    if bookmarks:
+                    # A bookmark promises every event up to its resourceVersion was sent:
+                    # not while an event (or a disconnect's end) is still queued, as when the
+                    # loop was busy as the timer fired - those go first.
+                    if bookmarks and watcher.queue.empty():
                         await send(
                             {
                                 "type": "BOOKMARK",

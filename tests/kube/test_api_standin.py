@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -250,3 +251,68 @@ async def test_list_and_watch(api: KubeAPI, http: httpx.AsyncClient) -> None:
     ) as resp:
         assert [line async for line in resp.aiter_lines() if line] == []
     assert {r.verb for r in api.log} >= {"create", "list", "watch", "delete", "patch"}
+
+
+class HeldQueue(asyncio.Queue[Any]):
+    """A watch's queue whose reads wait while ``open`` is clear: what is queued stays
+    unsent, as when the event loop is too busy to send it before the bookmark timer fires.
+    ``reads``: the reads begun (each bookmark interval begins one)."""
+
+    def __init__(self, open_: asyncio.Event) -> None:
+        super().__init__()
+        self.open = open_
+        self.reads = 0
+
+    async def get(self) -> Any:
+        self.reads += 1
+        await self.open.wait()
+        return await super().get()
+
+
+async def test_bookmarks_never_run_ahead_of_queued_events(
+    api: KubeAPI, http: httpx.AsyncClient
+) -> None:
+    """A bookmark's resourceVersion promises every event up to it was sent on the watch: an
+    event (or the end of a disconnected watch) still queued when the bookmark timer fires goes
+    first. (A bookmark ahead of a queued update let the provider count as caught up before
+    seeing it, and resume a disconnected watch past updates it never saw.)"""
+    await http.post(ROUTES, json=route())
+    query = f"resourceVersion={api.rv}&allowWatchBookmarks=true"
+    async with (
+        asyncio.timeout(10),
+        http.stream("GET", f"{ROUTES}?watch=1&{query}") as resp,
+    ):
+        lines = (json.loads(line) async for line in resp.aiter_lines() if line)
+        assert (await anext(lines))["type"] == "BOOKMARK"  # the watch is registered
+        (watcher,) = api._watchers
+        opened = asyncio.Event()
+        held = watcher.queue = HeldQueue(opened)
+
+        async def queued_through_bookmark_intervals() -> None:
+            reads = held.reads
+            while held.reads < reads + 2:  # a whole bookmark interval with the event queued
+                await asyncio.sleep(0.01)
+            opened.set()
+
+        # an update queued while the loop is busy: it comes before any bookmark
+        api.put(route(host="b.example.com"))
+        await queued_through_bookmark_intervals()
+        event = await anext(lines)
+        assert (event["type"], event["object"]["metadata"]["resourceVersion"]) == (
+            "MODIFIED",
+            str(api.rv),
+        )
+        bookmark = await anext(lines)
+        assert bookmark["type"] == "BOOKMARK"
+        assert bookmark["object"]["metadata"]["resourceVersion"] == str(api.rv)
+
+        # an update and a disconnect queued while the loop is busy: the update, then the end
+        # (no bookmark at the resourceVersion of updates a resumed watch would then miss)
+        opened.clear()
+        api.put(route(host="c.example.com"))
+        api.disconnect_watches()
+        await queued_through_bookmark_intervals()
+        rest = [e async for e in lines]
+    assert [(e["type"], e["object"]["metadata"]["resourceVersion"]) for e in rest] == [
+        ("MODIFIED", str(api.rv))
+    ]
