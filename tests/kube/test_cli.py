@@ -48,7 +48,7 @@ async def test_serve_kubernetes_process(tmp_path: Path) -> None:
     )
     try:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 20
+        deadline = loop.time() + 60  # a ceiling for a hang: a process start at load 18 took >20 s
         while True:
             route = api.get("HTTPRoute", "default", "demo") or {}
             parents = (route.get("status") or {}).get("parents") or []

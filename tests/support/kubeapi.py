@@ -68,7 +68,7 @@ async def serving(
     try:
         done, _ = await asyncio.wait(
             [task, asyncio.create_task(started.wait())],
-            timeout=10,
+            timeout=60,  # a ceiling for a hang: starting took 12 s at load 12 on 2 cores
             return_when=asyncio.FIRST_COMPLETED,
         )
         if task in done:
