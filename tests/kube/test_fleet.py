@@ -190,6 +190,10 @@ async def test_programmed_once_every_envoy_pod_acknowledged(tmp_path: Path) -> N
             source,
         ):
             await until(lambda: source.elector.leading)
+            # the new leader creates the Envoy fleet in a task of its own, which settle() does
+            # not wait for: wait until it has applied what the translation asks for
+            infra = source.infra
+            await until(lambda: bool(infra.applied) and infra.applied == infra.desired)
             await settle(api, runtime, source)
             assert programmed(api) == (
                 "False",
