@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateweave.api import cel, celcode, patterns, schemacode
+from gateweave.api import cel, celcode, patterns, schemacode, schemastruct
 from gateweave.api import schema as exact
 
 Schema = dict[str, Any]
@@ -56,7 +56,14 @@ Validator = Callable[[dict[str, Any]], dict[str, Any]]
 ENV = "GATEWEAVE_VALIDATOR_CACHE"
 _HERE = Path(__file__).resolve()
 # The modules that write the code (and this one, which writes the module around it).
-_GENERATOR_MODULES = ("schemacode.py", "celcode.py", "cel.py", "schema.py", "patterns.py")
+_GENERATOR_MODULES = (
+    "schemacode.py",
+    "schemastruct.py",
+    "celcode.py",
+    "cel.py",
+    "schema.py",
+    "patterns.py",
+)
 # celpy's parser: its grammar and tree, and the lark version that reads them.
 _PARSER_FILES = {
     "celpy": ("cel.lark", "celparser.py", "evaluation.py", "__init__.py"),
@@ -69,6 +76,7 @@ _MODULES = {
     "_gw_patterns": patterns,
     "_gw_schema": exact,
     "_gw_schemacode": schemacode,
+    "_gw_schemastruct": schemastruct,
     "_gw_math": math,
 }
 _OWN_NAMES = frozenset((*_MODULES, "_gw_codecache", "bind", "KEY", "ROOT"))
@@ -253,6 +261,8 @@ def _recipe(value: Any, name_key: Any, nodes: dict[int, tuple[str | int, ...]]) 
         return "schema" + "".join(f"[{k!r}]" for k in nodes[id(value)]), True
     if type(value) is set:
         return _memo(value), False
+    if name_key == ("struct", None):  # the root's Struct types, built again from the schema
+        return "_gw_schemastruct.root_type(schema)", True
     if isinstance(value, cel.Program):
         return f"_gw_codecache.Rule({value.source!r})", False
     if type(value) is tuple and value and all(isinstance(p, cel.Program) for p in value):
@@ -327,7 +337,7 @@ def render(
         "import math as _gw_math",
         "from gateweave.api import cel as _gw_cel, celcode as _gw_celcode, codecache as "
         "_gw_codecache, patterns as _gw_patterns, schema as _gw_schema, schemacode as "
-        "_gw_schemacode",
+        "_gw_schemacode, schemastruct as _gw_schemastruct",
     ]
     bound: list[str] = []
     for name, value in namespace.items():

@@ -189,14 +189,35 @@ def _handled(node: Any) -> bool:
     )
 
 
+def _struct_enum(node: Schema) -> bool:
+    """Whether the node's Struct type (:mod:`gateweave.api.schemastruct`) checks its enum
+    (a string's, as a Literal), so the rules-only code does not."""
+    enum = node.get("enum")
+    return node["type"] == "string" and enum is not None and all(type(e) is str for e in enum)
+
+
+def _struct_bounds(node: Schema) -> bool:
+    """Whether the node's Struct type checks its bounds (an integer's, integral bounds)."""
+    return node["type"] == "integer" and all(
+        type(node[k]) is int for k in ("minimum", "maximum") if k in node
+    )
+
+
 def _kind(node: Any) -> type | None:
     """The Python type of every value the generated code accepted against ``node``."""
     return _KINDS.get(node["type"]) if _handled(node) else None
 
 
 class _Gen:
-    def __init__(self) -> None:
-        self.names = celcode.Names()
+    """The code of one version's schema. ``rules_only``: the form run after the manifest
+    converted to the schema's Struct types (:mod:`gateweave.api.schemastruct`), without
+    the checks those types made (types, required, unknown and null fields, string enums,
+    lengths, integer bounds, item counts); its functions are named ``g...``."""
+
+    def __init__(self, names: celcode.Names | None = None, *, rules_only: bool = False) -> None:
+        self.rules_only = rules_only
+        self.prefix = "g" if rules_only else "f"
+        self.names = names if names is not None else celcode.Names()
         self.names.values.update(
             {
                 "Unsure": Unsure,
@@ -219,7 +240,9 @@ class _Gen:
 
     def scalar(self, node: Schema, x: str, out: list[str], pad: str) -> None:
         t = node["type"]
-        if t == "number":
+        if self.rules_only and t != "number":
+            pass  # (the type: checked by the Struct types)
+        elif t == "number":
             out.append(
                 f"{pad}if type({x}) is not int and (type({x}) is not float or not _isfinite({x})): "
                 "raise Unsure"
@@ -227,7 +250,7 @@ class _Gen:
         else:
             out.append(f"{pad}if type({x}) is not {_SCALARS[t]}: raise Unsure")
         enum = node.get("enum")
-        if enum is not None:
+        if enum is not None and not (self.rules_only and _struct_enum(node)):
             if all(type(e) is str for e in enum) and t == "string":
                 out.append(
                     f"{pad}if {x} not in "
@@ -239,7 +262,9 @@ class _Gen:
                 )
         if t == "string":
             low, high = int(node.get("minLength", 0)), node.get("maxLength")
-            if high is not None and low > 0:
+            if self.rules_only:
+                pass  # (the lengths: checked by the Struct types)
+            elif high is not None and low > 0:
                 out.append(f"{pad}if not {low} <= len({x}) <= {int(high)}: raise Unsure")
             elif high is not None:
                 out.append(f"{pad}if len({x}) > {int(high)}: raise Unsure")
@@ -267,7 +292,7 @@ class _Gen:
                     _PASSED.append(known)
                 fn = self.names.add("F", check, ("formatfn", fmt))
                 out.append(f"{pad}if {x} not in {passed}: _format({passed}, {fn}, {x})")
-        elif t in ("integer", "number"):
+        elif t in ("integer", "number") and not (self.rules_only and _struct_bounds(node)):
             self.bounds(node, x, out, pad)
         self.rules(node, x, out, pad)
 
@@ -357,7 +382,9 @@ class _Gen:
         if not _handled(node):
             return f"_walk({x}, {self.names.add('W', node, ('walk', id(node)))})"
         if node["type"] in ("object", "array"):
-            out.append(f"{pad}{self.func(node)}({x})")
+            name = self.func(node)
+            if name:  # (rules only: "" for a node left with nothing to do)
+                out.append(f"{pad}{name}({x})")
         else:
             self.scalar(node, x, out, pad)
         return None
@@ -366,18 +393,21 @@ class _Gen:
         name = self.funcs.get(id(node))
         if name is not None:
             return name
-        name = f"f{len(self.funcs)}"
+        name = f"{self.prefix}{len(self.funcs)}"
         self.funcs[id(node)] = name
         self.keep.append(node)
         body = self.array(node) if node["type"] == "array" else self.object(node, root=False)
+        if not body:
+            self.funcs[id(node)] = ""
+            return ""
         self.blocks.append([f"def {name}(d):", *body])
         return name
 
     def array(self, node: Schema) -> list[str]:
-        out = ["    if type(d) is not list: raise Unsure"]
-        if "maxItems" in node:
+        out = [] if self.rules_only else ["    if type(d) is not list: raise Unsure"]
+        if "maxItems" in node and not self.rules_only:
             out.append(f"    if len(d) > {int(node['maxItems'])}: raise Unsure")
-        if "minItems" in node:
+        if "minItems" in node and not self.rules_only:
             out.append(f"    if len(d) < {int(node['minItems'])}: raise Unsure")
         loop: list[str] = []
         replace = self.value(node["items"], "x", loop, "        ")
@@ -402,21 +432,27 @@ class _Gen:
         props: dict[str, Schema] = node.get("properties") or {}
         extra = node.get("additionalProperties")
         required = list(node.get("required") or ())
-        out = ["    if type(d) is not dict: raise Unsure"]
+        only = self.rules_only
+        out = [] if only else ["    if type(d) is not dict: raise Unsure"]
         if isinstance(extra, dict):  # a map: any keys, each value checked against one node
-            out.append(
-                "    if None in d.values(): raise Unsure  # a null: dropped, defaulted or nullable"
-            )
             loop: list[str] = []
             replace = self.value(extra, "x", loop, "        ")
+            if not only or replace is not None:
+                out.append(
+                    "    if None in d.values(): raise Unsure  # a null: dropped, defaulted or "
+                    "nullable"
+                )
             if replace is not None:
                 out += ["    for k, x in d.items():", f"        d[k] = {replace}"]
             elif loop:
                 out += ["    for x in d.values():", *loop]
             out += [f"    if {key!r} not in d: raise Unsure  # required" for key in required]
         elif not props:
-            out.append("    if d: raise Unsure  # no properties: every field is unknown")
+            if not only:
+                out.append("    if d: raise Unsure  # no properties: every field is unknown")
             out += [f"    raise Unsure  # {key!r} is required" for key in required[:1]]
+        elif only:
+            out += self.fields_rules_only(node, root=root)
         else:
             known = self.names.add("K", frozenset(props), ("keys", tuple(props)))
             out.append(
@@ -470,12 +506,44 @@ class _Gen:
                 out.append(
                     f"    if not {names} <= d.keys(): raise Unsure  # a required field is missing"
                 )
-        if "maxProperties" in node:
-            out.append(f"    if len(d) > {int(node['maxProperties'])}: raise Unsure")
-        if "minProperties" in node:
-            out.append(f"    if len(d) < {int(node['minProperties'])}: raise Unsure")
+        if not (only and isinstance(extra, dict)):  # (a map's: checked by the Struct types)
+            if "maxProperties" in node:
+                out.append(f"    if len(d) > {int(node['maxProperties'])}: raise Unsure")
+            if "minProperties" in node:
+                out.append(f"    if len(d) < {int(node['minProperties'])}: raise Unsure")
         if not root:
             self.rules(node, "d", out, "    ")
+        return out
+
+    def fields_rules_only(self, node: Schema, *, root: bool) -> list[str]:
+        """An object's fields after its Struct type checked them (each present field of a
+        known name, not null, of its type): the checks left of the fields present (by a
+        lookup each, only for the fields that have some), then the defaults of the absent."""
+        props: dict[str, Schema] = node["properties"]
+        required = list(node.get("required") or ())
+        out = [
+            f"    raise Unsure  # {key!r} is required but not a field"
+            for key in required
+            if key not in props
+        ][:1]
+        for key, sub in props.items():
+            if root and key in exact._ROOT_KEEP:
+                continue  # (kept as written; its type checked by the Struct types)
+            checks: list[str] = []
+            replace = self.value(sub, "x", checks, "        ")
+            if replace is not None:  # a node the walk decides: null is admitted by its type
+                out += [
+                    f"    if {key!r} in d:",
+                    f"        x = d[{key!r}]",
+                    "        if x is None: raise Unsure  # a null: dropped, defaulted or nullable",
+                    f"        d[{key!r}] = {replace}",
+                ]
+            elif checks:
+                out += [f"    x = d.get({key!r})", "    if x is not None:", *checks]
+        for key, sub in props.items():
+            default = None if root and key in exact._ROOT_KEEP else self.default(sub)
+            if default is not None:
+                out.append(f"    if {key!r} not in d: d[{key!r}] = {default}")
         return out
 
     def default(self, sub: Schema) -> str | None:
@@ -510,21 +578,40 @@ def generate(node: Schema) -> tuple[str, dict[str, Any], celcode.Names]:
     module does not write."""
     if not _handled(node) or node["type"] != "object" or not node.get("properties"):
         raise ValueError("a root node this module does not write")
+    from gateweave.api import schemastruct  # (which reads this module's decisions)
+
     gen = _Gen()
-    body = gen.object(node, root=True)
+    fast = _Gen(gen.names, rules_only=True)
     keep = exact._ROOT_KEEP
-    body += [
-        "    o = {}",
-        *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
-        "    for k, x in d.items():",
-        f"        if k not in {keep!r}: o[k] = x",
-    ]
-    gen.rules(node, "o", body, "    ")
-    body.append("    return o")
-    gen.blocks.append(["def root(d):", *body])
+    for g, name in ((gen, "root"), (fast, "rules_only")):
+        body = g.object(node, root=True)
+        body += [
+            "    o = {}",
+            *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
+            "    for k, x in d.items():",
+            f"        if k not in {keep!r}: o[k] = x",
+        ]
+        g.rules(node, "o", body, "    ")
+        body.append("    return o")
+        g.blocks.append([f"def {name}(d):", *body])
+    # The manifest converted to the schema's Struct types (the structural checks, in C):
+    # the rules-only code then; else the full code, whose answer stands (the walk's after).
+    struct = gen.names.add("T", schemastruct.root_type(node), ("struct", None))
+    convert = gen.names.add("F", schemastruct.convert, ("convert", None))
+    gen.blocks += fast.blocks
+    gen.blocks.append(
+        [
+            "def checked(d):",
+            "    try:",
+            f"        {convert}(d, type={struct})",
+            "    except Exception:",
+            "        return root(d)",
+            "    return rules_only(d)",
+        ]
+    )
     namespace: dict[str, Any] = dict(gen.names.values)
     namespace["_raise_unsure"] = _raise_unsure
-    return gen.source("root"), namespace, gen.names
+    return gen.source("checked"), namespace, gen.names
 
 
 def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateweave.api import cel, celcode, codecache, patterns, schema, schemacode
+from gateweave.api import cel, celcode, codecache, patterns, schema, schemacode, schemastruct
 from gateweave.api.decode import kind_info
 from gateweave.api.kinds import KindInfo
 from gateweave_bench.objects import generate
@@ -457,3 +457,119 @@ def test_a_generated_validator_keeps_no_parse_trees(monkeypatch: pytest.MonkeyPa
     assert cel._TREES
     assert codecache.validator(root) is not None
     assert not cel._TREES
+
+
+# ---------------------------------------------------------------- the Struct types' fast path
+
+
+def _forms(raw: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(the full generated code, its rules-only form, the root's Struct type) of raw's version."""
+    root = schema._root(raw, _info(raw))
+    assert root is not None
+    checked = codecache.validator(root)
+    assert checked is not None
+    return (
+        checked.__globals__["root"],
+        checked.__globals__["rules_only"],
+        schemastruct.root_type(root),
+    )
+
+
+def _outcome(fn: Any, raw: dict[str, Any]) -> tuple[bool, Any]:
+    try:
+        return True, fn(raw)
+    except Exception:
+        return False, None
+
+
+def _fast_path_agrees(raw: dict[str, Any]) -> bool:
+    """Where raw converts to its Struct types, the rules-only code answers as the full code
+    does (the same defaulted object, or both unsure); whether it converted."""
+    full, rules_only, struct = _forms(raw)
+    try:
+        msgspec.convert(raw, type=struct)
+    except msgspec.ValidationError:
+        return False
+    want_ok, want = _outcome(full, copy.deepcopy(raw))
+    got_ok, got = _outcome(rules_only, copy.deepcopy(raw))
+    assert got_ok == want_ok, raw
+    if want_ok:
+        assert _same(got, want), (got, want)
+    return True
+
+
+def test_every_valid_manifest_takes_the_fast_path_with_the_same_result() -> None:
+    for raw in CORPUS:
+        assert _fast_path_agrees(raw), raw
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_a_mistake_gets_the_full_codes_answer_on_the_fast_path(raw: dict[str, Any]) -> None:
+    """Converted: the rules-only code answers as the full code; refused by the types: so
+    is it by the full code (the fast path is never lost for a manifest the code accepts)."""
+    if not _fast_path_agrees(raw):
+        full, _, _ = _forms(raw)
+        assert not _outcome(full, copy.deepcopy(raw))[0], raw
+
+
+SMALL: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "minLength": 2, "maxLength": 3},
+                "mode": {"type": "string", "enum": ["A", "B"], "default": "A"},
+                "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                "weight": {"type": "number", "maximum": 2.5},
+                "on": {"type": "boolean"},
+                "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+                "labels": {
+                    "type": "object",
+                    "maxProperties": 1,
+                    "additionalProperties": {"type": "string", "maxLength": 1},
+                },
+                "any": {"x-kubernetes-int-or-string": True},
+                "empty": {"type": "object"},
+            },
+        },
+    },
+}
+SMALL_VALUES = st.one_of(
+    st.sampled_from(
+        ["ab", "abc", "abcd", "é\U0001f600", "\U0001f600" * 3, "\U0001f600" * 4, "A", "B", "C"]
+    ),
+    st.sampled_from([0, 1, 80, 65535, 65536, 2**64, 1.0, 2.5, 2.6, math.nan, math.inf, True]),
+    st.none(),
+    st.lists(st.sampled_from(["x", 1, None]), max_size=3),
+    st.dictionaries(st.sampled_from(["k", "l", "name"]), st.sampled_from(["v", "vv", 1, None])),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(sorted(SMALL["properties"]["spec"]["properties"])), SMALL_VALUES
+    )
+)
+def test_lengths_numbers_nulls_and_maps_are_checked_alike_on_both_paths(
+    spec: dict[str, Any],
+) -> None:
+    """Code points (not UTF-16 units or bytes), integer vs 1.0 vs bool, NaN and infinity,
+    nulls, a map's size, a walked node: the fast path answers as the full code does."""
+    source, namespace, _ = schemacode.generate(SMALL)
+    checked = schemacode.run(source, namespace)
+    full, rules_only = namespace["root"], namespace["rules_only"]
+    raw = {"apiVersion": "x/v1", "kind": "K", "metadata": {}, "spec": spec}
+    want = _outcome(full, copy.deepcopy(raw))
+    assert _same(_outcome(checked, copy.deepcopy(raw)), want)
+    try:
+        msgspec.convert(raw, type=schemastruct.root_type(SMALL))
+    except msgspec.ValidationError:
+        return
+    assert _same(_outcome(rules_only, copy.deepcopy(raw)), want)
