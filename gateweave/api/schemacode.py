@@ -4,12 +4,14 @@
 schema's keywords as it goes, and says everything that is wrong; a route costs it about
 a millisecond. Almost every manifest is valid, and for a valid one only two answers
 matter: that it is valid, and its defaulted copy. This module writes, for each version's
-schema, one Python function per object or array node of the schema, with every check
-of the node's fields inline (types, lengths, enums, ranges, required fields, unknown
-fields, list keys) and its CEL rules as Python expressions (:mod:`gateweave.api.celcode`);
-patterns and formats are checked once per distinct string. The code is written as a
-module ahead of time and imported (:mod:`gateweave.api.codecache`), or compiled with
-``exec`` (:func:`compile_schema`).
+schema, code in two steps. First the structure, in C: ``msgspec.convert`` of the manifest
+to the schema mirrored as Struct types (:mod:`gateweave.api.schemastruct`: the types of the
+fields, required, unknown and null fields, string enums, lengths, integer bounds, item
+counts). Then the rest, one Python function per object or array node that has some: its
+defaults, patterns and formats (checked once per distinct string), list keys, a number's
+finiteness, and its CEL rules as Python expressions (:mod:`gateweave.api.celcode`). The
+code is written as a module ahead of time and imported (:mod:`gateweave.api.codecache`), or
+compiled with ``exec`` (:func:`compile_schema`).
 
 The generated code is exact where it answers and answers only what it is sure of: it
 returns the same defaulted copy as the schema walk for a manifest the schema walk accepts,
@@ -83,7 +85,6 @@ _READ = _WRITTEN | frozenset(
         "x-kubernetes-preserve-unknown-fields",
     )
 )
-_SCALARS = {"string": "str", "integer": "int", "boolean": "bool"}
 # The Python type of a value the generated code has checked against a node of each type.
 _KINDS: dict[str, type] = {
     "object": dict,
@@ -191,13 +192,14 @@ def _handled(node: Any) -> bool:
 
 def _struct_enum(node: Schema) -> bool:
     """Whether the node's Struct type (:mod:`gateweave.api.schemastruct`) checks its enum
-    (a string's, as a Literal), so the rules-only code does not."""
+    (a string's, as a Literal); else the generated code does."""
     enum = node.get("enum")
     return node["type"] == "string" and enum is not None and all(type(e) is str for e in enum)
 
 
 def _struct_bounds(node: Schema) -> bool:
-    """Whether the node's Struct type checks its bounds (an integer's, integral bounds)."""
+    """Whether the node's Struct type checks its bounds (an integer's, integral bounds);
+    else the generated code does."""
     return node["type"] == "integer" and all(
         type(node[k]) is int for k in ("minimum", "maximum") if k in node
     )
@@ -209,15 +211,11 @@ def _kind(node: Any) -> type | None:
 
 
 class _Gen:
-    """The code of one version's schema. ``rules_only``: the form run after the manifest
-    converted to the schema's Struct types (:mod:`gateweave.api.schemastruct`), without
-    the checks those types made (types, required, unknown and null fields, string enums,
-    lengths, integer bounds, item counts); its functions are named ``g...``."""
+    """The code of one version's schema, run on a manifest its Struct types accepted (so
+    without the checks those made)."""
 
-    def __init__(self, names: celcode.Names | None = None, *, rules_only: bool = False) -> None:
-        self.rules_only = rules_only
-        self.prefix = "g" if rules_only else "f"
-        self.names = names if names is not None else celcode.Names()
+    def __init__(self) -> None:
+        self.names = celcode.Names()
         self.names.values.update(
             {
                 "Unsure": Unsure,
@@ -239,37 +237,19 @@ class _Gen:
     # ---- scalars, inline in the code of their object or array
 
     def scalar(self, node: Schema, x: str, out: list[str], pad: str) -> None:
+        # (the type, a string's lengths: checked by the Struct types; a float's finiteness not)
         t = node["type"]
-        if self.rules_only and t != "number":
-            pass  # (the type: checked by the Struct types)
-        elif t == "number":
+        if t == "number":
             out.append(
                 f"{pad}if type({x}) is not int and (type({x}) is not float or not _isfinite({x})): "
                 "raise Unsure"
             )
-        else:
-            out.append(f"{pad}if type({x}) is not {_SCALARS[t]}: raise Unsure")
         enum = node.get("enum")
-        if enum is not None and not (self.rules_only and _struct_enum(node)):
-            if all(type(e) is str for e in enum) and t == "string":
-                out.append(
-                    f"{pad}if {x} not in "
-                    f"{self.names.add('E', frozenset(enum), ('enum', tuple(enum)))}: raise Unsure"
-                )
-            else:
-                out.append(
-                    f"{pad}_enum({x}, {self.names.add('E', tuple(enum), ('enumt', repr(enum)))})"
-                )
+        if enum is not None and not _struct_enum(node):
+            out.append(
+                f"{pad}_enum({x}, {self.names.add('E', tuple(enum), ('enumt', repr(enum)))})"
+            )
         if t == "string":
-            low, high = int(node.get("minLength", 0)), node.get("maxLength")
-            if self.rules_only:
-                pass  # (the lengths: checked by the Struct types)
-            elif high is not None and low > 0:
-                out.append(f"{pad}if not {low} <= len({x}) <= {int(high)}: raise Unsure")
-            elif high is not None:
-                out.append(f"{pad}if len({x}) > {int(high)}: raise Unsure")
-            elif low > 0:
-                out.append(f"{pad}if len({x}) < {low}: raise Unsure")
             pattern = node.get("pattern")
             if pattern is not None:
                 # the strings schema._matches found to match (checked inline: most repeat)
@@ -292,7 +272,7 @@ class _Gen:
                     _PASSED.append(known)
                 fn = self.names.add("F", check, ("formatfn", fmt))
                 out.append(f"{pad}if {x} not in {passed}: _format({passed}, {fn}, {x})")
-        elif t in ("integer", "number") and not (self.rules_only and _struct_bounds(node)):
+        elif t in ("integer", "number") and not _struct_bounds(node):
             self.bounds(node, x, out, pad)
         self.rules(node, x, out, pad)
 
@@ -383,7 +363,7 @@ class _Gen:
             return f"_walk({x}, {self.names.add('W', node, ('walk', id(node)))})"
         if node["type"] in ("object", "array"):
             name = self.func(node)
-            if name:  # (rules only: "" for a node left with nothing to do)
+            if name:  # ("": a node left with nothing to check)
                 out.append(f"{pad}{name}({x})")
         else:
             self.scalar(node, x, out, pad)
@@ -393,7 +373,7 @@ class _Gen:
         name = self.funcs.get(id(node))
         if name is not None:
             return name
-        name = f"{self.prefix}{len(self.funcs)}"
+        name = f"f{len(self.funcs)}"
         self.funcs[id(node)] = name
         self.keep.append(node)
         body = self.array(node) if node["type"] == "array" else self.object(node, root=False)
@@ -404,11 +384,7 @@ class _Gen:
         return name
 
     def array(self, node: Schema) -> list[str]:
-        out = [] if self.rules_only else ["    if type(d) is not list: raise Unsure"]
-        if "maxItems" in node and not self.rules_only:
-            out.append(f"    if len(d) > {int(node['maxItems'])}: raise Unsure")
-        if "minItems" in node and not self.rules_only:
-            out.append(f"    if len(d) < {int(node['minItems'])}: raise Unsure")
+        out: list[str] = []  # (the type, minItems, maxItems: checked by the Struct types)
         loop: list[str] = []
         replace = self.value(node["items"], "x", loop, "        ")
         if replace is not None:
@@ -429,50 +405,34 @@ class _Gen:
         return out
 
     def object(self, node: Schema, *, root: bool) -> list[str]:
+        """An object's checks after its Struct type's (the type, each present field of a
+        known name, not null unless the walk decides it, of its type; required fields; a
+        map's size): those left of the fields present (a lookup each, only for the fields
+        that have some), the defaults of the absent ones in field order, the node's rules."""
         props: dict[str, Schema] = node.get("properties") or {}
         extra = node.get("additionalProperties")
         required = list(node.get("required") or ())
-        only = self.rules_only
-        out = [] if only else ["    if type(d) is not dict: raise Unsure"]
+        out: list[str] = []
         if isinstance(extra, dict):  # a map: any keys, each value checked against one node
             loop: list[str] = []
             replace = self.value(extra, "x", loop, "        ")
-            if not only or replace is not None:
-                out.append(
+            if replace is not None:  # (a node the walk decides: its type admits null)
+                out += [
                     "    if None in d.values(): raise Unsure  # a null: dropped, defaulted or "
-                    "nullable"
-                )
-            if replace is not None:
-                out += ["    for k, x in d.items():", f"        d[k] = {replace}"]
+                    "nullable",
+                    "    for k, x in d.items():",
+                    f"        d[k] = {replace}",
+                ]
             elif loop:
                 out += ["    for x in d.values():", *loop]
             out += [f"    if {key!r} not in d: raise Unsure  # required" for key in required]
-        elif not props:
-            if not only:
-                out.append("    if d: raise Unsure  # no properties: every field is unknown")
-            out += [f"    raise Unsure  # {key!r} is required" for key in required[:1]]
-        elif only:
-            out += self.fields_rules_only(node, root=root)
         else:
-            known = self.names.add("K", frozenset(props), ("keys", tuple(props)))
-            out.append(
-                f"    if not {known}.issuperset(d): raise Unsure  # an unknown field: refused or "
-                "pruned"
-            )
             out += [
                 f"    raise Unsure  # {key!r} is required but not a field"
                 for key in required
                 if key not in props
             ][:1]
-            # the fields present, each checked by its branch (cheaper than a lookup per field
-            # when most are absent); then the defaults of the absent ones, in field order
-            out.append("    for k, x in d.items():")
-            out.append(
-                "        if x is None: raise Unsure  # a null: dropped, defaulted or nullable"
-            )
-            branch = "if"
             for key, sub in props.items():
-                checks: list[str] = []
                 if root and key in exact._ROOT_KEEP:
                     # kept as written (never pruned or defaulted): only its type is checked
                     if (
@@ -483,67 +443,29 @@ class _Gen:
                         raise ValueError(
                             f"root field {key} has a schema this module does not check"
                         )
-                    checks.append(
-                        "            if type(x) is not "
-                        f"{'dict' if sub['type'] == 'object' else 'str'}: raise Unsure"
-                    )
-                else:
-                    replace = self.value(sub, "x", checks, "            ")
-                    if replace is not None:
-                        checks.append(f"            d[k] = {replace}")
-                out.append(f"        {branch} k == {key!r}:")
-                out.extend(checks or ["            pass"])
-                branch = "elif"
-            needed = []
+                    continue
+                checks: list[str] = []
+                replace = self.value(sub, "x", checks, "        ")
+                if replace is not None:  # (a node the walk decides: its type admits null)
+                    out += [
+                        f"    if {key!r} in d:",
+                        f"        x = d[{key!r}]",
+                        "        if x is None: raise Unsure  # a null: dropped, defaulted or "
+                        "nullable",
+                        f"        d[{key!r}] = {replace}",
+                    ]
+                elif checks:
+                    out += [f"    x = d.get({key!r})", "    if x is not None:", *checks]
             for key, sub in props.items():
                 default = None if root and key in exact._ROOT_KEEP else self.default(sub)
                 if default is not None:
                     out.append(f"    if {key!r} not in d: d[{key!r}] = {default}")
-                elif key in required:
-                    needed.append(key)
-            if needed:
-                names = self.names.add("K", frozenset(needed), ("keys", tuple(needed)))
-                out.append(
-                    f"    if not {names} <= d.keys(): raise Unsure  # a required field is missing"
-                )
-        if not (only and isinstance(extra, dict)):  # (a map's: checked by the Struct types)
             if "maxProperties" in node:
                 out.append(f"    if len(d) > {int(node['maxProperties'])}: raise Unsure")
             if "minProperties" in node:
                 out.append(f"    if len(d) < {int(node['minProperties'])}: raise Unsure")
         if not root:
             self.rules(node, "d", out, "    ")
-        return out
-
-    def fields_rules_only(self, node: Schema, *, root: bool) -> list[str]:
-        """An object's fields after its Struct type checked them (each present field of a
-        known name, not null, of its type): the checks left of the fields present (by a
-        lookup each, only for the fields that have some), then the defaults of the absent."""
-        props: dict[str, Schema] = node["properties"]
-        required = list(node.get("required") or ())
-        out = [
-            f"    raise Unsure  # {key!r} is required but not a field"
-            for key in required
-            if key not in props
-        ][:1]
-        for key, sub in props.items():
-            if root and key in exact._ROOT_KEEP:
-                continue  # (kept as written; its type checked by the Struct types)
-            checks: list[str] = []
-            replace = self.value(sub, "x", checks, "        ")
-            if replace is not None:  # a node the walk decides: null is admitted by its type
-                out += [
-                    f"    if {key!r} in d:",
-                    f"        x = d[{key!r}]",
-                    "        if x is None: raise Unsure  # a null: dropped, defaulted or nullable",
-                    f"        d[{key!r}] = {replace}",
-                ]
-            elif checks:
-                out += [f"    x = d.get({key!r})", "    if x is not None:", *checks]
-        for key, sub in props.items():
-            default = None if root and key in exact._ROOT_KEEP else self.default(sub)
-            if default is not None:
-                out.append(f"    if {key!r} not in d: d[{key!r}] = {default}")
         return out
 
     def default(self, sub: Schema) -> str | None:
@@ -581,37 +503,34 @@ def generate(node: Schema) -> tuple[str, dict[str, Any], celcode.Names]:
     from gateweave.api import schemastruct  # (which reads this module's decisions)
 
     gen = _Gen()
-    fast = _Gen(gen.names, rules_only=True)
     keep = exact._ROOT_KEEP
-    for g, name in ((gen, "root"), (fast, "rules_only")):
-        body = g.object(node, root=True)
-        body += [
-            "    o = {}",
-            *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
-            "    for k, x in d.items():",
-            f"        if k not in {keep!r}: o[k] = x",
-        ]
-        g.rules(node, "o", body, "    ")
-        body.append("    return o")
-        g.blocks.append([f"def {name}(d):", *body])
-    # The manifest converted to the schema's Struct types (the structural checks, in C):
-    # the rules-only code then; else the full code, whose answer stands (the walk's after).
+    body = gen.object(node, root=True)
+    body += [
+        "    o = {}",
+        *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
+        "    for k, x in d.items():",
+        f"        if k not in {keep!r}: o[k] = x",
+    ]
+    gen.rules(node, "o", body, "    ")
+    body.append("    return o")
+    # First the structure, in C: the manifest converted to the schema's Struct types (which
+    # raises for anything they refuse: then the walk decides).
     struct = gen.names.add("T", schemastruct.root_type(node), ("struct", None))
     convert = gen.names.add("F", schemastruct.convert, ("convert", None))
-    gen.blocks += fast.blocks
+    refused = gen.names.add("F", schemastruct.ValidationError, ("refused", None))
     gen.blocks.append(
         [
-            "def checked(d):",
+            "def root(d):",
             "    try:",
             f"        {convert}(d, type={struct})",
-            "    except Exception:",
-            "        return root(d)",
-            "    return rules_only(d)",
+            f"    except {refused}:",
+            "        raise Unsure from None",
+            *body,
         ]
     )
     namespace: dict[str, Any] = dict(gen.names.values)
     namespace["_raise_unsure"] = _raise_unsure
-    return gen.source("checked"), namespace, gen.names
+    return gen.source("root"), namespace, gen.names
 
 
 def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -1,16 +1,16 @@
 """A version's schema mirrored as msgspec Struct types: the structural checks done in C.
 
-The generated validator (:mod:`gateweave.api.schemacode`) spends most of its time on the
-structure of a manifest, node by node in the interpreter: the type of each field, the
-fields required, unknown and null ones, enums, lengths and bounds. ``msgspec.convert`` of
-the manifest to these types makes the same checks in C; when it succeeds, the generated
-code's "rules only" form (:func:`schemacode.generate`) does the rest: defaults, patterns
-and formats, list keys, CEL rules, and the subtrees the schema walk decides. When it
-fails, the full generated code runs, then the schema walk for its located errors, as
-before: the types are only ever stricter than the code whose checks they replace, so the
-answer and every message stay the same; only the time differs. Which checks the types
-make is decided in :mod:`gateweave.api.schemacode` (``_struct_*``), which leaves exactly
-those out of the rules-only form. The converted instances are dropped at once.
+Checked node by node in the interpreter, the structure of a manifest (the type of each
+field, the fields required, unknown and null ones, enums, lengths and bounds) was most of
+the generated validator's time. The generated validator (:mod:`gateweave.api.schemacode`)
+first converts the manifest to these types with ``msgspec.convert``, which makes those
+checks in C, then does the rest in Python: defaults, patterns and formats, list keys,
+CEL rules, the subtrees the schema walk decides. A manifest the types refuse is the
+schema walk's, which says what is wrong (located, as before): the generated code only
+ever answers for manifests the walk accepts, so the answer and every message stay the
+same; only the time differs. Which checks the types make for the code is decided in
+:mod:`gateweave.api.schemacode` (``_struct_*``). The converted instances are dropped at
+once.
 
 Fields are named by position (``f0``...) and renamed to their JSON names (which need not be
 identifiers); an absent optional field is ``None``, which a present field never is (its
@@ -27,7 +27,9 @@ from gateweave.api import schemacode
 
 Schema = dict[str, Any]
 
-convert = msgspec.convert  # (what the generated code calls, by this module's attribute)
+# (what the generated code calls and catches, by this module's attributes)
+convert = msgspec.convert
+ValidationError = msgspec.ValidationError
 
 _BASE: dict[str, Any] = {"string": str, "integer": int, "boolean": bool, "number": float}
 
@@ -92,7 +94,7 @@ class _Builder:
                 typ: Any = dict if sub.get("type") == "object" else str
             else:
                 typ = self.of(sub)
-            if key in required:
+            if key in required and not (isinstance(sub, dict) and "default" in sub):
                 fields.append((f"f{i}", typ, msgspec.field(name=key)))
             else:
                 fields.append((f"f{i}", typ, msgspec.field(default=None, name=key)))
