@@ -17,7 +17,8 @@ that does not load, or whose ``KEY`` is not the one asked for, is regenerated.
 The generated functions read their constants from module globals, rebuilt at import
 without celpy: literals (strings, numbers, tuples, frozensets, default values) as written;
 the memos of strings known to match a pattern or a format, as the generator registers
-them; RE2 programs by :func:`cel.search_program`; library functions by their module
+them; the schema's Struct types (:func:`schemastruct.root_type`, from the schema passed to
+``bind``); RE2 programs by :func:`cel.search_program`; library functions by their module
 attribute; the schema nodes a subtree is handed to the walk with, by their path in the
 schema passed to ``bind``. A CEL program is a :class:`Rule`, compiled (celpy imported)
 when first evaluated: for a rule the generated code does not write as Python, or one whose

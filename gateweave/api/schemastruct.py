@@ -42,7 +42,7 @@ class _Builder:
     def of(self, node: Any) -> Any:
         """The type a value checked against ``node`` is converted to."""
         if not schemacode._handled(node):
-            return Any  # the walk decides it (the rules-only code refuses a null itself)
+            return Any  # the walk decides it (the generated code refuses a null itself)
         t = node["type"]
         if t == "array":
             item = self.of(node["items"])

@@ -17,9 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateweave.api import cel, celcode, codecache, patterns, schema, schemacode
+from gateweave.api import cel, celcode, codecache, patterns, schema, schemacode, schemastruct
 from gateweave.api.decode import kind_info
-from gateweave.api.kinds import KindInfo
+from gateweave.api.kinds import KINDS, KindInfo
 from gateweave_bench.objects import generate
 from tests.support.conformance_objects import all_case_files, case_raws
 from tests.support.data import BACKENDS_SYSTEM, EG_QUICKSTART, MANIFESTS, yaml_files
@@ -564,3 +564,19 @@ def test_a_valid_value_is_answered_by_the_generated_code(spec: dict[str, Any]) -
 )
 def test_an_invalid_value_is_left_to_the_walk(spec: dict[str, Any]) -> None:
     assert _small(spec)[0] is None
+
+
+def test_every_served_version_is_checked_by_struct_types_first() -> None:
+    """Every served version's validator converts to its Struct types first: a manifest with
+    an unknown field, or a field's null, is refused by the conversion (not by Python)."""
+    count = 0
+    for info in KINDS.values():
+        for root in (schema.load_schemas(info.group, info.crd) if info.crd else {}).values():
+            fn = codecache.validator(root)
+            assert fn is not None
+            assert any(v is schemastruct.convert for v in fn.__globals__.values())
+            typ = schemastruct.root_type(root)
+            with pytest.raises(msgspec.ValidationError):
+                msgspec.convert({"apiVersion": "x", "kind": "y", "nmae": 1}, type=typ)
+            count += 1
+    assert count >= 20
