@@ -230,6 +230,31 @@ def load_figures(
     }
 
 
+def translate_figures(
+    routes: int, seed: int = DEFAULT_SEED, repeat: int = PAIRED_REPEAT
+) -> dict[str, Any]:
+    """``decode_s`` and ``translate_s`` alone (their repetitions alternating, as in
+    :func:`measure`), for work on the translation: ``python -m gateweave_bench.run --translate N``
+    (``GATEWEAVE_NATIVE=0`` for the Python sources)."""
+    objects = generate(routes, seed)
+    blobs = [msgspec.json.encode(raw) for raw in objects.manifests]
+    options = TranslateOptions()
+    snap = Pipeline(decode_all(objects.manifests), options).store.snapshot()
+    del objects
+    loadavg = os.getloadavg()[0]
+    decode_s, translate_s = _paired_medians(
+        [lambda: _json_decode_floor(blobs), lambda: _translate(snap, options)], max(1, repeat)
+    )
+    return {
+        "routes": routes,
+        "translation": machine()["translation"],
+        "decode_s": round(decode_s, 4),
+        "translate_s": round(translate_s, 4),
+        "translate_over_decode": round(translate_s / decode_s, 2),
+        "loadavg": [loadavg, os.getloadavg()[0]],
+    }
+
+
 # ---------------------------------------------------------------- change -> new xDS snapshot
 
 
@@ -828,7 +853,8 @@ def _log_to_stderr(message: str) -> None:
 def main(argv: Sequence[str]) -> int:
     """The fresh processes of ``gateweave bench``: ``--measure N`` (one row), ``--rss N``
     (the memory probe) or ``--kube-cold KUBECONFIG`` (the Kubernetes cold start against the
-    stand-in of that kubeconfig); and ``--load N``, ``decode_s`` and ``load_s`` alone; the
+    stand-in of that kubeconfig); ``--load N``, ``decode_s`` and ``load_s`` alone;
+    ``--translate N``, ``decode_s`` and ``translate_s`` alone; the
     answer is JSON on stdout, progress and logs go to stderr."""
     import argparse
 
@@ -842,6 +868,7 @@ def main(argv: Sequence[str]) -> int:
     what.add_argument("--rss", type=int, metavar="N")
     what.add_argument("--kube-cold", metavar="KUBECONFIG")
     what.add_argument("--load", type=int, metavar="N")
+    what.add_argument("--translate", type=int, metavar="N")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-samples", type=int, default=100)
@@ -856,6 +883,8 @@ def main(argv: Sequence[str]) -> int:
             answer: dict[str, Any] = _rss_child(args.rss, args.seed, args.policies)
         elif args.load is not None:
             answer = load_figures(args.load, args.seed, max(PAIRED_REPEAT, args.repeat))
+        elif args.translate is not None:
+            answer = translate_figures(args.translate, args.seed, max(PAIRED_REPEAT, args.repeat))
         elif args.kube_cold is not None:
             from gateweave_bench.kubecold import cold_start
 

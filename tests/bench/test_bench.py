@@ -329,6 +329,17 @@ def test_load_option_reports_decode_and_load_alone(capsys: Any) -> None:
     assert out["load_over_decode"] > 0 and out["loadavg"] >= 0
 
 
+def test_translate_option_reports_decode_and_translate_alone(capsys: Any) -> None:
+    from gateweave_bench import run
+
+    assert run.main(["--translate", "30", "--repeat", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["routes"] == 30
+    assert out["translate_s"] > 0 and out["decode_s"] > 0
+    assert out["translate_over_decode"] > 0 and min(out["loadavg"]) >= 0
+    assert out["translation"]
+
+
 def test_instructions_reads_cachegrinds_total() -> None:
     from gateweave_bench.instructions import instructions_executed
 
