@@ -211,6 +211,8 @@ def attach_policies(
     caller keeps it only while nothing a policy reads changed: the incremental translator),
     and filled for the others.
     """
+    if not any(ctx.snapshot.by_kind(pk.kind) for pk in POLICY_KINDS):
+        return PolicyIndex()  # no policy: the targets need not be indexed
     return PolicyAttacher(ctx, gateways, resolved).index
 
 
