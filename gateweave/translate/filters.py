@@ -71,13 +71,20 @@ def _header_mods(f: m.HTTPHeaderFilter) -> ir.HeaderMods:
     )
 
 
-def memo_header_mods(memo: RuleMemo, f: m.HTTPHeaderFilter | None) -> ir.HeaderMods | None:
-    """:func:`header_mods`, built once per translation for each distinct filter."""
+def memo_header_mods(
+    memo: RuleMemo, f: m.HTTPHeaderFilter | None, response: bool = False
+) -> ir.HeaderMods | None:
+    """:func:`header_mods` (``response``: a response's, checked by :func:`response_mods`), built
+    and checked once per translation for each distinct filter."""
     if f is None:
         return None
-    hit = memo.header_mods.get(f)
+    table = memo.response_mods if response else memo.header_mods
+    hit = table.get(f)
     if hit is None:
-        hit = memo.header_mods[f] = _header_mods(f)
+        hit = _header_mods(f)
+        if response:
+            response_mods(hit)  # raises RuleError for what Envoy refuses in a response
+        table[f] = hit
     return hit
 
 
@@ -162,9 +169,7 @@ def rule_filters(
         if kind == "RequestHeaderModifier":
             req_h = merge_mods(req_h, memo_header_mods(memo, f.request_header_modifier))
         elif kind == "ResponseHeaderModifier":
-            resp_h = merge_mods(
-                resp_h, response_mods(memo_header_mods(memo, f.response_header_modifier))
-            )
+            resp_h = merge_mods(resp_h, memo_header_mods(memo, f.response_header_modifier, True))
         elif kind == "RequestMirror" and f.request_mirror is not None:
             mir = mirror(tr, resolver, f.request_mirror)
             if mir is not None:

@@ -34,12 +34,13 @@ class NamedMatch(Protocol):
 class RuleMemo:
     """Per-translation memo tables (keys are model values: frozen, hashable Structs)."""
 
-    __slots__ = ("header_mods", "headers", "query_params", "shapes", "weighted")
+    __slots__ = ("header_mods", "headers", "query_params", "response_mods", "shapes", "weighted")
 
     def __init__(self) -> None:
         self.headers: dict[Sequence[NamedMatch], tuple[ir.StringMatch, ...] | str] = {}
         self.query_params: dict[Sequence[NamedMatch], tuple[ir.StringMatch, ...] | str] = {}
         self.header_mods: dict[m.HTTPHeaderFilter, ir.HeaderMods] = {}
+        self.response_mods: dict[m.HTTPHeaderFilter, ir.HeaderMods] = {}  # checked for responses
         # A backend and its weight without filters of its own: (cluster name, weight) -> IR
         self.weighted: dict[tuple[str, int], ir.WeightedCluster] = {}
         # A precedence key's match shape (attachment.PrecedenceKey) -> its one shared instance
