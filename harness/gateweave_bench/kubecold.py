@@ -18,6 +18,14 @@ gateweave does against a real API server. The measuring process (a fresh one,
 3. decodes those bytes with ``msgspec.json.decode``, the collector paused, as
    ``decode_s`` does (``kube_list_decode_s``, the median of several passes): the floor.
 
+Beside the wall times, the same splits in CPU seconds of the measuring process
+(``time.process_time()``: ``serve``'s threads, which the machine's load inflates much less
+than wall time), as ``cpu``. With ``GATEWEAVE_BENCH_KUBE_PROFILE=PATH`` in its environment
+the measuring process also profiles the start (cProfile: the event loop's thread from the
+start to the first write - discovery, the lists, decoding and storing, the statuses' merge,
+the first write - and the translation's worker thread during the first translation) and
+writes the two profiles, added together, to ``PATH`` (``python -m pstats PATH``).
+
 Each cold start needs an API server that has never seen gateweave (a second start would
 find every status written), so it is measured once per stand-in.
 """
@@ -26,6 +34,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import gc
+import json
+import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -49,6 +62,7 @@ from gateweave_bench.objects import DEFAULT_SEED, generate
 
 PAGE = 500  # items per list page, as the provider asks (gateweave.kube.client.KubeClient.list)
 FIRST_WRITE_TIMEOUT = 900.0
+PROFILE_ENV = "GATEWEAVE_BENCH_KUBE_PROFILE"
 
 
 class ColdStartError(Exception):
@@ -140,49 +154,89 @@ async def _list_bodies(kubeconfig: Path) -> list[bytes]:
     return bodies
 
 
-def _decode_floor(bodies: Sequence[bytes], repeat: int) -> float:
-    times = []
+def _decode_floor(bodies: Sequence[bytes], repeat: int) -> tuple[float, float]:
+    """The median (wall, CPU) seconds of decoding ``bodies``."""
+    walls, cpus = [], []
     for _ in range(max(1, repeat)):
         with gc_paused():
-            started = time.perf_counter()
+            wall, cpu = _now()
             for body in bodies:
                 msgspec.json.decode(body)
-            times.append(time.perf_counter() - started)
-    return statistics.median(times)
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def _now() -> tuple[float, float]:
+    """(wall, CPU seconds of this process)."""
+    return time.perf_counter(), time.process_time()
+
+
+class _Collections:
+    """The cyclic collector's passes during the start (``gc.callbacks``): how many of each
+    generation, and their wall seconds, until :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._began = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.count[info["generation"]] += 1
+            self.seconds[info["generation"]] += time.perf_counter() - self._began
+
+    def stop(self) -> dict[str, Any]:
+        gc.callbacks.remove(self._callback)
+        return {"count": self.count, "seconds": [round(s, 4) for s in self.seconds]}
 
 
 class _Clock:
-    """Timestamps of the start: the first translation's start and end, the first write."""
+    """Timestamps (wall, CPU) of the start: every kind listed, the first translation's start
+    and end, the first write; with ``profile``, the first translation profiled apart (it
+    runs in a worker thread, which the loop thread's profiler does not see)."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: bool) -> None:
         self.translator = IncrementalTranslator()
-        self.started: float | None = None  # serve running: every kind listed and stored
-        self.translate_start: float | None = None
-        self.translate_end: float | None = None
-        self.written: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.started: tuple[float, float] | None = None  # every kind listed and stored
+        self.translate_start: tuple[float, float] | None = None
+        self.translate_end: tuple[float, float] | None = None
+        self.written: asyncio.Future[tuple[float, float]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.profile = cProfile.Profile() if profile else None
 
     def translate(self, snapshot: Snapshot, options: TranslateOptions) -> Result:
         first = self.translate_start is None
-        if first:
-            self.translate_start = time.perf_counter()
-        result = self.translator(snapshot, options)
-        if first:
-            self.translate_end = time.perf_counter()
-        return result
+        if not first:
+            return self.translator(snapshot, options)
+        self.translate_start = _now()
+        if self.profile is not None:
+            self.profile.enable()
+        try:
+            return self.translator(snapshot, options)
+        finally:
+            if self.profile is not None:
+                self.profile.disable()
+            self.translate_end = _now()
 
     def on_write(self, _key: Key, _status: Mapping[str, Any]) -> None:
         if not self.written.done():
-            self.written.set_result(time.perf_counter())
+            self.written.set_result(_now())
 
 
-async def _cold_start(kubeconfig: Path) -> dict[str, float]:
+async def _cold_start(kubeconfig: Path, profile: Path | None = None) -> dict[str, Any]:
     from gateweave import app
 
-    clock = _Clock()
+    clock = _Clock(profile is not None)
     stop = asyncio.Event()
+    loop_profile = cProfile.Profile() if profile is not None else None
 
     def on_started(running: app.App) -> None:
-        clock.started = time.perf_counter()
+        clock.started = _now()
         assert running.kube is not None
         running.kube.status_writer.on_write = clock.on_write
 
@@ -192,7 +246,10 @@ async def _cold_start(kubeconfig: Path) -> dict[str, float]:
         admin=app.AdminSettings("127.0.0.1:0", token="bench-kube-cold-start"),
     )
     hooks = app.Hooks(stop=stop, on_started=on_started, translator=clock.translate)
-    started = time.perf_counter()
+    if loop_profile is not None:
+        loop_profile.enable()
+    collections = _Collections()
+    started = _now()
     task = asyncio.create_task(app.run(settings, hooks))
     try:
         waiters: list[asyncio.Future[Any]] = [task, clock.written]
@@ -205,45 +262,120 @@ async def _cold_start(kubeconfig: Path) -> dict[str, float]:
         if clock.written not in done:
             raise ColdStartError(f"no status written within {FIRST_WRITE_TIMEOUT} s")
     finally:
+        gc_passes = collections.stop()
+        if loop_profile is not None:
+            loop_profile.disable()
         stop.set()
         await asyncio.wait_for(task, 60)
     written = clock.written.result()
     assert clock.started is not None
     assert clock.translate_start is not None and clock.translate_end is not None
-    return {
-        "kube_cold_start_s": round(written - started, 4),
-        "list": round(clock.started - started, 4),
-        "translate": round(clock.translate_end - clock.translate_start, 4),
-        "status": round(written - clock.translate_end, 4),
-    }
+    if profile is not None:
+        assert loop_profile is not None and clock.profile is not None
+        stats = pstats.Stats(loop_profile)
+        stats.add(clock.profile)
+        stats.dump_stats(str(profile))
+
+    def splits(at: int) -> dict[str, float]:
+        assert clock.started is not None
+        assert clock.translate_start is not None and clock.translate_end is not None
+        return {
+            "total": round(written[at] - started[at], 4),
+            "list": round(clock.started[at] - started[at], 4),
+            "translate": round(clock.translate_end[at] - clock.translate_start[at], 4),
+            "status": round(written[at] - clock.translate_end[at], 4),
+        }
+
+    return {"wall": splits(0), "cpu": splits(1), "gc": gc_passes}
 
 
 def cold_start(kubeconfig: Path, repeat: int) -> dict[str, Any]:
-    """In a fresh process: the cold start against the stand-in of ``kubeconfig``, its splits,
-    and the decoding floor of the lists it read."""
+    """In a fresh process: the cold start against the stand-in of ``kubeconfig``, its splits
+    (wall and CPU seconds), and the decoding floor of the lists it read."""
     bodies = asyncio.run(_list_bodies(kubeconfig))
-    figures = asyncio.run(_cold_start(kubeconfig))
-    cold = figures.pop("kube_cold_start_s")
+    profile = os.environ.get(PROFILE_ENV)
+    figures = asyncio.run(_cold_start(kubeconfig, Path(profile) if profile else None))
+    wall = figures["wall"]
+    decode_wall, decode_cpu = _decode_floor(bodies, max(5, repeat))
     return {
-        "kube_cold_start_s": cold,
-        "kube_list_decode_s": round(_decode_floor(bodies, max(5, repeat)), 4),
-        "splits": figures,
+        "kube_cold_start_s": wall.pop("total"),
+        "kube_list_decode_s": round(decode_wall, 4),
+        "splits": wall,
+        "cpu": {**figures["cpu"], "decode": round(decode_cpu, 4)},
+        "gc": figures["gc"],
         "list_bytes": sum(len(b) for b in bodies),
         "list_pages": len(bodies),
     }
 
 
+def _run_child(kubeconfig: Path, tree: Path | None, repeat: int) -> dict[str, Any]:
+    """``python -m gateweave_bench.run --kube-cold`` in a fresh process, importing gateweave
+    from ``tree`` (a source checkout) when given, this harness either way."""
+    env = dict(os.environ)
+    if tree is not None:
+        harness = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), harness])
+    args = ["--kube-cold", str(kubeconfig), "--repeat", str(repeat)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gateweave_bench.run", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ColdStartError(f"the measuring process failed (exit {proc.returncode})")
+    answer: dict[str, Any] = json.loads(proc.stdout)
+    return answer
+
+
+def compare(
+    routes: int, runs: int, trees: Sequence[Path | None], seed: int, repeat: int
+) -> list[dict[str, Any]]:
+    """``runs`` cold starts of each tree, the trees alternating, each against a fresh
+    stand-in (of this harness); one record per start with the load average after it."""
+    out = []
+    for run in range(runs):
+        for tree in trees:
+            with Standin(routes, seed, 0.0) as standin:
+                answer = _run_child(standin.kubeconfig, tree, repeat)
+            record = {"run": run, "tree": str(tree or "."), **answer, "load": os.getloadavg()}
+            sys.stdout.write(json.dumps(record) + "\n")
+            sys.stdout.flush()
+            out.append(record)
+    return out
+
+
 def _main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m gateweave_bench.kubecold",
-        description="The API-server stand-in of the Kubernetes cold start (gateweave bench).",
+        description="The Kubernetes cold start of gateweave bench: the API-server stand-in "
+        "(--standin), or cold starts of source trees alternating (--routes), one JSON line "
+        "each.",
     )
-    parser.add_argument("--standin", type=int, metavar="ROUTES", required=True)
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--standin", type=int, metavar="ROUTES")
+    what.add_argument("--routes", type=int, metavar="ROUTES")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--policies", type=float, default=0.0)
-    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--kubeconfig", type=Path, help="where the stand-in writes its own")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=5, help="passes of the decoding floor")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        action="append",
+        help="a source checkout to import gateweave from (repeat to alternate several; "
+        "default: this process's gateweave)",
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve_standin(args.standin, args.seed, args.policies, args.kubeconfig))
+    if args.standin is not None:
+        if args.kubeconfig is None:
+            parser.error("--standin needs --kubeconfig")
+        asyncio.run(_serve_standin(args.standin, args.seed, args.policies, args.kubeconfig))
+        return 0
+    compare(args.routes, args.runs, args.tree or [None], args.seed, args.repeat)
     return 0
 
 

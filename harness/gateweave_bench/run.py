@@ -391,9 +391,10 @@ def kube_cold_start(
     for key in figures:
         figures[key] = float(answer[key])
     splits = ", ".join(f"{name} {seconds} s" for name, seconds in answer["splits"].items())
+    cpu = ", ".join(f"{name} {seconds} s" for name, seconds in answer["cpu"].items())
     return figures, (
-        f"start -> first status write: {splits}; {answer['list_pages']} list pages, "
-        f"{answer['list_bytes']:,} bytes"
+        f"start -> first status write: {splits}; CPU seconds: {cpu}; "
+        f"{answer['list_pages']} list pages, {answer['list_bytes']:,} bytes"
     )
 
 
