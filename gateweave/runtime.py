@@ -15,6 +15,7 @@ nothing, so what is published is always ``translate(current objects)``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import inspect
 import threading
@@ -87,6 +88,7 @@ class Runtime:
         metrics: Metrics | None = None,
         offload: bool = True,
         gc_freeze: bool = False,
+        freeze_after: asyncio.Event | None = None,
         errors: ErrorBook | None = None,
     ) -> None:
         self.store = store
@@ -109,8 +111,21 @@ class Runtime:
         # full collection then scans only what was allocated since, instead of pausing
         # the process for tens of milliseconds in the middle of a change. Process-wide:
         # for the one runtime of a server process, not for tests running many.
+        # ``freeze_after``: the freeze (its full collection, most of a second at 10,000
+        # routes) also waits for this event, e.g. the Kubernetes status writer's first write,
+        # so that a start's first status write does not wait for it.
+        # Until then the collector stays paused (from this constructor on: a server builds
+        # its runtime right after loading every object), so that the objects of the start
+        # are walked once, by the freeze's collection, instead of by the collections their
+        # allocation would trigger on the way.
         self.gc_freeze = gc_freeze
+        self.freeze_after = freeze_after
+        self._freeze_due = False  # ready, and freeze_after set: freeze when not translating
         self._froze_gc = False
+        self._freeze_waiter: asyncio.Task[None] | None = None
+        self._gc_hold = contextlib.ExitStack()
+        if gc_freeze:
+            self._gc_hold.enter_context(gc_paused())
 
         self.last_result: Result | None = None
         # What each sink has taken (stays empty while no sink is attached).
@@ -147,6 +162,7 @@ class Runtime:
 
     def close(self) -> None:
         self._unsubscribe()
+        self._gc_hold.close()
 
     def attach(
         self, *, xds_sink: XdsSink | None = None, infra_sink: InfraSink | None = None
@@ -280,18 +296,34 @@ class Runtime:
                 self.store.changed.clear()
                 await self._translate_and_publish()
                 if self.gc_freeze and self._ready and not self._froze_gc:
-                    self._freeze_gc()
+                    if self.freeze_after is None or self._freeze_due:
+                        self._freeze_gc()
+                    elif self._freeze_waiter is None:
+                        self._freeze_waiter = asyncio.create_task(self._freeze_later())
                 if not self._wake.is_set():
                     self._settled.set()
         finally:
+            if self._freeze_waiter is not None:
+                self._freeze_waiter.cancel()
+            self._gc_hold.close()
             if self._froze_gc:
                 gc.unfreeze()
                 self._froze_gc = False
+
+    async def _freeze_later(self) -> None:
+        """Freeze once :attr:`freeze_after` is set: at once if the processor is idle, else
+        after its current translation (never while a translation runs in its thread)."""
+        assert self.freeze_after is not None
+        await self.freeze_after.wait()
+        self._freeze_due = True
+        if not self._busy and not self._froze_gc:
+            self._freeze_gc()
 
     def _freeze_gc(self) -> None:
         gc.collect()
         gc.freeze()
         self._froze_gc = True
+        self._gc_hold.close()
         log.info(
             "objects of the initial state frozen for the garbage collector",
             count=gc.get_freeze_count(),

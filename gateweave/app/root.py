@@ -114,6 +114,7 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
         metrics=metrics,
         errors=errors,
         gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
+        freeze_after=kube.status_writer.started if kube is not None else None,
     )
     admin = AdminServer(
         runtime,

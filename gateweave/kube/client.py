@@ -12,8 +12,10 @@ models; the provider needs the raw objects and to re-list on 410.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -181,22 +183,49 @@ class KubeClient:
         page = msgspec.json.decode(body)  # msgspec.DecodeError is a ValueError, as json's
         return page if isinstance(page, dict) else {}
 
+    async def pages(
+        self, path: str, *, limit: int = 500, label_selector: str = ""
+    ) -> AsyncGenerator[tuple[list[JSON], str], None]:
+        """The items of each page of a list (following ``continue``; those ``label_selector``
+        selects, if given), with the list's resourceVersion (the last page's counts). The next
+        page is requested before a page is handed over, so the API server prepares it while
+        the caller works on this one (the caller must then yield to the loop for it to
+        progress). Close the iterator (``contextlib.aclosing``) if stopping early: that
+        cancels the request in flight."""
+        selector = {"labelSelector": label_selector} if label_selector else {}
+        query: dict[str, Any] = {"limit": limit, **selector}
+        fetch = asyncio.ensure_future(self._get_page(path, query))
+        try:
+            for _ in range(100_000):
+                page = await fetch
+                items = [i for i in page.get("items") or [] if isinstance(i, dict)]
+                meta = page.get("metadata") or {}
+                if not meta.get("continue"):
+                    yield items, str(meta.get("resourceVersion") or "")
+                    return
+                query = {"limit": limit, "continue": meta["continue"], **selector}
+                fetch = asyncio.ensure_future(self._get_page(path, query))
+                yield items, str(meta.get("resourceVersion") or "")
+            raise KubeError(0, "list did not end")
+        finally:
+            fetch.cancel()  # (a page fetched but not handed over: its result or error dropped)
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await fetch
+
     async def list(
         self, path: str, *, limit: int = 500, label_selector: str = ""
     ) -> tuple[list[JSON], str]:
         """Every item (following ``continue``; those ``label_selector`` selects, if given) and
         the list's resourceVersion."""
         items: list[JSON] = []
-        selector = {"labelSelector": label_selector} if label_selector else {}
-        query: dict[str, Any] = {"limit": limit, **selector}
-        for _ in range(100_000):
-            page = await self._get_page(path, query)
-            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
-            meta = page.get("metadata") or {}
-            if not meta.get("continue"):
-                return items, str(meta.get("resourceVersion") or "")
-            query = {"limit": limit, "continue": meta["continue"], **selector}
-        raise KubeError(0, "list did not end")
+        version = ""
+        async with contextlib.aclosing(
+            self.pages(path, limit=limit, label_selector=label_selector)
+        ) as pages:
+            async for page, rv in pages:
+                items.extend(page)
+                version = rv
+        return items, version
 
     async def create(self, path: str, body: JSON) -> JSON:
         return await self.request("POST", path, body=body)

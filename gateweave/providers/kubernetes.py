@@ -58,6 +58,20 @@ def decode_stored(raw: Any, source: str) -> tuple[Decoded | None, list[ObjectErr
     return decode(raw, source, mode=Decoding.STORED, owned=True)
 
 
+# Objects of a list page decoded between two turns of the event loop (see list_kind).
+LIST_CHUNK = 50
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """An object read from the API server, decoded (or refused: ``decoded`` None, and why)."""
+
+    key: Key
+    source: str
+    decoded: Decoded | None
+    errors: list[ObjectError]
+
+
 _RETRYABLE = (KubeError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
 
 
@@ -129,6 +143,7 @@ class KubernetesProvider:
         backoff: tuple[float, float] = (0.2, 10.0),
         watch_timeout: int = 300,
         decode_fn: DecodeFn = decode_stored,
+        list_page: int = 500,
     ) -> None:
         self.client = client
         self.store = store
@@ -138,6 +153,7 @@ class KubernetesProvider:
         self.backoff = backoff
         self.watch_timeout = watch_timeout
         self.decode_fn = decode_fn
+        self.list_page = list_page  # objects per list request
         self.paths: dict[str, ResourcePath] = {}
         self.synced = asyncio.Event()
         self.seen: dict[str, int] = {}  # highest resourceVersion seen per kind
@@ -167,7 +183,8 @@ class KubernetesProvider:
         with contextlib.suppress(ValueError):
             self.seen[kind] = max(self.seen.get(kind, -1), int(rv))
 
-    def _apply(self, kind: str, raw: Any) -> Key | None:
+    def _decode(self, kind: str, raw: Any) -> _Listed | None:
+        """``raw`` decoded (or why not), not yet stored."""
         if not isinstance(raw, dict):
             return None
         meta = raw.get("metadata") or {}
@@ -181,7 +198,6 @@ class KubernetesProvider:
             if key.namespace
             else f"kubernetes:{kind}/{key.name}"
         )
-        scope = f"kube:{kind}/{key.namespace}/{key.name}"
         try:
             decoded, errs = self.decode_fn(raw, source)
         except Exception as exc:  # a bug in decoding must not stop the provider
@@ -198,16 +214,30 @@ class KubernetesProvider:
                     )
                 ],
             )
-        if decoded is None:
+        return _Listed(key, source, decoded, errs)
+
+    def _store(self, listed: _Listed) -> Key:
+        """Store a decoded object; a refused one is deleted and its errors reported."""
+        key = listed.key
+        if listed.decoded is None:
+            scope = f"kube:{key.kind}/{key.namespace}/{key.name}"
             self.errors.set(
-                scope, [ConfigError(e.source, e.message, e.kind, e.namespace, e.name) for e in errs]
+                scope,
+                [
+                    ConfigError(e.source, e.message, e.kind, e.namespace, e.name)
+                    for e in listed.errors
+                ],
             )
-            self._rejected.setdefault(kind, set()).add(key)
+            self._rejected.setdefault(key.kind, set()).add(key)
             self.store.delete(key)
             return key
-        self._forget_error(kind, key)
-        self.store.apply(decoded, source=source, authoritative=True)
+        self._forget_error(key.kind, key)
+        self.store.apply(listed.decoded, source=listed.source, authoritative=True)
         return key
+
+    def _apply(self, kind: str, raw: Any) -> Key | None:
+        listed = self._decode(kind, raw)
+        return None if listed is None else self._store(listed)
 
     def _forget_error(self, kind: str, key: Key) -> None:
         rejected = self._rejected.get(kind)
@@ -228,17 +258,33 @@ class KubernetesProvider:
     # ------------------------------------------------------------ list and watch
 
     async def list_kind(self, kind: str) -> None:
-        """List ``kind`` and make the store hold exactly what was listed."""
+        """List ``kind`` and make the store hold exactly what was listed.
+
+        Each page is decoded while the API server prepares the next one (the loop gets
+        control every :data:`LIST_CHUNK` objects, so the next page's request goes out and
+        its bytes are read meanwhile); the store takes the whole list at once, after its
+        last page, as before: a translation never sees a list half applied."""
         path = self.paths[kind]
-        items, rv = await self.client.list(path.collection(self._scope(kind)))
-        listed: set[Key] = set()
+        decoded: list[_Listed] = []
+        rv = ""
         # The collector paused, as the file provider reads a directory: decoding a list
-        # allocates a container per field, and each collection they trigger walks the heap.
+        # allocates a container per field, and each collection they trigger walks the heap
+        # (paused for the whole list, its pages' JSON and the waits between them included:
+        # back on between two pages, it would walk what the pages before left).
         with gc_paused():
-            for raw in items:
-                key = self._apply(kind, raw)
-                if key is not None:
-                    listed.add(key)
+            async with contextlib.aclosing(
+                self.client.pages(path.collection(self._scope(kind)), limit=self.list_page)
+            ) as pages:
+                async for items, page_rv in pages:
+                    rv = page_rv
+                    for start in range(0, len(items), LIST_CHUNK):
+                        for raw in items[start : start + LIST_CHUNK]:
+                            one = self._decode(kind, raw)
+                            if one is not None:
+                                decoded.append(one)
+                        await asyncio.sleep(0)
+            listed = {self._store(one) for one in decoded}
+        del decoded
         scope = self._scope(kind)
         for key in list(self.store):
             if key.kind == kind and key not in listed and (not scope or key.namespace == scope):
@@ -281,7 +327,10 @@ class KubernetesProvider:
                     raise
                 self._report(kind, exc)  # retried by follow(); the kind starts empty
 
-        await asyncio.gather(*(first(k) for k in sorted(self.paths)))
+        # The collector paused for the whole first list (see list_kind), of all kinds at once:
+        # between two kinds' lists, it would walk the objects of those listed before.
+        with gc_paused():
+            await asyncio.gather(*(first(k) for k in sorted(self.paths)))
         self.synced.set()
 
     def _report(self, kind: str, exc: BaseException) -> None:

@@ -112,6 +112,10 @@ class KubeStatusSink(StatusWrites):
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        # Set once the first publication's first write is made (or tried), or found nothing
+        # it may write: the runtime's gc.freeze waits for it (Runtime.freeze_after).
+        self.started = asyncio.Event()
+        self._published = False
         self._unsubscribe = store.subscribe(self._on_change)
 
     # ------------------------------------------------------------ what the API server has
@@ -172,9 +176,12 @@ class KubeStatusSink(StatusWrites):
             if self._differs(key, desired, now):
                 self._pending.add(key)
                 queued.append(key)
+        self._published = True
         if queued:
             self._idle.clear()
             self._wake.set()
+        else:
+            self.started.set()
         return queued
 
     def retain(self, keys: Collection[Key]) -> None:
@@ -190,6 +197,11 @@ class KubeStatusSink(StatusWrites):
         stored, current = self._status(key)
         if not stored:
             return False
+        if current is None:
+            # What merge_status makes of no status (an object's first, e.g. at a cold start):
+            # the computed one stamped, plus an empty shared list for a route or policy. It
+            # differs from none unless both are empty.
+            return bool(desired) or owned_list(key.kind) is not None
         merged = merge_status(
             key.kind, current, desired, self.controller_name, now, namespace=key.namespace
         )
@@ -216,6 +228,8 @@ class KubeStatusSink(StatusWrites):
             while True:
                 if not self._pending or not self.enabled:
                     self._idle.set()
+                    if self._published:
+                        self.started.set()
                     await self._wake.wait()
                     self._wake.clear()
                     continue
@@ -230,6 +244,7 @@ class KubeStatusSink(StatusWrites):
                     self.failures += 1
                     log.warning("status write failed; will retry", object=str(key), error=str(exc))
                     asyncio.get_running_loop().call_later(self.retry_delay, self._requeue, key)
+                self.started.set()
         finally:
             self._unsubscribe()
 

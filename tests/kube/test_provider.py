@@ -262,3 +262,74 @@ async def test_forbidden_kind_is_reported_and_retried(api: KubeAPI, tmp_path: Pa
         allowed["now"] = True
         await wait_for(lambda: Key("GatewayClass", "", "gc") in store)
         assert not errors.all()
+
+
+async def test_pages_ask_for_the_next_page_before_handing_one_over(
+    api: KubeAPI, tmp_path: Path
+) -> None:
+    """KubeClient.pages: the next page is requested before a page is handed over, so the API
+    server prepares it while the caller works on this one."""
+    for i in range(5):
+        api.put(route(f"r{i}"))
+    lists: list[Request] = []
+    api.hooks.append(lambda r: lists.append(r) if r.verb == "list" else None)
+
+    def asked(n: int) -> Callable[[], bool]:
+        return lambda: len(lists) == n
+
+    client = await KubeClient.from_kubeconfig(write_kubeconfig(api, str(tmp_path / "kubeconfig")))
+    collection = "/apis/gateway.networking.k8s.io/v1/httproutes"
+    try:
+        names: list[str] = []
+        async with contextlib.aclosing(client.pages(collection, limit=2)) as pages:
+            async for page, _ in pages:
+                names += [o["metadata"]["name"] for o in page]
+                # while this page is held, the next one (if any) reaches the API server
+                await wait_for(asked(min((len(names) + 1) // 2 + 1, 3)))
+        assert names == [f"r{i}" for i in range(5)] and len(lists) == 3
+        # KubeClient.list: the pages joined, as one unpaged list
+        assert await client.list(collection, limit=2) == await client.list(collection, limit=0)
+
+        # leaving early closes the request in flight: no error, nothing left running
+        lists.clear()
+        async with contextlib.aclosing(client.pages(collection, limit=2)) as pages:
+            async for page, _ in pages:
+                assert [o["metadata"]["name"] for o in page] == ["r0", "r1"]
+                break
+        assert len(lists) <= 2
+    finally:
+        await client.close()
+
+
+async def test_a_list_of_many_pages_reaches_the_store_at_once(api: KubeAPI, tmp_path: Path) -> None:
+    """The pages of a list are decoded as they come (the loop runs between them), but the
+    store takes the whole list in one step: no translation sees it half applied."""
+    for i in range(7):
+        api.put(route(f"r{i}"))
+    lists: list[Request] = []
+    api.hooks.append(lambda r: lists.append(r) if r.verb == "list" else None)
+    turns = 0
+
+    async def tick() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    ticker = asyncio.create_task(tick())
+    client = await KubeClient.from_kubeconfig(write_kubeconfig(api, str(tmp_path / "kubeconfig")))
+    store = Store()
+    at: list[int] = []
+    store.subscribe(lambda change: at.append(turns))
+    provider = KubernetesProvider(client, store, list_page=2)
+    try:
+        await provider.sync()
+        routes = [r for r in lists if r.resource == "httproutes"]
+        assert len(routes) == 4  # 7 routes, 2 a page
+        assert same_as_api(api, store) and len(at) == 7
+        assert len(set(at)) == 1  # every object stored in one turn of the loop
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+        await client.close()

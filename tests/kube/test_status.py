@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,59 @@ async def test_writes_are_rate_limited(api: KubeAPI, tmp_path: Path) -> None:
         elapsed = loop.time() - started
         assert len(status_writes(api)) == 9
         assert elapsed >= 8 / 20 * 0.9  # 9 writes, 1 at once then 20/s
+
+
+async def test_first_status_write_goes_before_the_collectors_freeze(
+    api: KubeAPI, tmp_path: Path
+) -> None:
+    """serve freezes the start's objects for the collector (a full collection, most of a
+    second at 10,000 routes) only once the status writer made its first write, so that
+    write does not wait for it; the freeze still happens."""
+    gc.unfreeze()
+    frozen_at_writes: list[int] = []
+    api.hooks.append(
+        lambda r: (
+            frozen_at_writes.append(gc.get_freeze_count())
+            if r.subresource == "status" and r.verb == "update"
+            else None
+        )
+    )
+    async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, source):
+        await settle(api, runtime, source)
+        assert len(status_writes(api)) == 3 and source.status_writer.started.is_set()
+        assert frozen_at_writes[0] == 0
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_object_without_status_differs_as_merge_status_says() -> None:
+    """The sink decides whether an object that has no status yet (e.g. a route at a cold
+    start) needs a write without merging: as merge_status's result compared with no status
+    would."""
+    from gateweave import DEFAULT_CONTROLLER_NAME
+    from gateweave.api.decode import Decoded
+    from gateweave.sinks.kubestatus import KubeStatusSink
+    from gateweave.sinks.statusmerge import merge_status
+    from gateweave.store import Store
+    from tests.support.conformance_objects import decoded
+
+    store = Store()
+    for doc in yaml.safe_load_all(QUICKSTART.read_text()):
+        if doc:
+            one = decoded(doc)
+            raw = one.raw
+            raw.pop("status", None)
+            store.apply(Decoded(raw, one.model))
+    sink = KubeStatusSink(None, store, lambda _kind: None, DEFAULT_CONTROLLER_NAME)  # type: ignore[arg-type]
+    ours = {"controllerName": DEFAULT_CONTROLLER_NAME, "parentRef": {"name": "quickstart"}}
+    cases: list[dict[str, Any]] = [{}, {"conditions": []}, {"parents": []}, {"parents": [ours]}]
+    kinds = set()
+    for key in store:
+        assert store.get(key).status is None  # type: ignore[union-attr]
+        kinds.add(key.kind)
+        for desired in cases:
+            merged = merge_status(
+                key.kind, None, desired, DEFAULT_CONTROLLER_NAME, "now", namespace=key.namespace
+            )
+            assert sink._differs(key, desired, "now") == (merged != {}), (key, desired)
+    assert {"GatewayClass", "Gateway", "HTTPRoute"} <= kinds

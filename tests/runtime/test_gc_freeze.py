@@ -56,3 +56,45 @@ async def test_not_frozen_by_default() -> None:
     finally:
         await _stop(task)
         runtime.close()
+
+
+async def test_freeze_waits_for_freeze_after_with_the_collector_paused() -> None:
+    """With ``freeze_after`` (the Kubernetes status writer's first write), the freeze waits for
+    it; the collector stays paused from the runtime's construction until the freeze, then is
+    back on."""
+    gc.unfreeze()
+    assert gc.isenabled()
+    after = asyncio.Event()
+    runtime = Runtime(
+        Store(),
+        translate_fn=fake_translate,
+        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        gc_freeze=True,
+        freeze_after=after,
+    )
+    assert not gc.isenabled()
+    task = await _run_until_ready(runtime)
+    try:
+        assert runtime.ready and gc.get_freeze_count() == 0 and not gc.isenabled()
+        after.set()
+        for _ in range(100):
+            if gc.get_freeze_count() > 0:
+                break
+            await asyncio.sleep(0.01)
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+    finally:
+        await _stop(task)
+        runtime.close()
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+async def test_a_runtime_closed_unrun_gives_the_collector_back() -> None:
+    runtime = Runtime(
+        Store(),
+        translate_fn=fake_translate,
+        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        gc_freeze=True,
+    )
+    assert not gc.isenabled()
+    runtime.close()
+    assert gc.isenabled()
