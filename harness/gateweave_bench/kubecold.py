@@ -179,19 +179,24 @@ class _Collections:
     def __init__(self) -> None:
         self.count = [0, 0, 0]
         self.seconds = [0.0, 0.0, 0.0]
-        self._began = 0.0
+        self.full: list[tuple[float, float]] = []  # each full pass: (its start, its seconds)
+        self._zero = self._began = time.perf_counter()
         gc.callbacks.append(self._callback)
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._began = time.perf_counter()
-        else:
-            self.count[info["generation"]] += 1
-            self.seconds[info["generation"]] += time.perf_counter() - self._began
+            return
+        took = time.perf_counter() - self._began
+        self.count[info["generation"]] += 1
+        self.seconds[info["generation"]] += took
+        if info["generation"] == 2:
+            self.full.append((round(self._began - self._zero, 3), round(took, 3)))
 
     def stop(self) -> dict[str, Any]:
         gc.callbacks.remove(self._callback)
-        return {"count": self.count, "seconds": [round(s, 4) for s in self.seconds]}
+        seconds = [round(s, 4) for s in self.seconds]
+        return {"count": self.count, "seconds": seconds, "full_at": self.full}
 
 
 class _Clock:
