@@ -52,6 +52,7 @@ import aiohttp
 import msgspec
 import yaml
 
+import gateweave
 from gateweave.api.kinds import Key
 from gateweave.gcpause import gc_paused
 from gateweave.ir import Result
@@ -310,22 +311,27 @@ def cold_start(kubeconfig: Path, repeat: int) -> dict[str, Any]:
         "gc": figures["gc"],
         "list_bytes": sum(len(b) for b in bodies),
         "list_pages": len(bodies),
+        "gateweave": str(Path(gateweave.__file__).parent.parent),  # the tree measured
     }
 
 
 def _run_child(kubeconfig: Path, tree: Path | None, repeat: int) -> dict[str, Any]:
     """``python -m gateweave_bench.run --kube-cold`` in a fresh process, importing gateweave
-    from ``tree`` (a source checkout) when given, this harness either way."""
+    from ``tree`` (a source checkout) when given, this harness either way. (Run in ``tree``:
+    ``python -m`` puts the working directory first on the path, before PYTHONPATH.)"""
     env = dict(os.environ)
+    cwd = None
     if tree is not None:
         harness = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join([str(tree), harness])
+        cwd = str(tree)
     args = ["--kube-cold", str(kubeconfig), "--repeat", str(repeat)]
     proc = subprocess.run(
         [sys.executable, "-m", "gateweave_bench.run", *args],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=cwd,
         timeout=1800,
         check=False,
     )
