@@ -378,6 +378,7 @@ class Runtime:
             self.failed_translations += 1
             self.last_translation_error = traceback.format_exc(limit=3)
             log.exception("translation failed; keeping the last published result")
+            self._gc_hold.close()  # no freeze before a translation succeeds: collect meanwhile
             return
         finally:
             self.metrics.translation_seconds.observe(time.perf_counter() - started)

@@ -9,6 +9,7 @@ import contextlib
 import gc
 
 from gateweave import DEFAULT_CONTROLLER_NAME
+from gateweave.ir import Result
 from gateweave.runtime import Runtime
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
@@ -98,3 +99,27 @@ async def test_a_runtime_closed_unrun_gives_the_collector_back() -> None:
     assert not gc.isenabled()
     runtime.close()
     assert gc.isenabled()
+
+
+async def test_a_failing_first_translation_gives_the_collector_back() -> None:
+    """The collector is held only until the freeze: a translation that raises (a bug) before
+    any succeeded leaves it on, not paused for as long as translations keep failing."""
+
+    def raising(_snapshot: object, _options: object) -> Result:
+        raise RuntimeError("a bug")
+
+    runtime = Runtime(
+        Store(),
+        translate_fn=raising,
+        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        gc_freeze=True,
+    )
+    assert not gc.isenabled()
+    task = asyncio.create_task(runtime.run())
+    try:
+        await runtime.wait_settled()
+        assert runtime.failed_translations == 1 and not runtime.ready
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        await _stop(task)
+        runtime.close()
