@@ -325,19 +325,10 @@ def _run_child(kubeconfig: Path, tree: Path | None, repeat: int) -> dict[str, An
         harness = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join([str(tree), harness])
         cwd = str(tree)
+    from gateweave_bench.run import _child
+
     args = ["--kube-cold", str(kubeconfig), "--repeat", str(repeat)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "gateweave_bench.run", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=1800,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise ColdStartError(f"the measuring process failed (exit {proc.returncode})")
-    answer: dict[str, Any] = json.loads(proc.stdout)
+    answer: dict[str, Any] = _child(args, timeout=1800, env=env, cwd=cwd)
     return answer
 
 

@@ -351,12 +351,22 @@ def burst_translations(
 # ---------------------------------------------------------------- memory (a fresh process)
 
 
-def _child(args: Sequence[str], timeout: float) -> Any:
-    """Run ``python -m gateweave_bench.run ARGS`` (stderr passes through); its JSON answer."""
+def _child(
+    args: Sequence[str],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> Any:
+    """Run ``python -m gateweave_bench.run ARGS`` (stderr passes through); its JSON answer.
+    ``env``/``cwd``: the child's environment and working directory (``python -m`` puts the
+    latter first on the path, before PYTHONPATH)."""
     proc = subprocess.run(
         [sys.executable, "-m", "gateweave_bench.run", *args],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
+        cwd=cwd,
         timeout=timeout,
         check=False,
     )

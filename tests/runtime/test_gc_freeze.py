@@ -7,13 +7,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+from typing import Any
 
 from gateweave import DEFAULT_CONTROLLER_NAME
 from gateweave.ir import Result
-from gateweave.runtime import Runtime
+from gateweave.runtime import Runtime, TranslateFn
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from tests.support.fake_translate import fake_translate
+
+
+def _runtime(translate_fn: TranslateFn = fake_translate, **options: Any) -> Runtime:
+    return Runtime(
+        Store(),
+        translate_fn=translate_fn,
+        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
+        **options,
+    )
 
 
 async def _run_until_ready(runtime: Runtime) -> asyncio.Task[None]:
@@ -66,13 +76,7 @@ async def test_freeze_waits_for_freeze_after_with_the_collector_paused() -> None
     gc.unfreeze()
     assert gc.isenabled()
     after = asyncio.Event()
-    runtime = Runtime(
-        Store(),
-        translate_fn=fake_translate,
-        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
-        gc_freeze=True,
-        freeze_after=after,
-    )
+    runtime = _runtime(gc_freeze=True, freeze_after=after)
     assert not gc.isenabled()
     task = await _run_until_ready(runtime)
     try:
@@ -90,12 +94,7 @@ async def test_freeze_waits_for_freeze_after_with_the_collector_paused() -> None
 
 
 async def test_a_runtime_closed_unrun_gives_the_collector_back() -> None:
-    runtime = Runtime(
-        Store(),
-        translate_fn=fake_translate,
-        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
-        gc_freeze=True,
-    )
+    runtime = _runtime(gc_freeze=True)
     assert not gc.isenabled()
     runtime.close()
     assert gc.isenabled()
@@ -108,12 +107,7 @@ async def test_a_failing_first_translation_gives_the_collector_back() -> None:
     def raising(_snapshot: object, _options: object) -> Result:
         raise RuntimeError("a bug")
 
-    runtime = Runtime(
-        Store(),
-        translate_fn=raising,
-        status_sink=LocalStatusSink(DEFAULT_CONTROLLER_NAME),
-        gc_freeze=True,
-    )
+    runtime = _runtime(raising, gc_freeze=True)
     assert not gc.isenabled()
     task = asyncio.create_task(runtime.run())
     try:
