@@ -14,6 +14,10 @@ source of the modules that write the code and of celpy's parser (:func:`generato
 A changed schema or generator names another file; the old one is never read again. A file
 that does not load, or whose ``KEY`` is not the one asked for, is regenerated.
 
+A module holds both forms :func:`schemacode.generate` writes: the validator (``ROOT``,
+:func:`validator`) and its defaults-only form for objects the API server stored (``STORED``,
+:func:`defaulter`).
+
 The generated functions read their constants from module globals, rebuilt at import
 without celpy: literals (strings, numbers, tuples, frozensets, default values) as written;
 the memos of strings known to match a pattern or a format, as the generator registers
@@ -53,6 +57,7 @@ from gateweave.api import schema as exact
 
 Schema = dict[str, Any]
 Validator = Callable[[dict[str, Any]], dict[str, Any]]
+Forms = tuple[Validator, Validator]  # a version's validator and its defaults-only form
 
 ENV = "GATEWEAVE_VALIDATOR_CACHE"
 _HERE = Path(__file__).resolve()
@@ -80,7 +85,7 @@ _MODULES = {
     "_gw_schemastruct": schemastruct,
     "_gw_math": math,
 }
-_OWN_NAMES = frozenset((*_MODULES, "_gw_codecache", "bind", "KEY", "ROOT"))
+_OWN_NAMES = frozenset((*_MODULES, "_gw_codecache", "bind", "KEY", "ROOT", "STORED"))
 
 
 class Rule:
@@ -355,9 +360,9 @@ def render(
 # ---------------------------------------------------------------- reading and writing
 
 
-def _load(path: Path, key: str, node: Schema) -> Validator | None:
-    """The validator of the module at ``path`` bound to ``node``; None when there is none, it
-    is not trusted, does not load, or is another key's."""
+def _load(path: Path, key: str, node: Schema) -> Forms | None:
+    """The validator and defaults-only form of the module at ``path`` bound to ``node``; None
+    when there is none, it is not trusted, does not load, or is another key's."""
     if not (_trusted(path.parent) and _trusted(path)):
         return None
     try:
@@ -369,10 +374,10 @@ def _load(path: Path, key: str, node: Schema) -> Validator | None:
         if getattr(module, "KEY", None) != key:
             return None
         module.bind(node)
-        fn: Validator = module.ROOT
+        forms: Forms = (module.ROOT, module.STORED)
     except Exception:  # a damaged file: generated again
         return None
-    return fn
+    return forms
 
 
 def _write(directory: Path, name: str, text: str) -> Path | None:
@@ -396,7 +401,7 @@ def _write(directory: Path, name: str, text: str) -> Path | None:
     return directory / name
 
 
-def _validator(node: Schema) -> Validator | None:
+def _forms(node: Schema) -> Forms | None:
     """Imported when written before; else generated, written and imported; else (nowhere to
     write, or a value :func:`render` cannot write) compiled in memory."""
     try:
@@ -405,9 +410,9 @@ def _validator(node: Schema) -> Validator | None:
         k = None
     places = directories() if k is not None else []
     for directory in places:
-        fn = _load(directory / file_name(k or ""), k or "", node)
-        if fn is not None:
-            return fn
+        forms = _load(directory / file_name(k or ""), k or "", node)
+        if forms is not None:
+            return forms
     try:
         source, namespace, names = schemacode.generate(node)
     except Exception:  # a schema schemacode cannot write: the schema walk does it all
@@ -421,26 +426,39 @@ def _validator(node: Schema) -> Validator | None:
             places = []
         for directory in places:
             path = _write(directory, file_name(k), text)
-            fn = _load(path, k, node) if path is not None else None
-            if fn is not None:
-                return fn
+            forms = _load(path, k, node) if path is not None else None
+            if forms is not None:
+                return forms
     try:
-        return schemacode.run(source, namespace)
+        root = schemacode.run(source, namespace)
     except Exception:
         return None
+    return root, namespace["STORED"]  # (the same module: run defined both)
 
 
-_COMPILED: dict[int, tuple[Schema, Validator | None]] = {}
+_COMPILED: dict[int, tuple[Schema, Forms | None]] = {}
+
+
+def _cached(node: Schema) -> Forms | None:
+    entry = _COMPILED.get(id(node))
+    if entry is None or entry[0] is not node:
+        entry = (node, _forms(node))
+        _COMPILED[id(node)] = entry
+    return entry[1]
 
 
 def validator(node: Schema) -> Validator | None:
     """The generated validator of a version's schema (imported, or generated, on first use),
     or None when it could not be generated."""
-    entry = _COMPILED.get(id(node))
-    if entry is None or entry[0] is not node:
-        entry = (node, _validator(node))
-        _COMPILED[id(node)] = entry
-    return entry[1]
+    forms = _cached(node)
+    return None if forms is None else forms[0]
+
+
+def defaulter(node: Schema) -> Validator | None:
+    """The defaults-only form of :func:`validator` (``schemacode.generate``'s ``STORED``),
+    for objects the API server stored; None when it could not be generated."""
+    forms = _cached(node)
+    return None if forms is None else forms[1]
 
 
 def write_all() -> int:

@@ -14,6 +14,9 @@ How much is checked depends on where the manifest comes from (:class:`Decoding`)
   refused for its content. The API server validated it against the schema of the
   version it was written in; validating it again against the version it is read in
   (a TLSRoute created as v1alpha2 without hostnames, read as v1) would drop a live object.
+  Nor is anything it checked on write checked again (patterns, formats, bounds, CEL rules):
+  :func:`gateweave.api.schema.default` runs the schema's defaults-only code. Only a
+  structure the typed model cannot hold is refused (located, as in the other modes).
 """
 
 from __future__ import annotations

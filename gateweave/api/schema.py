@@ -789,8 +789,11 @@ def default(raw: dict[str, Any], info: KindInfo, *, owned: bool = False) -> dict
     """``raw`` defaulted and pruned as the CRD schema of its version says, never refused:
     for objects the API server already accepted (validated against the schema of the
     version they were written in, which may differ from the one they are read in).
-    ``owned``: as for :func:`validate`."""
-    fast = _compiled(raw, info, owned)
+    So nothing the API server checks on write is checked again: the schema's generated
+    defaults-only form (:mod:`gateweave.api.schemacode`'s ``STORED``: the structure and the
+    defaults, no pattern, format, bound or CEL rule), and the walk's defaulting for an
+    object whose structure that form cannot vouch for. ``owned``: as for :func:`validate`."""
+    fast = _compiled(raw, info, owned, stored=True)
     if fast is not None:
         return fast
     try:
@@ -811,24 +814,28 @@ def _root(raw: dict[str, Any], info: KindInfo) -> Schema | None:
 
 
 _GENERATED: dict[
-    tuple[str, str], Any
-] = {}  # (kind, apiVersion) -> the schema's generated validator
+    tuple[str, str, bool], Any
+] = {}  # (kind, apiVersion, stored) -> the schema's generated validator or defaults-only form
 _UNKNOWN = object()
 
 
-def _compiled(raw: dict[str, Any], info: KindInfo, owned: bool) -> dict[str, Any] | None:
-    """What :func:`_defaulted` makes of a ``raw`` that its schema accepts, by the schema's
-    generated code (:mod:`gateweave.api.schemacode`, as :mod:`gateweave.api.codecache` delivers
-    it); None when that code cannot vouch for ``raw`` (invalid, or a shape it leaves to this
-    module's walk). The code defaults in place: ``raw`` itself when ``owned``, else a copy."""
+def _compiled(
+    raw: dict[str, Any], info: KindInfo, owned: bool, *, stored: bool = False
+) -> dict[str, Any] | None:
+    """What :func:`_defaulted` makes of a ``raw`` that its schema accepts (``stored``: of a
+    ``raw`` whose structure is the schema's), by the schema's generated code
+    (:mod:`gateweave.api.schemacode`, as :mod:`gateweave.api.codecache` delivers it); None when
+    that code cannot vouch for ``raw`` (invalid, or a shape it leaves to this module's walk).
+    The code defaults in place: ``raw`` itself when ``owned``, else a copy."""
     api_version = raw.get("apiVersion") if isinstance(raw, dict) else None
     if not isinstance(api_version, str):
         return None
-    key = (info.kind, api_version)
+    key = (info.kind, api_version, stored)
     fn = _GENERATED.get(key, _UNKNOWN)
     if fn is _UNKNOWN:
         root = _root(raw, info)
-        fn = codecache.validator(root) if root is not None else None
+        form = codecache.defaulter if stored else codecache.validator
+        fn = form(root) if root is not None else None
         if len(_GENERATED) < 1024:  # apiVersions come from input: a bounded memo
             _GENERATED[key] = fn
     if fn is None:

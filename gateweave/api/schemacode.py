@@ -20,6 +20,12 @@ a null, an unknown field, an integer written as ``1.0``). Then the schema walk r
 and its errors are the answer. So the two can differ only in speed; tests compare them on
 the conformance manifests, the fuzz suite's mutations and generated values.
 
+Beside the validator, each version's code has a defaults-only form (``STORED``), for objects
+read from the Kubernetes API server, which checked everything else when they were written: the
+Struct types' structure, then only the defaults (``_Gen``'s ``stored`` decides what it leaves
+out). It answers, as exactly, :func:`gateweave.api.schema.default`'s walk for any object whose
+structure is the schema's, and raises for any other (then the walk defaults it).
+
 Nodes with keywords this module does not write code for (``allOf``/``anyOf``/``oneOf``/
 ``not``, ``x-kubernetes-int-or-string``, ``nullable``, ``multipleOf``, ``uniqueItems``,
 ``x-kubernetes-preserve-unknown-fields``, ...) are handed to the schema walk, subtree by
@@ -212,10 +218,18 @@ def _kind(node: Any) -> type | None:
 
 class _Gen:
     """The code of one version's schema, run on a manifest its Struct types accepted (so
-    without the checks those made)."""
+    without the checks those made).
 
-    def __init__(self) -> None:
-        self.names = celcode.Names()
+    ``stored``: the defaults-only form (:func:`generate`'s ``STORED``), for an object the API
+    server stored: the structure (the Struct types, then nulls and the walk's subtrees
+    pruned and defaulted) and the defaults, none of the checks the API server made on write
+    (patterns, formats, enums, bounds, list keys, sizes, CEL rules). This flag is the one
+    place that decides what the form leaves out."""
+
+    def __init__(self, names: celcode.Names | None = None, *, stored: bool = False) -> None:
+        self.stored = stored
+        self.prefix = "g" if stored else "f"  # (both forms' functions share one module)
+        self.names = names if names is not None else celcode.Names()
         self.names.values.update(
             {
                 "Unsure": Unsure,
@@ -226,6 +240,7 @@ class _Gen:
                 "_unique_set": _unique_set,
                 "_rules_hold": _rules_hold,
                 "_walk": _walk,
+                "_prepare": exact._prepare,
                 "_copy": exact.copy_json,
                 "_isfinite": math.isfinite,
             }
@@ -238,6 +253,8 @@ class _Gen:
 
     def scalar(self, node: Schema, x: str, out: list[str], pad: str) -> None:
         # (the type, a string's lengths: checked by the Struct types; a float's finiteness not)
+        if self.stored:
+            return  # (a scalar has no default of its own below it: nothing to do)
         t = node["type"]
         if t == "number":
             out.append(
@@ -291,7 +308,7 @@ class _Gen:
 
     def rules(self, node: Schema, x: str, out: list[str], pad: str) -> None:
         rules = node.get("x-kubernetes-validations")
-        if not rules:
+        if not rules or self.stored:
             return
         parts: list[str] = []
         written: list[celcode.Expr] = []  # the rules written as Python booleans
@@ -360,7 +377,8 @@ class _Gen:
         """Code checking ``x`` (not None) against ``node`` and defaulting it in place; or,
         for a node the walk decides, the expression of the value that replaces ``x``."""
         if not _handled(node):
-            return f"_walk({x}, {self.names.add('W', node, ('walk', id(node)))})"
+            walk = "_prepare" if self.stored else "_walk"  # (stored: pruned and defaulted only)
+            return f"{walk}({x}, {self.names.add('W', node, ('walk', id(node)))})"
         if node["type"] in ("object", "array"):
             name = self.func(node)
             if name:  # ("": a node left with nothing to check)
@@ -373,7 +391,7 @@ class _Gen:
         name = self.funcs.get(id(node))
         if name is not None:
             return name
-        name = f"f{len(self.funcs)}"
+        name = f"{self.prefix}{len(self.funcs)}"
         self.funcs[id(node)] = name
         self.keep.append(node)
         body = self.array(node) if node["type"] == "array" else self.object(node, root=False)
@@ -395,7 +413,7 @@ class _Gen:
             ]
         elif loop:
             out += ["    for x in d:", *loop]
-        list_type = node.get("x-kubernetes-list-type")
+        list_type = None if self.stored else node.get("x-kubernetes-list-type")
         if list_type == "set":
             out.append("    if len(d) > 1: _unique_set(d)")
         elif list_type == "map":
@@ -425,12 +443,13 @@ class _Gen:
                 ]
             elif loop:
                 out += ["    for x in d.values():", *loop]
-            out += [f"    if {key!r} not in d: raise Unsure  # required" for key in required]
+            if not self.stored:
+                out += [f"    if {key!r} not in d: raise Unsure  # required" for key in required]
         else:
             out += [
                 f"    raise Unsure  # {key!r} is required but not a field"
                 for key in required
-                if key not in props
+                if key not in props and not self.stored
             ][:1]
             for key, sub in props.items():
                 if root and key in exact._ROOT_KEEP:
@@ -460,9 +479,9 @@ class _Gen:
                 default = None if root and key in exact._ROOT_KEEP else self.default(sub)
                 if default is not None:
                     out.append(f"    if {key!r} not in d: d[{key!r}] = {default}")
-            if "maxProperties" in node:
+            if "maxProperties" in node and not self.stored:
                 out.append(f"    if len(d) > {int(node['maxProperties'])}: raise Unsure")
-            if "minProperties" in node:
+            if "minProperties" in node and not self.stored:
                 out.append(f"    if len(d) < {int(node['minProperties'])}: raise Unsure")
         if not root:
             self.rules(node, "d", out, "    ")
@@ -477,16 +496,27 @@ class _Gen:
         value = exact._prepare(sub["default"], sub)
         validator = exact._Validator()
         validator.node(value, sub, "")
-        if validator.errors:
+        if validator.errors and not self.stored:  # (stored: applied as the walk applies it)
             return "_raise_unsure()"
         if value is None or type(value) in (str, int, bool):
             return repr(value)
         name = self.names.add("D", value, ("default", id(sub)))
         return name if type(value) is float else f"_copy({name})"
 
-    def source(self, root_name: str) -> str:
-        lines = [line for block in self.blocks for line in block]
-        return "\n".join(lines) + f"\nROOT = {root_name}\n"
+    def root(self, node: Schema, name: str, structure: list[str]) -> None:
+        """The function ``name``: ``structure`` (the Struct types' check), then the root
+        object's code; it returns the defaulted copy in the walk's key order."""
+        keep = exact._ROOT_KEEP
+        body = self.object(node, root=True)
+        body += [
+            "    o = {}",
+            *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
+            "    for k, x in d.items():",
+            f"        if k not in {keep!r}: o[k] = x",
+        ]
+        self.rules(node, "o", body, "    ")
+        body.append("    return o")
+        self.blocks.append([f"def {name}(d):", *structure, *body])
 
 
 def _raise_unsure() -> Any:
@@ -494,8 +524,9 @@ def _raise_unsure() -> Any:
 
 
 def generate(node: Schema) -> tuple[str, dict[str, Any], celcode.Names]:
-    """The source of one version's validator (its function ``ROOT``), the namespace it runs in
-    (its globals) and the names of that namespace's values (:func:`compile_schema` runs it;
+    """The source of one version's validator (its function ``ROOT``) and of its defaults-only
+    form for stored objects (``STORED``), the namespace they run in (their globals) and the
+    names of that namespace's values (:func:`compile_schema` runs it;
     :mod:`gateweave.api.codecache` writes it as a module). Raises ValueError for a schema this
     module does not write."""
     if not _handled(node) or node["type"] != "object" or not node.get("properties"):
@@ -503,34 +534,24 @@ def generate(node: Schema) -> tuple[str, dict[str, Any], celcode.Names]:
     from gateweave.api import schemastruct  # (which reads this module's decisions)
 
     gen = _Gen()
-    keep = exact._ROOT_KEEP
-    body = gen.object(node, root=True)
-    body += [
-        "    o = {}",
-        *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
-        "    for k, x in d.items():",
-        f"        if k not in {keep!r}: o[k] = x",
-    ]
-    gen.rules(node, "o", body, "    ")
-    body.append("    return o")
     # First the structure, in C: the manifest converted to the schema's Struct types (which
     # raises for anything they refuse: then the walk decides).
     struct = gen.names.add("T", schemastruct.root_type(node), ("struct", None))
     convert = gen.names.add("F", schemastruct.convert, ("convert", None))
     refused = gen.names.add("F", schemastruct.ValidationError, ("refused", None))
-    gen.blocks.append(
-        [
-            "def root(d):",
-            "    try:",
-            f"        {convert}(d, type={struct})",
-            f"    except {refused}:",
-            "        raise Unsure from None",
-            *body,
-        ]
-    )
+    structure = [
+        "    try:",
+        f"        {convert}(d, type={struct})",
+        f"    except {refused}:",
+        "        raise Unsure from None",
+    ]
+    gen.root(node, "root", structure)
+    stored = _Gen(gen.names, stored=True)
+    stored.root(node, "stored", structure)
     namespace: dict[str, Any] = dict(gen.names.values)
     namespace["_raise_unsure"] = _raise_unsure
-    return gen.source("root"), namespace, gen.names
+    lines = [line for block in (*gen.blocks, *stored.blocks) for line in block]
+    return "\n".join(lines) + "\nROOT = root\nSTORED = stored\n", namespace, gen.names
 
 
 def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -545,8 +566,11 @@ def compile_schema(node: Schema) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return run(source, namespace)
 
 
-def run(source: str, namespace: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The validator :func:`generate` wrote, compiled in memory (``namespace`` is its globals)."""
+def run(
+    source: str, namespace: dict[str, Any], name: str = "ROOT"
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The function ``name`` of what :func:`generate` wrote (``ROOT``: the validator;
+    ``STORED``: its defaults-only form), compiled in memory (``namespace`` is its globals)."""
     exec(compile(source, "<gateweave.api.schemacode>", "exec"), namespace)
-    fn: Callable[[dict[str, Any]], dict[str, Any]] = namespace["ROOT"]
+    fn: Callable[[dict[str, Any]], dict[str, Any]] = namespace[name]
     return fn

@@ -1,6 +1,7 @@
 """The Kubernetes provider trusts what the API server stored (issue 12): an object written in
 an older version, valid there, is not dropped because the version it is read in would
-refuse it. Through the API-server stand-in."""
+refuse it; and what the API server checked on write (CEL rules, patterns) is not checked
+again (issue 18). Through the API-server stand-in, which checks none of it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gateweave.kube.client import KubeClient
 from gateweave.providers import ErrorBook
 from gateweave.providers.kubernetes import KubernetesProvider
 from gateweave.store import Store
+from gateweave.translate import translate
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
 
 LEGACY = Key("TLSRoute", "default", "legacy")
@@ -80,3 +82,69 @@ async def _until(predicate: Any, timeout: float = 10.0) -> None:
     while not predicate():
         assert loop.time() < deadline, "condition not reached"
         await asyncio.sleep(0.01)
+
+
+async def test_an_object_breaking_a_cel_rule_is_taken_as_the_api_server_stored_it(
+    tmp_path: Path,
+) -> None:
+    """The stand-in stores what a real API server would refuse (a path with '//', a CEL rule of
+    HTTPRoute): the provider takes it as stored, defaulted, and the translation stays total."""
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "odd", "namespace": "default"},
+        "spec": {
+            "parentRefs": [{"name": "gw"}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/a//b"}}],
+                    "backendRefs": [{"name": "svc", "port": 80}],
+                }
+            ],
+        },
+    }
+    _, refused = decode(dict(route), mode=Decoding.VALIDATE)
+    assert [e.field for e in refused] == ["spec.rules[0].matches[0].path"]
+
+    api = KubeAPI(bookmark_interval=0.02)
+    await api.start()
+    client = await KubeClient.from_kubeconfig(write_kubeconfig(api, str(tmp_path / "kubeconfig")))
+    store, errors = Store(), ErrorBook()
+    provider = KubernetesProvider(client, store, errors, backoff=(0.02, 0.2))
+    api.put(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "gateweave"},
+            "spec": {"controllerName": "gateweave.io/gateway-controller"},
+        }
+    )
+    api.put(
+        {
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": "default"},
+            "spec": {
+                "gatewayClassName": "gateweave",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        }
+    )
+    api.put(route)
+    task = asyncio.create_task(provider.run())
+    try:
+        await asyncio.wait_for(provider.synced.wait(), 10)
+        stored = store.get(Key("HTTPRoute", "default", "odd"))
+        assert stored is not None and errors.all() == []
+        match = stored.raw["spec"]["rules"][0]["matches"][0]
+        assert match["path"] == {"type": "PathPrefix", "value": "/a//b"}
+        assert stored.raw["spec"]["rules"][0]["backendRefs"][0]["weight"] == 1  # defaulted
+        result = translate(store.snapshot())
+        parents: Any = result.statuses[("HTTPRoute", "default", "odd")]["parents"]
+        assert [p["parentRef"]["name"] for p in parents] == ["gw"]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.close()
+        await api.stop()
