@@ -18,22 +18,7 @@ from gateweave.providers import ErrorBook
 from gateweave.providers.file import FileProvider
 from gateweave.store import Store
 from tests.api.test_schemacode import CORPUS, _same, mutated, walk_only
-
-# Valid but for one CEL rule of HTTPRoute v1 (a path match's value must not contain '//').
-BREAKS_A_RULE: dict[str, Any] = {
-    "apiVersion": "gateway.networking.k8s.io/v1",
-    "kind": "HTTPRoute",
-    "metadata": {"name": "r", "namespace": "default"},
-    "spec": {
-        "parentRefs": [{"name": "gw"}],
-        "rules": [
-            {
-                "matches": [{"path": {"type": "PathPrefix", "value": "/a//b"}}],
-                "backendRefs": [{"name": "svc", "port": 80}],
-            }
-        ],
-    },
-}
+from tests.kube.test_trusts_stored import BREAKS_A_RULE
 
 
 def _info(raw: dict[str, Any]) -> KindInfo:
