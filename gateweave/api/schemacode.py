@@ -23,8 +23,9 @@ the conformance manifests, the fuzz suite's mutations and generated values.
 Beside the validator, each version's code has a defaults-only form (``STORED``), for objects
 read from the Kubernetes API server, which checked everything else when they were written: the
 Struct types' structure, then only the defaults (``_Gen``'s ``stored`` decides what it leaves
-out). It answers, as exactly, :func:`gateweave.api.schema.default`'s walk for any object whose
-structure is the schema's, and raises for any other (then the walk defaults it).
+out). For any object whose structure is the schema's it answers exactly as the walk's
+defaulting (:func:`gateweave.api.schema.default`) does; for any other it raises (then the walk
+defaults it).
 
 Nodes with keywords this module does not write code for (``allOf``/``anyOf``/``oneOf``/
 ``not``, ``x-kubernetes-int-or-string``, ``nullable``, ``multipleOf``, ``uniqueItems``,
