@@ -16,10 +16,15 @@ Each sample is split by timestamps taken in the process (one monotonic clock):
 runtime's quiet window), ``translate``, ``publish`` (translation end -> the xDS snapshot
 set: statuses, Envoy resources built and versioned), ``envoy_ack`` (snapshot set -> Envoy
 ACKed it) and ``client`` (ACK -> the client saw the change; negative when the client saw
-it before the ACK arrived). ``total`` is source -> client. Per mode the report also gives
+it before the ACK arrived). ``total`` is source -> client. ``envoy_cpu`` is not a time
+split but the CPU time Envoy's main thread used during the sample (decoding, checking and
+building the new route table, freeing the old one): what the machine's load does not
+inflate. Per mode the report also gives
 Envoy's own time applying RDS updates (``envoy_rds_update_ms``: its ``update_duration``
 histogram, cumulative) and the bytes of the RouteConfiguration each change pushes
-(``route_bytes``): what grows with the routes on Envoy's side.
+(``route_bytes``): what grows with the routes on Envoy's side; and the xDS responses sent
+per change, by resource type (``pushes_per_change``: a route change re-sends the
+RouteConfiguration alone).
 
 Before that, the start: ``cold_start_s`` is the time from starting ``serve`` on the files
 to Envoy serving the last route; ``yaml_floor_s`` the time to read and parse the same files
@@ -59,13 +64,13 @@ from gateweave.store import Change
 from gateweave.translate.incremental import IncrementalTranslator
 from gateweave.translate.options import TranslateOptions
 from gateweave.xds.server import NodeStatus
-from gateweave.xds.snapshot_cache import ROUTE
+from gateweave.xds.snapshot_cache import ROUTE, short_type
 from gateweave_bench import harness as h
 
 GATEWAY = "default/bench"
 ADDRESS = "127.40.200.1"
 HEADER = "x-bench-version"
-SPLITS = ("watch", "coalesce", "translate", "publish", "envoy_ack", "client", "total")
+SPLITS = ("watch", "coalesce", "translate", "publish", "envoy_ack", "client", "total", "envoy_cpu")
 
 
 def route_doc(i: int, version: int) -> dict[str, Any]:
@@ -190,6 +195,31 @@ def envoy_rds_update_ms(admin: str) -> dict[str, float]:
     return out
 
 
+def xds_pushes(served: h.Served) -> dict[str, float]:
+    """xDS responses sent so far, by resource type (short name): the runtime's
+    ``gateweave_xds_pushes`` counter."""
+    out: dict[str, float] = {}
+    for metric in served.runtime.metrics.registry.collect():
+        if metric.name == "gateweave_xds_pushes":
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    out[short_type(sample.labels["type_url"])] = sample.value
+    return out
+
+
+def main_thread_cpu_ms(pid: int | None) -> float | None:
+    """CPU time Envoy's main thread (where xDS updates are applied) has used, in ms, from its
+    scheduler statistics; ``None`` without them. Unlike wall times, it does not grow with the
+    machine's load (what other processes run meanwhile)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def route_bytes(served: h.Served) -> int:
     """Bytes of the bench Gateway's RouteConfigurations as served (what an RDS push carries)."""
     snapshot = served.xds.server.snapshot(GATEWAY)
@@ -256,6 +286,9 @@ async def _sample(
     doc = route_doc(i, version)
     clock.arm(Key("HTTPRoute", "default", doc["metadata"]["name"]))
     await asyncio.sleep(0.05)
+    process = served.infra.process(GATEWAY)
+    pid = process.pid if process is not None else None
+    cpu_before = main_thread_cpu_ms(pid)
     poller = asyncio.create_task(
         asyncio.to_thread(_poll, ADDRESS, port, f"/r{i}", f"r{i}.bench.test", str(version), timeout)
     )
@@ -273,7 +306,11 @@ async def _sample(
         raise TimeoutError(f"{mode} change of r{i} not served within {timeout} s")
     await served.runtime.wait_settled(timeout)
     await asyncio.sleep(0.05)  # a late ACK still lands in this sample's clock
-    return _split(start, clock, seen, mode == "file")
+    split = _split(start, clock, seen, mode == "file")
+    cpu_after = main_thread_cpu_ms(pid)
+    if cpu_before is not None and cpu_after is not None:
+        split["envoy_cpu"] = cpu_after - cpu_before
+    return split
 
 
 async def _measure(
@@ -362,6 +399,7 @@ async def _measure(
                 version = 0
                 for mode in modes:
                     measured: list[dict[str, float]] = []
+                    pushed = xds_pushes(served)
                     with _GcPauses() as pauses:
                         for n in range(samples):
                             version += 1
@@ -376,6 +414,12 @@ async def _measure(
                         # Envoy's own RDS update time (cumulative) and what one push carries
                         "envoy_rds_update_ms": await asyncio.to_thread(envoy_rds_update_ms, admin),
                         "route_bytes": route_bytes(served),
+                        # xDS responses sent per change, by type (what each change re-sends)
+                        "pushes_per_change": {
+                            kind: round((count - pushed.get(kind, 0.0)) / samples, 2)
+                            for kind, count in xds_pushes(served).items()
+                            if count > pushed.get(kind, 0.0)
+                        },
                         "samples": measured,
                     }
                 report["translations"] = served.runtime.translations - translations
@@ -434,6 +478,11 @@ def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
             f"  Envoy's RDS update (its update_duration, cumulative): p50 {rds.get('p50', '-')} "
             f"ms, p99 {rds.get('p99', '-')} ms; RouteConfiguration pushed: "
             f"{report[mode].get('route_bytes', 0):,} bytes"
+        )
+        pushes = report[mode].get("pushes_per_change") or {}
+        out(
+            "  xDS responses sent per change: "
+            + (", ".join(f"{kind} {n:g}" for kind, n in sorted(pushes.items())) or "none")
         )
         g = report[mode]["gc"]
         out(

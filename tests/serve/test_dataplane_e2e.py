@@ -468,3 +468,9 @@ def test_latency_benchmark_measures_both_sources() -> None:
         assert {"coalesce", "translate", "publish", "envoy_ack"} <= summary.keys()
     assert "watch" in report["file"]["summary"] and "watch" not in report["store"]["summary"]
     assert report["translations"] >= 6  # one per change at least
+    for mode in ("store", "file"):
+        # a route's change re-sends its RouteConfiguration and nothing else (no Listener,
+        # Cluster or ClusterLoadAssignment that did not change)
+        assert set(report[mode]["pushes_per_change"]) == {"RouteConfiguration"}, report[mode]
+        assert report[mode]["pushes_per_change"]["RouteConfiguration"] >= 1
+        assert report[mode]["summary"]["envoy_cpu"]["n"] == 3  # Envoy's main thread, read
