@@ -3,8 +3,8 @@
 ``serve`` runs (in this process, with a real Envoy) on a directory holding one Gateway
 and ``routes`` HTTPRoutes (each its own hostname, path and file) to one backend. Once
 every route answers, one route at a time is changed (the value of a response header it
-sets), and a client polling that route on fresh connections times when the new value
-comes back. Two sources of change are measured:
+sets), and a client polling that route on fresh connections (every ``--poll-ms``, 0.5 ms)
+times when the new value comes back. Two sources of change are measured:
 
 * ``file``: the route's file is rewritten; the clock starts just before the write, so the
   figure includes the file watch (debounce) delay;
@@ -153,14 +153,17 @@ class _GcPauses:
         }
 
 
-def _poll(address: str, port: int, path: str, host: str, want: str, timeout: float) -> float | None:
-    """Fetch on fresh connections until the header has ``want``; when it did (None: never)."""
+def _poll(
+    address: str, port: int, path: str, host: str, want: str, timeout: float, every: float = 0.0005
+) -> float | None:
+    """Fetch on fresh connections, ``every`` seconds apart, until the header has ``want``; when
+    it did (None: never)."""
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
         reply = h.fetch_sync(address, port, path, host, timeout=1.0)
         if reply is not None and reply.headers.get(HEADER) == want:
             return time.perf_counter()
-        time.sleep(0.0005)
+        time.sleep(every)
     return None
 
 
@@ -281,6 +284,7 @@ async def _sample(
     i: int,
     version: int,
     timeout: float,
+    poll: float,
 ) -> dict[str, float]:
     """Change route ``i`` to ``version`` (its file, or the store) and time it to the client."""
     doc = route_doc(i, version)
@@ -290,7 +294,9 @@ async def _sample(
     pid = process.pid if process is not None else None
     cpu_before = main_thread_cpu_ms(pid)
     poller = asyncio.create_task(
-        asyncio.to_thread(_poll, ADDRESS, port, f"/r{i}", f"r{i}.bench.test", str(version), timeout)
+        asyncio.to_thread(
+            _poll, ADDRESS, port, f"/r{i}", f"r{i}.bench.test", str(version), timeout, poll
+        )
     )
     if mode == "file":
         start = time.perf_counter()
@@ -321,6 +327,7 @@ async def _measure(
     debounce_ms: int,
     timeout: float,
     gc_freeze: bool,
+    poll: float,
 ) -> dict[str, Any]:
     backend = h.NameServer("backend")
     port = free_port(ADDRESS)
@@ -330,6 +337,7 @@ async def _measure(
         "samples": samples,
         "window_ms": window * 1000,
         "debounce_ms": debounce_ms,
+        "poll_ms": poll * 1000,
         "gateway": f"{ADDRESS}:{port}",
     }
     try:
@@ -405,7 +413,9 @@ async def _measure(
                             version += 1
                             i = (n * 7919) % routes  # spread over the routes
                             measured.append(
-                                await _sample(served, clock, root, port, mode, i, version, timeout)
+                                await _sample(
+                                    served, clock, root, port, mode, i, version, timeout, poll
+                                )
                             )
                     admin = served.infra.admin_addresses().get(GATEWAY, "")
                     report[mode] = {
@@ -437,17 +447,21 @@ def measure_event_to_envoy(
     debounce_ms: int = 50,
     timeout: float = 30.0,
     gc_freeze: bool = False,
+    poll: float = 0.0005,
 ) -> dict[str, Any]:
     """Run the benchmark (its own event loop, Envoy and backend); the report as a dict:
     per mode (``store``, ``file``) a ``summary`` (split -> p50/p99/max/mean ms) and the
     raw ``samples``. ``gc_freeze``: ``gc.freeze()`` once every route is served (an
-    experiment: full collections then skip the objects of the initial load)."""
+    experiment: full collections then skip the objects of the initial load). ``poll``: the
+    seconds between the client's fetches of a changed route (each on a fresh connection,
+    answered by Envoy's workers, which share the CPUs with its main thread applying the
+    change)."""
     for mode in modes:
         if mode not in ("store", "file"):
             raise ValueError(f"unknown mode {mode!r}")
     try:
         return asyncio.run(
-            _measure(routes, samples, modes, window, debounce_ms, timeout, gc_freeze)
+            _measure(routes, samples, modes, window, debounce_ms, timeout, gc_freeze, poll)
         )
     finally:
         if gc_freeze:
@@ -458,7 +472,8 @@ def _table(report: Mapping[str, Any], out: Callable[[str], None]) -> None:
     out(
         f"{report['routes']} routes, {report['samples']} samples per mode; window "
         f"{report['window_ms']:.0f} ms, "
-        f"file debounce {report['debounce_ms']} ms; cold start (last route served) "
+        f"file debounce {report['debounce_ms']} ms; client polls every "
+        f"{report['poll_ms']:g} ms; cold start (last route served) "
         f"{report['cold_start_s']} s, "
         f"YAML floor {report['yaml_floor_s']} s; startup (all routes served) {report['startup_s']} "
         "s" + ("; gc.freeze() after startup" if report.get("gc_freeze") else "")
@@ -504,6 +519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--debounce-ms", type=int, default=50, help="the file provider's debounce")
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument(
+        "--poll-ms",
+        type=float,
+        default=0.5,
+        help="milliseconds between the client's fetches of the changed route",
+    )
+    parser.add_argument(
         "--gc-freeze", action="store_true", help="gc.freeze() once every route is served"
     )
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
@@ -519,6 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         debounce_ms=args.debounce_ms,
         timeout=args.timeout,
         gc_freeze=args.gc_freeze,
+        poll=args.poll_ms / 1000,
     )
     if args.json:
         print(json.dumps(report, indent=2))
