@@ -11,7 +11,21 @@ import logging
 import sys
 from typing import Any
 
-import structlog
+# structlog's modules import rich (and with it pygments), where it is installed, to render
+# exceptions and local variables; the CLI has rich for its tables and help, but gateweave's
+# log lines render exceptions with structlog's plain formatter (the standard traceback,
+# structlog's default without rich). So structlog is imported with rich hidden (an entry of
+# None in ``sys.modules`` makes an import fail): a long-running ``serve`` keeps 4.5 MB less
+# of modules it never calls. ``gateweave/__init__.py`` imports this module first, so every
+# other ``import structlog`` finds this one; rich imports normally afterwards.
+_HIDE_RICH = "rich" not in sys.modules and "structlog" not in sys.modules
+if _HIDE_RICH:
+    sys.modules["rich"] = None  # type: ignore[assignment]
+try:
+    import structlog
+finally:
+    if _HIDE_RICH and "rich" in sys.modules and sys.modules["rich"] is None:
+        del sys.modules["rich"]
 
 LEVELS = ("debug", "info", "warning", "error")
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 import datetime
 import sys
 from collections.abc import Iterable
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from gateweave.infra.statedir import Survey
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+# rich is imported by the functions that print (the CLI's): ``serve`` imports this module for
+# ``is_bad`` (the dashboard) and keeps no rich (tests/serve/test_imports.py).
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
 BACKEND_KINDS = ("Backend",)  # Envoy Gateway's, with their Accepted condition
@@ -56,6 +59,9 @@ def _nn(obj: dict[str, Any]) -> str:
 
 def _errors_table(errors: list[dict[str, Any]]) -> Table:
     """``/api/errors`` items (source, message, and kind, namespace, name when about an object)."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(
         title=f"Configuration errors ({len(errors)})", title_justify="left", title_style="bold red"
     )
@@ -93,6 +99,9 @@ def render(
 ) -> None:
     """``traffic``: a running server's ``/api/traffic``, which adds each route's request and
     error rates (per second) to the routes table."""
+    from rich.console import Console
+    from rich.table import Table
+
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     gateways = [o for o in items if o.get("kind") == "Gateway" and o.get("status")]
     gw_table = Table(title="Gateways", title_justify="left")
@@ -188,6 +197,10 @@ def render(
 
 def render_envoys(survey: Survey, console: Console | None = None) -> None:
     """The Envoys recorded in a state directory, and whether a controller runs them."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     console = console or Console(width=None if sys.stdout.isatty() else 200)
     if survey.holder is None:
         title = f"Envoys in {survey.path}: no controller"
