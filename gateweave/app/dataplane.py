@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING
 
 import structlog
 
-from gateweave.app.kube import KubeSource
 from gateweave.app.settings import HostDataplane, KubeDataplane, Settings
 from gateweave.infra.host import HostInfra
 from gateweave.infra.statedir import StateDir
@@ -23,6 +23,9 @@ from gateweave.sinks.hostinfra import HostInfraSink
 from gateweave.sinks.xds import XdsPublisher
 from gateweave.telemetry import Envoys
 from gateweave.xds.server import AdsServer
+
+if TYPE_CHECKING:
+    from gateweave.app.kube import KubeSource
 
 log = structlog.get_logger("gateweave.app")
 

@@ -15,13 +15,13 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
 from gateweave import native
 from gateweave.admin import AdminServer
 from gateweave.app.dataplane import claim_state, dataplane
-from gateweave.app.kube import KubeSource
 from gateweave.app.settings import FileSettings, KubeDataplane, Settings
 from gateweave.errors import OperatorError
 from gateweave.infra import netenv
@@ -34,6 +34,9 @@ from gateweave.sinks import StatusSink
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
 from gateweave.translate.incremental import IncrementalTranslator
+
+if TYPE_CHECKING:
+    from gateweave.app.kube import KubeSource
 
 log = structlog.get_logger("gateweave.app")
 
@@ -94,6 +97,10 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
     provider: FileProvider | None = None
     status_sink: StatusSink
     if file is None:
+        # Imported here: the Kubernetes client (kubernetes_asyncio) is about 43 MB resident,
+        # which the file provider does not need (tests/serve/test_imports.py).
+        from gateweave.app.kube import KubeSource
+
         kube = await KubeSource.open(settings, store, errors, metrics)
         await kube.sync()  # the first translation sees every listed object
         status_sink = kube.status_writer

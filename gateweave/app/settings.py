@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateweave import DEFAULT_CONTROLLER_NAME, ir
 from gateweave.admin import DEFAULT_ADMIN_ADDRESS
 from gateweave.admintoken import TOKEN_ENV, TOKEN_FILE, read_token_file, write_new_token
 from gateweave.infra.netenv import privileged_ports_below
 from gateweave.infra.statedir import default_state_dir
-from gateweave.kube.xdsca import CertLifetimes
 from gateweave.translate.options import TranslateOptions
+
+if TYPE_CHECKING:
+    from gateweave.kube.xdsca import CertLifetimes
 
 DEFAULT_ADDRESS_POOL = "127.10.0.0/16"
 
@@ -62,6 +65,14 @@ class HostDataplane:
     delta: bool = False  # the Envoys use the delta xDS protocol (else state of the world)
 
 
+def _cert_lifetimes() -> CertLifetimes:
+    # Imported here: kube.xdsca brings the Kubernetes client (kubernetes_asyncio, about 43 MB
+    # resident), which only the Kubernetes provider and data plane use.
+    from gateweave.kube.xdsca import CertLifetimes
+
+    return CertLifetimes()
+
+
 @dataclass(frozen=True)
 class KubeDataplane:
     """An Envoy Deployment and Service per Gateway, fed by the xDS server this process runs on
@@ -75,7 +86,7 @@ class KubeDataplane:
     # xDS is mutual TLS with certificates from gateweave's CA (a Secret in the controller's
     # namespace, gateweave/kube/xdsca.py); plain text only when asked for (development).
     xds_plaintext: bool = False
-    certificates: CertLifetimes = field(default_factory=CertLifetimes)
+    certificates: CertLifetimes = field(default_factory=_cert_lifetimes)
 
 
 @dataclass(frozen=True)

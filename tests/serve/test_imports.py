@@ -41,9 +41,16 @@ def _serve_modules(*names: str) -> tuple[dict[str, object], str]:
     return json.loads(proc.stdout), proc.stderr
 
 
-def test_serve_imports_no_rich_and_logs_plain_tracebacks() -> None:
-    answer, stderr = _serve_modules("rich", "pygments")
+def test_serve_imports_neither_rich_nor_the_kubernetes_client() -> None:
+    # rich and pygments: structlog's exception rendering and the CLI's tables (gateweave/logs.py,
+    # statusview.py); kubernetes_asyncio: the Kubernetes provider's and data plane's client,
+    # imported when `serve --provider kubernetes` opens it (gateweave/app/root.py, settings.py).
+    answer, _ = _serve_modules("rich", "pygments", "kubernetes_asyncio")
     assert answer == {"loaded": [], "rich": "Console"}
+
+
+def test_logged_exceptions_are_plain_tracebacks() -> None:
+    _, stderr = _serve_modules()
     # structlog's plain exception formatter: the standard traceback, no rich panel.
     assert "Traceback (most recent call last):" in stderr
     assert "ZeroDivisionError: division by zero" in stderr
