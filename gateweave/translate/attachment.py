@@ -19,7 +19,9 @@ from gateweave.translate import conditions as c
 # are merged (``precedence_keys``: the position in ``sorted_http`` for the rule and match
 # indexes, which it orders alike). Memory at scale: docs/benchmarks.md, fifth round.
 PrecedenceKey = tuple[Any, ...]
-ServicePortKey = tuple[str, str, str]  # (namespace, Service name, port name)
+# (namespace, Service name, port name); of any length for mypyc, which would make a new tuple
+# per route of a fixed-length one (see context.SortKey)
+ServicePortKey = tuple[str, ...]
 
 
 @dataclass(slots=True)

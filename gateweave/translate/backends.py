@@ -96,7 +96,7 @@ class BackendResolver:
     """Resolves backendRefs for one translation; clusters are built once per Service port."""
 
     def __init__(
-        self, ctx: Ctx, tls: BackendTLSIndex, *, touched: set[tuple[str, str]] | None = None
+        self, ctx: Ctx, tls: BackendTLSIndex, *, touched: set[tuple[str, ...]] | None = None
     ) -> None:
         self.ctx = ctx
         self.tls = tls
@@ -114,6 +114,8 @@ class BackendResolver:
         self._grants: dict[tuple[str, str, str, str, str], bool] = {}
         # Envoy Gateway Backends, judged once: (namespace, name) -> verdict
         self._verdicts: dict[tuple[str, str], egbackend.BackendVerdict] = {}
+        # The (namespace, name) keys added to ``touched``, each kept once: key -> itself.
+        self._named: dict[tuple[str, ...], tuple[str, ...]] = {}
         # Pure pieces of route rules, built once per translation (see rulememo).
         self.memo = RuleMemo()
 
@@ -131,7 +133,11 @@ class BackendResolver:
         (an HTTPRoute's gRPC auth service)."""
         ns = ref.namespace or route_ns
         if self.touched is not None:
-            self.touched.add((ns, ref.name))
+            # One tuple per Service for the whole translation: the incremental translator
+            # keeps each route's set as its entry's ``services`` (23,900 tuples at 10,000
+            # routes for 2,600 Services, before they were shared).
+            named: tuple[str, ...] = (ns, ref.name)  # (not fixed-length: see context.SortKey)
+            self.touched.add(self._named.setdefault(named, named))
         family = family or FAMILY_BY_KIND[route_kind]
         key = (
             route_kind,

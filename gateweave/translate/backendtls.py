@@ -20,10 +20,10 @@ from cryptography import x509
 from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
+from gateweave.translate.attachment import ServicePortKey
 from gateweave.translate.context import Ctx, GatewayCtx, sort_key
 
 Target = tuple[str, str, str | None]  # (namespace, service, sectionName)
-ServicePortKey = tuple[str, str, str]  # (namespace, service, port name)
 
 
 @dataclass

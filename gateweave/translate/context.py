@@ -17,8 +17,14 @@ from gateweave.snapshot import NN, Snapshot
 from gateweave.translate.conditions import Condition
 from gateweave.translate.options import TranslateOptions
 
+# An object's sort_key, (0 or 1, creationTimestamp, namespace, name): typed as a tuple of any
+# length on purpose. mypyc keeps a fixed-length tuple unboxed and makes a new tuple object each
+# time one is stored or handed to Python, so the kept state held up to three copies of each
+# route's key in the compiled build (memory at scale: docs/benchmarks.md, sixth round).
+SortKey = tuple[Any, ...]
 
-def sort_key(obj: Any) -> tuple[int, str, str, str]:
+
+def sort_key(obj: Any) -> SortKey:
     """Spec tie-break: oldest creationTimestamp first; objects without one tie; then namespace/name.
 
     Objects without a creationTimestamp sort after those that have one.

@@ -14,7 +14,7 @@ from gateweave.translate.filters import (
 )
 from gateweave.translate.regex import re2_error, re2_escape
 from gateweave.translate.rulememo import RuleMemo
-from gateweave.translate.rules import translate_rules
+from gateweave.translate.rules import Order, translate_rules
 from gateweave.translate.sessions import session
 
 _ANY_SEGMENT = "[^/]+"
@@ -22,7 +22,7 @@ _ANY_MATCH = (m.GRPCRouteMatch(),)
 
 
 def translate_grpc_route(
-    route: m.GRPCRoute, resolver: BackendResolver, order: tuple[int, str, str, str]
+    route: m.GRPCRoute, resolver: BackendResolver, order: Order
 ) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
     return translate_rules("GRPCRoute", route, route.spec.rules, resolver, order, _rule)
@@ -34,7 +34,7 @@ def _rule(
     i: int,
     rule: m.GRPCRouteRule,
     prefix: str,
-    order: tuple[int, str, str, str],
+    order: Order,
 ) -> None:
     """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
     raises RuleError (before appending anything) when the rule cannot be implemented."""

@@ -16,7 +16,7 @@ from gateweave.translate.filters import (
 )
 from gateweave.translate.regex import re2_error
 from gateweave.translate.rulememo import RuleMemo
-from gateweave.translate.rules import translate_rules
+from gateweave.translate.rules import Order, translate_rules
 from gateweave.translate.sessions import session
 
 _PATH_RANK = {"Exact": 0, "RegularExpression": 1, "PathPrefix": 2}
@@ -25,7 +25,7 @@ _ROOT = m.HTTPPathMatch()
 
 
 def translate_http_route(
-    route: m.HTTPRoute, resolver: BackendResolver, order: tuple[int, str, str, str]
+    route: m.HTTPRoute, resolver: BackendResolver, order: Order
 ) -> RouteTranslation:
     """``order``: the route's :func:`~gateweave.translate.context.sort_key`."""
     return translate_rules("HTTPRoute", route, route.spec.rules, resolver, order, _rule)
@@ -37,7 +37,7 @@ def _rule(
     i: int,
     rule: m.HTTPRouteRule,
     prefix: str,
-    order: tuple[int, str, str, str],
+    order: Order,
 ) -> None:
     """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
     raises RuleError (before appending anything) when the rule cannot be implemented."""

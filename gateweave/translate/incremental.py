@@ -72,10 +72,10 @@ from gateweave.api.kinds import KINDS, POLICY_KINDS, ROUTE_KINDS
 from gateweave.ir import Result
 from gateweave.snapshot import NN, Snapshot
 from gateweave.translate import core, egbackend, routes, xdsir
-from gateweave.translate.attachment import Attachment, RouteTranslation
+from gateweave.translate.attachment import Attachment, RouteTranslation, ServicePortKey
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
-from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, SortKey, sort_key
 from gateweave.translate.core import release, translate_all
 from gateweave.translate.options import TranslateOptions
 from gateweave.translate.parentrefs import ParentIndex
@@ -207,9 +207,9 @@ class _Entry:
     translation: RouteTranslation
     atts: tuple[Attachment, ...]  # one per listener it attached to
     listeners: tuple[ListenerCtx, ...]  # parallel to atts
-    accepted_by: list[GatewayCtx]
+    accepted_by: tuple[GatewayCtx, ...]
     status: dict[str, Any]
-    services: tuple[NN, ...]  # the Services it looked up (found or not)
+    services: tuple[tuple[str, ...], ...]  # the Services (NN) it looked up (found or not)
     backends: tuple[NN, ...]  # Envoy Gateway Backends it refers to, when it is ours (their status)
 
 
@@ -422,14 +422,20 @@ class IncrementalTranslator:
             if svc:
                 self._slice_keys.setdefault((key[0], svc), set()).add(key)
         self._entries: dict[RouteKey, _Entry] = {}
-        self._users: dict[NN, set[RouteKey]] = {}
+        # Each distinct tuple of listeners an entry attached to, and of Gateways that accepted
+        # it, kept once (most routes repeat a few): for one call (emptied by each step, so it
+        # never holds listeners a rerun gateway side replaced).
+        self._tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # A Service's (or Backend's) users: the routes that refer to it, as a dict's keys (half
+        # the memory of a set of the same keys; thousands of these at scale).
+        self._users: dict[tuple[str, ...], dict[RouteKey, None]] = {}
         # Per listener, per domain: the HTTP attachments, in route order (a tuple, replaced on a
         # change: most domains have one, and a tuple of one is a third of a list of one).
         self._domain_atts: dict[ListenerCtx, dict[str, tuple[Attachment, ...]]] = {}
         self._clusters: dict[str, ir.Cluster] = {}
         self._cluster_refs: dict[str, int] = {}
         # Service port -> Gateway -> routes accepted there that use it (BackendTLSPolicy ancestors)
-        self._using: dict[tuple[str, str, str], dict[GatewayCtx, int]] = {}
+        self._using: dict[ServicePortKey, dict[GatewayCtx, int]] = {}
         self._dirty: dict[ListenerCtx, set[str]] = {}
         self._dirty_gateways: set[GatewayCtx] = set()
         self._rcs: dict[str, _RouteConfigState] = {}
@@ -474,6 +480,7 @@ class IncrementalTranslator:
         changed: dict[str, set[NN]],
         rerun_gateways: bool,
     ) -> Result:
+        self._tuples = {}
         ctx = self._ctx
         ctx.snapshot = snapshot
         ctx.options = options
@@ -780,7 +787,7 @@ class IncrementalTranslator:
         kind: str,
         route: Any,
         resolver: BackendResolver,
-        order: tuple[int, str, str, str] | None = None,
+        order: SortKey | None = None,
     ) -> None:
         """The route side for one route (``order``: its sort_key, when known)."""
         resolver.touched = set()
@@ -802,8 +809,8 @@ class IncrementalTranslator:
             atts=tuple(
                 Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached
             ),
-            listeners=tuple(lc for lc, _ in outcome.attached),
-            accepted_by=outcome.accepted_by,
+            listeners=self._shared(tuple([lc for lc, _ in outcome.attached])),
+            accepted_by=self._shared(tuple(outcome.accepted_by)),
             status=status,
             services=tuple(resolver.touched),
             backends=tr.backends if outcome.owned else (),
@@ -811,7 +818,7 @@ class IncrementalTranslator:
         self._entries[key] = entry
         self._statuses[key] = status
         for svc in entry.services:
-            self._users.setdefault(svc, set()).add(key)
+            self._users.setdefault(svc, {})[key] = None
         for be in entry.backends:
             self._backend_users[be] = self._backend_users.get(be, 0) + 1
         for port in tr.services:
@@ -833,12 +840,16 @@ class IncrementalTranslator:
                 routes_of.insert(bisect.bisect_left(routes_of, entry.order, key=_att_order), att)
             self._index(lc, entry, att, add=True)
 
+    def _shared(self, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The one kept instance of a tuple equal to ``items`` (of listeners or Gateways)."""
+        return self._tuples.setdefault(items, items)
+
     def _remove(self, entry: _Entry) -> None:
         del self._entries[entry.key]
         for svc in entry.services:
             users = self._users.get(svc)
             if users is not None:
-                users.discard(entry.key)
+                users.pop(entry.key, None)
                 if not users:
                     del self._users[svc]
         for be in entry.backends:

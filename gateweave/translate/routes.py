@@ -21,7 +21,7 @@ from gateweave.translate import egbackend
 from gateweave.translate.attachment import Attachment, RouteTranslation, ServicePortKey
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
-from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, sort_key
+from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, SortKey, sort_key
 from gateweave.translate.grpcroute import translate_grpc_route
 from gateweave.translate.httproute import translate_http_route
 from gateweave.translate.l4routes import translate_l4_route
@@ -29,7 +29,7 @@ from gateweave.translate.parentrefs import ParentIndex, ParentOutcome
 
 
 def translate_route(
-    kind: str, route: Any, resolver: BackendResolver, order: tuple[int, str, str, str] | None = None
+    kind: str, route: Any, resolver: BackendResolver, order: SortKey | None = None
 ) -> RouteTranslation:
     """``order``: the route's :func:`sort_key`, when the caller has it.
 
@@ -46,7 +46,7 @@ def translate_route(
     return translate_l4_route(kind, route, resolver)
 
 
-def in_order(snapshot: Snapshot) -> Iterator[tuple[str, tuple[int, str, str, str], Any]]:
+def in_order(snapshot: Snapshot) -> Iterator[tuple[str, SortKey, Any]]:
     """Every route as a translation visits them, with its :func:`sort_key`: by kind
     (``ROUTE_KINDS``), then oldest first."""
     for kind in ROUTE_KINDS:

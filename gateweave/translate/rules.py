@@ -11,9 +11,10 @@ from typing import Any
 from gateweave import ir
 from gateweave.translate.attachment import RouteTranslation
 from gateweave.translate.backends import BackendResolver
+from gateweave.translate.context import SortKey
 from gateweave.translate.filters import RuleError
 
-Order = tuple[int, str, str, str]
+Order = SortKey
 # (translation, resolver, rule index, rule, IR route name prefix, route order) -> appends the
 # rule's IR routes to the translation, or raises RuleError before appending any.
 OneRule = Callable[[RouteTranslation, BackendResolver, int, Any, str, Order], None]

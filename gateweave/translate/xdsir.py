@@ -212,7 +212,10 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
             routes = tuple([changed.get(r.name, r) for r in routes])
     # (a route's own one-hostname tuple when it is the domain: shared, not a tuple per host)
     hosts = atts[0].hostnames
-    domains = hosts if hosts is not None and len(hosts) == 1 and hosts[0] == domain else (domain,)
+    # (annotated: mypyc would keep a one-item tuple unboxed and make a new one from it)
+    domains: tuple[str, ...] = (
+        hosts if hosts is not None and len(hosts) == 1 and hosts[0] == domain else (domain,)
+    )
     return ir.VirtualHost(name=f"{name}/{domain}", domains=domains, routes=routes)
 
 
