@@ -430,10 +430,53 @@ class _Writer:
         else:
             raise Untranslatable(f"macro {name}")
         v = f"v_{var}"
-        if target.kind is list and target.node is not None:
-            element = self._checked(v, target.node.get("items"), True)
+        items = target.node.get("items") if target.kind is list and target.node else None
+        body, cond = self._scoped(var, self._element(v, target, items), body_tree, cond_tree)
+        coll = target.code if target.kind in (list, dict) else f"_cel_iter({target.code})"
+        # list comprehensions, not generators (cheaper for the short lists of a manifest): an
+        # element evaluated past the one that decides may raise, and then the closures decide
+        if name == "all":
+            out = Expr(f"all([{self._bool(body)} for {v} in {coll}])", True, bool)
+        elif name == "exists":
+            out = Expr(f"any([{self._bool(body)} for {v} in {coll}])", True, bool)
+        elif name == "exists_one":
+            out = Expr(f"(len([1 for {v} in {coll} if {self._bool(body)}]) == 1)", True, bool)
+        elif name == "filter":
+            out = Expr(f"[{v} for {v} in {coll} if {self._bool(body)}]", kind=list)
+        elif cond is not None:
+            out = Expr(f"[{body.code} for {v} in {coll} if {self._bool(cond)}]", kind=list)
         else:
-            element = Expr(v, simple=True)  # (a map's keys need not be strings: YAML has others)
+            out = Expr(f"[{body.code} for {v} in {coll}]", kind=list)
+        if target.kind is not list or not target.simple:
+            return out
+        # A list of one element (most lists of a manifest: one parentRef, filter, backendRef):
+        # the body written once more over that element, without the comprehension (a
+        # function call and a list in Python 3.11, several times the cost of the body). The
+        # same operations on the same value: the same result, or the same exception.
+        one = f"{target.code}[0]"
+        body1, cond1 = self._scoped(var, self._element(one, target, items), body_tree, cond_tree)
+        if name in ("all", "exists", "exists_one"):
+            single = self._bool(body1)
+        elif name == "filter":
+            single = f"([{one}] if {self._bool(body1)} else [])"
+        elif cond1 is not None:
+            single = f"([{body1.code}] if {self._bool(cond1)} else [])"
+        else:
+            single = f"[{body1.code}]"
+        return out._replace(code=f"({single} if len({target.code}) == 1 else {out.code})")
+
+    def _element(self, code: str, target: Expr, items: Any) -> Expr:
+        """An element of ``target`` (a list's, checked against ``items``; or a map's key,
+        which need not be a string: YAML has others)."""
+        if items is not None:
+            return self._checked(code, items, True)
+        return Expr(code, simple=True)
+
+    def _scoped(
+        self, var: str, element: Expr, body_tree: Any, cond_tree: Any
+    ) -> tuple[Expr, Expr | None]:
+        """A macro's body (and the condition of a three-argument ``map``) written with
+        ``var`` standing for ``element``."""
         outer = self.scope.get(var)
         self.scope[var] = element
         try:
@@ -444,20 +487,7 @@ class _Writer:
                 del self.scope[var]
             else:
                 self.scope[var] = outer
-        coll = target.code if target.kind in (list, dict) else f"_cel_iter({target.code})"
-        # list comprehensions, not generators (cheaper for the short lists of a manifest): an
-        # element evaluated past the one that decides may raise, and then the closures decide
-        if name == "all":
-            return Expr(f"all([{self._bool(body)} for {v} in {coll}])", True, bool)
-        if name == "exists":
-            return Expr(f"any([{self._bool(body)} for {v} in {coll}])", True, bool)
-        if name == "exists_one":
-            return Expr(f"(len([1 for {v} in {coll} if {self._bool(body)}]) == 1)", True, bool)
-        if name == "filter":
-            return Expr(f"[{v} for {v} in {coll} if {self._bool(body)}]", kind=list)
-        if cond is not None:
-            return Expr(f"[{body.code} for {v} in {coll} if {self._bool(cond)}]", kind=list)
-        return Expr(f"[{body.code} for {v} in {coll}]", kind=list)
+        return body, cond
 
     def w_ident_arg(self, t: lark.Tree) -> Expr:
         ch = list(t.children)

@@ -364,6 +364,68 @@ def test_a_rule_written_as_python_has_the_closures_value_when_it_has_one(
             assert type(got) is bool
 
 
+# Macros over lists whose type the schema gives (the generated validators' case: a list of one
+# element is then evaluated without the comprehension), nested, with errors inside.
+TYPED_NODE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "l": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "t": {"type": "string"},
+                    "k": {"type": "array", "items": {"type": "integer"}},
+                },
+            },
+        },
+    },
+}
+TYPED_EXPRESSIONS = [
+    "self.l.all(x, x.t == 'a')",
+    "self.l.exists(x, has(x.t) && x.t == 'a')",
+    "self.l.exists_one(x, x.t == 'b')",
+    "self.l.filter(x, x.t == 'a').size() <= 1",
+    "self.l.map(x, x.t)",
+    "self.l.map(x, has(x.k), x.k.size())",
+    "self.l.all(x, self.l.exists_one(y, y.t == x.t))",
+    "self.l.exists(x, has(x.k) && x.k.exists_one(n, n > 1))",
+    "self.l.all(x, x.k.all(n, 10 / n > 1))",
+]
+TYPED_VALUES = st.fixed_dictionaries(
+    {
+        "l": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "t": st.sampled_from(["a", "b"]),
+                    "k": st.lists(st.integers(0, 3), max_size=3),
+                },
+            ),
+            max_size=3,
+        )
+    }
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TYPED_VALUES)
+def test_a_macro_over_a_typed_list_has_the_closures_value_when_it_has_one(
+    value: dict[str, Any],
+) -> None:
+    for source in TYPED_EXPRESSIONS:
+        names = celcode.Names()
+        expr, _ = celcode.transpile(source, names, "s", TYPED_NODE, schemacode._kind)
+        fn = eval(f"lambda s: {expr.code}", names.values)  # the code under test
+        try:
+            got = fn(value)
+        except Exception:
+            continue  # the closures decide (what the generated validators do)
+        want = _closures(source, value)
+        assert want != "error", (source, value, got)
+        assert _same(got, want), (source, value, got, want)
+
+
 def test_every_rule_of_every_schema_is_written_as_python() -> None:
     """No rule of the schemas gateweave carries falls back to the closures for every value."""
     from gateweave.api.kinds import KINDS
