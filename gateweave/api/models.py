@@ -12,6 +12,7 @@ that went through the API server.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any, ClassVar, Literal
 
@@ -52,26 +53,50 @@ _intern = sys.intern
 _set = msgspec.structs.force_setattr
 
 
+# How each kind of field in ``_shared`` is made to share its strings (by its annotation).
+_SHARING = {
+    "str": "    _set(self, {f!r}, _intern(self.{f}))",
+    "str | None": "    v = self.{f}\n    if v is not None: _set(self, {f!r}, _intern(v))",
+    "tuple[str, ...]": "    v = self.{f}\n    if v: _set(self, {f!r}, tuple(map(_intern, v)))",
+    "dict[str, str]": (
+        "    v = self.{f}\n    if v:\n        for k, i in v.items(): v[k] = _intern(i)"
+    ),
+}
+
+
+def _sharing(cls: type) -> Any:
+    """The ``__post_init__`` of a struct with fields in ``_shared``: one statement per field,
+    written for the field's type (msgspec calls it for every instance it converts, about ten
+    per route: a loop over the names with ``getattr`` cost twice as much)."""
+    annotations: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        annotations.update(inspect.get_annotations(base))
+    lines = ["def __post_init__(self):"]
+    for name in cls._shared:  # type: ignore[attr-defined]
+        template = _SHARING.get(str(annotations.get(name)))
+        if template is None:
+            raise TypeError(f"{cls.__name__}.{name}: not a field of strings to share")
+        lines.append(template.format(f=name))
+    namespace = {"_set": _set, "_intern": _intern}
+    exec("\n".join(lines), namespace)
+    return namespace["__post_init__"]
+
+
 class _Shared(_Base, kw_only=True, frozen=True):
     """A struct whose fields named in ``_shared`` hold strings that many objects repeat (the
-    names a reference points at, header names and values, labels): a string field, a tuple
-    of strings or a dict's string values. Each string is kept as one shared
-    instance (``sys.intern``; freed with its last user) instead of the copy every decoded
-    object brings (memory at scale: docs/benchmarks.md, fourth round). msgspec calls
-    ``__post_init__`` for every instance it decodes or converts."""
+    names a reference points at, header names and values): a string field, a tuple of
+    strings or a dict's string values. Each string is kept as one shared instance
+    (``sys.intern``; freed with its last user) instead of the copy every decoded object
+    brings (memory at scale: docs/benchmarks.md, fourth round), by a ``__post_init__``
+    written for the class's fields (:func:`_sharing`), which msgspec calls for every
+    instance it decodes or converts."""
 
     _shared: ClassVar[tuple[str, ...]] = ()
 
-    def __post_init__(self) -> None:
-        for name in self._shared:
-            value = getattr(self, name)
-            if value.__class__ is str:
-                _set(self, name, _intern(value))
-            elif value.__class__ is tuple:  # (a tuple of strings)
-                _set(self, name, tuple(map(_intern, value)))
-            elif value:  # (a dict of strings: its values)
-                for key, item in value.items():
-                    value[key] = _intern(item)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # (set while the class is made: msgspec reads __post_init__ then)
+        setattr(cls, "__post_init__", _sharing(cls))  # noqa: B010 (msgspec calls it)
 
 
 # ---------------------------------------------------------------- metadata and shared bits
@@ -83,9 +108,7 @@ class _Shared(_Base, kw_only=True, frozen=True):
 _NO_ENTRIES: dict[str, str] = {}
 
 
-class ObjectMeta(_Shared, kw_only=True, frozen=True):
-    _shared = ("labels",)
-
+class ObjectMeta(_Base, kw_only=True, frozen=True):
     name: str = ""
     namespace: str = ""
     labels: dict[str, str] = {}
@@ -96,8 +119,11 @@ class ObjectMeta(_Shared, kw_only=True, frozen=True):
     uid: str = ""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.labels:
+        labels = self.labels
+        if labels:  # (label values repeat across objects: shared, as _Shared shares strings)
+            for key, item in labels.items():
+                labels[key] = _intern(item)
+        else:
             _set(self, "labels", _NO_ENTRIES)
         if not self.annotations:
             _set(self, "annotations", _NO_ENTRIES)
