@@ -1,9 +1,10 @@
 """Instructions per full translation: a figure a busy machine does not move.
 
-``python -m gateweave_bench.instructions [--routes N] [--tree DIR]... [--native]`` counts, under
-valgrind's cachegrind (``valgrind`` must be installed; Debian's package), the instructions the
-process executes for the bench's generated objects with two full translations and with none,
-and prints half the difference for each checkout ``DIR`` (default: this one) as JSON. Wall
+``python -m gateweave_bench.instructions [--routes N] [--tree DIR]... [--native] [--load]``
+counts, under valgrind's cachegrind (``valgrind`` must be installed; Debian's package), the
+instructions the process executes for the bench's generated objects with two full
+translations and with none, and prints half the difference for each checkout ``DIR``
+(default: this one) as JSON. Wall
 times on a shared 2-core machine vary by 20% between runs of the same tree; these counts vary by
 well under 1%, so two trees (say, before and after a restructuring) are compared by them.
 
@@ -11,6 +12,10 @@ Each ``DIR`` runs its own ``gateweave`` and its own generator (``gateweave_bench
 ``DIR/harness``, or ``gateweave.bench`` in trees from before the harness moved), the Python
 sources unless ``--native`` (then the compiled translation, which ``DIR`` must have built:
 ``python -c "from gateweave import native; native.main(['build'])"`` there).
+
+``--load`` counts ``load_s``'s work instead (``gateweave_bench.run._load``: JSON decoding,
+validation, defaults, typed conversion, cold) and ``decode_s``'s (the JSON decode alone), per
+load, with four loads and with none after one that imports the validators.
 """
 
 from __future__ import annotations
@@ -48,6 +53,21 @@ for _ in range(n):
     del result
 """
 
+# The child of --load: the same but for the number of loads (or JSON decodes, the floor).
+_LOAD_CHILD = """
+import sys
+import msgspec
+from gateweave_bench.objects import generate
+from gateweave_bench import run
+n, routes, seed, what = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+blobs = [msgspec.json.encode(raw) for raw in generate(routes, seed).manifests]
+run._load(blobs)  # the validators imported (a fixed cost of the process, not of a load)
+for _ in range(n):
+    run._load(blobs) if what == "load" else run._json_decode_floor(blobs)
+"""
+LOADS = 4
+WHAT = ("load", "decode")
+
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
@@ -59,7 +79,11 @@ def instructions_executed(cachegrind_output: str) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def count(tree: Path, translations: int, routes: int, seed: int, native: bool) -> int:
+def count(
+    tree: Path, translations: int, routes: int, seed: int, native: bool, load: str = ""
+) -> int:
+    """Instructions of a child making ``translations`` translations (with ``load``, "load" or
+    "decode": that many loads or JSON decodes)."""
     env = dict(
         os.environ,
         PYTHONPATH=f"{tree}{os.pathsep}{tree / 'harness'}",
@@ -74,11 +98,11 @@ def count(tree: Path, translations: int, routes: int, seed: int, native: bool) -
             "--cachegrind-out-file=/dev/null",
             sys.executable,
             "-c",
-            _CHILD,
+            _LOAD_CHILD if load else _CHILD,
             str(translations),
             str(routes),
             str(seed),
-            "1" if native else "0",
+            load or ("1" if native else "0"),
         ],
         env=env,
         cwd=tree,
@@ -95,6 +119,12 @@ def per_translation(tree: Path, routes: int, seed: int, native: bool) -> int:
     return (count(tree, 2, routes, seed, native) - count(tree, 0, routes, seed, native)) // 2
 
 
+def per_load(tree: Path, routes: int, seed: int, what: str) -> int:
+    return (
+        count(tree, LOADS, routes, seed, False, what) - count(tree, 0, routes, seed, False, what)
+    ) // LOADS
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m gateweave_bench.instructions", description=__doc__.splitlines()[0]
@@ -103,8 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--tree", type=Path, action="append", default=[])
     parser.add_argument("--native", action="store_true")
+    parser.add_argument("--load", action="store_true")
     args = parser.parse_args(argv)
     trees = args.tree or [Path(__file__).resolve().parents[2]]
+    if args.load:
+        loads = {
+            str(tree): {w: per_load(tree.resolve(), args.routes, args.seed, w) for w in WHAT}
+            for tree in trees
+        }
+        print(json.dumps({"routes": args.routes, "per_load": loads}))
+        return 0
     figures = {
         str(tree): per_translation(tree.resolve(), args.routes, args.seed, args.native)
         for tree in trees
