@@ -42,7 +42,8 @@ def _rule(
     matches = rule.matches or _ANY_MATCH
     ir_matches = [_match(mt, memo) for mt in matches]
     filters = rule_filters(tr, resolver, rule.filters)
-    sticky = session(rule.session_persistence, prefix + (rule.name or f"#{i}"))
+    sp = rule.session_persistence
+    sticky = session(sp, prefix + (rule.name or f"#{i}")) if sp is not None else None
     per_backend = backend_header_mods(rule.backend_refs)
     backends = weighted_backends(tr, resolver, rule.backend_refs, per_backend)
     direct_status: int | None = None

@@ -51,7 +51,8 @@ def _rule(
         _timeouts(rule.timeouts) if rule.timeouts is not None else (None, None)
     )
     retry = _retry(rule.retry) if rule.retry is not None else None
-    sticky = session(rule.session_persistence, prefix + (rule.name or f"#{i}"))
+    sp = rule.session_persistence
+    sticky = session(sp, prefix + (rule.name or f"#{i}")) if sp is not None else None
 
     # A backendRef's own filters may also redirect or rewrite the requests sent its way.
     refs = rule.backend_refs
@@ -80,6 +81,7 @@ def _rule(
     tr.use_clusters(backends, mirrored, filters.ext_auth)
     name = f"{prefix}{i}/match/"
     append = tr.http.append
+    shapes = memo.shapes
     for j, mt in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",
@@ -103,16 +105,15 @@ def _rule(
         # first), then the longest prefix; then a method match, more header matches, more query
         # param matches; then the oldest route, namespace/name, rule and match order. The IR
         # route goes last (see attachment.PrecedenceKey).
-        shape = memo.shape(
-            (
-                1,
-                _PATH_RANK[mt.path_type],
-                -len(mt.path),
-                0 if mt.method else 1,
-                -len(mt.headers),
-                -len(mt.query_params),
-            )
+        shape: tuple[int, ...] = (
+            1,
+            _PATH_RANK[mt.path_type],
+            -len(mt.path),
+            0 if mt.method else 1,
+            -len(mt.headers),
+            -len(mt.query_params),
         )
+        shape = shapes.setdefault(shape, shape)  # (RuleMemo.shape inline: one per match)
         key: PrecedenceKey = (shape, order, i, j, r)
         append(key)
 
