@@ -71,18 +71,22 @@ class ParentOutcome:
     @property
     def ref(self) -> dict[str, Any]:
         """The parentRef as the route status shows it: group, kind and namespace filled in."""
-        pref = self.pref
-        ref: dict[str, Any] = {
-            "group": pref.group,
-            "kind": pref.kind,
-            "namespace": self.namespace,
-            "name": pref.name,
-        }
-        if pref.section_name is not None:
-            ref["sectionName"] = pref.section_name
-        if pref.port is not None:
-            ref["port"] = pref.port
-        return ref
+        return status_ref(self.pref, self.namespace)
+
+
+def status_ref(pref: m.ParentReference, namespace: str) -> dict[str, Any]:
+    """A parentRef as the route status shows it, ``namespace`` being its parent's."""
+    ref: dict[str, Any] = {
+        "group": pref.group,
+        "kind": pref.kind,
+        "namespace": namespace,
+        "name": pref.name,
+    }
+    if pref.section_name is not None:
+        ref["sectionName"] = pref.section_name
+    if pref.port is not None:
+        ref["port"] = pref.port
+    return ref
 
 
 class _Listener:
@@ -135,6 +139,53 @@ class _Plans:
     stages: frozenset[str]  # the stages of the final verdicts
 
 
+class Shortcut:
+    """One parentRef of kind Gateway to an accepted Gateway of ours, judged once per (route kind,
+    route namespace, parentRef) as far as it goes without the route's hostnames: the commonest
+    shape of a route, one parentRef, then attaches with :meth:`attached` alone
+    (routes.judge_route). It gives exactly what :meth:`ParentIndex.resolve` gives."""
+
+    __slots__ = ("fixed", "gateway", "namespace", "not_accepted", "pending")
+
+    def __init__(self, gateway: GatewayCtx, namespace: str, plans: _Plans, why: c.Condition):
+        self.gateway = gateway
+        self.namespace = namespace  # the Gateway's (the parentRef's, else the route's)
+        # Listeners whose verdict waits on the route's hostnames, in order; or (no hostname
+        # semantics) the listeners that take the route whatever they are.
+        self.pending = [s for s in plans.steps if isinstance(s, _Listener)]
+        self.fixed = [(s, None) for s in plans.steps if isinstance(s, ListenerCtx)]
+        self.not_accepted = why  # when no listener takes the route
+
+    def attached(self, route: Any) -> list[tuple[ListenerCtx, tuple[str, ...] | None]]:
+        """The listeners that take ``route`` (each once, in order), with the hostnames it serves
+        on each: :meth:`ParentIndex.resolve`'s ``attached``."""
+        if not self.pending:
+            return list(self.fixed)  # (a plan's steps are all pending or all fixed: its kind)
+        hosts: tuple[str, ...] = route.spec.hostnames
+        out: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
+        host = hosts[0] if len(hosts) == 1 else "*"
+        if host[:1] != "*" and host.lower() == host:
+            # One lowercase hostname, not a wildcard (_RouteHosts.on's commonest case inline):
+            # a listener serves it when it has no hostname, the same one, or a wildcard covering
+            # it; it is served as the route's own tuple.
+            for li in self.pending:
+                name = li.hostname
+                suffix = li.wild_suffix
+                if (
+                    name is None
+                    or name == host
+                    or (suffix is not None and host.endswith(suffix) and len(host) > len(suffix))
+                ):
+                    out.append((li.lc, hosts))
+            return out
+        on = _RouteHosts(route).on
+        for li in self.pending:
+            got = on(li.hostname, li.wild_suffix)
+            if got != ():
+                out.append((li.lc, got))
+        return out
+
+
 class ParentIndex:
     """Resolves parentRefs against the listeners of one set of resolved Gateways.
 
@@ -158,6 +209,9 @@ class ParentIndex:
         # (id of a listener list, kind, route namespace, sectionName, port) ->
         # (that list, kept alive, and each listener's judgement before hostnames)
         self._plans: dict[tuple[int, str, str, str | None, int | None], _Plans] = {}
+        # (route kind, route namespace, parentRef) -> its Shortcut, or None when the parentRef
+        # is not of that shape (resolve then judges it).
+        self.shortcuts: dict[tuple[str, str, m.ParentReference], Shortcut | None] = {}
         # Route statuses by what they are made of (routes.judge_route): routes with the same
         # parentRefs, outcomes and generation share one status value (never mutated).
         self.statuses: dict[Any, dict[str, Any]] = {}
@@ -166,12 +220,42 @@ class ParentIndex:
         """Drop the judgements of routes in ``namespaces`` (their labels changed: a listener's
         allowedRoutes selector may read them)."""
         self._plans = {k: v for k, v in self._plans.items() if k[2] not in namespaces}
+        self.shortcuts = {k: v for k, v in self.shortcuts.items() if k[1] not in namespaces}
 
     def _listener(self, lc: ListenerCtx) -> _Listener:
         facts = self._listeners.get(id(lc))
         if facts is None:
             facts = self._listeners[id(lc)] = _Listener(lc)
         return facts
+
+    def shortcut(self, kind: str, route_ns: str, pref: m.ParentReference) -> Shortcut | None:
+        """The :class:`Shortcut` of a parentRef of a route of ``kind`` in ``route_ns``, when it
+        has that shape (a Gateway of ours, accepted); remembered in ``shortcuts``."""
+        key = (kind, route_ns, pref)
+        if key in self.shortcuts:
+            return self.shortcuts[key]
+        found: Shortcut | None = None
+        ns = pref.namespace or route_ns
+        gw = self.gateways.get((ns, pref.name))
+        if (
+            pref.group == m.GATEWAY_GROUP
+            and pref.kind == "Gateway"
+            and gw is not None
+            and gw.accepted
+        ):
+            plans = self._plans_of(gw.listeners, kind, route_ns, pref)
+            found = Shortcut(gw, ns, plans, self._none_attached(plans, kind, route_ns, pref))
+        self.shortcuts[key] = found
+        return found
+
+    def _plans_of(
+        self, listeners: list[ListenerCtx], kind: str, route_ns: str, pref: m.ParentReference
+    ) -> _Plans:
+        key = (id(listeners), kind, route_ns, pref.section_name, pref.port)
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = self._plan(listeners, kind, route_ns, pref)
+        return plans
 
     def resolve(self, kind: str, route: Any, pref: m.ParentReference) -> ParentOutcome | None:
         """The outcome for one parentRef, or None when the parent is not ours."""
@@ -205,10 +289,7 @@ class ParentIndex:
         if not gw.accepted:
             out.not_accepted = c.route_no_matching_parent(f"Gateway {gw.name} is not accepted")
             return out
-        key = (id(listeners), kind, route_ns, pref.section_name, pref.port)
-        plans = self._plans.get(key)
-        if plans is None:
-            plans = self._plans[key] = self._plan(listeners, kind, route_ns, pref)
+        plans = self._plans_of(listeners, kind, route_ns, pref)
         attached = out.attached
         if plans.pending:
             on = _RouteHosts(route).on
@@ -229,8 +310,15 @@ class ParentIndex:
                     for v0, li, policy in plans.plans
                 ]
             )
-        if attached:
-            return out
+        if not attached:
+            out.not_accepted = self._none_attached(plans, kind, route_ns, pref)
+        return out
+
+    @staticmethod
+    def _none_attached(
+        plans: _Plans, kind: str, route_ns: str, pref: m.ParentReference
+    ) -> c.Condition:
+        """Why no listener of ``plans`` takes a route (Accepted=False)."""
         stages = plans.stages | {HOSTNAME} if plans.pending else plans.stages
         if stages <= {SECTION, PORT}:
             what = []
@@ -238,16 +326,14 @@ class ParentIndex:
                 what.append(f"sectionName {pref.section_name}")
             if pref.port is not None:
                 what.append(f"port {pref.port}")
-            out.not_accepted = c.route_no_matching_parent(
+            return c.route_no_matching_parent(
                 f"no listener matches {' and '.join(what) or 'the parentRef'}"
             )
-        elif HOSTNAME in stages:
-            out.not_accepted = c.route_no_matching_listener_hostname()
-        else:
-            out.not_accepted = c.route_not_allowed_by_listeners(
-                f"no listener allows a {kind} from namespace {route.metadata.namespace}"
-            )
-        return out
+        if HOSTNAME in stages:
+            return c.route_no_matching_listener_hostname()
+        return c.route_not_allowed_by_listeners(
+            f"no listener allows a {kind} from namespace {route_ns}"
+        )
 
     def _plan(
         self, listeners: list[ListenerCtx], kind: str, route_ns: str, pref: m.ParentReference

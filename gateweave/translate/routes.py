@@ -25,7 +25,7 @@ from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, SortKey, s
 from gateweave.translate.grpcroute import translate_grpc_route
 from gateweave.translate.httproute import translate_http_route
 from gateweave.translate.l4routes import translate_l4_route
-from gateweave.translate.parentrefs import ParentIndex, ParentOutcome
+from gateweave.translate.parentrefs import ParentIndex, ParentOutcome, Shortcut, status_ref
 
 
 def translate_route(
@@ -129,6 +129,13 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
     route = tr.route
     kind = tr.kind
     route_ns = route.metadata.namespace
+    refs = route.spec.parent_refs
+    if len(refs) == 1:
+        shortcut = parents.shortcuts.get((kind, route_ns, refs[0]))
+        if shortcut is None:
+            shortcut = parents.shortcut(kind, route_ns, refs[0])
+        if shortcut is not None:
+            return _judge_one(ctx, parents, tr, shortcut)
     all_invalid = tr.all_rules_invalid
     accepted_by: list[GatewayCtx] = []
     attached: list[tuple[ListenerCtx, tuple[str, ...] | None]] = []
@@ -184,6 +191,48 @@ def judge_route(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation) -> RouteOu
             ctx, tr, refs_problem, parts, [o.ref for o in ours]
         )
     return RouteOutcome(status, attached, accepted_by, bool(ours))
+
+
+def _judge_one(ctx: Ctx, parents: ParentIndex, tr: RouteTranslation, sc: Shortcut) -> RouteOutcome:
+    """:func:`judge_route` for a route whose one parentRef has a :class:`Shortcut`: the same
+    outcome and status, without a ParentOutcome (tests/translate/test_parent_shortcut.py)."""
+    route = tr.route
+    pref = route.spec.parent_refs[0]
+    attached = sc.attached(route)
+    accepted_by: list[GatewayCtx] = []
+    if not attached:
+        accepted = sc.not_accepted
+    elif tr.rejected:
+        accepted = c.route_rejected_by_dataplane(tr.rejected)
+        attached = []
+    elif tr.invalid_rules and tr.all_rules_invalid:
+        accepted = c.route_no_valid_rule(
+            "no valid rule: " + "; ".join(tr.invalid_rules), tr.incompatible_filters
+        )
+        attached = []
+    else:
+        accepted = c.route_accepted()
+        accepted_by.append(sc.gateway)
+    refs_problem = tr.refs_problem
+    if tr.terminated_refs_problem is not None and any(lc.terminates_tls for lc, _ in attached):
+        refs_problem = tr.terminated_refs_problem
+    part = (pref, accepted)
+    all_invalid = bool(tr.invalid_rules) and tr.all_rules_invalid
+    key = (
+        route.metadata.namespace,
+        route.metadata.generation,
+        refs_problem,
+        tr.invalid_rules if not all_invalid else (),
+        part,
+    )
+    status = parents.statuses.get(key)
+    if status is None:
+        if len(parents.statuses) >= _STATUS_MEMO:
+            parents.statuses.clear()
+        status = parents.statuses[key] = _route_status(
+            ctx, tr, refs_problem, [part], [status_ref(pref, sc.namespace)]
+        )
+    return RouteOutcome(status, attached, accepted_by, True)
 
 
 _STATUS_MEMO = 1 << 14
