@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from gateweave import ir
@@ -19,6 +20,7 @@ from gateweave.translate import conditions as c
 # are merged (``precedence_keys``: the position in ``sorted_http`` for the rule and match
 # indexes, which it orders alike). Memory at scale: docs/benchmarks.md, fifth round.
 PrecedenceKey = tuple[Any, ...]
+_FIRST, _LAST = itemgetter(0), itemgetter(-1)  # a key's shape, its IR route
 # (namespace, Service name, port name); of any length for mypyc, which would make a new tuple
 # per route of a fixed-length one (see context.SortKey)
 ServicePortKey = tuple[str, ...]
@@ -99,8 +101,8 @@ class RouteTranslation:
         its keys are freed before the next route's are made, which then reuse their memory."""
         keys = self.http
         keys.sort()
-        self._sorted_http = out = tuple([key[-1] for key in keys])
-        self._shapes = tuple([key[0] for key in keys])
+        self._sorted_http = out = tuple(map(_LAST, keys))
+        self._shapes = tuple(map(_FIRST, keys))
         keys.clear()
         return out
 

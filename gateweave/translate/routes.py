@@ -69,7 +69,7 @@ def attach_routes(ctx: Ctx, gateways: list[GatewayCtx]) -> None:
     for kind, order, route in in_order(ctx.snapshot):
         tr = translate_route(kind, route, resolver, order)
         outcome = _attach_one(ctx, parents, tr)
-        if outcome.owned:
+        if outcome.owned and tr.backends:
             used_backends.update(tr.backends)
         if policies:
             for gw in outcome.accepted_by:

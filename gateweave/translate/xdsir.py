@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from gateweave import ir
-from gateweave.translate.attachment import Attachment, RouteTranslation
+from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
 from gateweave.translate.hostnames import Selectors, first_selecting, selectors, specificity
 
@@ -93,8 +93,9 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
     for lc in gw.all_listeners():
         for att in lc.routes:
             tr = att.translation
-            if id(tr) not in seen:
-                seen.add(id(tr))
+            tr_id = id(tr)
+            if tr_id not in seen:
+                seen.add(tr_id)
                 known.update(tr.clusters)
             if att.effect_clusters:  # a policy's own upstreams (an auth service)
                 known.update(att.effect_clusters)
@@ -162,7 +163,6 @@ def _route_config(
     owners = owner_facts(lcs if peers is None else peers)
     per_domain: dict[str, list[Attachment]] = {}
     owner_of: dict[str, ListenerCtx | None] = {}
-    serving: dict[int, RouteTranslation] = {}  # translations with routes in a virtual host
     for lc in lcs:
         for att in lc.routes:
             tr = att.translation
@@ -171,16 +171,25 @@ def _route_config(
             for domain in att.hostnames or ("*",):
                 own: object = owner_of.get(domain, _UNKNOWN)
                 if own is _UNKNOWN:
-                    own = owner_of[domain] = owner_in(owners, domain)
+                    own = owner_of[domain] = first_selecting(owners, domain)  # owner_in's work
                 if own is lc:
-                    per_domain.setdefault(domain, []).append(att)
-                    serving[id(tr)] = tr
-    vhosts = [virtual_host(name, domain, per_domain[domain]) for domain in sorted(per_domain)]
-    for tr in serving.values():
-        used.update(tr.http_clusters)
-    if peers is not None:
-        extras = misdirected(name, lcs[0], peers, {vh.domains[0] for vh in vhosts}.__contains__)
-        vhosts = sorted(vhosts + list(extras.values()), key=lambda vh: vh.domains[0])
+                    atts = per_domain.get(domain)
+                    if atts is None:
+                        per_domain[domain] = [att]
+                    else:
+                        atts.append(att)
+                    used.update(tr.http_clusters)
+    if peers is None:
+        vhosts = [virtual_host(name, domain, per_domain[domain]) for domain in sorted(per_domain)]
+    else:
+        # (the extra domains are none of the routes': one sort of the domains orders both)
+        extras = misdirected(name, lcs[0], peers, per_domain.__contains__)
+        vhosts = [
+            virtual_host(name, domain, per_domain[domain])
+            if domain in per_domain
+            else extras[domain]
+            for domain in sorted([*per_domain, *extras])
+        ]
     return ir.RouteConfig(name=name, virtual_hosts=tuple(vhosts))
 
 
