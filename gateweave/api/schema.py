@@ -668,9 +668,7 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
             _dns_label("metadata.namespace", ns, errors)
     for field in ("labels", "annotations"):
         m = meta.get(field)
-        if m is None:
-            continue
-        if not isinstance(m, dict) or not all(isinstance(v, str) for v in m.values()):
+        if m is not None and not (isinstance(m, dict) and all(map(_IS_STR, m.values()))):
             errors.append(
                 _invalid(
                     f"metadata.{field}",
@@ -678,6 +676,9 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
                     f"metadata.{field} must be a map of string to string",
                 )
             )
+
+
+_IS_STR = str.__instancecheck__  # (isinstance(v, str) in C: no generator per map)
 
 
 def _dns_label(path: str, value: str, errors: list[FieldError]) -> None:

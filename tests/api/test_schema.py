@@ -466,6 +466,13 @@ def test_metadata() -> None:
     )
     raw["metadata"] = {"name": "a.b-c", "namespace": "ns"}
     assert check(raw)[1] == []
+    raw["metadata"] = {"name": "a", "labels": {"app": "x"}, "annotations": {}}
+    assert check(raw)[1] == []
+    for field, value in (("labels", {"app": "x", "n": 1}), ("annotations", ["x"])):
+        raw["metadata"] = {"name": "a", field: value}
+        errors = check(raw)[1]
+        assert len(errors) == 1 and errors[0].startswith(f"metadata.{field}: Invalid value: ")
+        assert errors[0].endswith(f"metadata.{field} must be a map of string to string")
 
 
 def test_core_kinds() -> None:
