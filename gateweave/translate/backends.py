@@ -82,6 +82,27 @@ class Backend:
     )
 
 
+class RefUse:
+    """What one HTTPRoute backendRef without filters of its own comes to for a rule (a value,
+    made once per translation for each distinct (route namespace, backendRef)): its resolution,
+    the shared weighted entry its weight adds to the rule's backends (``weighted``; the invalid
+    backend's when it does not resolve; None for a weight of 0), and the Service (namespace,
+    name) it names (``named``: what :meth:`BackendResolver.resolve` adds to ``touched``).
+    A plain class, as :class:`~gateweave.translate.filters.RuleFilters` is."""
+
+    __slots__ = ("backend", "cluster", "named", "problem", "service", "weighted")
+
+    def __init__(
+        self, found: Backend, weighted: ir.WeightedCluster | None, named: tuple[str, ...]
+    ) -> None:
+        self.cluster = found.cluster
+        self.problem = found.problem if found.cluster is None else None
+        self.service = found.service
+        self.backend = found.backend
+        self.weighted = weighted
+        self.named = named
+
+
 def backend_kind(group: str, kind: str) -> tuple[str, str] | None:
     """(kind, group) of what a backendRef of ``group``/``kind`` names, when gateweave can send
     to it: a core Service or an Envoy Gateway Backend; None for any other kind."""
@@ -118,6 +139,8 @@ class BackendResolver:
         self._named: dict[tuple[str, ...], tuple[str, ...]] = {}
         # Pure pieces of route rules, built once per translation (see rulememo).
         self.memo = RuleMemo()
+        # An HTTPRoute backendRef without filters: (route namespace, backendRef) -> its use
+        self.http_uses: dict[tuple[str, m.HTTPBackendRef], RefUse] = {}
 
     def resolve(
         self,
@@ -155,6 +178,27 @@ class BackendResolver:
             hit = self._resolve(route_kind, route_ns, ref, ns, terminated, family)
             self._cache[key] = hit
         return hit
+
+    def http_ref(self, route_ns: str, ref: m.HTTPBackendRef) -> RefUse:
+        """:meth:`resolve` of an HTTPRoute's backendRef without filters of its own, with what its
+        rule needs of it (see :class:`RefUse`), once per translation for each distinct one."""
+        key = (route_ns, ref)
+        use = self.http_uses.get(key)
+        if use is None:
+            use = self.http_uses[key] = self._http_use(route_ns, ref)
+        if self.touched is not None:
+            self.touched.add(use.named)
+        return use
+
+    def _http_use(self, route_ns: str, ref: m.HTTPBackendRef) -> RefUse:
+        found = self.resolve("HTTPRoute", route_ns, ref)
+        named: tuple[str, ...] = (ref.namespace or route_ns, ref.name)
+        named = self._named.setdefault(named, named)
+        weight = ref.weight
+        if weight <= 0:
+            return RefUse(found, None, named)
+        cluster = found.cluster.name if found.cluster is not None else INVALID_CLUSTER.name
+        return RefUse(found, self.memo.weighted_cluster(cluster, weight), named)
 
     def _resolve(
         self,

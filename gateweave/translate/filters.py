@@ -426,7 +426,7 @@ def weighted_backends(
     ns = tr.route.metadata.namespace
     kind = tr.kind
     resolve = resolver.resolve
-    shared = resolver.memo.weighted
+    shared = resolver.memo.weighted_cluster
     clusters = tr.clusters
     out: list[ir.WeightedCluster] = []
     valid_weight = 0
@@ -444,12 +444,7 @@ def weighted_backends(
             if backend.problem is not None:
                 tr.note_refs(backend.problem)
             if weight > 0:
-                wc = shared.get((INVALID_CLUSTER.name, weight))
-                if wc is None:
-                    wc = shared[(INVALID_CLUSTER.name, weight)] = ir.WeightedCluster(
-                        cluster=INVALID_CLUSTER.name, weight=weight
-                    )
-                out.append(wc)
+                out.append(shared(INVALID_CLUSTER.name, weight))
                 invalid = True
             continue
         if weight <= 0:
@@ -458,12 +453,7 @@ def weighted_backends(
         valid_weight += weight
         own = per_backend[i] if per_backend else _NO_FILTERS
         if own is _NO_FILTERS:
-            wc = shared.get((cluster.name, weight))
-            if wc is None:
-                wc = shared[(cluster.name, weight)] = ir.WeightedCluster(
-                    cluster=cluster.name, weight=weight
-                )
-            out.append(wc)
+            out.append(shared(cluster.name, weight))
         else:
             out.append(
                 ir.WeightedCluster(
@@ -475,6 +465,42 @@ def weighted_backends(
                     url_rewrite=own.url_rewrite,
                 )
             )
+    if valid_weight == 0:
+        return ()
+    if invalid:
+        clusters[INVALID_CLUSTER.name] = INVALID_CLUSTER
+    return tuple(out)
+
+
+def plain_backends(
+    tr: RouteTranslation, resolver: BackendResolver, refs: Sequence[m.HTTPBackendRef]
+) -> tuple[ir.WeightedCluster, ...]:
+    """:func:`weighted_backends` of an HTTPRoute rule's backendRefs without filters of their
+    own, each taken whole from the resolver (``BackendResolver.http_ref``)."""
+    ns = tr.route.metadata.namespace
+    http_ref = resolver.http_ref
+    clusters = tr.clusters
+    out: list[ir.WeightedCluster] = []
+    valid_weight = 0
+    invalid = False
+    for ref in refs:
+        use = http_ref(ns, ref)
+        if use.service is not None:
+            tr.use_service(use.service)
+        if use.backend is not None:
+            tr.use_backend(use.backend)
+        wc = use.weighted
+        cluster = use.cluster
+        if cluster is None:
+            if use.problem is not None:
+                tr.note_refs(use.problem)
+            if wc is not None:
+                out.append(wc)
+                invalid = True
+        elif wc is not None:
+            clusters[cluster.name] = cluster
+            valid_weight += wc.weight
+            out.append(wc)
     if valid_weight == 0:
         return ()
     if invalid:

@@ -10,7 +10,10 @@ from gateweave.translate.filters import (
     BackendFilters,
     RuleError,
     backend_header_mods,
+    memo_header_mods,
+    merge_mods,
     parse_duration,
+    plain_backends,
     rule_filters,
     weighted_backends,
 )
@@ -40,10 +43,79 @@ def _rule(
     order: Order,
 ) -> None:
     """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
-    raises RuleError (before appending anything) when the rule cannot be implemented."""
+    raises RuleError (before appending anything) when the rule cannot be implemented.
+
+    A rule of the commonest shape (:func:`plain_rule`) here, with what it leaves out left out:
+    each backendRef's use taken whole from the resolver (``http_ref``), the IR routes made with
+    their header modifiers and backends only; any other by :func:`_general_rule`, the
+    reference this must agree with."""
+    if not plain_rule(rule):
+        _general_rule(tr, resolver, i, rule, prefix, order)
+        return
     memo = resolver.memo
-    matches = rule.matches or _ANY_MATCH
-    ir_matches = [_match(mt, memo) for mt in matches]
+    ir_matches, shapes = _matches(rule, memo)
+    req_h: ir.HeaderMods | None = None
+    resp_h: ir.HeaderMods | None = None
+    for f in rule.filters:
+        if f.type == "RequestHeaderModifier":
+            mods = memo_header_mods(memo, f.request_header_modifier)
+            req_h = mods if req_h is None else merge_mods(req_h, mods)
+        else:
+            mods = memo_header_mods(memo, f.response_header_modifier, True)
+            resp_h = mods if resp_h is None else merge_mods(resp_h, mods)
+    backends = plain_backends(tr, resolver, rule.backend_refs)
+    direct_status = None if backends else 500
+    used = tr.http_clusters
+    for w in backends:
+        used.append(w.cluster)
+    name = f"{prefix}{i}/match/"
+    append = tr.http.append
+    for j, mt in enumerate(ir_matches):
+        r = ir.Route(
+            name=f"{name}{j}",
+            match=mt,
+            backends=backends,
+            direct_status=direct_status,
+            request_headers=req_h,
+            response_headers=resp_h,
+        )
+        key: PrecedenceKey = (shapes[j], order, i, j, r)
+        append(key)
+
+
+_HEADER_FILTERS = frozenset(("RequestHeaderModifier", "ResponseHeaderModifier"))
+
+
+def plain_rule(rule: m.HTTPRouteRule) -> bool:
+    """Whether the rule has the commonest shape, which :func:`_rule` translates itself: no
+    filters but header modifiers, no backendRef filters, no timeouts, retry or
+    sessionPersistence."""
+    if rule.timeouts is not None or rule.retry is not None:
+        return False
+    if rule.session_persistence is not None:
+        return False
+    for f in rule.filters:
+        if f.type not in _HEADER_FILTERS:
+            return False
+    plain = True
+    for ref in rule.backend_refs:
+        if ref.filters:
+            plain = False  # (not all(): a generator costs more than this loop)
+            break
+    return plain
+
+
+def _general_rule(
+    tr: RouteTranslation,
+    resolver: BackendResolver,
+    i: int,
+    rule: m.HTTPRouteRule,
+    prefix: str,
+    order: Order,
+) -> None:
+    """:func:`_rule` of any rule."""
+    memo = resolver.memo
+    ir_matches, shapes = _matches(rule, memo)
     filters = rule_filters(tr, resolver, rule.filters, ir_matches)
     redirect = filters.redirect
 
@@ -81,7 +153,6 @@ def _rule(
     tr.use_clusters(backends, mirrored, filters.ext_auth)
     name = f"{prefix}{i}/match/"
     append = tr.http.append
-    shapes = memo.shapes
     for j, mt in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",
@@ -100,6 +171,21 @@ def _rule(
             session=sticky,
             ext_auth=filters.ext_auth,
         )
+        key: PrecedenceKey = (shapes[j], order, i, j, r)
+        append(key)
+
+
+def _matches(
+    rule: m.HTTPRouteRule, memo: RuleMemo
+) -> tuple[list[ir.RouteMatch], list[tuple[int, ...]]]:
+    """The rule's IR matches, and the shape of each one's precedence key (attachment.
+    PrecedenceKey; raises RuleError for a match that cannot be implemented)."""
+    ir_matches: list[ir.RouteMatch] = []
+    shapes: list[tuple[int, ...]] = []
+    table = memo.shapes
+    for match in rule.matches or _ANY_MATCH:
+        mt = _match(match, memo)
+        ir_matches.append(mt)
         # Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
         # RegularExpression (implementation-specific: after Exact, before prefixes, longer
         # first), then the longest prefix; then a method match, more header matches, more query
@@ -113,9 +199,8 @@ def _rule(
             -len(mt.headers),
             -len(mt.query_params),
         )
-        shape = shapes.setdefault(shape, shape)  # (RuleMemo.shape inline: one per match)
-        key: PrecedenceKey = (shape, order, i, j, r)
-        append(key)
+        shapes.append(table.setdefault(shape, shape))  # (RuleMemo.shape inline: one per match)
+    return ir_matches, shapes
 
 
 def _match(mt: m.HTTPRouteMatch, memo: RuleMemo) -> ir.RouteMatch:

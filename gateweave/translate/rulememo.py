@@ -50,6 +50,14 @@ class RuleMemo:
         """The shared instance of a precedence key's ``shape`` (equal shapes: one tuple)."""
         return self.shapes.setdefault(shape, shape)
 
+    def weighted_cluster(self, cluster: str, weight: int) -> ir.WeightedCluster:
+        """The shared IR of a backend of ``weight`` without filters of its own."""
+        key = (cluster, weight)
+        hit = self.weighted.get(key)
+        if hit is None:
+            hit = self.weighted[key] = ir.WeightedCluster(cluster=cluster, weight=weight)
+        return hit
+
     def header_matches(self, entries: Sequence[NamedMatch]) -> tuple[ir.StringMatch, ...] | str:
         """:func:`string_matches` of header matches (a tuple of them), once per distinct value."""
         hit = self.headers.get(entries)
