@@ -181,24 +181,20 @@ class BackendResolver:
 
     def http_ref(self, route_ns: str, ref: m.HTTPBackendRef) -> RefUse:
         """:meth:`resolve` of an HTTPRoute's backendRef without filters of its own, with what its
-        rule needs of it (see :class:`RefUse`), once per translation for each distinct one."""
-        key = (route_ns, ref)
-        use = self.http_uses.get(key)
-        if use is None:
-            use = self.http_uses[key] = self._http_use(route_ns, ref)
-        if self.touched is not None:
-            self.touched.add(use.named)
-        return use
-
-    def _http_use(self, route_ns: str, ref: m.HTTPBackendRef) -> RefUse:
+        rule needs of it (see :class:`RefUse`), once per translation for each distinct one
+        (``http_uses``, which a caller may read first). The caller adds its ``named`` to
+        ``touched``."""
         found = self.resolve("HTTPRoute", route_ns, ref)
         named: tuple[str, ...] = (ref.namespace or route_ns, ref.name)
         named = self._named.setdefault(named, named)
         weight = ref.weight
         if weight <= 0:
-            return RefUse(found, None, named)
-        cluster = found.cluster.name if found.cluster is not None else INVALID_CLUSTER.name
-        return RefUse(found, self.memo.weighted_cluster(cluster, weight), named)
+            use = RefUse(found, None, named)
+        else:
+            cluster = found.cluster.name if found.cluster is not None else INVALID_CLUSTER.name
+            use = RefUse(found, self.memo.weighted_cluster(cluster, weight), named)
+        self.http_uses[(route_ns, ref)] = use
+        return use
 
     def _resolve(
         self,

@@ -478,13 +478,18 @@ def plain_backends(
     """:func:`weighted_backends` of an HTTPRoute rule's backendRefs without filters of their
     own, each taken whole from the resolver (``BackendResolver.http_ref``)."""
     ns = tr.route.metadata.namespace
-    http_ref = resolver.http_ref
+    uses = resolver.http_uses
+    touched = resolver.touched
     clusters = tr.clusters
     out: list[ir.WeightedCluster] = []
     valid_weight = 0
     invalid = False
     for ref in refs:
-        use = http_ref(ns, ref)
+        use = uses.get((ns, ref))
+        if use is None:
+            use = resolver.http_ref(ns, ref)
+        if touched is not None:
+            touched.add(use.named)
         if use.service is not None:
             tr.use_service(use.service)
         if use.backend is not None:

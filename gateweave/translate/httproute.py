@@ -57,11 +57,18 @@ def _rule(
     req_h: ir.HeaderMods | None = None
     resp_h: ir.HeaderMods | None = None
     for f in rule.filters:
+        # (memo_header_mods' hit inline)
         if f.type == "RequestHeaderModifier":
-            mods = memo_header_mods(memo, f.request_header_modifier)
+            hf = f.request_header_modifier
+            mods = memo.header_mods.get(hf) if hf is not None else None
+            if mods is None:
+                mods = memo_header_mods(memo, hf)
             req_h = mods if req_h is None else merge_mods(req_h, mods)
         else:
-            mods = memo_header_mods(memo, f.response_header_modifier, True)
+            hf = f.response_header_modifier
+            mods = memo.response_mods.get(hf) if hf is not None else None
+            if mods is None:
+                mods = memo_header_mods(memo, hf, True)
             resp_h = mods if resp_h is None else merge_mods(resp_h, mods)
     backends = plain_backends(tr, resolver, rule.backend_refs)
     direct_status = None if backends else 500
@@ -179,13 +186,41 @@ def _matches(
     rule: m.HTTPRouteRule, memo: RuleMemo
 ) -> tuple[list[ir.RouteMatch], list[tuple[int, ...]]]:
     """The rule's IR matches, and the shape of each one's precedence key (attachment.
-    PrecedenceKey; raises RuleError for a match that cannot be implemented)."""
+    PrecedenceKey); raises RuleError for a match that cannot be implemented."""
     ir_matches: list[ir.RouteMatch] = []
     shapes: list[tuple[int, ...]] = []
     table = memo.shapes
-    for match in rule.matches or _ANY_MATCH:
-        mt = _match(match, memo)
-        ir_matches.append(mt)
+    for mt in rule.matches or _ANY_MATCH:
+        path = mt.path or _ROOT
+        ptype, value = path.type, path.value
+        if ptype == "RegularExpression":
+            err = re2_error(value)
+            if err:
+                raise RuleError(f"invalid path regular expression {value!r}: {err}")
+        elif ptype not in _PATH_RANK:
+            raise RuleError(f"path match type {ptype} is not supported")
+        elif not value.startswith("/"):
+            raise RuleError(f"path {value!r} must start with '/'")
+        headers: tuple[ir.StringMatch, ...] = ()
+        if mt.headers:
+            got = memo.headers.get(mt.headers)  # (RuleMemo.header_matches' hit inline)
+            if got is None:
+                got = memo.header_matches(mt.headers)
+            if isinstance(got, str):
+                raise RuleError(got)
+            headers = got
+        params: tuple[ir.StringMatch, ...] = ()
+        if mt.query_params:
+            got = memo.query_param_matches(mt.query_params)
+            if isinstance(got, str):
+                raise RuleError(got)
+            params = got
+        method = mt.method
+        ir_matches.append(
+            ir.RouteMatch(
+                path_type=ptype, path=value, headers=headers, query_params=params, method=method
+            )
+        )
         # Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
         # RegularExpression (implementation-specific: after Exact, before prefixes, longer
         # first), then the longest prefix; then a method match, more header matches, more query
@@ -193,42 +228,14 @@ def _matches(
         # route goes last (see attachment.PrecedenceKey).
         shape: tuple[int, ...] = (
             1,
-            _PATH_RANK[mt.path_type],
-            -len(mt.path),
-            0 if mt.method else 1,
-            -len(mt.headers),
-            -len(mt.query_params),
+            _PATH_RANK[ptype],
+            -len(value),
+            0 if method else 1,
+            -len(headers),
+            -len(params),
         )
         shapes.append(table.setdefault(shape, shape))  # (RuleMemo.shape inline: one per match)
     return ir_matches, shapes
-
-
-def _match(mt: m.HTTPRouteMatch, memo: RuleMemo) -> ir.RouteMatch:
-    path = mt.path or _ROOT
-    ptype, value = path.type, path.value
-    if ptype == "RegularExpression":
-        err = re2_error(value)
-        if err:
-            raise RuleError(f"invalid path regular expression {value!r}: {err}")
-    elif ptype not in _PATH_RANK:
-        raise RuleError(f"path match type {ptype} is not supported")
-    elif not value.startswith("/"):
-        raise RuleError(f"path {value!r} must start with '/'")
-    headers: tuple[ir.StringMatch, ...] = ()
-    if mt.headers:
-        got = memo.header_matches(mt.headers)
-        if isinstance(got, str):
-            raise RuleError(got)
-        headers = got
-    params: tuple[ir.StringMatch, ...] = ()
-    if mt.query_params:
-        got = memo.query_param_matches(mt.query_params)
-        if isinstance(got, str):
-            raise RuleError(got)
-        params = got
-    return ir.RouteMatch(
-        path_type=ptype, path=value, headers=headers, query_params=params, method=mt.method
-    )
 
 
 def _timeouts(t: m.HTTPRouteTimeouts | None) -> tuple[float | None, float | None]:
