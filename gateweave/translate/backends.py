@@ -184,6 +184,10 @@ class BackendResolver:
         rule needs of it (see :class:`RefUse`), once per translation for each distinct one
         (``http_uses``, which a caller may read first). The caller adds its ``named`` to
         ``touched``."""
+        key = (route_ns, ref)
+        hit = self.http_uses.get(key)
+        if hit is not None:
+            return hit
         found = self.resolve("HTTPRoute", route_ns, ref)
         named: tuple[str, ...] = (ref.namespace or route_ns, ref.name)
         named = self._named.setdefault(named, named)
@@ -193,7 +197,7 @@ class BackendResolver:
         else:
             cluster = found.cluster.name if found.cluster is not None else INVALID_CLUSTER.name
             use = RefUse(found, self.memo.weighted_cluster(cluster, weight), named)
-        self.http_uses[(route_ns, ref)] = use
+        self.http_uses[key] = use
         return use
 
     def _resolve(
