@@ -53,7 +53,8 @@ def _rule(
         _general_rule(tr, resolver, i, rule, prefix, order)
         return
     memo = resolver.memo
-    ir_matches, shapes = _matches(rule, memo)
+    ir_matches = _matches(rule, memo)
+    table = memo.shapes
     req_h: ir.HeaderMods | None = None
     resp_h: ir.HeaderMods | None = None
     for f in rule.filters:
@@ -86,7 +87,7 @@ def _rule(
             request_headers=req_h,
             response_headers=resp_h,
         )
-        key: PrecedenceKey = (shapes[j], order, i, j, r)
+        key: PrecedenceKey = (_shape(mt, table), order, i, j, r)
         append(key)
 
 
@@ -122,7 +123,8 @@ def _general_rule(
 ) -> None:
     """:func:`_rule` of any rule."""
     memo = resolver.memo
-    ir_matches, shapes = _matches(rule, memo)
+    ir_matches = _matches(rule, memo)
+    table = memo.shapes
     filters = rule_filters(tr, resolver, rule.filters, ir_matches)
     redirect = filters.redirect
 
@@ -178,18 +180,13 @@ def _general_rule(
             session=sticky,
             ext_auth=filters.ext_auth,
         )
-        key: PrecedenceKey = (shapes[j], order, i, j, r)
+        key: PrecedenceKey = (_shape(mt, table), order, i, j, r)
         append(key)
 
 
-def _matches(
-    rule: m.HTTPRouteRule, memo: RuleMemo
-) -> tuple[list[ir.RouteMatch], list[tuple[int, ...]]]:
-    """The rule's IR matches, and the shape of each one's precedence key (attachment.
-    PrecedenceKey); raises RuleError for a match that cannot be implemented."""
+def _matches(rule: m.HTTPRouteRule, memo: RuleMemo) -> list[ir.RouteMatch]:
+    """The rule's IR matches; raises RuleError for a match that cannot be implemented."""
     ir_matches: list[ir.RouteMatch] = []
-    shapes: list[tuple[int, ...]] = []
-    table = memo.shapes
     for mt in rule.matches or _ANY_MATCH:
         path = mt.path or _ROOT
         ptype, value = path.type, path.value
@@ -215,27 +212,32 @@ def _matches(
             if isinstance(got, str):
                 raise RuleError(got)
             params = got
-        method = mt.method
         ir_matches.append(
             ir.RouteMatch(
-                path_type=ptype, path=value, headers=headers, query_params=params, method=method
+                path_type=ptype, path=value, headers=headers, query_params=params, method=mt.method
             )
         )
-        # Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
-        # RegularExpression (implementation-specific: after Exact, before prefixes, longer
-        # first), then the longest prefix; then a method match, more header matches, more query
-        # param matches; then the oldest route, namespace/name, rule and match order. The IR
-        # route goes last (see attachment.PrecedenceKey).
-        shape: tuple[int, ...] = (
-            1,
-            _PATH_RANK[ptype],
-            -len(value),
-            0 if method else 1,
-            -len(headers),
-            -len(params),
-        )
-        shapes.append(table.setdefault(shape, shape))  # (RuleMemo.shape inline: one per match)
-    return ir_matches, shapes
+    return ir_matches
+
+
+def _shape(mt: ir.RouteMatch, table: dict[tuple[int, ...], tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape of an IR match's precedence key (attachment.PrecedenceKey), its one shared
+    instance in ``table`` (RuleMemo.shapes; RuleMemo.shape inline).
+
+    Gateway API HTTPRoute precedence (ascending sorts first): Exact path, then
+    RegularExpression (implementation-specific: after Exact, before prefixes, longer first),
+    then the longest prefix; then a method match, more header matches, more query param
+    matches; then (the rest of the key) the oldest route, namespace/name, rule and match order.
+    The IR route goes last."""
+    shape: tuple[int, ...] = (
+        1,
+        _PATH_RANK[mt.path_type],
+        -len(mt.path),
+        0 if mt.method else 1,
+        -len(mt.headers),
+        -len(mt.query_params),
+    )
+    return table.setdefault(shape, shape)
 
 
 def _timeouts(t: m.HTTPRouteTimeouts | None) -> tuple[float | None, float | None]:
