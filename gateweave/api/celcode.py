@@ -25,7 +25,8 @@ namespace, the globals of the generated code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from gateweave.api import cel, patterns
@@ -35,6 +36,9 @@ Schema = dict[str, Any]
 Kind = Callable[
     [Any], "type | None"
 ]  # a schema node -> the type every value checked against it has
+# (a schema node, a field) -> whether every value checked against the node has the field
+# (required, or defaulted before the rules run)
+Present = Callable[[Schema, str], bool]
 
 # No string, list or map can hold this many elements (it exceeds any memory): a sum of a
 # few sizes is far below INT64_MAX, so adding sizes needs no overflow check.
@@ -66,6 +70,13 @@ class Names:
         return name
 
 
+# What an earlier test established about a value, for the code evaluated after it (the
+# schema's own facts, a field required or defaulted, are read from the nodes):
+# ("has", code, field): the map ``code`` has ``field``; ("eq", code, s): ``code`` is the
+# string ``s``; ("len1", code): the list ``code`` holds one element.
+Fact = tuple[str, str, Any]
+
+
 class Expr(NamedTuple):
     code: str
     boolean: bool = False  # the value is a Python bool whenever the code does not raise
@@ -77,6 +88,71 @@ class Expr(NamedTuple):
     # `c ? b : true` with a boolean `b`: (the Python condition, b's code), so that rules
     # guarded alike can share one test of the condition (see :func:`guarded_together`)
     guarded: tuple[str, str] | None = None
+    total: bool = False  # the code never raises (then folding it away changes nothing)
+    # facts the value establishes for the code evaluated after it (see :data:`Fact`): when
+    # it is true (the right side of `&&`, a ternary's first branch) and when it is false
+    if_true: frozenset[Fact] = frozenset()
+    if_false: frozenset[Fact] = frozenset()
+    sized: str | None = None  # an int that is the size of the value of this code
+    most: int | None = None  # a list never longer than this
+    negates: Expr | None = None  # a boolean written as `not` of this one
+
+
+TRUE = Expr("True", True, bool, True, total=True)
+FALSE = Expr("False", True, bool, True, total=True)
+
+
+def constant(x: Expr) -> bool | None:
+    """The value of a boolean ``x`` folded to a constant; None for any other."""
+    return {"True": True, "False": False}.get(x.code) if x.boolean else None
+
+
+def _negated(x: Expr) -> Expr:
+    """``!x`` for a boolean ``x`` (its facts swapped)."""
+    known = constant(x)
+    if known is not None:
+        return FALSE if known else TRUE
+    if x.negates is not None:
+        return x.negates
+    return Expr(
+        f"(not {x.code})",
+        True,
+        bool,
+        total=x.total,
+        if_true=x.if_false,
+        if_false=x.if_true,
+        negates=x,
+    )
+
+
+def _logical(left: Expr, op: str, right: Expr) -> Expr:
+    """``left and right`` (``op``: "and") or ``left or right`` of two booleans, folded where
+    a side is known. Exact as Python evaluates it: a known right side drops the left only
+    when the left never raises."""
+    decisive = op == "or"  # the value of a side that decides
+    lk, rk = constant(left), constant(right)
+    if lk is decisive:
+        return left
+    if lk is not None:
+        return right
+    if rk is not None and rk is not decisive:
+        return left
+    if rk is decisive and left.total:
+        return right
+    if left.code == right.code:  # (pure code: the same value twice)
+        return left
+    return Expr(
+        f"({left.code} {op} {right.code})",
+        True,
+        bool,
+        total=left.total and right.total,
+        if_true=left.if_true | right.if_true if op == "and" else frozenset(),
+        if_false=left.if_false | right.if_false if op == "or" else frozenset(),
+    )
+
+
+def _int_literal(x: Expr) -> int | None:
+    return int(x.code) if x.kind is int and x.code.isdigit() else None
 
 
 def _typed(x: Expr, kind: type, fast: str, slow: str) -> str:
@@ -179,6 +255,8 @@ _STR_METHODS = {
     "contains": "({p} in {s})",
 }
 _MACROS = ("all", "exists", "exists_one", "map", "filter")
+# The keyword bounding size() of a value of each type.
+_MOST: dict[type | None, str] = {str: "maxLength", list: "maxItems", dict: "maxProperties"}
 
 
 def _valid_pattern(pattern: str) -> bool:
@@ -197,14 +275,35 @@ class _Writer:
         self_node: Schema | None,
         kind: Kind,
         fields: dict[str, str],
+        present: Present,
+        facts: frozenset[Fact],
     ) -> None:
         self.names = names
         self.self_name = self_name
         self.self_node = self_node
         self.kind = kind
+        self.present = present
         self.fields = fields  # fields of self always present, each in a local variable
         self.used: set[str] = set()  # the ones the expression reads
         self.scope: dict[str, Expr] = {}  # macro variables in scope
+        self.facts = facts  # what the code evaluated before this point established
+
+    @contextmanager
+    def _assuming(self, facts: frozenset[Fact]) -> Iterator[None]:
+        """Code written where ``facts`` hold too (it runs only after a test established them)."""
+        outer = self.facts
+        self.facts = outer | facts
+        try:
+            yield
+        finally:
+            self.facts = outer
+
+    def _known(self, what: str, code: str) -> Any:
+        """The third member of the fact ``(what, code, ...)`` in force (None: no such fact)."""
+        for fact in self.facts:
+            if fact[0] == what and fact[1] == code:
+                return fact[2]
+        return None
 
     def e(self, t: Any) -> Expr:
         if not isinstance(t, lark.Tree):
@@ -218,13 +317,18 @@ class _Writer:
     def _bool(self, x: Expr) -> str:
         return x.code if x.boolean else f"_cel_bool({x.code})"
 
-    def _checked(self, code: str, node: Any, simple: bool) -> Expr:
-        """A value checked against ``node`` (its type then known), or of unknown type."""
+    def _as_bool(self, x: Expr) -> Expr:
+        """``x`` as a Python bool (raising when it is not a bool)."""
+        return x if x.boolean else Expr(f"_cel_bool({x.code})", True, bool)
+
+    def _checked(self, code: str, node: Any, simple: bool, total: bool = False) -> Expr:
+        """A value checked against ``node`` (its type then known), or of unknown type
+        (``total``: reading it never raises)."""
         if isinstance(node, dict):
             kind = self.kind(node)
             if kind is not None:
-                return Expr(code, kind is bool, kind, simple, node=node)
-        return Expr(code, simple=simple)
+                return Expr(code, kind is bool, kind, simple, node=node, total=total)
+        return Expr(code, simple=simple, total=total)
 
     # ---- operators
 
@@ -232,17 +336,40 @@ class _Writer:
         ch = list(t.children)
         if len(ch) == 1:
             return self.e(ch[0])
-        cond, yes, no = self.e(ch[0]), self.e(ch[1]), self.e(ch[2])
+        cond = self._as_bool(self.e(ch[0]))
+        with self._assuming(cond.if_true):
+            yes = self.e(ch[1])
+        with self._assuming(cond.if_false):
+            no = self.e(ch[2])
+        return self._ternary(cond, yes, no)
+
+    @staticmethod
+    def _ternary(cond: Expr, yes: Expr, no: Expr) -> Expr:
+        """``cond ? yes : no`` for a boolean ``cond``, folded where a side is known."""
+        known = constant(cond)
+        if known is not None:
+            return yes if known else no
+        if yes.code == no.code and cond.total:
+            return yes
+        if yes.boolean and no.boolean:
+            if constant(yes) is True and constant(no) is False:
+                return cond
+            if constant(yes) is False and constant(no) is True:
+                return _negated(cond)
+            if constant(yes) is not None:  # `c ? true : b` is `c || b`; `c ? false : b`, `!c && b`
+                test = cond.code if constant(yes) else _negated(cond).code
+                op = "or" if constant(yes) else "and"
+                return Expr(f"({test} {op} {no.code})", True, bool, total=cond.total and no.total)
         same = yes.kind if yes.kind is no.kind else None
         bound = max(yes.bound, no.bound) if yes.bound is not None and no.bound is not None else None
-        test = self._bool(cond)
-        guarded = (test, yes.code) if yes.boolean and no.code == "True" else None
+        guarded = (cond.code, yes.code) if yes.boolean and no.code == "True" else None
         return Expr(
-            f"({yes.code} if {test} else {no.code})",
+            f"({yes.code} if {cond.code} else {no.code})",
             yes.boolean and no.boolean,
             same,
             bound=bound,
             guarded=guarded,
+            total=cond.total and yes.total and no.total,
         )
 
     def w_conditionalor(self, t: lark.Tree) -> Expr:
@@ -255,8 +382,11 @@ class _Writer:
         ch = list(t.children)
         if len(ch) == 1:
             return self.e(ch[0])
-        left, right = self.e(ch[0]), self.e(ch[1])
-        return Expr(f"({self._bool(left)} {op} {self._bool(right)})", True, bool)
+        left = self._as_bool(self.e(ch[0]))
+        # the right side runs only when the left did not decide (is true for `and`)
+        with self._assuming(left.if_true if op == "and" else left.if_false):
+            right = self._as_bool(self.e(ch[1]))
+        return _logical(left, op, right)
 
     def _binary(self, t: lark.Tree) -> Expr:
         ch = list(t.children)
@@ -266,31 +396,27 @@ class _Writer:
         op = str(op_tree.data)
         a, b = self.e(op_tree.children[0]), self.e(right_tree)
         if op in ("relation_eq", "relation_ne"):
-            py = "==" if op == "relation_eq" else "!="
-            if type(a.literal) is str or type(b.literal) is str:
-                # Python's == against a str is CEL's: equal only to an equal string, false
-                # for any other value (no number or bool equals a string in either language)
-                return Expr(f"({a.code} {py} {b.code})", True, bool)
-            if a.boolean and b.boolean:  # two bools: Python's == is CEL's
-                return Expr(f"({a.code} {py} {b.code})", True, bool)
-            slow = (
-                f"_cel_eq({a.code}, {b.code})"
-                if py == "=="
-                else f"(not _cel_eq({a.code}, {b.code}))"
-            )
-            return Expr(self._same_kind(a, b, f"({a.code} {py} {b.code})", slow), True, bool)
+            return self._equality(a, b, op == "relation_eq")
         if op in _ORDER:
+            known = self._ordered(a, op, b)
+            if known is not None:
+                return TRUE if known else FALSE
             py, template = _ORDER[op]
             slow = template.format(a=a.code, b=b.code)
-            return Expr(self._same_kind(a, b, f"({a.code} {py} {b.code})", slow), True, bool)
+            fast = f"({a.code} {py} {b.code})"
+            code = self._same_kind(a, b, fast, slow)
+            return Expr(code, True, bool, total=code == fast and a.total and b.total)
         if op == "relation_in" and type(a.literal) is str and b.kind in (list, dict):
             # a string in a list (Python's == is CEL's against a string) or among a map's keys
-            return Expr(f"({a.code} in {b.code})", True, bool)
+            return Expr(f"({a.code} in {b.code})", True, bool, total=b.total)
         if op == "relation_in" and type(b.literal) is frozenset:
             # `x in ['a', 'b']`: membership in a frozenset of the strings (an unhashable x
             # raises; any other value that is not a string is in neither)
+            value = self._known("eq", a.code)
+            if value is not None:  # (an earlier test found `x` to be this string)
+                return TRUE if value in b.literal else FALSE
             values = self.names.add("c_", b.literal, ("strset", tuple(sorted(b.literal))))
-            return Expr(f"({a.code} in {values})", True, bool)
+            return Expr(f"({a.code} in {values})", True, bool, total=a.total and a.kind is str)
         if (
             op == "addition_add"
             and a.bound is not None
@@ -298,12 +424,88 @@ class _Writer:
             and a.bound + b.bound <= cel.INT64_MAX
         ):
             # two non-negative ints whose sum cannot overflow: Python's + is CEL's
-            return Expr(f"({a.code} + {b.code})", kind=int, bound=a.bound + b.bound)
+            if b.code == "0" or a.code == "0":  # (x + 0 is x)
+                return b if a.code == "0" else a
+            return Expr(
+                f"({a.code} + {b.code})",
+                kind=int,
+                bound=a.bound + b.bound,
+                total=a.total and b.total,
+            )
         return Expr(
             _BINARY[op].format(a=a.code, b=b.code),
             op == "relation_in",
             bool if op == "relation_in" else None,
         )
+
+    def _equality(self, a: Expr, b: Expr, eq: bool) -> Expr:
+        """``a == b`` (``eq``) or ``a != b``, folded where an earlier test or the schema
+        decides it."""
+        py = "==" if eq else "!="
+        if a.code == b.code and a.total and (a.boolean or a.kind in (str, int)):
+            return TRUE if eq else FALSE  # (pure, never raising, not a float: equal to itself)
+        for x, y in ((a, b), (b, a)):
+            if type(y.literal) is str:
+                value = self._known("eq", x.code)
+                if value is not None:  # an earlier test found `x` to be this string
+                    return TRUE if (value == y.literal) == eq else FALSE
+                # Python's == against a str is CEL's: equal only to an equal string, false
+                # for any other value (no number or bool equals a string in either language)
+                facts: frozenset[Fact] = frozenset((("eq", x.code, y.literal),))
+                return Expr(
+                    f"({a.code} {py} {b.code})",
+                    True,
+                    bool,
+                    total=a.total and b.total,
+                    if_true=facts if eq else frozenset(),
+                    if_false=frozenset() if eq else facts,
+                )
+        ka, kb = _int_literal(a), _int_literal(b)
+        sized = a.sized if kb == 1 else b.sized if ka == 1 else None
+        if sized is not None:
+            # `size(x) == 1`: then x holds one element
+            facts = frozenset((("len1", sized, True),))
+            code = f"({a.code} {py} {b.code})"
+            return Expr(
+                code,
+                True,
+                bool,
+                total=a.total and b.total,
+                if_true=facts if eq else frozenset(),
+                if_false=frozenset() if eq else facts,
+            )
+        if ka is not None and kb is not None:
+            return TRUE if (ka == kb) == eq else FALSE
+        if a.boolean and b.boolean:  # two bools: Python's == is CEL's
+            return Expr(f"({a.code} {py} {b.code})", True, bool, total=a.total and b.total)
+        slow = f"_cel_eq({a.code}, {b.code})" if eq else f"(not _cel_eq({a.code}, {b.code}))"
+        fast = f"({a.code} {py} {b.code})"
+        code = self._same_kind(a, b, fast, slow)
+        return Expr(code, True, bool, total=code == fast and a.total and b.total)
+
+    @staticmethod
+    def _ordered(a: Expr, op: str, b: Expr) -> bool | None:
+        """The value of ``a < b`` (``op`` of :data:`_ORDER`) where both are int literals, or a
+        never-raising non-negative int against a literal above its bound; else None."""
+        ka, kb = _int_literal(a), _int_literal(b)
+        if ka is not None and kb is not None:
+            return {
+                "relation_lt": ka < kb,
+                "relation_le": ka <= kb,
+                "relation_gt": ka > kb,
+                "relation_ge": ka >= kb,
+            }[op]
+        if kb is not None and a.bound is not None and a.total:
+            at_most = a.bound <= kb  # (a <= kb always; a < kb too where a.bound < kb)
+            below = a.bound < kb
+            answers = {
+                "relation_le": True if at_most else None,
+                "relation_lt": True if below else None,
+                "relation_gt": False if at_most else None,
+                "relation_ge": False if below else None,
+            }
+            return answers[op]
+        return None
 
     @staticmethod
     def _same_kind(a: Expr, b: Expr, fast: str, slow: str) -> str:
@@ -325,7 +527,7 @@ class _Writer:
         op, operand = str(ch[0].data), self.e(ch[1])
         if op == "unary_not":
             if operand.boolean:
-                return Expr(f"(not {operand.code})", True, bool)
+                return _negated(operand)
             return Expr(f"_cel_not({operand.code})", True, bool)
         return Expr(f"_cel_neg({operand.code})")
 
@@ -349,9 +551,21 @@ class _Writer:
             props = obj.node.get("properties") or {}
             extra = obj.node.get("additionalProperties")
             return self._checked(
-                code, props.get(field, extra if isinstance(extra, dict) else None), simple
+                code,
+                props.get(field, extra if isinstance(extra, dict) else None),
+                simple,
+                self._has_field(obj, field),
             )
         return Expr(code, simple=simple)
+
+    def _has_field(self, obj: Expr, field: str) -> bool:
+        """Whether the map ``obj`` (never raising) is known to have ``field``: the schema
+        requires or defaults it, or an earlier test found it."""
+        if not (obj.total and obj.kind is dict):
+            return False
+        if ("has", obj.code, field) in self.facts:
+            return True
+        return obj.node is not None and self.present(obj.node, field)
 
     def w_member_index(self, t: lark.Tree) -> Expr:
         obj, key = self.e(t.children[0]), self.e(t.children[1])
@@ -360,7 +574,9 @@ class _Writer:
             # a list's element (IndexError past its end), as _index gives it
             code = _typed(obj, list, f"{obj.code}[{key.code}]", slow)
             if obj.kind is list and obj.node is not None:
-                return self._checked(code, obj.node.get("items"), False)
+                # (never raising where the list is known to hold one element)
+                total = obj.total and key.code == "0" and self._one(obj.code)
+                return self._checked(code, obj.node.get("items"), False, total)
             return Expr(code)
         return Expr(slow)
 
@@ -381,14 +597,23 @@ class _Writer:
         if name == "size" and len(args) == 1:
             # len() is size() for a string, list, map or bytes, and raises for every other
             # value gateweave's CEL has (none of its own types has a length)
-            if (
-                args[0].code == self.self_name
-                and args[0].kind in (str, list, dict)
-                and SIZE in self.fields
-            ):
+            x = args[0]
+            if x.kind is list and self._one(x.code):
+                return Expr("1", kind=int, simple=True, bound=1, total=True)
+            measured = x.kind in (str, list, dict)
+            bound = _SIZE_BOUND if x.most is None else x.most
+            if measured and x.node is not None and x.most is None:  # (the Struct types' limit)
+                most = x.node.get(_MOST[x.kind])
+                bound = most if type(most) is int and 0 <= most < _SIZE_BOUND else bound
+            total = measured and x.total
+            if x.code == self.self_name and measured and SIZE in self.fields:
                 self.used.add(SIZE)  # size(self), once per node
-                return Expr(self.fields[SIZE], kind=int, simple=True, bound=_SIZE_BOUND)
-            return Expr(f"len({args[0].code})", kind=int, simple=args[0].simple, bound=_SIZE_BOUND)
+                return Expr(
+                    self.fields[SIZE], kind=int, simple=True, bound=bound, total=total, sized=x.code
+                )
+            return Expr(
+                f"len({x.code})", kind=int, simple=x.simple, bound=bound, total=total, sized=x.code
+            )
         if len(args) == 2 and type(args[1].literal) is str:
             receiver, literal = args[0], args[1].literal
             if name in _STR_METHODS:
@@ -412,6 +637,10 @@ class _Writer:
         boolean = name in _BOOL_CALLS
         return Expr(slow, boolean, bool if boolean else None)
 
+    def _one(self, code: str) -> bool:
+        """Whether the list ``code`` is known to hold one element."""
+        return ("len1", code, True) in self.facts
+
     def _var(self, t: Any) -> str:
         node = t
         while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "ident":
@@ -431,8 +660,16 @@ class _Writer:
             raise Untranslatable(f"macro {name}")
         v = f"v_{var}"
         items = target.node.get("items") if target.kind is list and target.node else None
+        if target.kind is list and target.simple and self._one(target.code):
+            return self._single(name, var, target, items, body_tree, cond_tree)
         body, cond = self._scoped(var, self._element(v, target, items), body_tree, cond_tree)
         coll = target.code if target.kind in (list, dict) else f"_cel_iter({target.code})"
+        # `all` of a body always true, `exists` of one always false: every element, or none,
+        # gives the same value
+        decided = {"all": True, "exists": False}.get(name)
+        iterable = target.total and target.kind in (list, dict)
+        if decided is not None and constant(body) is decided and iterable:
+            return TRUE if decided else FALSE
         # list comprehensions, not generators (cheaper for the short lists of a manifest): an
         # element evaluated past the one that decides may raise, and then the closures decide
         if name == "all":
@@ -453,36 +690,53 @@ class _Writer:
         # the body written once more over that element, without the comprehension (a
         # function call and a list in Python 3.11, several times the cost of the body). The
         # same operations on the same value: the same result, or the same exception.
+        one = Expr(f"(len({target.code}) == 1)", True, bool)
+        with self._assuming(frozenset((("len1", target.code, True),))):
+            single = self._single(name, var, target, items, body_tree, cond_tree)
+        if single.boolean and constant(single) is not None:
+            return self._ternary(one, single, out)
+        return out._replace(code=f"({single.code} if {one.code} else {out.code})")
+
+    def _single(
+        self, name: str, var: str, target: Expr, items: Any, body_tree: Any, cond_tree: Any
+    ) -> Expr:
+        """The macro ``name`` over the list ``target`` known to hold one element."""
         one = f"{target.code}[0]"
-        body1, cond1 = self._scoped(var, self._element(one, target, items), body_tree, cond_tree)
+        element = self._element(one, target, items)  # (the list's one element exists)
+        body, cond = self._scoped(var, element, body_tree, cond_tree)
         if name in ("all", "exists", "exists_one"):
-            single = self._bool(body1)
-        elif name == "filter":
-            single = f"([{one}] if {self._bool(body1)} else [])"
-        elif cond1 is not None:
-            single = f"([{body1.code}] if {self._bool(cond1)} else [])"
-        else:
-            single = f"[{body1.code}]"
-        return out._replace(code=f"({single} if len({target.code}) == 1 else {out.code})")
+            # (true or false as the body is for the one element: its facts hold after it)
+            return self._as_bool(body)
+        if name == "filter":
+            test = self._as_bool(body)
+            return Expr(f"([{one}] if {test.code} else [])", kind=list, most=1, total=test.total)
+        if cond is not None:
+            test = self._as_bool(cond)
+            code = f"([{body.code}] if {test.code} else [])"
+            return Expr(code, kind=list, most=1, total=test.total and body.total)
+        return Expr(f"[{body.code}]", kind=list, most=1, total=body.total)
 
     def _element(self, code: str, target: Expr, items: Any) -> Expr:
         """An element of ``target`` (a list's, checked against ``items``; or a map's key,
         which need not be a string: YAML has others)."""
         if items is not None:
-            return self._checked(code, items, True)
-        return Expr(code, simple=True)
+            return self._checked(code, items, True, True)
+        return Expr(code, simple=True, total=True)
 
     def _scoped(
         self, var: str, element: Expr, body_tree: Any, cond_tree: Any
     ) -> tuple[Expr, Expr | None]:
         """A macro's body (and the condition of a three-argument ``map``) written with
         ``var`` standing for ``element``."""
-        outer = self.scope.get(var)
+        outer, outer_facts = self.scope.get(var), self.facts
         self.scope[var] = element
+        # (facts about an outer variable of the same name no longer apply)
+        self.facts = frozenset(f for f in outer_facts if f"v_{var}" not in f[1])
         try:
             body = self.e(body_tree)
             cond = self.e(cond_tree) if cond_tree is not None else None
         finally:
+            self.facts = outer_facts
             if outer is None:
                 del self.scope[var]
             else:
@@ -507,10 +761,14 @@ class _Writer:
         if not (isinstance(node, lark.Tree) and node.data == "member_dot"):
             raise Untranslatable("has() argument")
         obj, field = self.e(node.children[0]), cel.unescape(str(node.children[1]))
+        if self._has_field(obj, field):
+            return TRUE
         return Expr(
             _typed(obj, dict, f"({field!r} in {obj.code})", f"_cel_has({obj.code}, {field!r})"),
             True,
             bool,
+            total=obj.total and obj.kind is dict,
+            if_true=frozenset((("has", obj.code, field),)),
         )
 
     def w_ident(self, t: lark.Tree) -> Expr:
@@ -518,9 +776,9 @@ class _Writer:
         if name in self.scope:
             return self.scope[name]
         if name == "self":
-            return self._checked(self.self_name, self.self_node, True)
+            return self._checked(self.self_name, self.self_node, True, True)
         if name == "format":
-            return Expr(self.names.add("c_", cel.FORMAT_LIB, ("format",)), simple=True)
+            return Expr(self.names.add("c_", cel.FORMAT_LIB, ("format",)), simple=True, total=True)
         raise Untranslatable(f"identifier {name}")
 
     w_dot_ident = w_ident
@@ -533,7 +791,7 @@ class _Writer:
         strings = [i.literal for i in items if type(i.literal) is str]
         # a list of string literals also carries them as a set, for `in`
         literal = frozenset(strings) if items and len(strings) == len(items) else None
-        return Expr(code, kind=list, literal=literal)
+        return Expr(code, kind=list, literal=literal, total=all(i.total for i in items))
 
     def w_map_lit(self, t: lark.Tree) -> Expr:
         kids = list(t.children[0].children) if t.children else []
@@ -549,12 +807,19 @@ class _Writer:
         if value is None or kind in (bool, str, int):
             bound = value if kind is int and value >= 0 else None
             return Expr(
-                repr(value), kind is bool, kind, True, value if kind is str else None, bound=bound
+                repr(value),
+                kind is bool,
+                kind,
+                True,
+                value if kind is str else None,
+                bound=bound,
+                total=True,
             )
         return Expr(
             self.names.add("c_", value, ("literal", kind.__name__, repr(value))),
             kind=kind,
             simple=True,
+            total=True,
         )
 
 
@@ -586,6 +851,8 @@ def transpile(
     self_node: Schema | None = None,
     kind: Kind = lambda node: None,
     fields: dict[str, str] | None = None,
+    present: Present = lambda node, field: False,
+    facts: frozenset[Fact] = frozenset(),
 ) -> tuple[Expr, set[str]]:
     """``source`` as a Python expression over the variable ``self_name``, whose value was
     checked against the schema node ``self_node``; ``kind(node)`` is the Python type of
@@ -594,5 +861,5 @@ def transpile(
     those instead; under the key :data:`SIZE`, ``size(self)``); the second value is the
     fields it reads. Raises
     :class:`Untranslatable` (or :class:`cel.CelCompileError`) when it cannot be written."""
-    writer = _Writer(names, self_name, self_node, kind, fields or {})
+    writer = _Writer(names, self_name, self_node, kind, fields or {}, present, facts)
     return writer.e(cel.parse(source)), writer.used

@@ -249,6 +249,7 @@ class _Gen:
         self.funcs: dict[int, str] = {}
         self.blocks: list[list[str]] = []
         self.keep: list[Schema] = []  # the nodes named by id stay alive while generating
+        self.top: Schema | None = None  # the root node
 
     # ---- scalars, inline in the code of their object or array
 
@@ -307,27 +308,50 @@ class _Gen:
 
     # ---- CEL rules
 
+    def present(self, node: Schema, key: str) -> bool:
+        """Whether every value checked against the object ``node`` has the field ``key`` when
+        its rules run: required (the Struct types check it), or defaulted (a default the walk
+        accepts; not the root's kept fields, never defaulted)."""
+        props = node.get("properties") or {}
+        if node.get("type") != "object" or key not in props:
+            return False
+        if key in (node.get("required") or ()):
+            return True
+        if node is self.top and key in exact._ROOT_KEEP:
+            return False
+        return self.default(props[key]) not in (
+            None,
+            "_raise_unsure()",
+        )
+
     def rules(self, node: Schema, x: str, out: list[str], pad: str) -> None:
         rules = node.get("x-kubernetes-validations")
         if not rules or self.stored:
             return
-        parts: list[str] = []
-        written: list[celcode.Expr] = []  # the rules written as Python booleans
-        programs: list[cel.Program] = []
         # fields always there once the node is checked (required, or defaulted): read once
         fields: dict[str, str] = {}
         if node.get("type") == "object" and x == "d":
             props = node.get("properties") or {}
-            always = [
-                k
-                for k in props
-                if k in (node.get("required") or ())
-                or self.default(props[k]) not in (None, "_raise_unsure()")
-            ]
-            fields = {k: f"s_{i}" for i, k in enumerate(always)}
+            fields = {k: f"s_{i}" for i, k in enumerate(k for k in props if self.present(node, k))}
         if node.get("type") in ("object", "array", "string"):
             fields[celcode.SIZE] = "s_len"
         used: set[str] = set()
+
+        def write(source: str, facts: frozenset[celcode.Fact]) -> celcode.Expr | None:
+            """The rule as Python where ``facts`` hold (None: the closures evaluate it)."""
+            try:
+                expr, reads = celcode.transpile(
+                    source, self.names, x, node, _kind, fields, self.present, facts
+                )
+            except (celcode.Untranslatable, cel.CelCompileError):
+                return None
+            used.update(reads)
+            return expr
+
+        programs: list[cel.Program] = []
+        general: list[celcode.Expr] = []  # the rules written as Python booleans
+        sources: list[str] = []  # (their sources)
+        parts: list[str] = []  # the others
         for rule in rules:
             if not isinstance(rule, dict) or not isinstance(rule.get("rule"), str):
                 continue
@@ -341,22 +365,22 @@ class _Gen:
             if program.uses_old_self:
                 continue  # transition rule: only evaluated on update
             programs.append(program)
-            try:
-                expr, reads = celcode.transpile(rule["rule"], self.names, x, node, _kind, fields)
-                used |= reads
-            except (celcode.Untranslatable, cel.CelCompileError):
+            expr = write(rule["rule"], frozenset())
+            if expr is None:
                 parts.append(
                     f"_rules_hold(({self.names.add('R', program, ('program', rule['rule']))},), "
                     f"{x})"
                 )
-                continue
-            if expr.boolean:
-                written.append(expr)
+            elif expr.boolean:
+                general.append(expr)
+                sources.append(rule["rule"])
             else:
                 parts.append(f"({expr.code}) is True")
         if not programs:
             return
-        parts += celcode.guarded_together(written)
+        parts += self.split(node, x, fields, sources, general, write, used)
+        if not parts:
+            return  # (every rule decided true by the schema)
         progs = self.names.add(
             "R", tuple(programs), ("programs", tuple(p.source for p in programs))
         )
@@ -371,6 +395,82 @@ class _Gen:
             f"{pad}    ok = _rules_hold({progs}, {x})",
             f"{pad}if not ok: raise Unsure",
         ]
+
+    def split(
+        self,
+        node: Schema,
+        x: str,
+        fields: dict[str, str],
+        sources: list[str],
+        general: list[celcode.Expr],
+        write: Callable[[str, frozenset[celcode.Fact]], celcode.Expr | None],
+        used: set[str],
+    ) -> list[str]:
+        """The codes of the boolean rules ``general`` (of ``sources``), all to hold: as they
+        are, or written once per case of a test where that pays (:meth:`cases`), each case's
+        rules folded by what its test established, the rules as they are in the last branch.
+        A rule every case of an enum's values folds to true (the node's enum decides it) is
+        pinned: left out."""
+        best: tuple[float, list[str], str | None] | None = None
+        for key, cases, exhaustive in self.cases(node, x, fields):
+            folded = [[write(source, facts) for source in sources] for _test, facts in cases]
+            if any(e is None or not e.boolean for row in folded for e in row):
+                continue
+            rows = [[e for e in row if e is not None] for row in folded]
+            pinned = {
+                i for i in range(len(sources)) if exhaustive and all(_true(row[i]) for row in rows)
+            }
+            rest = [e for i, e in enumerate(general) if i not in pinned]
+            whole = _conjunction(rest)
+            codes = [
+                _conjunction([e for i, e in enumerate(row) if i not in pinned]) for row in rows
+            ]
+            # the cost, by the length of the code: each test a few, the cases alike likely
+            # (a list's length: one element or more as likely)
+            tests = [len(test) + 12 for test, _facts in cases]
+            if exhaustive:
+                cost = sum(sum(tests[: i + 1]) + len(c) for i, c in enumerate(codes)) / len(codes)
+            else:
+                cost = (tests[0] + len(codes[0]) + tests[0] + len(whole)) / 2
+            if pinned and (best is None or len(whole) < best[0]):
+                best = (len(whole), [whole], None)
+            if cost < 0.8 * len(whole) and (best is None or cost < best[0]):
+                chain = whole
+                for (test, _facts), code in reversed(list(zip(cases, codes, strict=True))):
+                    chain = (
+                        f"({test} or {chain})"
+                        if code == "True"
+                        else f"({code} if {test} else {chain})"
+                    )
+                best = (cost, [chain], key)
+        if best is not None:
+            if best[2] is not None:
+                used.add(best[2])  # (the cases' tests read it)
+            return [c for c in best[1] if c != "True"]
+        return [c for c in celcode.guarded_together(general) if c != "True"]
+
+    def cases(
+        self, node: Schema, x: str, fields: dict[str, str]
+    ) -> list[tuple[str, list[tuple[str, frozenset[celcode.Fact]]], bool]]:
+        """Tests a node's rules may be split by: the field a test reads, its cases (each a
+        test's code and the facts it establishes) and whether they are exhaustive. Each value
+        of an always present string field's enum (which the Struct types check), or a list
+        of one element."""
+        out: list[tuple[str, list[tuple[str, frozenset[celcode.Fact]]], bool]] = []
+        if x != "d":
+            return out
+        props = node.get("properties") or {}
+        for key, local in fields.items():
+            sub = props.get(key)
+            if not (isinstance(sub, dict) and _handled(sub) and _struct_enum(sub)):
+                continue
+            values = [v for v in sub["enum"] if type(v) is str]
+            cases = [(f"({local} == {v!r})", frozenset((("eq", local, v),))) for v in values]
+            out.append((key, cases, True))
+        if node.get("type") == "array" and celcode.SIZE in fields:
+            one = frozenset((("len1", x, True),))
+            out.append((celcode.SIZE, [(f"({fields[celcode.SIZE]} == 1)", one)], False))
+        return out
 
     # ---- containers: one function each
 
@@ -508,6 +608,7 @@ class _Gen:
         """The function ``name``: ``structure`` (the Struct types' check), then the root
         object's code; it returns the defaulted copy in the walk's key order."""
         keep = exact._ROOT_KEEP
+        self.top = node
         body = self.object(node, root=True)
         body += [
             "    o = {}",
@@ -518,6 +619,18 @@ class _Gen:
         self.rules(node, "o", body, "    ")
         body.append("    return o")
         self.blocks.append([f"def {name}(d):", *structure, *body])
+
+
+def _true(expr: celcode.Expr) -> bool:
+    return celcode.constant(expr) is True
+
+
+def _conjunction(rules: list[celcode.Expr]) -> str:
+    """The code of boolean ``rules`` all holding ("True" for none; "False" where one is)."""
+    if any(celcode.constant(r) is False for r in rules):
+        return "False"
+    codes = [c for c in celcode.guarded_together([r for r in rules if not _true(r)])]
+    return f"({' and '.join(codes)})" if len(codes) > 1 else (codes[0] if codes else "True")
 
 
 def _raise_unsure() -> Any:

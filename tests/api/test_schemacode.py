@@ -641,3 +641,178 @@ def test_every_served_version_is_checked_by_struct_types_first() -> None:
                 msgspec.convert({"apiVersion": "x", "kind": "y", "nmae": 1}, type=typ)
             count += 1
     assert count >= 20
+
+
+# ---------------------------------------------------------------- folded rules
+# A node's rules folded where the schema or an earlier test decides a part (celcode's facts),
+# split by the cases of an enum field or a list of one element (schemacode's `split`), pinned
+# where the enum decides a rule: each answers as the walk (the closures) does, and the
+# near-misses (an optional field, a rule the enum does not decide) are not folded.
+FOLDED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": {"type": "string", "enum": ["A", "B", "C"]},
+                "d": {"type": "string", "default": "x"},
+                "o": {"type": "string"},
+                "a": {"type": "string"},
+                "b": {"type": "string"},
+                "items": {
+                    "type": "array",
+                    "maxItems": 3,
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "k": {"type": "string", "default": "K"},
+                            "v": {"type": "string"},
+                        },
+                    },
+                    "x-kubernetes-validations": [
+                        {"rule": "self.all(x, self.exists_one(y, y.name == x.name))"},
+                        {"rule": "self.all(x, x.k == x.k && has(x.k))"},
+                        {"rule": "self.filter(x, x.name == 'n').size() <= 1"},
+                        {
+                            "rule": "!(self.exists(x, x.name == 'n') && "
+                            "self.exists(x, x.name == 'm'))"
+                        },
+                        {"rule": "self.all(x, !has(x.v) || x.v == x.v)"},
+                        {"rule": "self.all(x, has(x.v) || x.name != 'v')"},
+                    ],
+                },
+            },
+            "x-kubernetes-validations": [
+                {"rule": "has(self.a) == (self.type == 'A')"},
+                {"rule": "!has(self.b) || self.type == 'B'"},
+                {"rule": "self.type in ['A', 'B'] || self.type == 'C'"},
+                {"rule": "self.type == 'A' ? true : self.type != 'A'"},
+                {"rule": "self.type != 'C' || self.d == 'x' || has(self.o)"},
+                {"rule": "has(self.d) && self.d == self.d"},
+                {"rule": "has(self.o) ? self.o == self.o : true"},
+                {"rule": "(self.type == 'B' && self.type == 'C') ? false : true"},
+                {"rule": "!has(self.o) || self.o != ''"},
+            ],
+        },
+    },
+}
+_FOLDED_ITEMS = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["n", "m", "v", "w"])},
+        optional={"k": st.sampled_from(["K", ""]), "v": st.sampled_from(["", "q"])},
+    ),
+    max_size=3,
+)
+FOLDED_SPECS = st.fixed_dictionaries(
+    {"type": st.sampled_from(["A", "B", "C"])},
+    optional={
+        "d": st.sampled_from(["x", "y"]),
+        "o": st.sampled_from(["", "o"]),
+        "a": st.just("a"),
+        "b": st.just("b"),
+        "items": _FOLDED_ITEMS,
+    },
+)
+
+
+def _folded(spec: dict[str, Any]) -> tuple[Any, Any]:
+    """(the generated code's answer, the walk's) for FOLDED: a defaulted copy, or None."""
+    raw = {"apiVersion": "x/v1", "kind": "K", "metadata": {}, "spec": spec}
+    fn = schemacode.compile_schema(FOLDED)
+    try:
+        got = fn(copy.deepcopy(raw))
+    except schemacode.Unsure:
+        got = None
+    try:
+        want = schemacode._walk(copy.deepcopy(raw), FOLDED)
+    except schemacode.Unsure:
+        want = None
+    return got, want
+
+
+@settings(max_examples=400, deadline=None)
+@given(FOLDED_SPECS)
+def test_folded_and_split_rules_answer_as_the_closures_do(spec: dict[str, Any]) -> None:
+    """Every verdict the walk gives, the generated code gives by itself (no fallback needed:
+    the folded code answers valid objects, refuses invalid ones)."""
+    got, want = _folded(spec)
+    assert (got is None) == (want is None), (spec, got, want)
+    if want is not None:
+        assert _same(got, want)
+
+
+@pytest.mark.parametrize(
+    ("spec", "valid"),
+    [
+        ({"type": "A", "a": "a"}, True),
+        ({"type": "A"}, False),  # the enum split: `a` required for A
+        ({"type": "B", "a": "a"}, False),
+        ({"type": "C", "b": "b"}, False),
+        ({"type": "C", "d": "y"}, False),  # `o` optional: its has() is not folded
+        ({"type": "C", "d": "y", "o": "o"}, True),
+        ({"type": "B", "o": ""}, False),
+        ({"type": "B", "items": [{"name": "n"}, {"name": "n"}]}, False),  # one pass, not one
+        ({"type": "B", "items": [{"name": "n"}, {"name": "m"}]}, False),
+        ({"type": "B", "items": [{"name": "n"}]}, True),
+        ({"type": "B", "items": [{"name": "v"}]}, False),  # `v` optional: not folded
+        ({"type": "B", "items": [{"name": "v", "v": ""}]}, True),
+    ],
+)
+def test_folding_stops_where_the_schema_does_not_decide(spec: dict[str, Any], valid: bool) -> None:
+    got, want = _folded(spec)
+    assert (want is not None) == valid
+    assert (got is not None) == valid
+
+
+def _rule_code(*sources: str) -> str:
+    """The generated code of FOLDED's spec node with only the rules ``sources`` (its `ok =`
+    line)."""
+    root = copy.deepcopy(FOLDED)
+    root["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": s} for s in sources]
+    del root["properties"]["spec"]["properties"]["items"]["x-kubernetes-validations"]
+    code, _, _ = schemacode.generate(root)
+    return "\n".join(
+        line
+        for line in code.splitlines()
+        if line.strip().startswith("ok = ") and "_rules_hold" not in line
+    )
+
+
+def test_what_the_schema_decides_is_folded_away() -> None:
+    spec = FOLDED["properties"]["spec"]
+    items = spec["properties"]["items"]
+    # a defaulted field's has() and its equality to itself; a rule pinned by the enum
+    assert _rule_code("has(self.d) && self.d == self.d") == ""
+    assert _rule_code("self.type in ['A', 'B'] || self.type == 'C") == ""
+    # near-misses: an optional field, a rule the enum does not decide
+    assert "'o' in d" in _rule_code("has(self.o) && self.o == self.o")
+    assert "c_" in _rule_code("self.type in ['A', 'B']")
+    # the list of one element: uniqueness decided without a comprehension
+    root = copy.deepcopy(FOLDED)
+    del root["properties"]["spec"]["x-kubernetes-validations"]
+    root["properties"]["spec"]["properties"]["items"] = {
+        **items,
+        "x-kubernetes-validations": [{"rule": items["x-kubernetes-validations"][0]["rule"]}],
+    }
+    code, _, _ = schemacode.generate(root)
+    (line,) = [x for x in code.splitlines() if x.strip().startswith("ok = (")]
+    assert line.strip().startswith("ok = ((s_len == 1) or ")
+    # an enum's cases: the field tested once per case, each case's rules folded
+    line = _rule_code(
+        *(
+            rule
+            for f, t in (("a", "A"), ("b", "B"))
+            for rule in (
+                f"!(has(self.{f}) && self.type != '{t}')",
+                f"!(!has(self.{f}) && self.type == '{t}')",
+            )
+        )
+    )
+    assert "((('a' in d) and (not ('b' in d))) if (s_0 == 'A') else" in line
+    assert "(not ('a' in d)) and ('b' in d)) if (s_0 == 'B') else" in line
