@@ -428,13 +428,13 @@ class _Gen:
             # the cost, by the length of the code: each test a few, the cases alike likely
             # (a list's length: one element or more as likely)
             tests = [len(test) + 12 for test, _facts in cases]
-            if exhaustive:
-                cost = sum(sum(tests[: i + 1]) + len(c) for i, c in enumerate(codes)) / len(codes)
-            else:
-                cost = (tests[0] + len(codes[0]) + tests[0] + len(whole)) / 2
-            if pinned and (best is None or len(whole) < best[0]):
-                best = (len(whole), [whole], None)
-            if cost < 0.8 * len(whole) and (best is None or cost < best[0]):
+            costs = [sum(tests[: i + 1]) + _cost(c) for i, c in enumerate(codes)]
+            if not exhaustive:  # (lengths past the cases': the rules as they are, after the tests)
+                costs += [sum(tests) + _cost(whole)] * (_LENGTHS + 1 - len(cases))
+            cost = sum(costs) / len(costs)
+            if pinned and (best is None or _cost(whole) < best[0]):
+                best = (_cost(whole), [whole], None)
+            if cost < 0.8 * _cost(whole) and (best is None or cost < best[0]):
                 chain = whole
                 for (test, _facts), code in reversed(list(zip(cases, codes, strict=True))):
                     chain = (
@@ -468,8 +468,11 @@ class _Gen:
             cases = [(f"({local} == {v!r})", frozenset((("eq", local, v),))) for v in values]
             out.append((key, cases, True))
         if node.get("type") == "array" and celcode.SIZE in fields:
-            one = frozenset((("len1", x, True),))
-            out.append((celcode.SIZE, [(f"({fields[celcode.SIZE]} == 1)", one)], False))
+            lengths = [
+                (f"({fields[celcode.SIZE]} == {n})", frozenset((("len", x, n),)))
+                for n in range(1, _LENGTHS + 1)
+            ]
+            out += [(celcode.SIZE, lengths[:n], False) for n in range(1, len(lengths) + 1)]
         return out
 
     # ---- containers: one function each
@@ -619,6 +622,17 @@ class _Gen:
         self.rules(node, "o", body, "    ")
         body.append("    return o")
         self.blocks.append([f"def {name}(d):", *structure, *body])
+
+
+# A list's rules are split by its lengths up to this one (see :meth:`_Gen.cases`); in the
+# cost of a split, each of these lengths and every longer list weigh alike.
+_LENGTHS = 3
+
+
+def _cost(code: str) -> int:
+    """A rough cost of evaluating ``code``: its length, and a comprehension (a call and a
+    list) as much as a long expression."""
+    return len(code) + 300 * code.count(" for ")
 
 
 def _true(expr: celcode.Expr) -> bool:

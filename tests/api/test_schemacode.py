@@ -803,6 +803,12 @@ def test_what_the_schema_decides_is_folded_away() -> None:
     code, _, _ = schemacode.generate(root)
     (line,) = [x for x in code.splitlines() if x.strip().startswith("ok = (")]
     assert line.strip().startswith("ok = ((s_len == 1) or ")
+    # lists of one, two, three elements: every rule written without a comprehension
+    code, _, _ = schemacode.generate(FOLDED)
+    (line,) = [x for x in code.splitlines() if "(s_len == 3)" in x]
+    tested = line.index("if (s_len == 3) else")
+    assert " for " not in line[:tested] and " for " in line[tested:]
+    assert "(s_len == 1)" in line[:tested] and "(s_len == 2)" in line[:tested]
     # an enum's cases: the field tested once per case, each case's rules folded
     line = _rule_code(
         *(
