@@ -36,6 +36,7 @@ subtree: a subtree's validity and defaulted copy do not depend on anything above
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -412,8 +413,18 @@ class _Gen:
         A rule every case of an enum's values folds to true (the node's enum decides it) is
         pinned: left out."""
         best: tuple[float, list[str], str | None] | None = None
+        written: dict[frozenset[celcode.Fact], list[celcode.Expr | None]] = {}
+
+        def case(facts: frozenset[celcode.Fact]) -> list[celcode.Expr | None]:
+            """The rules written where ``facts`` hold (once per facts)."""
+            if facts not in written:
+                written[facts] = [write(source, facts) for source in sources]
+            return written[facts]
+
         for key, cases, exhaustive in self.cases(node, x, fields):
-            folded = [[write(source, facts) for source in sources] for _test, facts in cases]
+            if not any(_reads(e.code, fields[key]) for e in general):
+                continue  # (no rule reads what the cases test: nothing folds)
+            folded = [case(facts) for _test, facts in cases]
             if any(e is None or not e.boolean for row in folded for e in row):
                 continue
             rows = [[e for e in row if e is not None] for row in folded]
@@ -627,6 +638,12 @@ class _Gen:
 # A list's rules are split by its lengths up to this one (see :meth:`_Gen.cases`); in the
 # cost of a split, each of these lengths and every longer list weigh alike.
 _LENGTHS = 3
+
+
+def _reads(code: str, local: str) -> bool:
+    """Whether ``code`` reads the local variable ``local`` (or holds a comprehension, which a
+    list's length splits unroll)."""
+    return re.search(rf"\b{local}\b", code) is not None or (local == "s_len" and " for " in code)
 
 
 def _cost(code: str) -> int:
