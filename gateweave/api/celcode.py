@@ -19,6 +19,14 @@ reached from it have the types their schema nodes declare (:attr:`Expr.node`); w
 type is not known, a cheap operand is tested at run time (``x.startsWith('/')`` is
 ``x.startswith('/')`` for a str ``x``, the library's function for anything else).
 
+Parts whose value is known where they run are folded away as the expression is written:
+from the schema (a field required or defaulted is present once its node is checked; a list's
+``maxItems`` bounds its size) and from the tests evaluated before them (:data:`Fact`: the right
+side of ``&&`` runs where the left is true, a ternary's branches where the condition is true
+or false; a node's rules where schemacode's case split established a field's value or a list's
+length). Code that might raise is never folded into a value (:attr:`Expr.total`: it raising
+is the closures' to decide), so the expression stays exact.
+
 Names the expression uses (constants, cel.py's functions) are added to a :class:`Names`
 namespace, the globals of the generated code.
 """

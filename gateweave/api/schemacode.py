@@ -9,7 +9,9 @@ to the schema mirrored as Struct types (:mod:`gateweave.api.schemastruct`: the t
 fields, required, unknown and null fields, string enums, lengths, integer bounds, item
 counts). Then the rest, one Python function per object or array node that has some: its
 defaults, patterns and formats (checked once per distinct string), list keys, a number's
-finiteness, and its CEL rules as Python expressions (:mod:`gateweave.api.celcode`). The
+finiteness, and its CEL rules as Python expressions (:mod:`gateweave.api.celcode`; a node's
+rules written once per value of an enum field, or per length of a list, where each case folds
+them: :meth:`_Gen.split`). The
 code is written as a module ahead of time and imported (:mod:`gateweave.api.codecache`), or
 compiled with ``exec`` (:func:`compile_schema`).
 
@@ -437,7 +439,7 @@ class _Gen:
                 _conjunction([e for i, e in enumerate(row) if i not in pinned]) for row in rows
             ]
             # the cost, by the length of the code: each test a few, the cases alike likely
-            # (a list's length: one element or more as likely)
+            # (a list's lengths: each of 1.._LENGTHS, and any longer, alike)
             tests = [len(test) + 12 for test, _facts in cases]
             costs = [sum(tests[: i + 1]) + _cost(c) for i, c in enumerate(codes)]
             if not exhaustive:  # (lengths past the cases': the rules as they are, after the tests)
@@ -465,8 +467,8 @@ class _Gen:
     ) -> list[tuple[str, list[tuple[str, frozenset[celcode.Fact]]], bool]]:
         """Tests a node's rules may be split by: the field a test reads, its cases (each a
         test's code and the facts it establishes) and whether they are exhaustive. Each value
-        of an always present string field's enum (which the Struct types check), or a list
-        of one element."""
+        of an always present string field's enum (which the Struct types check); a list's
+        lengths, one, one and two, one to three (:data:`_LENGTHS`) elements."""
         out: list[tuple[str, list[tuple[str, frozenset[celcode.Fact]]], bool]] = []
         if x != "d":
             return out
@@ -660,7 +662,7 @@ def _conjunction(rules: list[celcode.Expr]) -> str:
     """The code of boolean ``rules`` all holding ("True" for none; "False" where one is)."""
     if any(celcode.constant(r) is False for r in rules):
         return "False"
-    codes = [c for c in celcode.guarded_together([r for r in rules if not _true(r)])]
+    codes = celcode.guarded_together([r for r in rules if not _true(r)])
     return f"({' and '.join(codes)})" if len(codes) > 1 else (codes[0] if codes else "True")
 
 
