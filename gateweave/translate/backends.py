@@ -24,6 +24,7 @@ from gateweave import ir
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate import egbackend
+from gateweave.translate.attachment import ServicePortKey
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.context import Ctx
 from gateweave.translate.rulememo import RuleMemo
@@ -74,9 +75,9 @@ class Backend:
 
     cluster: ir.Cluster | None = None
     problem: c.Condition | None = None
-    service: tuple[str, str, str] | None = (
-        None  # (namespace, name, port name) of a resolved Service port
-    )
+    # (namespace, name, port name) of a resolved Service port; of any length: mypyc would make a
+    # new tuple of a fixed-length one for each route that records it (RouteTranslation.services)
+    service: ServicePortKey | None = None
     backend: tuple[str, str] | None = (
         None  # (namespace, name) of an Envoy Gateway Backend it may use
     )
@@ -326,7 +327,7 @@ class BackendResolver:
             return Backend(
                 problem=c.route_unsupported_protocol(f"Service {ns}/{name} port {port}: {problem}")
             )
-        service = (ns, name, sport.name)
+        service: ServicePortKey = (ns, name, sport.name)
         tls: ir.UpstreamTLS | None = None
         if family in ("HTTP", "GRPC") or (route_kind == "TLSRoute" and terminated):
             policy = self.tls.for_service_port(ns, name, sport.name)
