@@ -43,13 +43,24 @@ def effective_hostnames(
     return intersect_lowered(listener, tuple(h.lower() for h in route_hostnames))
 
 
+def only_name(names: tuple[str, ...] | None) -> str | None:
+    """The name of a tuple of exactly one, else None.
+
+    Callers test this, not ``len(names) == 1``: mypy narrows a tuple so tested to a one-item
+    tuple type, which mypyc holds unboxed and makes a new tuple of wherever it is stored or
+    returned, so a route's own hostnames tuple would be copied per holder in the compiled
+    build (docs/benchmarks.md, memory, seventh round)."""
+    return names[0] if names is not None and len(names) == 1 else None
+
+
 def intersect_lowered(listener: str | None, route_hostnames: tuple[str, ...]) -> tuple[str, ...]:
     """:func:`effective_hostnames` for non-empty route hostnames that are already lowercase."""
-    if len(route_hostnames) == 1:
-        hit = intersect(listener, route_hostnames[0])
+    one = only_name(route_hostnames)
+    if one is not None:
+        hit = intersect(listener, one)
         if hit is None:
             return ()
-        return route_hostnames if hit is route_hostnames[0] else (hit,)
+        return route_hostnames if hit is one else (hit,)
     out: list[str] = []
     for h in route_hostnames:
         hit = intersect(listener, h)

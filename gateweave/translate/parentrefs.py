@@ -14,7 +14,7 @@ from typing import Any
 from gateweave.api import models as m
 from gateweave.translate import conditions as c
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx, label_selector_matches
-from gateweave.translate.hostnames import intersect_lowered
+from gateweave.translate.hostnames import intersect_lowered, only_name
 
 HOSTNAME_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute")
 
@@ -416,15 +416,17 @@ def _hostname_verdict(li: _Listener, policy: str, route_hosts: _RouteHosts) -> V
 class _RouteHosts:
     """A route's hostnames, read once for all the listeners one parentRef selects."""
 
-    __slots__ = ("hosts", "lowered", "wild_suffix")
+    __slots__ = ("hosts", "lowered", "one", "wild_suffix")
 
     def __init__(self, route: Any) -> None:
         self.hosts: tuple[str, ...] = tuple(route.spec.hostnames)
         lowered = tuple([h.lower() for h in self.hosts])
         # Already lowercase (the usual case): the route's own tuple, which the results then share.
         self.lowered = self.hosts if lowered == self.hosts else lowered
+        # The one hostname, lowercase, when there is exactly one (see only_name)
+        self.one = only_name(self.lowered)
         # One wildcard hostname "*.example.com": ".example.com"
-        one = self.lowered[0] if len(self.lowered) == 1 else ""
+        one = self.one or ""
         self.wild_suffix = one[1:] if one.startswith("*.") else None
 
     @property
@@ -438,9 +440,9 @@ class _RouteHosts:
         low = self.lowered
         if not low:
             return None if listener is None else (listener,)
-        if len(low) != 1:
+        host = self.one
+        if host is None:
             return intersect_lowered(listener, low)
-        host = low[0]
         if listener is None or listener == host:
             return low
         if (

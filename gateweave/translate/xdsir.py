@@ -27,7 +27,13 @@ import msgspec
 from gateweave import ir
 from gateweave.translate.attachment import Attachment
 from gateweave.translate.context import Ctx, GatewayCtx, ListenerCtx
-from gateweave.translate.hostnames import Selectors, first_selecting, selectors, specificity
+from gateweave.translate.hostnames import (
+    Selectors,
+    first_selecting,
+    only_name,
+    selectors,
+    specificity,
+)
 
 HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 _UNKNOWN = object()  # a domain whose owner is not looked up yet (owner() may return None)
@@ -219,11 +225,12 @@ def virtual_host(name: str, domain: str, atts: list[Attachment]) -> ir.VirtualHo
         if any(att.effects for att in atts):
             changed = {name: r for att in atts for name, r in (att.effects or {}).items()}
             routes = tuple([changed.get(r.name, r) for r in routes])
-    # (a route's own one-hostname tuple when it is the domain: shared, not a tuple per host)
+    # (a route's own one-hostname tuple when it is the domain: shared, not a tuple per host;
+    # annotated, and only_name rather than a len() test: mypyc would keep a one-item tuple
+    # unboxed and make a new one from it)
     hosts = atts[0].hostnames
-    # (annotated: mypyc would keep a one-item tuple unboxed and make a new one from it)
     domains: tuple[str, ...] = (
-        hosts if hosts is not None and len(hosts) == 1 and hosts[0] == domain else (domain,)
+        hosts if hosts is not None and only_name(hosts) == domain else (domain,)
     )
     return ir.VirtualHost(name=f"{name}/{domain}", domains=domains, routes=routes)
 
