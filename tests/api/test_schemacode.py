@@ -563,19 +563,24 @@ SMALL_VALUES = st.one_of(
 )
 
 
-def _small(spec: dict[str, Any]) -> tuple[Any, Any]:
-    """(the generated code's answer, the walk's) for SMALL: a defaulted copy, or None."""
+def _answers(schema: dict[str, Any], spec: dict[str, Any]) -> tuple[Any, Any]:
+    """(the generated code's answer, the walk's) for an object of ``schema`` with ``spec``:
+    a defaulted copy, or None."""
     raw = {"apiVersion": "x/v1", "kind": "K", "metadata": {}, "spec": spec}
-    fn = schemacode.compile_schema(SMALL)
+    fn = schemacode.compile_schema(schema)
     try:
         got = fn(copy.deepcopy(raw))
     except schemacode.Unsure:
         got = None
     try:
-        want = schemacode._walk(copy.deepcopy(raw), SMALL)
+        want = schemacode._walk(copy.deepcopy(raw), schema)
     except schemacode.Unsure:
         want = None
     return got, want
+
+
+def _small(spec: dict[str, Any]) -> tuple[Any, Any]:
+    return _answers(SMALL, spec)
 
 
 @settings(max_examples=600, deadline=None)
@@ -722,18 +727,7 @@ FOLDED_SPECS = st.fixed_dictionaries(
 
 
 def _folded(spec: dict[str, Any]) -> tuple[Any, Any]:
-    """(the generated code's answer, the walk's) for FOLDED: a defaulted copy, or None."""
-    raw = {"apiVersion": "x/v1", "kind": "K", "metadata": {}, "spec": spec}
-    fn = schemacode.compile_schema(FOLDED)
-    try:
-        got = fn(copy.deepcopy(raw))
-    except schemacode.Unsure:
-        got = None
-    try:
-        want = schemacode._walk(copy.deepcopy(raw), FOLDED)
-    except schemacode.Unsure:
-        want = None
-    return got, want
+    return _answers(FOLDED, spec)
 
 
 @settings(max_examples=400, deadline=None)
