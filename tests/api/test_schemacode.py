@@ -522,34 +522,42 @@ def test_a_generated_validator_keeps_no_parse_trees(monkeypatch: pytest.MonkeyPa
 
 # ---------------------------------------------------------------- the Struct types
 
-SMALL: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["name", "mode"],
-            "properties": {
-                "name": {"type": "string", "minLength": 2, "maxLength": 3},
-                "mode": {"type": "string", "enum": ["A", "B"], "default": "A"},
-                "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                "code": {"type": "integer", "enum": [301, 302]},
-                "weight": {"type": "number", "maximum": 2.5},
-                "on": {"type": "boolean"},
-                "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
-                "labels": {
-                    "type": "object",
-                    "maxProperties": 1,
-                    "additionalProperties": {"type": "string", "maxLength": 1},
-                },
-                "any": {"x-kubernetes-int-or-string": True},
-                "empty": {"type": "object"},
+
+def _kind(spec: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a kind of test objects whose ``spec`` has the schema ``spec``."""
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+        },
+    }
+
+
+SMALL: dict[str, Any] = _kind(
+    {
+        "type": "object",
+        "required": ["name", "mode"],
+        "properties": {
+            "name": {"type": "string", "minLength": 2, "maxLength": 3},
+            "mode": {"type": "string", "enum": ["A", "B"], "default": "A"},
+            "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+            "code": {"type": "integer", "enum": [301, 302]},
+            "weight": {"type": "number", "maximum": 2.5},
+            "on": {"type": "boolean"},
+            "tags": {"type": "array", "maxItems": 2, "items": {"type": "string"}},
+            "labels": {
+                "type": "object",
+                "maxProperties": 1,
+                "additionalProperties": {"type": "string", "maxLength": 1},
             },
+            "any": {"x-kubernetes-int-or-string": True},
+            "empty": {"type": "object"},
         },
     },
-}
+)
 SMALL_VALUES = st.one_of(
     st.sampled_from(
         ["ab", "abc", "abcd", "é\U0001f600", "\U0001f600" * 3, "\U0001f600" * 4, "A", "B", "C"]
@@ -653,60 +661,51 @@ def test_every_served_version_is_checked_by_struct_types_first() -> None:
 # split by the cases of an enum field or a list of one element (schemacode's `split`), pinned
 # where the enum decides a rule: each answers as the walk (the closures) does, and the
 # near-misses (an optional field, a rule the enum does not decide) are not folded.
-FOLDED: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["type"],
-            "properties": {
-                "type": {"type": "string", "enum": ["A", "B", "C"]},
-                "d": {"type": "string", "default": "x"},
-                "o": {"type": "string"},
-                "a": {"type": "string"},
-                "b": {"type": "string"},
+FOLDED: dict[str, Any] = _kind(
+    {
+        "type": "object",
+        "required": ["type"],
+        "properties": {
+            "type": {"type": "string", "enum": ["A", "B", "C"]},
+            "d": {"type": "string", "default": "x"},
+            "o": {"type": "string"},
+            "a": {"type": "string"},
+            "b": {"type": "string"},
+            "items": {
+                "type": "array",
+                "maxItems": 3,
                 "items": {
-                    "type": "array",
-                    "maxItems": 3,
-                    "items": {
-                        "type": "object",
-                        "required": ["name"],
-                        "properties": {
-                            "name": {"type": "string"},
-                            "k": {"type": "string", "default": "K"},
-                            "v": {"type": "string"},
-                        },
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "k": {"type": "string", "default": "K"},
+                        "v": {"type": "string"},
                     },
-                    "x-kubernetes-validations": [
-                        {"rule": "self.all(x, self.exists_one(y, y.name == x.name))"},
-                        {"rule": "self.all(x, x.k == x.k && has(x.k))"},
-                        {"rule": "self.filter(x, x.name == 'n').size() <= 1"},
-                        {
-                            "rule": "!(self.exists(x, x.name == 'n') && "
-                            "self.exists(x, x.name == 'm'))"
-                        },
-                        {"rule": "self.all(x, !has(x.v) || x.v == x.v)"},
-                        {"rule": "self.all(x, has(x.v) || x.name != 'v')"},
-                    ],
                 },
+                "x-kubernetes-validations": [
+                    {"rule": "self.all(x, self.exists_one(y, y.name == x.name))"},
+                    {"rule": "self.all(x, x.k == x.k && has(x.k))"},
+                    {"rule": "self.filter(x, x.name == 'n').size() <= 1"},
+                    {"rule": "!(self.exists(x, x.name == 'n') && self.exists(x, x.name == 'm'))"},
+                    {"rule": "self.all(x, !has(x.v) || x.v == x.v)"},
+                    {"rule": "self.all(x, has(x.v) || x.name != 'v')"},
+                ],
             },
-            "x-kubernetes-validations": [
-                {"rule": "has(self.a) == (self.type == 'A')"},
-                {"rule": "!has(self.b) || self.type == 'B'"},
-                {"rule": "self.type in ['A', 'B'] || self.type == 'C'"},
-                {"rule": "self.type == 'A' ? true : self.type != 'A'"},
-                {"rule": "self.type != 'C' || self.d == 'x' || has(self.o)"},
-                {"rule": "has(self.d) && self.d == self.d"},
-                {"rule": "has(self.o) ? self.o == self.o : true"},
-                {"rule": "(self.type == 'B' && self.type == 'C') ? false : true"},
-                {"rule": "!has(self.o) || self.o != ''"},
-            ],
         },
+        "x-kubernetes-validations": [
+            {"rule": "has(self.a) == (self.type == 'A')"},
+            {"rule": "!has(self.b) || self.type == 'B'"},
+            {"rule": "self.type in ['A', 'B'] || self.type == 'C'"},
+            {"rule": "self.type == 'A' ? true : self.type != 'A'"},
+            {"rule": "self.type != 'C' || self.d == 'x' || has(self.o)"},
+            {"rule": "has(self.d) && self.d == self.d"},
+            {"rule": "has(self.o) ? self.o == self.o : true"},
+            {"rule": "(self.type == 'B' && self.type == 'C') ? false : true"},
+            {"rule": "!has(self.o) || self.o != ''"},
+        ],
     },
-}
+)
 _FOLDED_ITEMS = st.lists(
     st.fixed_dictionaries(
         {"name": st.sampled_from(["n", "m", "v", "w"])},
