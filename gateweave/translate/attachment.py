@@ -15,10 +15,11 @@ from gateweave.translate import conditions as c
 # the route kinds apart), and ``order``, the route's four-item sort key, are tuples of fixed
 # lengths, so the key compares as their items laid out flat would. The IR route goes last: the
 # elements before it are unique per route kind, route, rule and match, so the route is never
-# compared and a plain sort orders the keys. Once sorted (``sorted_http``), a translation keeps
-# its routes and their shapes only, and makes keys again where routes of several translations
+# compared and a plain sort orders the keys. The keys live only while a route's rules are
+# translated (rules.translate_rules); once sorted (``keep_sorted``), a translation keeps its
+# routes and their shapes only, and makes keys again where routes of several translations
 # are merged (``precedence_keys``: the position in ``sorted_http`` for the rule and match
-# indexes, which it orders alike). Memory at scale: docs/benchmarks.md, fifth round.
+# indexes, which it orders alike). Memory at scale: docs/benchmarks.md, fifth and eighth rounds.
 PrecedenceKey = tuple[Any, ...]
 _FIRST, _LAST = itemgetter(0), itemgetter(-1)  # a key's shape, its IR route
 # (namespace, Service name, port name); of any length for mypyc, which would make a new tuple
@@ -33,9 +34,9 @@ class RouteTranslation:
     kind: str
     route: Any
     order: tuple[Any, ...] = ()  # HTTPRoute/GRPCRoute: its sort_key (context.sort_key)
-    # HTTPRoute/GRPCRoute: one IR route per match of each valid rule, with its precedence key
-    # (emptied once sorted: see ``sorted_http``).
-    http: list[PrecedenceKey] = field(default_factory=list)
+    # HTTPRoute/GRPCRoute: one IR route per match of each valid rule, in precedence order
+    # (names are unique within one route; set by ``keep_sorted``).
+    sorted_http: tuple[ir.Route, ...] = ()
     # TLSRoute/TCPRoute/UDPRoute: where connections go (empty: reject them).
     tcp: tuple[ir.WeightedCluster, ...] = ()
     # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per
@@ -43,8 +44,9 @@ class RouteTranslation:
     tcp_terminated: tuple[ir.WeightedCluster, ...] = ()
     clusters: dict[str, ir.Cluster] = field(default_factory=dict)
     # HTTPRoute/GRPCRoute: names of the clusters its IR routes send to (backends and mirrors;
-    # a name may repeat), added as each rule's routes are made.
-    http_clusters: list[str] = field(default_factory=list)
+    # a name may repeat), collected as each rule's routes are made (``use_clusters``); a tuple
+    # (the empty one shared), as a translation is kept per route.
+    http_clusters: tuple[str, ...] = ()
     # Service ports it sends to (BackendTLSPolicy ancestors) and Envoy Gateway Backends it
     # refers to (their status), each once: tuples, as an incremental translation keeps one
     # translation per route (use_service, use_backend add to them).
@@ -84,52 +86,48 @@ class RouteTranslation:
             self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
         )
 
-    # Computed once the route's rules are translated (rules.translate_rules), else on first use.
-    _sorted_http: tuple[ir.Route, ...] | None = field(default=None, repr=False, compare=False)
+    # The match shapes of ``sorted_http``'s precedence keys (one shared tuple per distinct
+    # sequence in a translation: RuleMemo.shape_runs)
     _shapes: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
 
-    @property
-    def sorted_http(self) -> tuple[ir.Route, ...]:
-        """The IR routes in precedence order (names are unique within one route)."""
-        if self._sorted_http is None:
-            return self.sort_http()
-        return self._sorted_http
-
-    def sort_http(self) -> tuple[ir.Route, ...]:
-        """Sort the IR routes made so far (``sorted_http``) and drop their keys (made again
-        where needed: ``precedence_keys``). Called as soon as a route's rules are translated:
-        its keys are freed before the next route's are made, which then reuse their memory."""
-        keys = self.http
+    def keep_sorted(
+        self,
+        keys: list[PrecedenceKey],
+        runs: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]],
+    ) -> None:
+        """Keep the IR routes of ``keys`` (this route's, emptied here) in precedence order
+        (``sorted_http``) and their shapes, the keys being made again where needed
+        (``precedence_keys``). Called as soon as a route's rules are translated: its keys are
+        freed before the next route's are made, which then reuse their memory. ``runs``: the
+        shared instance of each sequence of shapes (many routes have the same)."""
         keys.sort()
-        self._sorted_http = out = tuple(map(_LAST, keys))
-        self._shapes = tuple(map(_FIRST, keys))
+        self.sorted_http = tuple(map(_LAST, keys))
+        shapes = tuple(map(_FIRST, keys))
+        self._shapes = runs.setdefault(shapes, shapes)
         keys.clear()
-        return out
 
     def precedence_keys(self) -> list[PrecedenceKey]:
         """Keys of ``sorted_http`` that order it among the routes of other translations as
         its precedence keys would: ``(shape, order, position, IR route)``."""
-        routes = self.sorted_http  # (first: sorting sets the shapes)
-        pairs = zip(self._shapes, routes, strict=True)
+        pairs = zip(self._shapes, self.sorted_http, strict=True)
         order = self.order
         return [(shape, order, i, r) for i, (shape, r) in enumerate(pairs)]
 
-    def use_clusters(
-        self,
-        backends: tuple[ir.WeightedCluster, ...],
-        mirrors: tuple[ir.Mirror, ...],
-        auth: ir.ExtAuth | None = None,
-    ) -> None:
-        """Record the clusters a rule's IR routes send to (see ``http_clusters``), its auth
-        service's too.
-        """
-        used = self.http_clusters
-        for w in backends:
-            used.append(w.cluster)
-        for mi in mirrors:
-            used.append(mi.cluster)
-        if auth is not None:
-            used.append(auth.cluster)
+
+def use_clusters(
+    used: list[str],
+    backends: tuple[ir.WeightedCluster, ...],
+    mirrors: tuple[ir.Mirror, ...],
+    auth: ir.ExtAuth | None = None,
+) -> None:
+    """Add to ``used`` the clusters a rule's IR routes send to (``http_clusters`` to be), its
+    auth service's too."""
+    for w in backends:
+        used.append(w.cluster)
+    for mi in mirrors:
+        used.append(mi.cluster)
+    if auth is not None:
+        used.append(auth.cluster)
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateweave import ir
 from gateweave.api import models as m
-from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
+from gateweave.translate.attachment import PrecedenceKey, RouteTranslation, use_clusters
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.filters import (
     RuleError,
@@ -35,9 +35,12 @@ def _rule(
     rule: m.GRPCRouteRule,
     prefix: str,
     order: Order,
+    keys: list[PrecedenceKey],
+    used: list[str],
 ) -> None:
-    """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
-    raises RuleError (before appending anything) when the rule cannot be implemented."""
+    """Append the precedence keys of the rule's IR routes, one per match, to ``keys`` and the
+    clusters they send to to ``used`` (rules.OneRule); raises RuleError (before appending
+    anything) when the rule cannot be implemented."""
     memo = resolver.memo
     matches = rule.matches or _ANY_MATCH
     ir_matches = [_match(mt, memo) for mt in matches]
@@ -51,8 +54,8 @@ def _rule(
     if filters.unresolved or not backends:
         backends, direct_status, mirrored = (), 500, ()
     name = f"{prefix}{i}/match/"
-    tr.use_clusters(backends, mirrored)
-    out = tr.http
+    use_clusters(used, backends, mirrored)
+    out = keys
     for j, (mt, (svc_len, method_len)) in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",

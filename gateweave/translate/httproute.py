@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateweave import ir
 from gateweave.api import models as m
-from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
+from gateweave.translate.attachment import PrecedenceKey, RouteTranslation, use_clusters
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.filters import (
     BackendFilters,
@@ -41,16 +41,19 @@ def _rule(
     rule: m.HTTPRouteRule,
     prefix: str,
     order: Order,
+    keys: list[PrecedenceKey],
+    used: list[str],
 ) -> None:
-    """Append the rule's IR routes, one per match, with their precedence keys, to ``tr.http``;
-    raises RuleError (before appending anything) when the rule cannot be implemented.
+    """Append the precedence keys of the rule's IR routes, one per match, to ``keys`` and the
+    clusters they send to to ``used`` (rules.OneRule); raises RuleError (before appending
+    anything) when the rule cannot be implemented.
 
     A rule of the commonest shape (:func:`plain_rule`) here, with what it leaves out left out:
     each backendRef's use taken whole from the resolver (``http_ref``), the IR routes made with
     their header modifiers and backends only; any other by :func:`_general_rule`, the
     reference this must agree with."""
     if not plain_rule(rule):
-        _general_rule(tr, resolver, i, rule, prefix, order)
+        _general_rule(tr, resolver, i, rule, prefix, order, keys, used)
         return
     memo = resolver.memo
     ir_matches = _matches(rule, memo)
@@ -73,11 +76,10 @@ def _rule(
             resp_h = mods if resp_h is None else merge_mods(resp_h, mods)
     backends = plain_backends(tr, resolver, rule.backend_refs)
     direct_status = None if backends else 500
-    used = tr.http_clusters
     for w in backends:
         used.append(w.cluster)
     name = f"{prefix}{i}/match/"
-    append = tr.http.append
+    append = keys.append
     for j, mt in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",
@@ -120,6 +122,8 @@ def _general_rule(
     rule: m.HTTPRouteRule,
     prefix: str,
     order: Order,
+    keys: list[PrecedenceKey],
+    used: list[str],
 ) -> None:
     """:func:`_rule` of any rule."""
     memo = resolver.memo
@@ -159,9 +163,9 @@ def _general_rule(
     mirrored = () if direct_status is not None or redirect is not None else filters.mirrors
     url_rewrite = filters.url_rewrite if redirect is None else None
 
-    tr.use_clusters(backends, mirrored, filters.ext_auth)
+    use_clusters(used, backends, mirrored, filters.ext_auth)
     name = f"{prefix}{i}/match/"
-    append = tr.http.append
+    append = keys.append
     for j, mt in enumerate(ir_matches):
         r = ir.Route(
             name=f"{name}{j}",

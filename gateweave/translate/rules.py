@@ -9,15 +9,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateweave import ir
-from gateweave.translate.attachment import RouteTranslation
+from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.context import SortKey
 from gateweave.translate.filters import RuleError
 
 Order = SortKey
-# (translation, resolver, rule index, rule, IR route name prefix, route order) -> appends the
-# rule's IR routes to the translation, or raises RuleError before appending any.
-OneRule = Callable[[RouteTranslation, BackendResolver, int, Any, str, Order], None]
+# (translation, resolver, rule index, rule, IR route name prefix, route order, keys, cluster
+# names) -> appends the precedence keys of the rule's IR routes to ``keys`` and the names of the
+# clusters they send to to ``cluster names``, or raises RuleError before appending any.
+OneRule = Callable[
+    [RouteTranslation, BackendResolver, int, Any, str, Order, list[PrecedenceKey], list[str]], None
+]
 
 
 def translate_rules(
@@ -34,10 +37,16 @@ def translate_rules(
     # Per-route invariants of every rule's IR routes: the name prefix and the precedence tie-break.
     meta = route.metadata
     prefix = ir.route_prefix(kind, meta.namespace, meta.name)
+    # What the rules make, kept by the translation in its final form only (memory at scale:
+    # docs/benchmarks.md, eighth round): the keys as the sorted routes, the names as a tuple.
+    keys: list[PrecedenceKey] = []
+    used: list[str] = []
     for i, rule in enumerate(rules):
         try:
-            one_rule(tr, resolver, i, rule, prefix, order)
+            one_rule(tr, resolver, i, rule, prefix, order, keys, used)
         except RuleError as err:
             tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
-    tr.sort_http()
+    tr.keep_sorted(keys, resolver.memo.shape_runs)
+    if used:
+        tr.http_clusters = tuple(used)
     return tr

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from gateweave.api import models as m
 from gateweave.snapshot import Snapshot
 from gateweave.translate import TranslateOptions, httproute
-from gateweave.translate.attachment import RouteTranslation
+from gateweave.translate.attachment import PrecedenceKey, RouteTranslation
 from gateweave.translate.backends import BackendResolver
 from gateweave.translate.backendtls import BackendTLSIndex
 from gateweave.translate.context import Ctx, sort_key
@@ -193,12 +193,16 @@ def _translate(ctx: Ctx, routes: list[m.HTTPRoute], one_rule: OneRule) -> list[t
         tr = RouteTranslation(kind="HTTPRoute", route=route, order=sort_key(route))
         tr.rule_count = len(rules)
         steps = []
+        keys: list[PrecedenceKey] = []
+        used: list[str] = []
         for i, rule in enumerate(rules):
             try:
-                one_rule(tr, resolver, i, rule, f"httproute/{TEAM}/r/rule/", tr.order)
+                one_rule(tr, resolver, i, rule, f"httproute/{TEAM}/r/rule/", tr.order, keys, used)
             except RuleError as err:
                 tr.drop_rule(f"rule {i}", str(err), err.incompatible_filters)
-            steps.append((list(tr.http), list(tr.clusters.items()), tr.services, tr.refs_problem))
+            steps.append(
+                (list(keys), list(used), list(tr.clusters.items()), tr.services, tr.refs_problem)
+            )
         touched = set(resolver.touched)
         again = translate_rules("HTTPRoute", route, rules, resolver, tr.order, one_rule)
         out.append((tr, steps, touched, again.sorted_http, again.precedence_keys(), again))
@@ -212,7 +216,7 @@ def _fast_path_taken(ctx: Ctx, route: m.HTTPRoute, i: int, rule: m.HTTPRouteRule
     resolver = BackendResolver(ctx, BackendTLSIndex(ctx))
     tr = RouteTranslation(kind="HTTPRoute", route=route, order=sort_key(route))
     try:
-        httproute._rule(tr, resolver, i, rule, "p/", tr.order)
+        httproute._rule(tr, resolver, i, rule, "p/", tr.order, [], [])
     except RuleError:
         return None
     if not rule.backend_refs:

@@ -1,0 +1,37 @@
+"""What a translation keeps per route is shared where routes or listeners have it alike
+(docs/benchmarks.md, memory at 10,000 routes, eighth round): these tests assert the identities,
+and that sharing changes no result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateweave.snapshot import Snapshot
+from gateweave.translate import TranslateOptions
+from gateweave.translate.attachment import Attachment
+from gateweave.translate.core import run_pipeline
+from tests.translate.test_route_sharing import objects, prefix, route, rule
+
+
+def _attachments(objs: list[Any]) -> list[Attachment]:
+    _, _, gws = run_pipeline(Snapshot.from_objects(objs), TranslateOptions())
+    return [att for gw in gws for lc in gw.listeners for att in lc.routes]
+
+
+def test_routes_of_the_same_match_shapes_share_their_sequence() -> None:
+    routes = [route(f"r{i}", rule(prefix("/a"), prefix("/bb"))) for i in range(3)]
+    atts = _attachments([*objects(), *routes])
+    assert len(atts) == 3
+    shapes = [att.translation._shapes for att in atts]
+    assert len(shapes[0]) == 2
+    assert all(s is shapes[0] for s in shapes)
+    other = _attachments([*objects(), route("x", rule(prefix("/a")))])
+    assert other[0].translation._shapes != shapes[0]
+
+
+def test_a_route_keeps_its_cluster_names_as_a_tuple() -> None:
+    atts = _attachments([*objects(), route("r", rule(prefix("/a")), rule(prefix("/b")))])
+    names = atts[0].translation.http_clusters
+    assert type(names) is tuple
+    assert len(names) == 2 and len(set(names)) == 1
+    assert atts[0].translation.sorted_http
