@@ -188,8 +188,9 @@ def _other_options(options: TranslateOptions) -> TranslateOptions:
 
 def _order(kind: str, route: Any) -> tuple[Any, ...]:
     """The order a full translation visits routes in (and lists them on a listener): the
-    kind's index, then the route's sort_key (a tuple of four: compared as if laid out flat; an
-    entry keeps the one instance its translation holds)."""
+    kind's index, then the route's sort_key (a tuple of four: compared as if laid out flat).
+    Made when needed, not kept per entry (a pair per route: docs/benchmarks.md, eighth
+    round)."""
     return (_KIND_INDEX[kind], sort_key(route))
 
 
@@ -197,13 +198,29 @@ def _att_order(att: Attachment) -> tuple[Any, ...]:
     return _order(att.translation.kind, att.translation.route)
 
 
+def _attachments(
+    tr: RouteTranslation, attached: list[tuple[ListenerCtx, tuple[str, ...] | None]]
+) -> tuple[Attachment, ...]:
+    """A route's attachments, parallel to the listeners it attached to: one per distinct set
+    of hostnames, shared by the listeners it serves alike (a route on an HTTP and an HTTPS
+    listener, say) until a policy's effects tell them apart (``_own``)."""
+    out: list[Attachment] = []
+    for _, hosts in attached:
+        for att in out:
+            if att.hostnames == hosts:
+                break
+        else:
+            att = Attachment(translation=tr, hostnames=hosts)
+        out.append(att)
+    return tuple(out)
+
+
 @dataclass(eq=False, slots=True)
 class _Entry:
     """One route as the previous translation left it."""
 
     key: RouteKey
-    model: Any
-    order: tuple[Any, ...]
+    model: Any  # (its place among a listener's routes: _order(key[0], model), not kept)
     translation: RouteTranslation
     atts: tuple[Attachment, ...]  # one per listener it attached to
     listeners: tuple[ListenerCtx, ...]  # parallel to atts
@@ -647,8 +664,10 @@ class IncrementalTranslator:
                 before = attacher.reattach(pctx, mine, self._resolved, self._policy_statuses)
                 scopes = _moved_scopes(before, attacher.index)
         index = self._pindex
-        todo: dict[int, tuple[ListenerCtx, RouteKey, Attachment]] = {
-            id(att): (lc, key, att) for lc, key, att in fresh
+        # (by listener and attachment: the listeners of a route share its attachment while no
+        # policy's effects tell them apart)
+        todo: dict[tuple[int, int], tuple[ListenerCtx, RouteKey, Attachment]] = {
+            (id(lc), id(att)): (lc, key, att) for lc, key, att in fresh
         }
         listeners: list[ListenerCtx] = []
         if scopes is None:
@@ -660,7 +679,7 @@ class IncrementalTranslator:
                     entry = self._entries.get((s.kind, s.namespace, s.name))
                     if entry is not None:
                         for lc, att in zip(entry.listeners, entry.atts, strict=True):
-                            todo[id(att)] = (lc, entry.key, att)
+                            todo[(id(lc), id(att))] = (lc, entry.key, att)
             side = {s for s in held if s.level > ROUTE}
             if side:
                 for gw in self._gws:
@@ -669,7 +688,8 @@ class IncrementalTranslator:
                             listeners.append(lc)
                             for att in lc.routes:
                                 meta = att.route.metadata
-                                todo[id(att)] = (lc, (att.kind, meta.namespace, meta.name), att)
+                                key = (att.kind, meta.namespace, meta.name)
+                                todo[(id(lc), id(att))] = (lc, key, att)
         kinds = route_effect_kinds(index)
         for lc, key, att in todo.values():
             effects, clusters = attachment_effects(index, kinds, lc, att)
@@ -677,6 +697,7 @@ class IncrementalTranslator:
                 continue
             if att.effect_clusters:
                 del self._effect_atts[lc][key]
+            att = self._own(lc, key, att)
             att.effects, att.effect_clusters = effects, clusters
             if clusters:
                 self._effect_atts.setdefault(lc, {})[key] = att
@@ -804,11 +825,8 @@ class IncrementalTranslator:
         entry = _Entry(
             key=key,
             model=route,
-            order=(_KIND_INDEX[kind], order),
             translation=tr,
-            atts=tuple(
-                Attachment(translation=tr, hostnames=hosts) for _, hosts in outcome.attached
-            ),
+            atts=_attachments(tr, outcome.attached),
             listeners=self._shared(tuple([lc for lc, _ in outcome.attached])),
             accepted_by=self._shared(tuple(outcome.accepted_by)),
             status=status,
@@ -830,15 +848,42 @@ class IncrementalTranslator:
             if known is None or known != cl:
                 self._clusters[name] = cl
             self._cluster_refs[name] = self._cluster_refs.get(name, 0) + 1
+        place = (_KIND_INDEX[kind], order)  # (_order's, from the sort key at hand)
         for lc, att in zip(entry.listeners, entry.atts, strict=True):
             self._fresh.append((lc, key, att))
             lc.attached_routes += 1
             routes_of = lc.routes
-            if not routes_of or _att_order(routes_of[-1]) < entry.order:
+            if not routes_of or _att_order(routes_of[-1]) < place:
                 routes_of.append(att)
             else:
-                routes_of.insert(bisect.bisect_left(routes_of, entry.order, key=_att_order), att)
+                routes_of.insert(bisect.bisect_left(routes_of, place, key=_att_order), att)
             self._index(lc, entry, att, add=True)
+
+    def _own(self, lc: ListenerCtx, key: RouteKey, att: Attachment) -> Attachment:
+        """Route ``key``'s attachment to listener ``lc`` for ``lc`` alone: ``att`` itself when no
+        other listener holds it, else a copy put in its place (in the entry, the listener's
+        routes and its per-domain index), for effects of ``lc``'s own."""
+        entry = self._entries.get(key)
+        if entry is None or sum(1 for a in entry.atts if a is att) < 2:
+            return att
+        own = Attachment(translation=att.translation, hostnames=att.hostnames)
+        entry.atts = tuple(
+            [
+                own if a is att and held is lc else a
+                for held, a in zip(entry.listeners, entry.atts, strict=True)
+            ]
+        )
+        routes_of = lc.routes
+        i = bisect.bisect_left(routes_of, _order(key[0], entry.model), key=_att_order)
+        while routes_of[i] is not att:
+            i += 1
+        routes_of[i] = own
+        by_domain = self._domain_atts.get(lc, {})
+        for domain in att.hostnames or ("*",):
+            bucket = by_domain.get(domain)
+            if bucket is not None:
+                by_domain[domain] = tuple([own if a is att else a for a in bucket])
+        return own
 
     def _shared(self, items: tuple[Any, ...]) -> tuple[Any, ...]:
         """The one kept instance of a tuple equal to ``items`` (of listeners or Gateways)."""
@@ -874,12 +919,13 @@ class IncrementalTranslator:
             else:
                 del self._cluster_refs[name]
                 del self._clusters[name]
+        place = _order(entry.key[0], entry.model)
         for lc, att in zip(entry.listeners, entry.atts, strict=True):
             if att.effect_clusters:
                 del self._effect_atts[lc][entry.key]
             lc.attached_routes -= 1
             routes_of = lc.routes
-            i = bisect.bisect_left(routes_of, entry.order, key=_att_order)
+            i = bisect.bisect_left(routes_of, place, key=_att_order)
             while routes_of[i] is not att:
                 i += 1
             del routes_of[i]
