@@ -42,7 +42,9 @@ class RouteTranslation:
     # TLSRoute behind a TLS-terminating listener: the same backends, re-encrypted per
     # BackendTLSPolicy.
     tcp_terminated: tuple[ir.WeightedCluster, ...] = ()
-    clusters: dict[str, ir.Cluster] = field(default_factory=dict)
+    # The clusters it sends to, each once (a tuple: a dict of a few is three times the memory,
+    # and a translation is kept per route); made in BackendResolver.clusters, kept when done.
+    clusters: tuple[ir.Cluster, ...] = ()
     # HTTPRoute/GRPCRoute: names of the clusters its IR routes send to (backends and mirrors;
     # a name may repeat), collected as each rule's routes are made (``use_clusters``); a tuple
     # (the empty one shared), as a translation is kept per route.
@@ -105,6 +107,12 @@ class RouteTranslation:
         shapes = tuple(map(_FIRST, keys))
         self._shapes = runs.setdefault(shapes, shapes)
         keys.clear()
+
+    def keep_clusters(self, made: dict[str, ir.Cluster]) -> None:
+        """Keep the clusters ``made`` while translating this route (emptied here)."""
+        if made:
+            self.clusters = tuple(made.values())
+            made.clear()
 
     def precedence_keys(self) -> list[PrecedenceKey]:
         """Keys of ``sorted_http`` that order it among the routes of other translations as

@@ -142,6 +142,9 @@ class BackendResolver:
         self.memo = RuleMemo()
         # An HTTPRoute backendRef without filters: (route namespace, backendRef) -> its use
         self.http_uses: dict[tuple[str, m.HTTPBackendRef], RefUse] = {}
+        # The clusters of the route being translated, by name, each once (the translation keeps
+        # them as a tuple when done: RouteTranslation.keep_clusters)
+        self.clusters: dict[str, ir.Cluster] = {}
 
     def resolve(
         self,

@@ -371,7 +371,7 @@ def _filter_cluster(
         if backend.problem is not None:
             tr.note_refs(c.prefixed(backend.problem, f"{what}: "))
         return None
-    tr.clusters[backend.cluster.name] = backend.cluster
+    resolver.clusters[backend.cluster.name] = backend.cluster
     if backend.service:
         tr.use_service(backend.service)
     return backend.cluster.name
@@ -427,7 +427,7 @@ def weighted_backends(
     kind = tr.kind
     resolve = resolver.resolve
     shared = resolver.memo.weighted_cluster
-    clusters = tr.clusters
+    clusters = resolver.clusters
     out: list[ir.WeightedCluster] = []
     valid_weight = 0
     invalid = False
@@ -480,7 +480,7 @@ def plain_backends(
     ns = tr.route.metadata.namespace
     uses = resolver.http_uses
     touched = resolver.touched
-    clusters = tr.clusters
+    clusters = resolver.clusters
     out: list[ir.WeightedCluster] = []
     valid_weight = 0
     invalid = False

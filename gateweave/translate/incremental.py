@@ -843,7 +843,8 @@ class IncrementalTranslator:
             for gw in entry.accepted_by:
                 counts = self._using.setdefault(port, {})
                 counts[gw] = counts.get(gw, 0) + 1
-        for name, cl in tr.clusters.items():
+        for cl in tr.clusters:
+            name = cl.name
             known = self._clusters.get(name)
             if known is None or known != cl:
                 self._clusters[name] = cl
@@ -912,7 +913,8 @@ class IncrementalTranslator:
                     del counts[gw]
                     if not counts:
                         del self._using[port]
-        for name in entry.translation.clusters:
+        for cl in entry.translation.clusters:
+            name = cl.name
             left = self._cluster_refs[name] - 1
             if left:
                 self._cluster_refs[name] = left

@@ -17,6 +17,7 @@ def translate_l4_route(kind: str, route: Any, resolver: BackendResolver) -> Rout
     connections is refused (Gateway API: the proportion routed to an invalid backend is rejected).
     """
     tr = RouteTranslation(kind=kind, route=route)
+    resolver.clusters.clear()
     tr.rule_count = len(route.spec.rules)
     refs = [ref for rule in route.spec.rules for ref in rule.backend_refs]
     tr.tcp = weighted_backends(tr, resolver, refs)
@@ -28,4 +29,5 @@ def translate_l4_route(kind: str, route: Any, resolver: BackendResolver) -> Rout
             tr.refs_problem is not before
         ):  # only a policy differs: a problem of terminating listeners alone
             tr.terminated_refs_problem, tr.refs_problem = tr.refs_problem, before
+    tr.keep_clusters(resolver.clusters)
     return tr

@@ -41,12 +41,14 @@ def translate_rules(
     # docs/benchmarks.md, eighth round): the keys as the sorted routes, the names as a tuple.
     keys: list[PrecedenceKey] = []
     used: list[str] = []
+    resolver.clusters.clear()
     for i, rule in enumerate(rules):
         try:
             one_rule(tr, resolver, i, rule, prefix, order, keys, used)
         except RuleError as err:
             tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
     tr.keep_sorted(keys, resolver.memo.shape_runs)
+    tr.keep_clusters(resolver.clusters)
     if used:
         tr.http_clusters = tuple(used)
     return tr

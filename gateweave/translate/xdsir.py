@@ -102,7 +102,8 @@ def _gateway(gw: GatewayCtx) -> ir.XdsGateway:
             tr_id = id(tr)
             if tr_id not in seen:
                 seen.add(tr_id)
-                known.update(tr.clusters)
+                for cl in tr.clusters:
+                    known[cl.name] = cl
             if att.effect_clusters:  # a policy's own upstreams (an auth service)
                 known.update(att.effect_clusters)
                 used.update(att.effect_clusters)

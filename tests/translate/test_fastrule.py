@@ -200,9 +200,8 @@ def _translate(ctx: Ctx, routes: list[m.HTTPRoute], one_rule: OneRule) -> list[t
                 one_rule(tr, resolver, i, rule, f"httproute/{TEAM}/r/rule/", tr.order, keys, used)
             except RuleError as err:
                 tr.drop_rule(f"rule {i}", str(err), err.incompatible_filters)
-            steps.append(
-                (list(keys), list(used), list(tr.clusters.items()), tr.services, tr.refs_problem)
-            )
+            made = list(resolver.clusters.items())
+            steps.append((list(keys), list(used), made, tr.services, tr.refs_problem))
         touched = set(resolver.touched)
         again = translate_rules("HTTPRoute", route, rules, resolver, tr.order, one_rule)
         out.append((tr, steps, touched, again.sorted_http, again.precedence_keys(), again))

@@ -70,3 +70,10 @@ def test_listeners_served_alike_share_a_route_s_attachment_until_a_policy_tells_
     assert held == {id(one), id(two)}
     got = inc(Snapshot.from_objects(plain))
     assert got == translate(Snapshot.from_objects(plain), TranslateOptions())
+
+
+def test_a_route_keeps_its_clusters_as_a_tuple_each_once() -> None:
+    atts = _attachments([*objects(), route("r", rule(prefix("/a")), rule(prefix("/b")))])
+    clusters = atts[0].translation.clusters
+    assert type(clusters) is tuple
+    assert [cl.name for cl in clusters] == [atts[0].translation.http_clusters[0]]
