@@ -77,3 +77,14 @@ def test_a_route_keeps_its_clusters_as_a_tuple_each_once() -> None:
     clusters = atts[0].translation.clusters
     assert type(clusters) is tuple
     assert [cl.name for cl in clusters] == [atts[0].translation.http_clusters[0]]
+
+
+def test_a_domain_served_by_one_attachment_holds_it_alone() -> None:
+    plain = models(base())
+    inc = IncrementalTranslator(check=True)
+    inc(Snapshot.from_objects(plain))
+    one = _atts(inc)[0]
+    buckets = [b for by_domain in inc._domain_atts.values() for b in by_domain.values()]
+    assert buckets
+    assert any(b is one for b in buckets)
+    assert not any(type(b) is tuple and len(b) < 2 for b in buckets)
