@@ -88,24 +88,17 @@ class RouteTranslation:
             self.rule_count > 0 and len(self.invalid_rules) == self.rule_count
         )
 
-    # The match shapes of ``sorted_http``'s precedence keys (one shared tuple per distinct
-    # sequence in a translation: RuleMemo.shape_runs)
+    # The match shapes of ``sorted_http``'s precedence keys
     _shapes: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
 
-    def keep_sorted(
-        self,
-        keys: list[PrecedenceKey],
-        runs: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]],
-    ) -> None:
+    def keep_sorted(self, keys: list[PrecedenceKey]) -> None:
         """Keep the IR routes of ``keys`` (this route's, emptied here) in precedence order
         (``sorted_http``) and their shapes, the keys being made again where needed
         (``precedence_keys``). Called as soon as a route's rules are translated: its keys are
-        freed before the next route's are made, which then reuse their memory. ``runs``: the
-        shared instance of each sequence of shapes (many routes have the same)."""
+        freed before the next route's are made, which then reuse their memory."""
         keys.sort()
         self.sorted_http = tuple(map(_LAST, keys))
-        shapes = tuple(map(_FIRST, keys))
-        self._shapes = runs.setdefault(shapes, shapes)
+        self._shapes = tuple(map(_FIRST, keys))
         keys.clear()
 
     def keep_clusters(self, made: dict[str, ir.Cluster]) -> None:

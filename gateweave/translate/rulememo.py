@@ -34,15 +34,7 @@ class NamedMatch(Protocol):
 class RuleMemo:
     """Per-translation memo tables (keys are model values: frozen, hashable Structs)."""
 
-    __slots__ = (
-        "header_mods",
-        "headers",
-        "query_params",
-        "response_mods",
-        "shape_runs",
-        "shapes",
-        "weighted",
-    )
+    __slots__ = ("header_mods", "headers", "query_params", "response_mods", "shapes", "weighted")
 
     def __init__(self) -> None:
         self.headers: dict[Sequence[NamedMatch], tuple[ir.StringMatch, ...] | str] = {}
@@ -53,9 +45,6 @@ class RuleMemo:
         self.weighted: dict[tuple[str, int], ir.WeightedCluster] = {}
         # A precedence key's match shape (attachment.PrecedenceKey) -> its one shared instance
         self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
-        # A route's sequence of those shapes, in precedence order -> its one shared instance
-        # (RouteTranslation.keep_sorted)
-        self.shape_runs: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]] = {}
 
     def shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shared instance of a precedence key's ``shape`` (equal shapes: one tuple)."""

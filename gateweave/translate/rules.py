@@ -47,7 +47,7 @@ def translate_rules(
             one_rule(tr, resolver, i, rule, prefix, order, keys, used)
         except RuleError as err:
             tr.drop_rule(f"rule {rule.name or i}", str(err), err.incompatible_filters)
-    tr.keep_sorted(keys, resolver.memo.shape_runs)
+    tr.keep_sorted(keys)
     tr.keep_clusters(resolver.clusters)
     if used:
         tr.http_clusters = tuple(used)

@@ -20,17 +20,6 @@ def _attachments(objs: list[Any]) -> list[Attachment]:
     return [att for gw in gws for lc in gw.listeners for att in lc.routes]
 
 
-def test_routes_of_the_same_match_shapes_share_their_sequence() -> None:
-    routes = [route(f"r{i}", rule(prefix("/a"), prefix("/bb"))) for i in range(3)]
-    atts = _attachments([*objects(), *routes])
-    assert len(atts) == 3
-    shapes = [att.translation._shapes for att in atts]
-    assert len(shapes[0]) == 2
-    assert all(s is shapes[0] for s in shapes)
-    other = _attachments([*objects(), route("x", rule(prefix("/a")))])
-    assert other[0].translation._shapes != shapes[0]
-
-
 def test_a_route_keeps_its_cluster_names_as_a_tuple() -> None:
     atts = _attachments([*objects(), route("r", rule(prefix("/a")), rule(prefix("/b")))])
     names = atts[0].translation.http_clusters
