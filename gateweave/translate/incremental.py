@@ -213,10 +213,10 @@ def _bucket_atts(bucket: _Bucket) -> tuple[Attachment, ...]:
 
 def _attachments(
     tr: RouteTranslation, attached: list[tuple[ListenerCtx, tuple[str, ...] | None]]
-) -> tuple[Attachment, ...]:
-    """A route's attachments, parallel to the listeners it attached to: one per distinct set
-    of hostnames, shared by the listeners it serves alike (a route on an HTTP and an HTTPS
-    listener, say) until a policy's effects tell them apart (``_own``)."""
+) -> Attachment | tuple[Attachment, ...]:
+    """A route's attachments, parallel to the listeners it attached to (``_Entry.held``): one
+    per distinct set of hostnames, shared by the listeners it serves alike (a route on an
+    HTTP and an HTTPS listener, say) until a policy's effects tell them apart (``_own``)."""
     out: list[Attachment] = []
     for _, hosts in attached:
         for att in out:
@@ -225,7 +225,18 @@ def _attachments(
         else:
             att = Attachment(translation=tr, hostnames=hosts)
         out.append(att)
-    return tuple(out)
+    return _held(tuple(out))
+
+
+def _held(atts: tuple[Attachment, ...]) -> Attachment | tuple[Attachment, ...]:
+    """``atts`` as an entry holds them (``_Entry.held``)."""
+    if not atts:
+        return atts
+    first = atts[0]
+    for att in atts:
+        if att is not first:
+            return atts
+    return first
 
 
 @dataclass(eq=False, slots=True)
@@ -235,12 +246,20 @@ class _Entry:
     key: RouteKey
     model: Any  # (its place among a listener's routes: _order(key[0], model), not kept)
     translation: RouteTranslation
-    atts: tuple[Attachment, ...]  # one per listener it attached to
+    # its attachment to each listener it attached to (``atts``): the attachment alone when
+    # every one of them holds the same (most routes: no tuple per entry), else one per listener
+    held: Attachment | tuple[Attachment, ...]
     listeners: tuple[ListenerCtx, ...]  # parallel to atts
     accepted_by: tuple[GatewayCtx, ...]
     status: dict[str, Any]
     services: tuple[tuple[str, ...], ...]  # the Services (NN) it looked up (found or not)
     backends: tuple[NN, ...]  # Envoy Gateway Backends it refers to, when it is ours (their status)
+
+    @property
+    def atts(self) -> tuple[Attachment, ...]:
+        """One attachment per listener, parallel to ``listeners``."""
+        held = self.held
+        return (held,) * len(self.listeners) if isinstance(held, Attachment) else held
 
 
 @dataclass(eq=False)
@@ -839,7 +858,7 @@ class IncrementalTranslator:
             key=key,
             model=route,
             translation=tr,
-            atts=_attachments(tr, outcome.attached),
+            held=_attachments(tr, outcome.attached),
             listeners=self._shared(tuple([lc for lc, _ in outcome.attached])),
             accepted_by=self._shared(tuple(outcome.accepted_by)),
             status=status,
@@ -881,11 +900,13 @@ class IncrementalTranslator:
         if entry is None or sum(1 for a in entry.atts if a is att) < 2:
             return att
         own = Attachment(translation=att.translation, hostnames=att.hostnames)
-        entry.atts = tuple(
-            [
-                own if a is att and held is lc else a
-                for held, a in zip(entry.listeners, entry.atts, strict=True)
-            ]
+        entry.held = _held(
+            tuple(
+                [
+                    own if a is att and on is lc else a
+                    for on, a in zip(entry.listeners, entry.atts, strict=True)
+                ]
+            )
         )
         routes_of = lc.routes
         i = bisect.bisect_left(routes_of, _order(key[0], entry.model), key=_att_order)

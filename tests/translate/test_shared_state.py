@@ -46,12 +46,14 @@ def test_listeners_served_alike_share_a_route_s_attachment_until_a_policy_tells_
     assert got == translate(Snapshot.from_objects(plain), TranslateOptions())
     one, two = _atts(inc)
     assert one is two
+    assert inc._entries[_KEY].held is one  # (the attachment alone, no tuple)
     timeout = {"timeout": {"http": {"requestTimeout": "5s"}}}
     governed = [*plain, *models([policy("lp", section="http", spec=timeout)])]
     got = inc(Snapshot.from_objects(governed))
     assert got == translate(Snapshot.from_objects(governed), TranslateOptions())
     one, two = _atts(inc)
     assert one is not two
+    assert inc._entries[_KEY].held == (one, two)
     assert (one.effects is None) != (two.effects is None)
     # each listener lists its own
     lcs = [lc for gw in inc._gws for lc in gw.all_listeners()]
