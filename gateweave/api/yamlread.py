@@ -141,12 +141,21 @@ def _path(stack: Sequence[_Frame], last: str) -> str:
     return f"{out}.{last}" if out else last
 
 
+# Plain scalar text -> its value, for every reader: resolving a scalar's implicit tag (a regular
+# expression per candidate type) is most of its cost, and the files of a directory repeat their
+# keys and many values. The values are immutable (str, int, float, bool, None, the merge key),
+# so one object can stand for every occurrence. Bounded: texts up to _PLAIN_TEXT_MAX characters,
+# and emptied when it holds _PLAIN_MAX of them.
+_PLAIN: dict[str, Any] = {}
+_PLAIN_MAX = 16384
+_PLAIN_TEXT_MAX = 256
+
+
 class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.loader = Loader(text)
         self.alias_nodes = 0
-        self.plain: dict[str, Any] = {}  # plain scalar text -> its value (resolution is costly)
 
     def documents(self) -> list[Document]:
         ld = self.loader
@@ -296,7 +305,7 @@ class _Reader:
         if tag is None or tag == "!":
             plain = ev.implicit[0]
             if plain:
-                value = self.plain.get(text, _UNSET)
+                value = _PLAIN.get(text, _UNSET)
                 if value is not _UNSET:
                     return (
                         _MERGE
@@ -305,8 +314,10 @@ class _Reader:
                     )
             tag = self.loader.resolve(yaml.ScalarNode, text, ev.implicit)
             value = self.construct(tag, text, line)
-            if plain:
-                self.plain[text] = value
+            if plain and len(text) <= _PLAIN_TEXT_MAX:
+                if len(_PLAIN) >= _PLAIN_MAX:
+                    _PLAIN.clear()
+                _PLAIN[text] = value
         else:
             value = self.construct(tag, text, line)
         if value is _MERGE and not is_key:

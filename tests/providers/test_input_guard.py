@@ -485,6 +485,39 @@ def test_the_reader_builds_what_safe_load_builds() -> None:
     assert doc.value == expected
 
 
+def test_plain_scalars_are_resolved_once_for_every_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo of plain scalars is shared by every read (one object for each repeated value),
+    gives the same values when it answers as when it resolves (``<<`` a key in one document, a
+    value in another), and stays bounded."""
+    monkeypatch.setattr(yamlread, "_PLAIN", {})
+    first = "kind: HTTPRoute\nport: 8080\non: yes\nnothing: ~\nmerge: <<\n"
+    second = "b: &b {kind: HTTPRoute}\nm:\n  <<: *b\n  port: 8080\nv: <<\non: yes\n"
+    (a,) = yamlread.read_documents(first)
+    (b,) = yamlread.read_documents(second)
+    assert a.value == {
+        "kind": "HTTPRoute",
+        "port": 8080,
+        "on": True,
+        "nothing": None,
+        "merge": "<<",
+    }
+    assert b.value == {
+        "b": {"kind": "HTTPRoute"},
+        "m": {"kind": "HTTPRoute", "port": 8080},
+        "v": "<<",
+        "on": True,
+    }
+    assert a.value["kind"] is b.value["m"]["kind"]
+    (again,) = yamlread.read_documents(first)
+    assert again.value == a.value
+    monkeypatch.setattr(yamlread, "_PLAIN_MAX", 3)
+    monkeypatch.setattr(yamlread, "_PLAIN_TEXT_MAX", 8)
+    yamlread._PLAIN.clear()
+    (many,) = yamlread.read_documents("[a, b, c, d, e, f, g, a-very-long-plain-scalar]\n")
+    assert many.value[-1] == "a-very-long-plain-scalar"
+    assert 0 < len(yamlread._PLAIN) <= 3 and "a-very-long-plain-scalar" not in yamlread._PLAIN
+
+
 def test_json_problems_are_located_by_reading_the_text_again() -> None:
     dup = (
         '{\n  "apiVersion": "v1",\n  "kind": "Namespace",\n  "metadata": {\n    "name": "a",\n    '
