@@ -127,16 +127,28 @@ class FileProvider:
     ) -> Scan:
         """Find the manifest files and read those whose stat is not ``known`` (or that are
         ``forced``). Touches nothing of the provider's state: safe in a worker thread."""
+        present, due = self.due(known, forced)
+        return Scan(present, self.read(due))
+
+    def due(
+        self, known: Mapping[str, StatKey | None], forced: frozenset[str] = frozenset()
+    ) -> tuple[frozenset[str], dict[str, StatKey | None]]:
+        """Every manifest file present, and those to read with their stat: new, changed
+        (their stat not ``known``) or ``forced``. Stats only: no file is opened."""
         present = frozenset(os.path.abspath(p) for p in iter_manifest_files(self.root))
-        reads: dict[str, FileRead] = {}
+        due: dict[str, StatKey | None] = {}
+        for path in sorted(present):
+            stat = _stat(path)
+            if path not in known or known[path] != stat or path in forced:
+                due[path] = stat
+        return present, due
+
+    def read(self, due: Mapping[str, StatKey | None]) -> dict[str, FileRead]:
+        """Each file of ``due`` read and decoded (safe in a worker thread)."""
         # The collector paused, as for a translation: decoding a directory allocates a
         # container per field, and each collection they trigger walks the whole heap.
         with gc_paused():
-            for path in sorted(present):
-                stat = _stat(path)
-                if path not in known or known[path] != stat or path in forced:
-                    reads[path] = self._read(path, stat)
-        return Scan(present, reads)
+            return {path: self._read(path, stat) for path, stat in due.items()}
 
     def _read(self, path: str, stat: StatKey | None) -> FileRead:
         display = self._display(path)
@@ -195,7 +207,18 @@ class FileProvider:
         """:meth:`rescan`, reading and decoding in a worker thread: the event loop goes on
         serving while a file is read. Concurrent calls run one after the other."""
         async with self._refreshing:
-            scan = await asyncio.to_thread(self.scan, self._known(), frozenset(forced))
+            if forced:
+                scan = await asyncio.to_thread(self.scan, self._known(), frozenset(forced))
+            else:
+                # A rescan (the start's, the one after the watcher is set up) nearly always
+                # finds nothing to read: its stat pass runs here, and only the files to read
+                # go to a worker. In a worker, each stat call gives up the GIL and waits for
+                # the loop to hand it back while the loop translates: at 13,016 files the
+                # pass took 1.7 s there instead of 65 ms, and the start's first translation
+                # twice as long.
+                present, due = self.due(self._known())
+                reads = await asyncio.to_thread(self.read, due) if due else {}
+                scan = Scan(present, reads)
             self.apply(scan)
 
     def apply(self, scan: Scan) -> None:

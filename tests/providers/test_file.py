@@ -6,9 +6,13 @@ import shutil
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gateweave.api.kinds import Key
 from gateweave.providers import ErrorBook
+from gateweave.providers import file as file_provider
 from gateweave.providers.file import FileProvider
 from gateweave.store import Change, Store
 from tests.support.fake_translate import SEED
@@ -177,3 +181,31 @@ def test_rescan_without_watching(tmp_path: Path) -> None:
     (tmp_path / "gw.yaml").unlink()
     provider.rescan()
     assert GW not in store
+
+
+async def test_a_rescan_with_nothing_to_read_stays_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rescan's stat pass runs on the event loop, and only files to read go to a worker: in a
+    worker each stat call would wait for the GIL while the loop translates."""
+    workers: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def recorded(fn: Callable[..., Any], /, *args: Any) -> Any:
+        workers.append(fn.__name__)
+        return await to_thread(fn, *args)
+
+    monkeypatch.setattr(file_provider.asyncio, "to_thread", recorded)
+    (tmp_path / "gw.yaml").write_text(GATEWAY)
+    store = Store()
+    provider = FileProvider(str(tmp_path), store)
+    await provider.refresh()
+    assert GW in store and workers == ["read"]
+    await provider.refresh()  # nothing changed: no worker
+    assert workers == ["read"] and provider.scans == 2
+    (tmp_path / "gw.yaml").write_text(GATEWAY.replace("port: 80", "port: 81"))
+    await provider.refresh()
+    assert workers == ["read", "read"]
+    assert store.get(GW).model.spec.listeners[0].port == 81  # type: ignore[union-attr]
+    await provider.refresh(frozenset({str(tmp_path / "gw.yaml")}))  # a watch batch: a worker
+    assert workers == ["read", "read", "scan"]
