@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
 
@@ -300,3 +301,29 @@ async def test_sink_attached_later_receives_everything() -> None:
         await h.runtime.wait_settled()
         assert set(late.state) == {"default/gw"}
         assert late.state == h.runtime.published_xds
+
+
+async def test_envoys_start_before_their_configuration_and_stop_after_everything() -> None:
+    """Infra changes that start Envoys are published before the xDS configuration (the Envoys
+    start and connect while it is built); one that stops Envoys goes last (it waits for their
+    draining)."""
+    h = Harness(fake_translate, clock=Clock())
+    order: list[str] = []
+    for name, sink in (("xds", h.xds), ("infra", h.infra)):
+        update = sink.update
+
+        async def recorded(changed: Any, removed: Any, _u: Any = update, _n: str = name) -> None:
+            order.append(f"{_n} {'stop' if removed else 'start'}")
+            await _u(changed, removed)
+
+        sink.update = recorded  # type: ignore[method-assign]
+    gateway = decoded(SEED["Gateway"])
+    for kind in ("GatewayClass", "HTTPRoute"):
+        h.store.apply(decoded(SEED[kind]))
+    h.store.apply(gateway)
+    async with running(h):
+        assert order == ["infra start", "xds start"]
+        h.store.delete(key_of(gateway))
+        await h.runtime.wait_settled()
+        assert order == ["infra start", "xds start", "xds stop", "infra stop"]
+        h.assert_converged()
