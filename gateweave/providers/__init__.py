@@ -53,6 +53,8 @@ class ErrorBook:
         self._listeners.append(listener)
 
     def set(self, scope: str, errors: list[ConfigError]) -> None:
+        if not errors and scope not in self._by_scope:
+            return  # nothing to clear (a directory's start clears three scopes per file)
         new = tuple(sorted(set(errors)))
         old = self._by_scope.get(scope, ())
         if new == old:
