@@ -149,6 +149,15 @@ def _path(stack: Sequence[_Frame], last: str) -> str:
 _PLAIN: dict[str, Any] = {}
 _PLAIN_MAX = 16384
 _PLAIN_TEXT_MAX = 256
+_UNTAGGED = (None, "!")  # a scalar's tag when it is resolved from its text
+_SCALAR, _ALIAS = yaml.ScalarEvent, yaml.AliasEvent
+_MAPPING_START, _MAPPING_END = yaml.MappingStartEvent, yaml.MappingEndEvent
+_SEQUENCE_START, _SEQUENCE_END = yaml.SequenceStartEvent, yaml.SequenceEndEvent
+
+
+def _line(ev: Any) -> int:
+    """The 1-based line an event starts at."""
+    return int(ev.start_mark.line) + 1
 
 
 class _Reader:
@@ -178,38 +187,46 @@ class _Reader:
     def document(self) -> tuple[Any, int, tuple[int, ...]]:
         """The next document's root value, its line and the lines of its ``items``."""
         get = self.loader.get_event
+        plain = _PLAIN
         stack: list[_Frame] = []
         anchors: dict[str, tuple[Any, int, int]] = {}  # name -> (value, size, height)
         open_anchors: list[str] = []
         root_line = 0
         items: tuple[int, ...] = ()
+        # (a line is worked out only where it is used: the root's, the items', an error's)
         while True:
             ev = get()
             cls = type(ev)
-            line = ev.start_mark.line + 1
-            if cls is not yaml.MappingEndEvent and cls is not yaml.SequenceEndEvent:
+            if cls is not _MAPPING_END and cls is not _SEQUENCE_END:
                 if not stack:
-                    root_line = line
+                    root_line = ev.start_mark.line + 1
                 elif stack[-1].item_lines is not None:
-                    stack[-1].item_lines.append(line)
-            if cls is yaml.ScalarEvent:
-                value = self.scalar(
-                    ev, line, bool(stack) and stack[-1].is_map and stack[-1].key is _NO_KEY
+                    stack[-1].item_lines.append(ev.start_mark.line + 1)
+            if cls is _SCALAR:
+                # A plain scalar read before (most are): its value from the memo.
+                value = (
+                    plain.get(ev.value, _UNSET)
+                    if ev.implicit[0] and ev.tag in _UNTAGGED
+                    else _UNSET
                 )
+                if value is _UNSET or value is _MERGE:
+                    value = self.scalar(
+                        ev, bool(stack) and stack[-1].is_map and stack[-1].key is _NO_KEY
+                    )
                 size, height, anchor = 1, 0, ev.anchor
-            elif cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
-                is_map = cls is yaml.MappingStartEvent
+            elif cls is _MAPPING_START or cls is _SEQUENCE_START:
+                is_map = cls is _MAPPING_START
                 if len(stack) >= MAX_DEPTH:
-                    raise YamlError(line, f"nested deeper than {MAX_DEPTH} levels")
+                    raise YamlError(_line(ev), f"nested deeper than {MAX_DEPTH} levels")
                 if ev.tag not in _COLLECTION_TAGS[is_map]:
-                    raise YamlError(line, f"the tag {quote(ev.tag)} is not supported")
+                    raise YamlError(_line(ev), f"the tag {quote(ev.tag)} is not supported")
                 frame = _Frame(is_map)
                 if not is_map and len(stack) == 1 and stack[0].is_map and stack[0].key == "items":
                     frame.item_lines = []
                 stack.append(frame)
                 open_anchors.append(ev.anchor)
                 continue
-            elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+            elif cls is _MAPPING_END or cls is _SEQUENCE_END:
                 frame = stack.pop()
                 if frame.merges:
                     self.merge(frame, stack)
@@ -221,67 +238,72 @@ class _Reader:
                     frame.height + 1,
                     open_anchors.pop(),
                 )
-            elif cls is yaml.AliasEvent:
-                name = ev.anchor
-                if name in open_anchors:
-                    raise YamlError(
-                        line, f"the alias *{quote(name)[1:-1]} is inside the node it names"
-                    )
-                target = anchors.get(name)
-                if target is None:
-                    raise YamlError(line, f"the alias *{quote(name)[1:-1]} names no anchor")
-                value, size, height = target
-                self.alias_nodes += size
-                if self.alias_nodes > MAX_ALIAS_NODES:
-                    raise YamlError(line, f"aliases expand to more than {MAX_ALIAS_NODES} nodes")
-                if len(stack) + height > MAX_DEPTH:
-                    raise YamlError(
-                        line,
-                        f"nested deeper than {MAX_DEPTH} levels (through the alias "
-                        f"*{quote(name)[1:-1]})",
-                    )
+            elif cls is _ALIAS:
+                value, size, height = self.alias(ev, stack, anchors, open_anchors)
                 anchor = None
             else:  # pragma: no cover - libyaml emits nothing else inside a document
-                raise YamlError(line, f"unexpected {cls.__name__}")
+                raise YamlError(_line(ev), f"unexpected {cls.__name__}")
             if anchor is not None:
                 anchors[anchor] = (value, size, height)
             if not stack:
                 return value, root_line, items
-            self.add(stack, value, size, height, ev, line)
+            # The value into its parent: a sequence's next element, a mapping's next key, or
+            # the value of the key before it.
+            parent = stack[-1]
+            parent.size += size
+            if height > parent.height:
+                parent.height = height
+            if not parent.is_map:
+                parent.container.append(value)
+            elif parent.key is _NO_KEY:
+                parent.key = self.key(stack, value, ev)
+            else:
+                key, parent.key = parent.key, _NO_KEY
+                if key is _MERGE:
+                    parent.merges.append((value, _line(ev)))
+                else:
+                    parent.container[key] = value
 
-    def add(
-        self, stack: list[_Frame], value: Any, size: int, height: int, ev: Any, line: int
-    ) -> None:
-        parent = stack[-1]
-        parent.size += size
-        if height > parent.height:
-            parent.height = height
-        if not parent.is_map:
-            parent.container.append(value)
-            return
-        key = parent.key
-        if key is _NO_KEY:
-            parent.key = self.key(stack, value, ev, line)
-            return
-        parent.key = _NO_KEY
-        if key is _MERGE:
-            parent.merges.append((value, line))
-        else:
-            parent.container[key] = value
+    def alias(
+        self,
+        ev: Any,
+        stack: list[_Frame],
+        anchors: dict[str, tuple[Any, int, int]],
+        open_anchors: list[str],
+    ) -> tuple[Any, int, int]:
+        """(value, size, height) of the node an alias names, within the limits."""
+        name = ev.anchor
+        if name in open_anchors:
+            raise YamlError(
+                _line(ev), f"the alias *{quote(name)[1:-1]} is inside the node it names"
+            )
+        target = anchors.get(name)
+        if target is None:
+            raise YamlError(_line(ev), f"the alias *{quote(name)[1:-1]} names no anchor")
+        _, size, height = target
+        self.alias_nodes += size
+        if self.alias_nodes > MAX_ALIAS_NODES:
+            raise YamlError(_line(ev), f"aliases expand to more than {MAX_ALIAS_NODES} nodes")
+        if len(stack) + height > MAX_DEPTH:
+            raise YamlError(
+                _line(ev),
+                f"nested deeper than {MAX_DEPTH} levels (through the alias *{quote(name)[1:-1]})",
+            )
+        return target
 
-    def key(self, stack: list[_Frame], value: Any, ev: Any, line: int) -> Any:
+    def key(self, stack: list[_Frame], value: Any, ev: Any) -> Any:
         if value is _MERGE:
             key: Any = _MERGE
             text = "<<"
         elif isinstance(value, str):
             key = text = value
-        elif type(ev) is yaml.ScalarEvent:
+        elif type(ev) is _SCALAR:
             key = text = ev.value  # 1, true, null... as written
         else:
-            raise YamlError(line, "a mapping key must be a string")
+            raise YamlError(_line(ev), "a mapping key must be a string")
         parent = stack[-1]
         if (key is _MERGE and parent.merges) or (key is not _MERGE and key in parent.container):
-            raise YamlError(line, f"duplicate field {quote(_path(stack, text))}")
+            raise YamlError(_line(ev), f"duplicate field {quote(_path(stack, text))}")
         return key
 
     def merge(self, frame: _Frame, stack: list[_Frame]) -> None:
@@ -299,7 +321,7 @@ class _Reader:
         own.clear()
         own.update(merged)
 
-    def scalar(self, ev: Any, line: int, is_key: bool) -> Any:
+    def scalar(self, ev: Any, is_key: bool) -> Any:
         tag = ev.tag
         text = ev.value
         if tag is None or tag == "!":
@@ -313,18 +335,18 @@ class _Reader:
                         else ("<<" if value is _MERGE else value)
                     )
             tag = self.loader.resolve(yaml.ScalarNode, text, ev.implicit)
-            value = self.construct(tag, text, line)
+            value = self.construct(tag, text, ev)
             if plain and len(text) <= _PLAIN_TEXT_MAX:
                 if len(_PLAIN) >= _PLAIN_MAX:
                     _PLAIN.clear()
                 _PLAIN[text] = value
         else:
-            value = self.construct(tag, text, line)
+            value = self.construct(tag, text, ev)
         if value is _MERGE and not is_key:
             return "<<"
         return value
 
-    def construct(self, tag: str, text: str, line: int) -> Any:
+    def construct(self, tag: str, text: str, ev: Any) -> Any:
         if tag in (_STR, _VALUE_TAG):
             return text
         if tag == _MERGE_TAG:
@@ -341,8 +363,10 @@ class _Reader:
             if tag == _FLOAT:
                 return ld.construct_yaml_float(node)
         except (ValueError, KeyError):
-            raise YamlError(line, f"{quote(text)} is not a valid {tag.rsplit(':', 1)[1]}") from None
-        raise YamlError(line, f"the tag {quote(tag)} is not supported")
+            raise YamlError(
+                _line(ev), f"{quote(text)} is not a valid {tag.rsplit(':', 1)[1]}"
+            ) from None
+        raise YamlError(_line(ev), f"the tag {quote(tag)} is not supported")
 
 
 # ---------------------------------------------------------------- locating a field

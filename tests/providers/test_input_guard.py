@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gateweave.api import cel, limits, yamlread
@@ -516,6 +518,46 @@ def test_plain_scalars_are_resolved_once_for_every_read(monkeypatch: pytest.Monk
     (many,) = yamlread.read_documents("[a, b, c, d, e, f, g, a-very-long-plain-scalar]\n")
     assert many.value[-1] == "a-very-long-plain-scalar"
     assert 0 < len(yamlread._PLAIN) <= 3 and "a-very-long-plain-scalar" not in yamlread._PLAIN
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False),
+    st.sampled_from(["yes", "no", "~", "<<", "1_000", "0x1f", ".inf", "null", "", "a: b", "- x"]),
+    st.text(max_size=8),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=6) | st.sampled_from(["<<", "1", "true"]), inner, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_VALUES, min_size=1, max_size=3),
+    st.sampled_from([False, True]),
+    st.sampled_from([False, True]),
+)
+def test_the_reader_builds_what_safe_load_builds_for_any_values(
+    docs: list[Any], flow: bool, shared_twice: bool
+) -> None:
+    """Whatever PyYAML writes (block or flow style, the same object twice as an anchor and an
+    alias), read again by the reader or by safe_load: the same values (read twice, the second
+    time from the memo of plain scalars)."""
+    if shared_twice:
+        docs = [[doc, doc] for doc in docs]
+    text = yaml.safe_dump_all(docs, default_flow_style=flow, allow_unicode=True)
+    expected = list(yaml.safe_load_all(text))
+    for _ in range(2):
+        assert [d.value for d in yamlread.read_documents(text)] == expected
 
 
 def test_json_problems_are_located_by_reading_the_text_again() -> None:
