@@ -71,15 +71,14 @@ def _string_match(match: ir.StringMatch) -> string_pb2.StringMatcher:
 # ---------------------------------------------------------------- matches
 
 
-def route_match(match: ir.RouteMatch) -> rc.RouteMatch:
-    """Gateway API match -> Envoy match.
+def route_match(out: rc.RouteMatch, match: ir.RouteMatch) -> None:
+    """Gateway API match -> Envoy match, set in ``out`` (a route's own: no copy made).
 
     PathPrefix matches whole path elements and ignores a trailing ``/`` (``/abc``,
     ``/abc/`` and ``/abc/def`` all match ``/abc`` and ``/abc/``; ``/abcd`` does not):
     exactly ``path_separated_prefix`` of the prefix without its trailing ``/``, except
     ``/`` itself, a plain ``prefix`` that matches everything.
     """
-    out = rc.RouteMatch()
     if match.path_type == "Exact":
         out.path = match.path
     elif match.path_type == "PathPrefix":
@@ -108,7 +107,6 @@ def route_match(match: ir.RouteMatch) -> rc.RouteMatch:
         )
     if match.grpc:
         out.grpc.SetInParent()
-    return out
 
 
 # ---------------------------------------------------------------- headers
@@ -337,14 +335,16 @@ def _abort_500() -> any_pb2.Any:
     return out
 
 
-def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> rc.RouteAction:
-    """The forwarding action.
+def _route_action(
+    action: rc.RouteAction, route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]
+) -> None:
+    """The forwarding action, set in ``action`` (a route's own: no copy made).
 
     The share of an invalid backendRef (IR cluster :data:`ir.INVALID_BACKEND_CLUSTER`) is a
     weighted cluster whose fault-filter override answers 500, as the Gateway API requires
     for requests that would have gone to an invalid backend.
     """
-    action = rc.RouteAction()
+    action.SetInParent()
     single = clusters[0] if len(clusters) == 1 else None
     if (
         single is not None
@@ -391,7 +391,6 @@ def _route_action(route: ir.Route, clusters: tuple[ir.WeightedCluster, ...]) -> 
     if route.cluster_policy is not None and route.cluster_policy.lb == "ConsistentHash":
         action.hash_policy.append(_hash_policy(route.cluster_policy))
     # WebSocket upgrades are enabled on the HCM for every route.
-    return action
 
 
 def _target(route: ir.Route, cluster: str) -> str:
@@ -475,17 +474,17 @@ def session_config(session: ir.Session) -> ss_pb2.StatefulSessionPerRoute:
 
 def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None = None) -> rc.Route:
     """One Envoy route; ``exact_host`` is the virtual host's hostname when it serves exactly one."""
-    out = rc.Route(name=r.name, match=route_match(r.match))
-    metadata = telemetry.route_metadata(r.name)
-    if metadata is not None:  # a Gateway API route's: logged, counted and timed per route
-        out.metadata.CopyFrom(metadata)
+    out = rc.Route(name=r.name)
+    route_match(out.match, r.match)
+    # A Gateway API route's identity: logged, counted and timed per route.
+    telemetry.route_metadata(out.metadata, r.name)
     backends = tuple(b for b in r.backends if b.weight > 0)
     if r.redirect is not None:
         out.redirect.CopyFrom(_redirect(r.redirect, r.match, listener_port, https, exact_host))
     elif r.direct_status is not None:
         out.direct_response.status = r.direct_status
     elif backends:
-        out.route.CopyFrom(_route_action(r, backends))
+        _route_action(out.route, r, backends)
     else:
         # No backend can take traffic (none given, all invalid, or all weight 0).
         out.direct_response.status = 500

@@ -95,14 +95,16 @@ def route_identity(route_name: str) -> tuple[str, str] | None:
     return f"{_KINDS[kind]}/{namespaced}", rest.split("/", 1)[0]
 
 
-def route_metadata(route_name: str) -> base_pb2.Metadata | None:
-    """The route's identity as Envoy route metadata, for the access log."""
+def route_metadata(out: base_pb2.Metadata, route_name: str) -> None:
+    """The route's identity as Envoy route metadata, for the access log, set in ``out`` (a
+    route's own); nothing for a route no Gateway API route stands behind."""
     identity = route_identity(route_name)
     if identity is None:
-        return None
-    fields = struct_pb2.Struct()
-    fields.update({"route": identity[0], "rule": identity[1], "stat": stat_name(route_name)})
-    return base_pb2.Metadata(filter_metadata={METADATA_NAMESPACE: fields})
+        return
+    fields = out.filter_metadata[METADATA_NAMESPACE].fields
+    fields["route"].string_value = identity[0]
+    fields["rule"].string_value = identity[1]
+    fields["stat"].string_value = stat_name(route_name)
 
 
 def _format(
