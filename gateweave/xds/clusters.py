@@ -34,7 +34,7 @@ from envoy.extensions.load_balancing_policies.round_robin.v3 import round_robin_
 from envoy.extensions.network.dns_resolver.getaddrinfo.v3 import getaddrinfo_dns_resolver_pb2
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from envoy.type.v3 import range_pb2
-from google.protobuf import any_pb2, duration_pb2, wrappers_pb2
+from google.protobuf import duration_pb2, wrappers_pb2
 from google.protobuf.message import Message
 
 from gateweave import ir
@@ -71,8 +71,7 @@ def _eds_cluster(name: str) -> cluster_pb2.Cluster:
 
 
 def _dns_cluster(name: str, assignment: endpoint_pb2.ClusterLoadAssignment) -> cluster_pb2.Cluster:
-    resolver = any_pb2.Any()
-    resolver.Pack(getaddrinfo_dns_resolver_pb2.GetAddrInfoDnsResolverConfig())
+    resolver = pack(getaddrinfo_dns_resolver_pb2.GetAddrInfoDnsResolverConfig())
     base, most = DNS_FAILURE_REFRESH_S
     return cluster_pb2.Cluster(
         name=name,
@@ -123,9 +122,7 @@ def cluster(c: ir.Cluster) -> cluster_pb2.Cluster:
     out = _dns_cluster(c.name, _assignment(c)) if c.dns else _eds_cluster(c.name)
     options = _http_options(c)
     if options is not None:
-        packed = any_pb2.Any()
-        packed.Pack(options)
-        out.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(packed)
+        out.typed_extension_protocol_options[HTTP_PROTOCOL_OPTIONS].CopyFrom(pack(options))
     if c.tls is not None:
         alpn: tuple[str, ...] = ()
         if c.protocol in HTTP2_PROTOCOLS:

@@ -22,7 +22,7 @@ from envoy.type.matcher.v3 import regex_pb2, string_pb2
 from google.protobuf import any_pb2, duration_pb2
 
 from gateweave import ir
-from gateweave.xds.resources import duration, string_field
+from gateweave.xds.resources import duration, pack, string_field
 
 # HttpService.path_override (Envoy 1.40; not in the pinned xds-protos yet): written by number
 _PATH_OVERRIDE = 10
@@ -132,15 +132,11 @@ def config(ext: ir.ExtAuth) -> ext_authz_pb2.ExtAuthz:
 
 
 def http_filter(ext: ir.ExtAuth) -> hcm_pb2.HttpFilter:
-    packed = any_pb2.Any()
-    packed.Pack(config(ext))
-    return hcm_pb2.HttpFilter(name=filter_name(ext), typed_config=packed, disabled=True)
+    return hcm_pb2.HttpFilter(name=filter_name(ext), typed_config=pack(config(ext)), disabled=True)
 
 
 def enable(ext: ir.ExtAuth) -> any_pb2.Any:
     """A route's per-filter config that turns ``ext``'s filter on (with its context extensions,
     which Envoy takes per route only)."""
-    packed = any_pb2.Any()
     settings = ext_authz_pb2.CheckSettings(context_extensions=dict(ext.context))
-    packed.Pack(ext_authz_pb2.ExtAuthzPerRoute(check_settings=settings))
-    return packed
+    return pack(ext_authz_pb2.ExtAuthzPerRoute(check_settings=settings))

@@ -25,9 +25,12 @@ TYPE_URLS: tuple[str, ...] = (CLUSTER, ENDPOINT, SECRET, LISTENER, ROUTE)
 
 
 def pack(msg: Message) -> any_pb2.Any:
-    """``msg`` as a protobuf Any (a typed_config)."""
+    """``msg`` as a protobuf Any (a typed_config), serialised deterministically (map entries
+    in key order) as the resources around it are: otherwise a map inside (a JSON log format's
+    ``Struct``, ext_authz's context extensions) comes out in an order of the process's own,
+    and a restarted gateweave would version the same configuration differently."""
     out = any_pb2.Any()
-    out.Pack(msg)
+    out.Pack(msg, deterministic=True)
     return out
 
 

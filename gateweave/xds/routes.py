@@ -25,7 +25,7 @@ from google.protobuf import any_pb2, wrappers_pb2
 from gateweave import ir
 from gateweave.translate.regex import origin_regex, re2_escape
 from gateweave.xds import compression, extauth, responseoverride, security, telemetry
-from gateweave.xds.resources import duration, length_tag, varint_field
+from gateweave.xds.resources import duration, length_tag, pack, varint_field
 
 # The HTTP fault filter is in every HCM chain, inert unless a weighted cluster configures it:
 # it answers 500 for the share of an invalid backendRef.
@@ -330,9 +330,7 @@ def _abort_500() -> any_pb2.Any:
     fault.abort.http_status = 500
     fault.abort.percentage.numerator = 100
     fault.abort.percentage.denominator = percent_pb2.FractionalPercent.HUNDRED
-    out = any_pb2.Any()
-    out.Pack(fault)
-    return out
+    return pack(fault)
 
 
 def _route_action(
@@ -463,8 +461,7 @@ def session_config(session: ir.Session) -> ss_pb2.StatefulSessionPerRoute:
             cookie.ttl.CopyFrom(duration(session.ttl_s))
         state = ss_cookie_pb2.CookieBasedSessionState(cookie=cookie)
         extension = "envoy.http.stateful_session.cookie"
-    packed = any_pb2.Any()
-    packed.Pack(state)
+    packed = pack(state)
     return ss_pb2.StatefulSessionPerRoute(
         stateful_session=ss_pb2.StatefulSession(
             session_state=extension_pb2.TypedExtensionConfig(name=extension, typed_config=packed)
@@ -490,21 +487,17 @@ def route(r: ir.Route, listener_port: int, https: bool, exact_host: str | None =
         out.direct_response.status = 500
     _apply_header_mods(out, r.request_headers, r.response_headers)
     if r.cors is not None:
-        packed = any_pb2.Any()
-        packed.Pack(cors_policy(r.cors))
-        out.typed_per_filter_config[CORS_FILTER].CopyFrom(packed)
+        out.typed_per_filter_config[CORS_FILTER].CopyFrom(pack(cors_policy(r.cors)))
     if r.ext_auth is not None:
         out.typed_per_filter_config[extauth.filter_name(r.ext_auth)].CopyFrom(
             extauth.enable(r.ext_auth)
         )
     if r.session is not None and out.HasField("route"):
-        packed = any_pb2.Any()
-        packed.Pack(session_config(r.session))
-        out.typed_per_filter_config[SESSION_FILTER].CopyFrom(packed)
+        out.typed_per_filter_config[SESSION_FILTER].CopyFrom(pack(session_config(r.session)))
     if r.rate_limit is not None:
-        packed = any_pb2.Any()
-        packed.Pack(local_rate_limit(r.rate_limit))
-        out.typed_per_filter_config[LOCAL_RATELIMIT_FILTER].CopyFrom(packed)
+        out.typed_per_filter_config[LOCAL_RATELIMIT_FILTER].CopyFrom(
+            pack(local_rate_limit(r.rate_limit))
+        )
     for name, config in (
         *security.per_route(r).items(),
         *compression.per_route(r).items(),

@@ -33,10 +33,10 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import (
     http_connection_manager_pb2 as hcm_pb2,
 )
 from envoy.type.v3 import percent_pb2
-from google.protobuf import any_pb2, struct_pb2, wrappers_pb2
+from google.protobuf import struct_pb2, wrappers_pb2
 
 from gateweave import ir
-from gateweave.xds.resources import stat_name
+from gateweave.xds.resources import pack, stat_name
 
 ACCESS_LOG_FILE = "access.log"  # relative to the Envoy's working directory
 # route metadata: {"route": "<kind>/<ns>/<name>", "rule": "<i>", "stat": <the route's IR name,
@@ -124,14 +124,13 @@ def _format(
 
 
 def _access_log(telemetry: ir.Telemetry, fields: dict[str, str]) -> list[accesslog_pb2.AccessLog]:
-    packed = any_pb2.Any()
     if telemetry.access_log == ir.ACCESS_LOG_FILE:
-        packed.Pack(
+        packed = pack(
             file_pb2.FileAccessLog(path=ACCESS_LOG_FILE, log_format=_format(telemetry, fields))
         )
         return [accesslog_pb2.AccessLog(name=_FILE_LOGGER, typed_config=packed)]
     if telemetry.access_log == ir.ACCESS_LOG_STDOUT:
-        packed.Pack(stream_pb2.StdoutAccessLog(log_format=_format(telemetry, fields)))
+        packed = pack(stream_pb2.StdoutAccessLog(log_format=_format(telemetry, fields)))
         return [accesslog_pb2.AccessLog(name=_STDOUT_LOGGER, typed_config=packed)]
     return []
 
@@ -166,10 +165,9 @@ def _route_counter(listener: str) -> accesslog_pb2.AccessLog:
         unit=stats_pb2.Config.Histogram.Milliseconds,
         value_format="%DURATION%",
     )
-    packed = any_pb2.Any()
     # stat_prefix is deprecated in Envoy in favour of stats_scope, which xds-protos does not have
     # yet
-    packed.Pack(
+    packed = pack(
         stats_pb2.Config(stat_prefix=ROUTE_COUNTER_PREFIX, counters=[counter], histograms=[timer])
     )
     return accesslog_pb2.AccessLog(name=_STATS_LOGGER, typed_config=packed)
@@ -200,8 +198,7 @@ def tracing(gw: ir.XdsGateway) -> hcm_pb2.HttpConnectionManager.Tracing | None:
         ),
         service_name=f"{TRACING_SERVICE}/{gw.name}",
     )
-    packed = any_pb2.Any()
-    packed.Pack(provider)
+    packed = pack(provider)
     return hcm_pb2.HttpConnectionManager.Tracing(
         random_sampling=percent_pb2.Percent(value=config.sampling_percent),
         provider=http_tracer_pb2.Tracing.Http(name=_OTEL_TRACER, typed_config=packed),

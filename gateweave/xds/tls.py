@@ -9,9 +9,10 @@ import os
 from envoy.config.core.v3 import base_pb2
 from envoy.extensions.transport_sockets.tls.v3 import common_pb2, tls_pb2
 from envoy.type.matcher.v3 import regex_pb2, string_pb2
-from google.protobuf import any_pb2, wrappers_pb2
+from google.protobuf import wrappers_pb2
 
 from gateweave import ir
+from gateweave.xds.resources import pack
 
 TLS_SOCKET = "envoy.transport_sockets.tls"
 
@@ -47,9 +48,7 @@ def _certificate(cert_pem: str, key_pem: str) -> common_pb2.TlsCertificate:
 def _socket(
     context: tls_pb2.DownstreamTlsContext | tls_pb2.UpstreamTlsContext,
 ) -> base_pb2.TransportSocket:
-    packed = any_pb2.Any()
-    packed.Pack(context)
-    return base_pb2.TransportSocket(name=TLS_SOCKET, typed_config=packed)
+    return base_pb2.TransportSocket(name=TLS_SOCKET, typed_config=pack(context))
 
 
 def downstream_context(

@@ -29,7 +29,7 @@ from google.protobuf import json_format
 
 import gateweave.xds.build as _build_module  # noqa: F401  (imports every type packed in an Any)
 from gateweave.xds.listeners import HCM_FILTER
-from gateweave.xds.resources import Resources
+from gateweave.xds.resources import Resources, pack
 
 VALIDATE_TIMEOUT_S = 30.0
 _MAX_MESSAGE = 4000
@@ -67,7 +67,7 @@ def _static_listener(
             if name not in resources.routes:
                 raise ValueError(f"listener {listener.name}: no RouteConfiguration {name!r}")
             hcm.route_config.CopyFrom(resources.routes[name])  # replaces the rds oneof
-            network_filter.typed_config.Pack(hcm)
+            network_filter.typed_config.CopyFrom(pack(hcm))
     return out
 
 
