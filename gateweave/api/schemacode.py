@@ -622,15 +622,19 @@ class _Gen:
 
     def root(self, node: Schema, name: str, structure: list[str]) -> None:
         """The function ``name``: ``structure`` (the Struct types' check), then the root
-        object's code; it returns the defaulted copy in the walk's key order."""
+        object's code; it returns the defaulted copy in the walk's key order (``d`` itself when
+        its keys already are: it starts with every key of ``_ROOT_KEEP``, in that order)."""
         keep = exact._ROOT_KEEP
         self.top = node
         body = self.object(node, root=True)
         body += [
-            "    o = {}",
-            *(f"    if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
-            "    for k, x in d.items():",
-            f"        if k not in {keep!r}: o[k] = x",
+            f"    if tuple(d)[:{len(keep)}] == {keep!r}:",
+            "        o = d  # (the usual order, already the walk's: no copy)",
+            "    else:",
+            "        o = {}",
+            *(f"        if {k!r} in d: o[{k!r}] = d[{k!r}]" for k in keep),
+            "        for k, x in d.items():",
+            f"            if k not in {keep!r}: o[k] = x",
         ]
         self.rules(node, "o", body, "    ")
         body.append("    return o")

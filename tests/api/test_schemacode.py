@@ -129,6 +129,26 @@ def test_the_generated_code_answers_every_valid_manifest_as_the_walk_does() -> N
     } <= kinds
 
 
+def _ordered(raw: dict[str, Any], first: tuple[str, ...]) -> dict[str, Any]:
+    """``raw`` with the keys ``first`` (those present) moved to the front, in that order."""
+    return {k: raw[k] for k in first if k in raw} | {k: v for k, v in raw.items() if k not in first}
+
+
+def test_the_root_is_returned_in_the_walks_key_order_whatever_the_manifests() -> None:
+    """A manifest in the usual order (apiVersion, kind, metadata first) is its own defaulted
+    result; any other order is rebuilt into the walk's: both answered as the walk does."""
+    keep = ("apiVersion", "kind", "metadata")
+    for raw in CORPUS[:40]:
+        info = _info(raw)
+        usual = _ordered(copy.deepcopy(raw), keep)
+        assert schema._compiled(usual, info, True) is usual
+        for first in (("spec", "metadata", "kind", "apiVersion"), ("kind", "apiVersion")):
+            other = _ordered(raw, first)
+            _compare(other)
+            result = schema._compiled(copy.deepcopy(other), info, True)
+            assert result is not None and tuple(result)[:3] == keep
+
+
 def test_the_input_is_left_alone_unless_handed_over() -> None:
     for raw in CORPUS[:50]:
         before = copy.deepcopy(raw)
