@@ -238,14 +238,17 @@ def decode(
         obj["status"] = raw["status"] if owned else schema.copy_json(raw["status"])
     # The status is not part of the model, except for kinds whose model declares it (Service:
     # its status is the cluster's, e.g. load-balancer addresses, never gateweave's own writes).
-    spec_view = dict(obj)
-    if "status" not in info.model.__struct_fields__:
-        spec_view.pop("status", None)
-    spec_view["apiVersion"] = info.storage_api_version
-    if spec_view.get("kind") == info.kind:
-        spec_view["kind"] = info.kind  # (one string for every object of the kind, not a copy)
+    # The model carries the storage version; obj keeps the version it was written in.
+    storage = info.storage_api_version
+    view = obj if info.status_in_model or "status" not in obj else _without_status(obj)
+    if view is obj and obj.get("apiVersion") != storage:
+        view = dict(obj)
+    # (one string for every object of the kind, not a copy: also in obj where it is the view)
+    view["apiVersion"] = storage
+    if view.get("kind") == info.kind:
+        view["kind"] = info.kind
     try:
-        model = msgspec.convert(spec_view, info.model, strict=False)
+        model = msgspec.convert(view, info.model, strict=False)
     except msgspec.ValidationError as exc:
         message = str(exc)
         return None, [

@@ -44,6 +44,12 @@ class KindInfo:
         by every decoded object of the kind."""
         return f"{self.group}/{self.versions[0]}" if self.group else self.versions[0]
 
+    @functools.cached_property
+    def status_in_model(self) -> bool:
+        """Whether the model holds the object's ``status`` (Service: the cluster's
+        load-balancer addresses); other kinds' models leave it out."""
+        return "status" in self.model.__struct_fields__
+
     @property
     def gateway_api(self) -> bool:
         return self.group == m.GATEWAY_GROUP
