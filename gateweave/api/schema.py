@@ -664,11 +664,14 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
                     'metadata.namespace in body must be of type string: "' + _json_type(ns) + '"',
                 )
             )
-        else:
-            _dns_label("metadata.namespace", ns, errors)
+        elif len(ns) > 63 or ns not in _MATCHED.get(_DNS1123_LABEL_RE, ()):
+            _dns_label("metadata.namespace", ns, errors)  # (else: a namespace seen valid before)
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    if annotations is None and (labels is None or _is_string_map(labels)):
+        return  # (the usual metadata: string labels, no annotations)
     for field in ("labels", "annotations"):
         m = meta.get(field)
-        if m is not None and not (isinstance(m, dict) and all(map(_IS_STR, m.values()))):
+        if m is not None and not _is_string_map(m):
             errors.append(
                 _invalid(
                     f"metadata.{field}",
@@ -679,6 +682,10 @@ def _metadata(raw: dict[str, Any], info: KindInfo, errors: list[FieldError]) -> 
 
 
 _IS_STR = str.__instancecheck__  # (isinstance(v, str) in C: no generator per map)
+
+
+def _is_string_map(m: Any) -> bool:
+    return isinstance(m, dict) and all(map(_IS_STR, m.values()))
 
 
 def _dns_label(path: str, value: str, errors: list[FieldError]) -> None:

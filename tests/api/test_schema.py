@@ -475,6 +475,63 @@ def test_metadata() -> None:
         assert errors[0].endswith(f"metadata.{field} must be a map of string to string")
 
 
+def test_the_usual_metadata_passes_as_the_full_checks_say() -> None:
+    """Metadata with string labels and no annotations, and a namespace seen valid before,
+    are passed without the full checks; each near miss still gets its message."""
+    raw = gateway(dict(HTTP))
+    long_ns = "n" * 64  # (a label by its pattern, but too long)
+    assert schema._matches(schema._DNS1123_LABEL_RE, long_ns)  # (now remembered as matching)
+    for meta, wanted in (
+        ({"name": "a", "namespace": "ns"}, []),
+        ({"name": "a", "namespace": "ns", "labels": {"a": "b"}}, []),
+        ({"name": "a", "namespace": long_ns}, ["metadata.namespace"]),
+        ({"name": "a", "labels": {"a": 1}}, ["metadata.labels"]),
+        ({"name": "a", "labels": {"a": "b"}, "annotations": {"x": "y"}}, []),
+        ({"name": "a", "labels": {"a": "b"}, "annotations": {"x": 1}}, ["metadata.annotations"]),
+        ({"name": "a", "labels": [], "annotations": "x"}, ["metadata.labels", "metadata.annotations"]),
+        ({"name": "a", "annotations": None, "labels": None}, []),
+    ):
+        raw["metadata"] = meta
+        errors = check(raw)[1]
+        assert [e.path for e in errors] == wanted, meta
+    raw["metadata"] = {"name": "a", "namespace": long_ns}
+    assert check(raw)[1] == [
+        f'metadata.namespace: Invalid value: "{long_ns}": must be no more than 63 characters'
+    ]
+
+
+def test_a_model_carries_the_storage_version_and_its_raw_the_one_written() -> None:
+    """The model is converted from the stored form (copied only where they differ: another
+    version, a status the model leaves out), which is left as it was written."""
+    for owned in (False, True):
+        written = route()
+        written["apiVersion"] = "gateway.networking.k8s.io/v1beta1"
+        written["status"] = {"parents": []}
+        before = copy.deepcopy(written)
+        decoded, errors = decode(written, owned=owned)
+        assert errors == [] and decoded is not None
+        assert decoded.raw["apiVersion"] == "gateway.networking.k8s.io/v1beta1"
+        assert decoded.raw["status"] == {"parents": []}
+        assert decoded.model.api_version == G and decoded.model.kind == "HTTPRoute"
+        assert "status" not in decoded.model.__struct_fields__
+        if not owned:
+            assert written == before
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "namespace": "ns"},
+        "spec": {"ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
+    }
+    decoded, errors = decode(copy.deepcopy(service), owned=True)
+    assert errors == [] and decoded is not None
+    assert decoded.model.status.load_balancer.ingress[0].ip == "192.0.2.1"
+    assert decoded.raw["status"] == service["status"]
+    for info in KINDS.values():  # (the per-kind fact the decoding reads, against the model)
+        assert info.status_in_model is ("status" in info.model.__struct_fields__)
+    assert [k for k, i in KINDS.items() if i.status_in_model] == ["Service"]
+
+
 def test_core_kinds() -> None:
     svc: dict[str, Any] = {
         "apiVersion": "v1",
