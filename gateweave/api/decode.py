@@ -42,6 +42,7 @@ class Decoding(StrEnum):
 
 # (a module global each: an Enum member read as a class attribute costs about a microsecond)
 _STORED, _STRICT = Decoding.STORED, Decoding.STRICT
+_intern = sys.intern
 
 
 class ObjectError(msgspec.Struct, frozen=True, kw_only=True):
@@ -173,11 +174,16 @@ def _refused_kind(raw: dict[str, Any], source: str, default_namespace: str) -> l
             source=source,
             kind=clip(kind),
             namespace=ns,
-            name=clip(str(meta.get("name") or ""), 253),
+            name=_name(meta),
             message=message,
             field=field,
         )
     ]
+
+
+def _name(meta: dict[str, Any]) -> str:
+    """The object's name as an error shows it (computed only for an error)."""
+    return clip(str(meta.get("name") or ""), 253)
 
 
 def _rejected(
@@ -212,28 +218,28 @@ def decode(
         return None, _refused_kind(
             raw, source, default_namespace
         ) if mode is _STRICT and isinstance(raw, dict) else []
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     # (a namespace is shared by many objects: one string each, not a copy per object)
-    ns = sys.intern(
-        clip(str(meta.get("namespace") or (default_namespace if info.namespaced else "")))
-    )
-    name = clip(str(meta.get("name") or ""), 253)
+    ns = _intern(clip(str(meta.get("namespace") or (default_namespace if info.namespaced else ""))))
 
     if mode is _STORED:
         defaulted = schema.default(raw, info, owned=owned)
     else:
         defaulted, errors = schema.validate(raw, info, strict=mode is _STRICT, owned=owned)
         if errors:
+            name = _name(meta)
             return None, [
                 _rejected(source, info, ns, name, str(e), getattr(e, "path", "")) for e in errors
             ]
     obj = schema.copy_json(defaulted) if defaulted is raw and not owned else defaulted
-    meta = obj.setdefault("metadata", {})
+    stored_meta = obj.setdefault("metadata", {})
     if info.namespaced:
-        meta["namespace"] = ns
+        stored_meta["namespace"] = ns
     else:
-        meta.pop("namespace", None)
-    meta.setdefault("generation", 1)
+        stored_meta.pop("namespace", None)
+    stored_meta.setdefault("generation", 1)
     if "status" in raw and "status" not in obj:
         obj["status"] = raw["status"] if owned else schema.copy_json(raw["status"])
     # The status is not part of the model, except for kinds whose model declares it (Service:
@@ -252,7 +258,9 @@ def decode(
     except msgspec.ValidationError as exc:
         message = str(exc)
         return None, [
-            _rejected(source, info, ns, name, clip(message, 1000), _model_error_field(message))
+            _rejected(
+                source, info, ns, _name(meta), clip(message, 1000), _model_error_field(message)
+            )
         ]
     return Decoded(obj, model), []
 

@@ -488,7 +488,10 @@ def test_the_usual_metadata_passes_as_the_full_checks_say() -> None:
         ({"name": "a", "labels": {"a": 1}}, ["metadata.labels"]),
         ({"name": "a", "labels": {"a": "b"}, "annotations": {"x": "y"}}, []),
         ({"name": "a", "labels": {"a": "b"}, "annotations": {"x": 1}}, ["metadata.annotations"]),
-        ({"name": "a", "labels": [], "annotations": "x"}, ["metadata.labels", "metadata.annotations"]),
+        (
+            {"name": "a", "labels": [], "annotations": "x"},
+            ["metadata.labels", "metadata.annotations"],
+        ),
         ({"name": "a", "annotations": None, "labels": None}, []),
     ):
         raw["metadata"] = meta
