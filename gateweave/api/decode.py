@@ -69,14 +69,18 @@ _KIND_INFO: dict[tuple[str, str], KindInfo] = {}  # (apiVersion, kind) -> what l
 def kind_info(raw: Any) -> KindInfo | None:
     if not isinstance(raw, dict):
         return None
-    api_version, kind = raw.get("apiVersion"), raw.get("kind")
-    if not isinstance(api_version, str) or not isinstance(kind, str):
+    key = (raw.get("apiVersion"), raw.get("kind"))
+    try:
+        info = _KIND_INFO.get(key)  # (only pairs of strings are in it)
+    except TypeError:  # (an apiVersion or kind that is no string, nor hashable)
         return None
-    info = _KIND_INFO.get((api_version, kind))
     if info is None:
+        api_version, kind = key
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            return None
         info = lookup(api_version, kind)
         if info is not None:  # (only pairs gateweave reads: a bounded memo)
-            _KIND_INFO[(api_version, kind)] = info
+            _KIND_INFO[key] = info
     return info
 
 

@@ -535,6 +535,19 @@ def test_a_model_carries_the_storage_version_and_its_raw_the_one_written() -> No
     assert [k for k, i in KINDS.items() if i.status_in_model] == ["Service"]
 
 
+def test_kind_info_reads_only_an_apiversion_and_kind_of_strings() -> None:
+    assert kind_info({"apiVersion": G, "kind": "HTTPRoute"}) is KINDS["HTTPRoute"]
+    for api_version, kind in (
+        ([G], "HTTPRoute"),  # (unhashable: no lookup raises)
+        (G, {"k": "HTTPRoute"}),
+        (1, "HTTPRoute"),
+        (G, None),
+        (None, None),
+    ):
+        assert kind_info({"apiVersion": api_version, "kind": kind}) is None
+    assert kind_info([G, "HTTPRoute"]) is None and kind_info("x") is None
+
+
 def test_core_kinds() -> None:
     svc: dict[str, Any] = {
         "apiVersion": "v1",
