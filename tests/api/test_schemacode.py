@@ -626,6 +626,54 @@ def test_lengths_numbers_nulls_and_maps_are_answered_as_the_walk_does(spec: dict
         assert _same(got, want), (got, want)
 
 
+def _list_map(keys: list[str]) -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "port": {"type": "integer"}},
+    }
+    return {
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": keys,
+        "items": item,
+    }
+
+
+LIST_MAPS: dict[str, Any] = _kind(
+    {
+        "type": "object",
+        "properties": {"one": _list_map(["name"]), "two": _list_map(["name", "port"])},
+    }
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(["one", "two"]),
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "name": st.sampled_from(["a", "b", "1", ""]),
+                "port": st.sampled_from([1, 2, 1.0, True]),
+            },
+        ),
+        max_size=4,
+    ),
+)
+def test_a_list_maps_keys_are_unique_as_the_walk_says(field: str, items: list[Any]) -> None:
+    """Keyed by one field (compared alone) or by two: duplicates, absent keys, an integer
+    against its float or bool, each answered as the walk does, or left to it."""
+    got, want = _answers(LIST_MAPS, {field: items})
+    if want is None:
+        assert got is None
+    elif got is not None:
+        assert _same(got, want), (got, want)
+    plain = [i for i in items if type(i.get("port", 0)) is int]
+    if want is not None and len(plain) == len(items):
+        assert got is not None  # (the generated code answers these itself)
+
+
 @pytest.mark.parametrize(
     "spec",
     [
