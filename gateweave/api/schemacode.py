@@ -257,6 +257,7 @@ class _Gen:
         )
         self.funcs: dict[int, str] = {}
         self.blocks: list[list[str]] = []
+        self.loops: dict[str, str] = {}  # an array's function -> its items' (its only check)
         self.keep: list[Schema] = []  # the nodes named by id stay alive while generating
         self.top: Schema | None = None  # the root node
 
@@ -504,7 +505,10 @@ class _Gen:
             return f"{walk}({x}, {self.names.add('W', node, ('walk', id(node)))})"
         if node["type"] in ("object", "array"):
             name = self.func(node)
-            if name:  # ("": a node left with nothing to check)
+            item = self.loops.get(name)
+            if item is not None:  # (a list whose function only checks each item: no call)
+                out.append(f"{pad}for y in {x}: {item}(y)")
+            elif name:  # ("": a node left with nothing to check)
                 out.append(f"{pad}{name}({x})")
         else:
             self.scalar(node, x, out, pad)
@@ -522,6 +526,9 @@ class _Gen:
             self.funcs[id(node)] = ""
             return ""
         self.blocks.append([f"def {name}(d):", *body])
+        loop = _ITEMS_ONLY.fullmatch("\n".join(body))
+        if loop is not None:
+            self.loops[name] = loop.group(1)
         return name
 
     def array(self, node: Schema) -> list[str]:
@@ -646,6 +653,9 @@ class _Gen:
         body.append("    return o")
         self.blocks.append([f"def {name}(d):", *structure, *body])
 
+
+# The body of an array's function that only checks each item with the item's function.
+_ITEMS_ONLY = re.compile(r"    for x in d:\n        ([a-z]+[0-9]+)\(x\)")
 
 # A list's rules are split by its lengths up to this one (see :meth:`_Gen.cases`); in the
 # cost of a split, each of these lengths and every longer list weigh alike.

@@ -674,6 +674,51 @@ def test_a_list_maps_keys_are_unique_as_the_walk_says(field: str, items: list[An
         assert got is not None  # (the generated code answers these itself)
 
 
+_ITEM = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 1}, "s": {"type": "string", "default": "x"}},
+}
+LOOPED: dict[str, Any] = _kind(
+    {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": _ITEM},
+            "unique": {
+                "type": "array",
+                "items": {"type": "string"},
+                "x-kubernetes-list-type": "set",
+            },
+        },
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"items": []},
+        {"items": [{}, {"n": 2}, {"s": "y"}]},
+        {"items": [{"n": 0}]},
+        {"items": [None]},
+        {"items": [{"s": 1}]},
+        {"items": [{}], "unique": ["a", "a"]},
+        {"items": [{"n": 1}], "unique": ["a", "b"]},
+    ],
+)
+def test_a_list_whose_items_alone_are_checked_is_looped_over_in_its_parent(
+    spec: dict[str, Any],
+) -> None:
+    """A list whose only check is its items' function is looped over where the parent reads
+    it (no call for the list); a list with checks of its own (a set) keeps its function."""
+    source = schemacode.generate(LOOPED)[0]
+    assert "for y in x: f" in source and "_unique_set(d)" in source
+    got, want = _answers(LOOPED, spec)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and _same(got, want), (got, want)
+
+
 @pytest.mark.parametrize(
     "spec",
     [
