@@ -110,12 +110,6 @@ def _pattern(pattern: str, value: str) -> None:
         raise Unsure
 
 
-def _format(passed: set[str], check: Callable[[str], bool], value: str) -> None:
-    if not check(value):
-        raise Unsure
-    patterns.remember(passed, value)
-
-
 def _enum(value: Any, allowed: tuple[Any, ...]) -> None:
     if not any(cel.cel_eq(value, e) for e in allowed):
         raise Unsure
@@ -244,7 +238,7 @@ class _Gen:
             {
                 "Unsure": Unsure,
                 "_pattern": _pattern,
-                "_format": _format,
+                "_remember": patterns.remember,
                 "_enum": _enum,
                 "_unique_map": _unique_map,
                 "_unique_set": _unique_set,
@@ -262,6 +256,16 @@ class _Gen:
         self.top: Schema | None = None  # the root node
 
     # ---- scalars, inline in the code of their object or array
+
+    @staticmethod
+    def checked(passed: str, fn: str, x: str, pad: str) -> list[str]:
+        """A string checked by the Python function ``fn`` (a pattern's or a format's), once:
+        the strings that passed are remembered in ``passed``."""
+        return [
+            f"{pad}if {x} not in {passed}:",
+            f"{pad}    if not {fn}({x}): raise Unsure",
+            f"{pad}    _remember({passed}, {x})",
+        ]
 
     def scalar(self, node: Schema, x: str, out: list[str], pad: str) -> None:
         # (the type, a string's lengths: checked by the Struct types; a float's finiteness not)
@@ -288,7 +292,7 @@ class _Gen:
                 check = patterns.CHECKS.get(pattern)
                 if check is not None:  # a pattern written as Python: called directly
                     fn = self.names.add("F", check, ("patternfn", pattern))
-                    out.append(f"{pad}if {x} not in {passed}: _format({passed}, {fn}, {x})")
+                    out += self.checked(passed, fn, x, pad)
                 else:
                     pat = self.names.add("S", pattern, ("str", pattern))
                     out.append(f"{pad}if {x} not in {passed}: _pattern({pat}, {x})")
@@ -300,7 +304,7 @@ class _Gen:
                 if self.names.values[passed] is known:
                     _PASSED.append(known)
                 fn = self.names.add("F", check, ("formatfn", fmt))
-                out.append(f"{pad}if {x} not in {passed}: _format({passed}, {fn}, {x})")
+                out += self.checked(passed, fn, x, pad)
         elif t in ("integer", "number") and not _struct_bounds(node):
             self.bounds(node, x, out, pad)
         self.rules(node, x, out, pad)

@@ -99,6 +99,6 @@ def test_the_stored_form_checks_no_rule() -> None:
     assert root is not None
     source, _, _ = schemacode.generate(root)
     stored = source[source.index("\ndef g") :]
-    for check in ("_rules_hold", "_pattern(", "_format(", "_enum(", "_unique_"):
+    for check in ("_rules_hold", "_pattern(", "_remember(", "_enum(", "_unique_"):
         assert check in source[: source.index("\ndef g")]
         assert check not in stored, check
