@@ -63,7 +63,8 @@ class ObjectError(msgspec.Struct, frozen=True, kw_only=True):
         return f"{where}{self.kind} {who}: {self.message}"
 
 
-_KIND_INFO: dict[tuple[str, str], KindInfo] = {}  # (apiVersion, kind) -> what lookup() found
+# (apiVersion, kind) -> what lookup() found (pairs of strings only; looked up with any pair)
+_KIND_INFO: dict[tuple[Any, Any], KindInfo] = {}
 
 
 def kind_info(raw: Any) -> KindInfo | None:

@@ -125,8 +125,8 @@ def _json_key(value: Any) -> Any:
 
 def _unique_map(items: list[Any], keys: tuple[str, ...]) -> None:
     if len(keys) == 1:  # (the usual list map, keyed by one field: its values compared alone)
-        key = keys[0]
-        found = [_json_key(item.get(key)) for item in items if type(item) is dict]
+        field = keys[0]
+        found = [_json_key(item.get(field)) for item in items if type(item) is dict]
         if len(set(found)) != len(found):
             raise Unsure
         return
