@@ -597,11 +597,8 @@ class _Gen:
                             f"root field {key} has a schema this module does not check"
                         )
                     continue
-                # (a required field without a default: present and not null, as the Struct
-                # types require it)
-                present = key in required and not (isinstance(sub, dict) and "default" in sub)
                 checks: list[str] = []
-                replace = self.value(sub, "x", checks, "    " if present else "        ")
+                replace = self.value(sub, "x", checks, "        ")
                 if replace is not None:  # (a node the walk decides: its type admits null)
                     out += [
                         f"    if {key!r} in d:",
@@ -610,8 +607,6 @@ class _Gen:
                         "nullable",
                         f"        d[{key!r}] = {replace}",
                     ]
-                elif checks and present:
-                    out += [f"    x = d[{key!r}]", *checks]
                 elif checks:
                     out += [f"    x = d.get({key!r})", "    if x is not None:", *checks]
             for key, sub in props.items():

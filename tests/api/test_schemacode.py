@@ -719,49 +719,6 @@ def test_a_list_whose_items_alone_are_checked_is_looped_over_in_its_parent(
         assert got is not None and _same(got, want), (got, want)
 
 
-REQUIRED: dict[str, Any] = _kind(
-    {
-        "type": "object",
-        "required": ["name", "mode"],
-        "properties": {
-            "name": {"type": "string", "pattern": "^[a-z]+$"},
-            "mode": {"type": "string", "pattern": "^[A-Z]+$", "default": "A"},
-            "opt": {"type": "string", "pattern": "^[0-9]+$"},
-        },
-    }
-)
-
-
-@pytest.mark.parametrize(
-    "spec",
-    [
-        {"name": "ab"},
-        {"name": "ab", "mode": "B", "opt": "1"},
-        {"name": "AB"},
-        {},
-        {"name": None},
-        {"name": 1},
-        {"mode": "B"},
-        {"name": "ab", "mode": "b"},
-        {"name": "ab", "mode": None},
-        {"name": "ab", "opt": "x"},
-    ],
-)
-def test_a_required_field_is_read_without_a_lookup_for_its_absence(spec: dict[str, Any]) -> None:
-    """A required field without a default is read directly (the Struct types refuse the
-    object without it, or with a null); one with a default, or an optional one, is looked up."""
-    source = schemacode.generate(REQUIRED)[0]
-    assert "    x = d['name']\n" in source
-    assert "    x = d.get('mode')\n" in source and "    x = d.get('opt')\n" in source
-    got, want = _answers(REQUIRED, spec)
-    if want is None:
-        assert got is None
-    elif None in spec.values():
-        assert got is None  # (a null the walk drops and defaults: the walk's to answer)
-    else:
-        assert got is not None and _same(got, want), (got, want)
-
-
 @pytest.mark.parametrize(
     "spec",
     [
