@@ -71,11 +71,6 @@ def _diff(published: Mapping[str, T], current: Mapping[str, T]) -> tuple[dict[st
     return changed, removed
 
 
-# How long the collector's freeze waits for the data plane's answers to the first configuration
-# (Envoys that do not answer, e.g. pods still being scheduled, do not keep it paused longer).
-FREEZE_DATAPLANE_WAIT = 10.0
-
-
 class Runtime:
     def __init__(
         self,
@@ -118,10 +113,7 @@ class Runtime:
         # for the one runtime of a server process, not for tests running many.
         # ``freeze_after``: the freeze (its full collection, most of a second at 10,000
         # routes) also waits for this event, e.g. the Kubernetes status writer's first write,
-        # so that a start's first status write does not wait for it. With a data plane, it
-        # also waits (up to FREEZE_DATAPLANE_WAIT seconds) until every Gateway published to
-        # it has its Envoy's answer, so that it does not hold up the Envoys' first
-        # configuration either (their xDS streams are served by this loop).
+        # so that a start's first status write does not wait for it.
         # Until then the collector stays paused (from this constructor on: a server builds
         # its runtime right after loading every object), so that the objects of the start
         # are walked once, by the freeze's collection, instead of by the collections their
@@ -131,7 +123,6 @@ class Runtime:
         self._freeze_due = False  # ready, and freeze_after set: freeze when not translating
         self._froze_gc = False
         self._freeze_waiter: asyncio.Task[None] | None = None
-        self._dataplane_report = asyncio.Event()  # a report came in (the freeze's waiter)
         self._gc_hold = contextlib.ExitStack()
         if gc_freeze:
             self._gc_hold.enter_context(gc_paused())
@@ -213,7 +204,6 @@ class Runtime:
             del self._dataplane_states[gateway]
         else:
             self._dataplane_states[gateway] = state
-        self._dataplane_report.set()
         if self.dataplane:
             self._kick()
 
@@ -306,7 +296,7 @@ class Runtime:
                 self.store.changed.clear()
                 await self._translate_and_publish()
                 if self.gc_freeze and self._ready and not self._froze_gc:
-                    if self._freeze_due or not self._freeze_waits():
+                    if self.freeze_after is None or self._freeze_due:
                         self._freeze_gc()
                     elif self._freeze_waiter is None:
                         self._freeze_waiter = asyncio.create_task(self._freeze_later())
@@ -320,32 +310,11 @@ class Runtime:
                 gc.unfreeze()
                 self._froze_gc = False
 
-    def _awaits_dataplane(self) -> bool:
-        """Some Gateway published to the data plane has no answer from its Envoy yet (an ACK,
-        a rejection, or why it is not running)."""
-        if not self.dataplane or self.xds_sink is None:
-            return False
-        for gateway in self.published_xds:
-            state = self._dataplane_states.get(gateway)
-            if state is None or not (state.acked or state.error):
-                return True
-        return False
-
-    def _freeze_waits(self) -> bool:
-        return self.freeze_after is not None or self._awaits_dataplane()
-
     async def _freeze_later(self) -> None:
-        """Freeze once :attr:`freeze_after` is set and the data plane has answered (or
-        FREEZE_DATAPLANE_WAIT passed): at once if the processor is idle, else after its
-        current translation (never while a translation runs in its thread)."""
-        if self.freeze_after is not None:
-            await self.freeze_after.wait()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + FREEZE_DATAPLANE_WAIT
-        while self._awaits_dataplane() and loop.time() < deadline:
-            self._dataplane_report.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dataplane_report.wait(), deadline - loop.time())
+        """Freeze once :attr:`freeze_after` is set: at once if the processor is idle, else
+        after its current translation (never while a translation runs in its thread)."""
+        assert self.freeze_after is not None
+        await self.freeze_after.wait()
         self._freeze_due = True
         if not self._busy and not self._froze_gc:
             self._freeze_gc()

@@ -9,19 +9,12 @@ import contextlib
 import gc
 from typing import Any
 
-import pytest
-
 from gateweave import DEFAULT_CONTROLLER_NAME
-from gateweave import runtime as runtime_module
-from gateweave.api.decode import decode
-from gateweave.api.load import load_text
 from gateweave.ir import Result
 from gateweave.runtime import Runtime, TranslateFn
 from gateweave.sinks.localstatus import LocalStatusSink
 from gateweave.store import Store
-from gateweave.translate.options import DataplaneState
-from tests.support.fake_translate import SEED, fake_translate
-from tests.support.runtime import RecordingSink
+from tests.support.fake_translate import fake_translate
 
 
 def _runtime(translate_fn: TranslateFn = fake_translate, **options: Any) -> Runtime:
@@ -121,73 +114,6 @@ async def test_a_failing_first_translation_gives_the_collector_back() -> None:
         await runtime.wait_settled()
         assert runtime.failed_translations == 1 and not runtime.ready
         assert gc.isenabled() and gc.get_freeze_count() == 0
-    finally:
-        await _stop(task)
-        runtime.close()
-
-
-def _with_a_dataplane() -> Runtime:
-    """A freezing runtime with a data plane and an xDS sink, its store holding one Gateway of
-    ours ("default/gw"), whose Envoy has not answered yet."""
-    runtime = _runtime(gc_freeze=True, dataplane=True, xds_sink=RecordingSink())
-    for kind in ("GatewayClass", "Gateway"):
-        (item,) = load_text(SEED[kind], "seed.yaml").objects
-        decoded, errors = decode(item.raw)
-        assert decoded is not None, errors
-        runtime.store.apply(decoded)
-    return runtime
-
-
-async def _frozen_soon() -> bool:
-    for _ in range(100):
-        if gc.get_freeze_count() > 0:
-            return True
-        await asyncio.sleep(0.01)
-    return False
-
-
-async def test_with_a_dataplane_the_freeze_waits_for_every_envoys_answer() -> None:
-    """The freeze's collection blocks the loop that serves the Envoys' xDS streams: with a
-    data plane, it waits until each Gateway published to it has its Envoy's answer."""
-    gc.unfreeze()
-    runtime = _with_a_dataplane()
-    task = await _run_until_ready(runtime)
-    try:
-        assert list(runtime.published_xds) == ["default/gw"]
-        await asyncio.sleep(0.1)
-        assert gc.get_freeze_count() == 0 and not gc.isenabled()
-        runtime.set_dataplane_state("default/gw", DataplaneState(acked=True))
-        assert await _frozen_soon() and gc.isenabled()
-    finally:
-        await _stop(task)
-        runtime.close()
-    assert gc.get_freeze_count() == 0 and gc.isenabled()
-
-
-async def test_an_envoy_that_cannot_run_answers_too() -> None:
-    gc.unfreeze()
-    runtime = _with_a_dataplane()
-    task = await _run_until_ready(runtime)
-    try:
-        await asyncio.sleep(0.05)
-        assert gc.get_freeze_count() == 0
-        runtime.set_dataplane_state("default/gw", DataplaneState(error="envoy exited (1)"))
-        assert await _frozen_soon()
-    finally:
-        await _stop(task)
-        runtime.close()
-
-
-async def test_the_wait_for_the_dataplane_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An Envoy that never answers (a pod not scheduled) holds the freeze only so long."""
-    monkeypatch.setattr(runtime_module, "FREEZE_DATAPLANE_WAIT", 0.2)
-    gc.unfreeze()
-    runtime = _with_a_dataplane()
-    task = await _run_until_ready(runtime)
-    try:
-        assert gc.get_freeze_count() == 0
-        assert await _frozen_soon()
-        assert runtime.dataplane_states == {}
     finally:
         await _stop(task)
         runtime.close()
