@@ -322,18 +322,12 @@ class _Reader:
         own.update(merged)
 
     def scalar(self, ev: Any, is_key: bool) -> Any:
+        """A scalar's value, resolved (the plain ones the memo already holds are taken from it
+        by :meth:`document`, which calls this for the others and for ``<<``)."""
         tag = ev.tag
         text = ev.value
         if tag is None or tag == "!":
             plain = ev.implicit[0]
-            if plain:
-                value = _PLAIN.get(text, _UNSET)
-                if value is not _UNSET:
-                    return (
-                        _MERGE
-                        if value is _MERGE and is_key
-                        else ("<<" if value is _MERGE else value)
-                    )
             tag = self.loader.resolve(yaml.ScalarNode, text, ev.implicit)
             value = self.construct(tag, text, ev)
             if plain and len(text) <= _PLAIN_TEXT_MAX:
