@@ -343,7 +343,8 @@ class Runtime:
             if left <= 0:
                 return
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=min(self.window, left))
+                async with asyncio.timeout(min(self.window, left)):
+                    await self._wake.wait()
             except TimeoutError:
                 return
 
@@ -445,4 +446,5 @@ class Runtime:
 
     async def wait_settled(self, timeout: float = 5.0) -> None:
         """Wait until no change is pending and the last translation is published."""
-        await asyncio.wait_for(self._settled.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._settled.wait()

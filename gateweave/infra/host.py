@@ -206,7 +206,8 @@ class _Envoy:
             if body is not None and in_flight(stats.parse(body).counters) == 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wait(), min(0.1, max(0.0, deadline - loop.time())))
+                async with asyncio.timeout(min(0.1, max(0.0, deadline - loop.time()))):
+                    await self.wait()
 
     async def quit(self, *, drain: float, timeout: float, graceful: bool = True) -> None:
         """Drain the listeners (graceful: they accept during the drain; else they close at
@@ -221,7 +222,8 @@ class _Envoy:
                 await self._drained(drain)
         self.signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(self.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.wait()
         except TimeoutError:
             log.warning("Envoy ignored SIGTERM; killing it", pid=self.pid)
             self.signal(signal.SIGKILL)
@@ -392,7 +394,8 @@ class _Supervisor:
             )
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
             delay = min(max(delay * 2, self.infra.backoff_base), self.infra.backoff_max)
 
     async def _watch_ready(self, proc: _Envoy) -> None:

@@ -262,7 +262,8 @@ class KubeStatusSink(StatusWrites):
         self._wake.set()
 
     async def wait_idle(self, timeout: float = 5.0) -> None:
-        await asyncio.wait_for(self._idle.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._idle.wait()
 
     @property
     def busy(self) -> bool:

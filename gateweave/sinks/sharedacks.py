@@ -184,7 +184,8 @@ class SharedAcks:
             except Exception as exc:
                 log.warning("sharing Envoy acknowledgements failed", error=str(exc))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.period)
+                async with asyncio.timeout(self.period):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _round(self) -> None:

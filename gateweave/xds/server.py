@@ -468,7 +468,8 @@ class _Session:
                 return False
             self._answered.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._answered.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._answered.wait()
 
 
 def _ordered(type_urls: set[str]) -> list[str]:
