@@ -1066,7 +1066,8 @@ class KubeAPI:
                     break
                 wait = min(left, self.bookmark_interval) if bookmarks else left
                 try:
-                    event: JSON | None = await asyncio.wait_for(watcher.queue.get(), wait)
+                    async with asyncio.timeout(wait):  # not wait_for: see pyproject's TID251
+                        event: JSON | None = await watcher.queue.get()
                 except TimeoutError:
                     # A bookmark promises every event up to its resourceVersion was sent:
                     # not while an event (or a disconnect's end) is still queued, as when the

@@ -77,10 +77,17 @@ async def serving(
         yield got["runtime"], got["source"]
     finally:
         stop.set()
-        try:
-            await asyncio.wait_for(task, 10)
-        except TimeoutError:
+        # Stopping takes well under a second; a serve still running after 10 s is a hang (a
+        # task that lost its cancellation, say), and fails the test that showed it.
+        done, _ = await asyncio.wait({task}, timeout=10)
+        if not done:
             task.cancel()
+            await asyncio.wait({task}, timeout=5)
+            raise AssertionError(
+                "gateweave serve did not stop within 10 s of being asked to"
+                + ("" if task.done() else ", nor when cancelled")
+            )
+        task.result()
 
 
 async def settle(api: KubeAPI, runtime: Any, source: Any, timeout: float = 10.0) -> None:
