@@ -77,15 +77,19 @@ class ServeProcess:
         return self.url
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 10) -> None:
-        """Send ``sig`` (SIGTERM: an explicit stop) and wait; SIGKILL if it does not end."""
+        """Send ``sig`` (SIGTERM: an explicit stop) and wait; SIGKILL if it does not end, and
+        then fail: serve stops in well under a second, so one still running is a hung stop."""
+        hung = False
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                hung = True
                 self.proc.kill()
                 self.proc.wait(timeout=timeout)
         self._reader.join(timeout=5)
         if self._state is not None:
             shutil.rmtree(self._state, ignore_errors=True)
         shutil.rmtree(self._secrets, ignore_errors=True)
+        assert not hung, f"serve did not stop within {timeout} s of {sig.name}:\n{self.log()}"
