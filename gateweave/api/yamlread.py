@@ -326,7 +326,7 @@ class _Reader:
         by :meth:`document`, which calls this for the others and for ``<<``)."""
         tag = ev.tag
         text = ev.value
-        if tag is None or tag == "!":
+        if tag in _UNTAGGED:
             plain = ev.implicit[0]
             tag = self.loader.resolve(yaml.ScalarNode, text, ev.implicit)
             value = self.construct(tag, text, ev)
