@@ -70,11 +70,21 @@ def dictionary() -> bytes:
     return b"".join(_ENCODE.encode(name) for name, _ in ordered)[-(1 << _WBITS) :]
 
 
+@functools.cache
+def _primed() -> zlib._Compress:
+    """A compressor that has taken in the preset dictionary and nothing else: each object is
+    packed by a copy of it, a copy of its state being cheaper than taking in the dictionary
+    again (a fifth of the packing's time; the same bytes). ``copy`` takes the compressor's
+    lock: worker threads may pack at once."""
+    return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zdict=dictionary())
+
+
 def pack(obj: Any) -> bytes:
     """``obj`` (JSON-like: dicts, lists, strings, numbers, booleans, None) as packed bytes.
     Raises what msgpack's encoder raises for anything else (TypeError, OverflowError...)."""
-    z = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zdict=dictionary())
-    return z.compress(_ENCODE.encode(obj)) + z.flush()
+    body = _ENCODE.encode(obj)
+    z = _primed().copy()
+    return z.compress(body) + z.flush()
 
 
 def unpack(data: bytes) -> Any:

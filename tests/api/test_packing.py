@@ -61,3 +61,28 @@ def test_the_preset_dictionary_shares_the_field_names_between_objects() -> None:
     # Without the dictionary, deflate has nothing to refer a small object's field names to.
     assert len(packed) < 0.7 * len(zlib.compress(plain, 9))
     assert packing.unpack(packed) == dec.raw
+
+
+def test_objects_packed_one_after_another_and_from_threads_each_stand_alone() -> None:
+    """Each object is packed by a copy of one primed compressor: what one object leaves in it
+    must not reach the next (each unpacks alone, to the bytes a fresh compressor makes), also
+    when threads pack at once (the file provider reads in worker threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    raws = [_route(f"r{i}") for i in range(200)]
+
+    def fresh(raw: object) -> bytes:
+        z = zlib.compressobj(
+            packing._LEVEL,
+            zlib.DEFLATED,
+            packing._WBITS,
+            packing._MEM_LEVEL,
+            zdict=packing.dictionary(),
+        )
+        return z.compress(msgspec.msgpack.encode(raw)) + z.flush()
+
+    assert [packing.pack(raw) for raw in raws] == [fresh(raw) for raw in raws]
+    with ThreadPoolExecutor(4) as pool:
+        packed = list(pool.map(packing.pack, raws * 5))
+    assert [packing.unpack(p) for p in packed] == raws * 5
+    assert packed == [fresh(raw) for raw in raws * 5]
