@@ -11,8 +11,10 @@ reported):
 * ``load_s``: the same bytes through our full path, as a provider reads a batch: JSON
   decoding, then :func:`gateweave.api.decode.decode` of each freshly decoded manifest,
   handed over (``owned``: CRD schema and CEL validation, defaulting, typed conversion),
-  the collector paused (as the file and Kubernetes providers pause it for a batch), cold
-  (what the validators remember of earlier batches forgotten first);
+  the collector paused (as the file and Kubernetes providers pause it for a batch) until the
+  JSON trees are freed (a provider keeps each object's model and its packed stored form, not
+  the tree), its pass over the models kept included, cold (what the validators remember of
+  earlier batches forgotten first);
 * ``translate_s``: a full, cold ``translate(store.snapshot())`` of every object (the
   collector paused, as the runtime runs it);
 * ``change_s`` / ``endpoints_change_s``: one HTTPRoute / one EndpointSlice changed ->
@@ -158,12 +160,20 @@ def decode_all(manifests: Sequence[Mapping[str, Any]], *, owned: bool = False) -
     return out
 
 
-def _load(blobs: Sequence[bytes]) -> list[Decoded]:
+def _load(blobs: Sequence[bytes]) -> list[Any]:
     """``load_s``: a batch of manifests read as a provider reads them, cold (nothing
-    remembered from an earlier batch: every repetition measures a start)."""
+    remembered from an earlier batch: every repetition measures a start).
+
+    What the load keeps is each object's model. A provider keeps the object's stored form
+    too, packed (``Decoded.packed``, storage: not part of this figure), and frees its JSON
+    tree once packed; so here the JSON trees are freed inside the collector's pause, as
+    ``decode_s``'s are. The collector's pass over what the load keeps, when it is back on,
+    falls inside the timing (as for ``translate_s``). Until 2026-12-03 the JSON trees were
+    still alive at that pass: it walked every dict and list of them, a cost neither the
+    providers nor ``decode_s`` have (docs/benchmarks.md, "The load's collector pass")."""
     schemacode.clear_memos()
     with gc_paused():
-        return decode_all([msgspec.json.decode(b) for b in blobs], owned=True)
+        return [d.model for d in decode_all([msgspec.json.decode(b) for b in blobs], owned=True)]
 
 
 def _decode_one(raw: Mapping[str, Any]) -> Decoded:

@@ -329,6 +329,26 @@ def test_load_option_reports_decode_and_load_alone(capsys: Any) -> None:
     assert out["load_over_decode"] > 0 and out["loadavg"] >= 0
 
 
+def test_the_load_keeps_each_objects_model_and_frees_its_json_inside_the_pause() -> None:
+    """``load_s``'s work: every object validated and converted (a rejected one is an error);
+    what it keeps is the models, as a provider keeps them (besides their packed stored form),
+    so the collector's pass when it is back on walks no JSON tree of the batch."""
+    from gateweave_bench import run
+
+    manifests = generate(40).manifests
+    blobs = [msgspec.json.encode(raw) for raw in manifests]
+    models = run._load(blobs)
+    assert models == [d.model for d in decode_all(manifests)]
+    tracked_dicts = sum(1 for o in gc.get_objects() if type(o) is dict)
+    more = run._load(blobs * 5)
+    assert len(more) == 5 * len(blobs)
+    # (the kept models hold no dict: the batch's JSON trees, 5 x 40 objects' worth, are gone)
+    assert sum(1 for o in gc.get_objects() if type(o) is dict) < tracked_dicts + 50
+    bad = msgspec.json.encode({**manifests[-1], "spec": {"parentRefs": "not a list"}})
+    with pytest.raises(run.BenchError):
+        run._load([bad])
+
+
 def test_translate_option_reports_decode_and_translate_alone(capsys: Any) -> None:
     from gateweave_bench import run
 
