@@ -74,7 +74,7 @@ def dictionary() -> bytes:
 def _primed() -> zlib._Compress:
     """A compressor that has taken in the preset dictionary and nothing else: each object is
     packed by a copy of it, a copy of its state being cheaper than taking in the dictionary
-    again (a fifth of the packing's time; the same bytes). ``copy`` takes the compressor's
+    again (about a fifth of the packing's time; the same bytes). ``copy`` takes the compressor's
     lock: worker threads may pack at once."""
     return zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zdict=dictionary())
 

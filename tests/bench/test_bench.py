@@ -344,7 +344,8 @@ def test_the_load_keeps_each_objects_model_and_frees_its_json_inside_the_pause()
     assert len(more) == 5 * len(blobs)
     # (the kept models hold no dict: the batch's JSON trees, 5 x 40 objects' worth, are gone)
     assert sum(1 for o in gc.get_objects() if type(o) is dict) < tracked_dicts + 50
-    bad = msgspec.json.encode({**manifests[-1], "spec": {"parentRefs": "not a list"}})
+    route = next(raw for raw in manifests if raw["kind"] == "HTTPRoute")
+    bad = msgspec.json.encode({**route, "spec": {"parentRefs": "not a list"}})
     with pytest.raises(run.BenchError):
         run._load([bad])
 
