@@ -139,8 +139,18 @@ class Decoded:
             body = packing.pack(raw if status is None else _without_status(raw))
         except (TypeError, ValueError, OverflowError, RecursionError):
             return self  # not msgpack's (an integer beyond 64 bits from YAML): kept as it is
-        out = Decoded.__new__(Decoded)
-        out._raw, out._body, out._status, out.model = None, body, status, self.model
+        return Decoded.from_packed(body, status, self.model)
+
+    def packed_parts(self) -> tuple[bytes, bytes | None] | None:
+        """The packed body and status of a :meth:`packed` object (None when not packed):
+        with the model, what :meth:`from_packed` makes the same object of again."""
+        return None if self._raw is not None else (self._body, self._status)
+
+    @classmethod
+    def from_packed(cls, body: bytes, status: bytes | None, model: Any) -> Decoded:
+        """The packed object of :meth:`packed_parts` and ``model``."""
+        out = cls.__new__(cls)
+        out._raw, out._body, out._status, out.model = None, body, status, model
         return out
 
     def __eq__(self, other: object) -> bool:

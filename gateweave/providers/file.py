@@ -36,23 +36,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import structlog
 from watchfiles import Change, awatch
 
-from gateweave.api.decode import Decoded, ObjectError, decode_sourced
+from gateweave.api.decode import Decoded, decode_sourced
 from gateweave.api.kinds import Key
-from gateweave.api.load import Sourced, iter_manifest_files, load_file
+from gateweave.api.load import iter_manifest_files
 from gateweave.gcpause import gc_paused
 from gateweave.providers import ConfigError, ErrorBook
-from gateweave.store import Store, key_of
+from gateweave.providers.fileread import DecodeFn, FileRead, StatKey, read_file
+from gateweave.providers.readers import PARALLEL_MIN_FILES, read_parallel, worker_count
+from gateweave.store import Store
 
 log = structlog.get_logger("gateweave.providers.file")
-
-DecodeFn = Callable[[Sourced], tuple[Decoded | None, list[ObjectError]]]
-StatKey = tuple[int, int, int]
 
 
 @dataclass
@@ -61,17 +60,6 @@ class _File:
     objects: dict[Key, tuple[Decoded, str]] = field(
         default_factory=dict
     )  # last accepted, with source
-
-
-@dataclass(frozen=True)
-class FileRead:
-    """One file as read: its stat, and its file-level errors (then nothing else counts),
-    or the objects it validly defines and the problems of the others."""
-
-    stat: StatKey | None
-    errors: list[ConfigError]
-    objects: dict[Key, tuple[Decoded, str]]
-    problems: list[ConfigError]
 
 
 @dataclass(frozen=True)
@@ -88,10 +76,6 @@ def _stat(path: str) -> StatKey | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _object_error(err: ObjectError) -> ConfigError:
-    return ConfigError(err.source, err.message, err.kind, err.namespace, err.name)
-
-
 class FileProvider:
     """Keeps ``store`` equal to the manifests under ``directory``."""
 
@@ -103,6 +87,8 @@ class FileProvider:
         *,
         debounce_ms: int = 50,
         decode_fn: DecodeFn = decode_sourced,
+        read_workers: int | None = None,
+        parallel_min_files: int = PARALLEL_MIN_FILES,
     ) -> None:
         self.directory = directory
         self.root = os.path.abspath(directory)
@@ -110,6 +96,9 @@ class FileProvider:
         self.errors = errors if errors is not None else ErrorBook()
         self.debounce_ms = debounce_ms
         self.decode_fn = decode_fn
+        # worker processes sharing a large scan's reads (None: readers.worker_count())
+        self.read_workers = read_workers
+        self.parallel_min_files = parallel_min_files
         self._files: dict[str, _File] = {}
         self._definers: dict[Key, set[str]] = {}
         self._refreshing = asyncio.Lock()  # one scan at a time: a scan applied late would be stale
@@ -148,6 +137,10 @@ class FileProvider:
         # The collector paused, as for a translation: decoding a directory allocates a
         # container per field, and each collection they trigger walks the whole heap.
         with gc_paused():
+            if len(due) >= self.parallel_min_files and self.decode_fn is decode_sourced:
+                workers = worker_count() if self.read_workers is None else self.read_workers
+                if workers > 0:
+                    return read_parallel(due, self.root, self._display, self._read, workers)
             return {path: self._read(path, stat) for path, stat in due.items()}
 
     def _read(self, path: str, stat: StatKey | None) -> FileRead:
@@ -161,36 +154,7 @@ class FileProvider:
             )
 
     def _read_objects(self, path: str, display: str, stat: StatKey | None) -> FileRead:
-        result = load_file(path, display, root=self.root)
-        if result.errors:
-            return FileRead(stat, [ConfigError(e.source, e.message) for e in result.errors], {}, [])
-        objects: dict[Key, tuple[Decoded, str]] = {}
-        problems: list[ConfigError] = []
-        for item in result.objects:
-            try:
-                decoded, errs = self.decode_fn(item)
-            except Exception as exc:  # a bug in decoding must not stop the provider
-                log.exception("decoding failed", source=item.source)
-                problems.append(ConfigError(item.source, f"internal error while decoding: {exc!r}"))
-                continue
-            problems.extend(_object_error(e) for e in errs)
-            if decoded is None:
-                continue
-            key = key_of(decoded)
-            if key in objects:
-                first = objects[key][1]
-                problems.append(
-                    ConfigError(
-                        item.source,
-                        f"defined again in the same file (first at {first}); using the first",
-                        key.kind,
-                        key.namespace,
-                        key.name,
-                    )
-                )
-                continue
-            objects[key] = (decoded.packed(), item.source)  # kept until the file changes
-        return FileRead(stat, [], objects, problems)
+        return read_file(path, display, self.root, stat, self.decode_fn)
 
     # ------------------------------------------------------------ applying (the event loop)
 
