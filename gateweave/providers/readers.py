@@ -376,7 +376,7 @@ def read_parallel(
     for path in paths:
         if path not in results:  # what a worker did not read
             results[path] = read_here(path, due[path])
-    log.debug(
+    log.info(
         "files read with worker processes",
         files=len(paths),
         workers=len(pool),

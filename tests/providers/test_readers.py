@@ -123,7 +123,7 @@ def test_files_read_by_workers_are_the_files_read_here(
 
     def slow_read(path: str, stat: StatKey | None) -> FileRead:
         taken_here.append(path)
-        time.sleep(0.002)
+        time.sleep(0.005)
         return provider._read(path, stat)
 
     shared = readers.read_parallel(due, provider.root, provider._display, slow_read, 2)
