@@ -24,6 +24,7 @@ from gateweave.admin import AdminServer
 from gateweave.app.dataplane import claim_state, dataplane
 from gateweave.app.settings import FileSettings, KubeDataplane, Settings
 from gateweave.errors import OperatorError
+from gateweave.gcpause import gc_paused
 from gateweave.infra import netenv
 from gateweave.infra.statedir import StateDir
 from gateweave.metrics import Metrics
@@ -96,33 +97,37 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
     kube: KubeSource | None = None
     provider: FileProvider | None = None
     status_sink: StatusSink
-    if file is None:
-        # Imported here: the Kubernetes client (kubernetes_asyncio) is about 43 MB resident,
-        # which the file provider does not need (tests/serve/test_imports.py).
-        from gateweave.app.kube import KubeSource
+    # The file provider's first read and apply, and the runtime's construction, with the
+    # collector held (the runtime then holds it to its freeze, Runtime gc_freeze): back on in
+    # between, its first passes would walk every object read. (The Kubernetes provider holds
+    # it over each attempt of its first lists; not over the retries between them.)
+    with contextlib.ExitStack() as hold:
+        if file is None:
+            # Imported here: the Kubernetes client (kubernetes_asyncio) is about 43 MB resident,
+            # which the file provider does not need (tests/serve/test_imports.py).
+            from gateweave.app.kube import KubeSource
 
-        kube = await KubeSource.open(settings, store, errors, metrics)
-        await kube.sync()  # the first translation sees every listed object
-        status_sink = kube.status_writer
-    else:
-        provider = FileProvider(file.config_dir, store, errors, debounce_ms=file.debounce_ms)
-        await (
-            provider.refresh()
-        )  # the first translation sees the whole directory (read off the loop)
-        status_sink = LocalStatusSink(settings.controller_name, metrics=metrics)
-    runtime = Runtime(
-        store,
-        translate_fn=hooks.translator or translator(settings),
-        options=settings.translate_options(),
-        status_sink=status_sink,
-        dataplane=settings.dataplane is not None,
-        window=settings.runtime.window,
-        max_delay=settings.runtime.max_delay,
-        metrics=metrics,
-        errors=errors,
-        gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
-        freeze_after=kube.status_writer.started if kube is not None else None,
-    )
+            kube = await KubeSource.open(settings, store, errors, metrics)
+            await kube.sync()  # the first translation sees every listed object
+            status_sink = kube.status_writer
+        else:
+            hold.enter_context(gc_paused())
+            provider = FileProvider(file.config_dir, store, errors, debounce_ms=file.debounce_ms)
+            await provider.refresh()  # the first translation sees the whole directory
+            status_sink = LocalStatusSink(settings.controller_name, metrics=metrics)
+        runtime = Runtime(
+            store,
+            translate_fn=hooks.translator or translator(settings),
+            options=settings.translate_options(),
+            status_sink=status_sink,
+            dataplane=settings.dataplane is not None,
+            window=settings.runtime.window,
+            max_delay=settings.runtime.max_delay,
+            metrics=metrics,
+            errors=errors,
+            gc_freeze=True,  # the server's one runtime (see Runtime.gc_freeze)
+            freeze_after=kube.status_writer.started if kube is not None else None,
+        )
     admin = AdminServer(
         runtime,
         errors,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from gateweave import app
 from gateweave.app.root import translator
+from gateweave.providers.file import FileProvider
 from gateweave.translate.incremental import IncrementalTranslator
 
 OTHER = "example.com/other-controller"
@@ -101,3 +103,58 @@ async def test_the_controller_name_comes_from_the_settings_alone(tmp_path: Path)
     assert {c["type"]: c["status"] for c in gateway_class["status"]["conditions"]}[
         "Accepted"
     ] == "True"
+
+
+async def test_no_collection_between_the_first_read_and_the_freeze(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file provider's first read, its apply to the store, the runtime's construction and
+    first translation run with the collector held, until the runtime's freeze collects once:
+    no automatic pass walks the objects read on the way (with the collector back on after the
+    read, the apply's allocations set off passes over everything read)."""
+    (tmp_path / "objects.yaml").write_text(
+        MANIFESTS.split("---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute")[0]
+        + "".join(
+            f"---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n"
+            f"metadata: {{name: r{i}, namespace: default}}\nspec:\n  parentRefs: [{{name: gw}}]\n"
+            f"  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
+            for i in range(100)
+        )
+    )
+    reading = False
+    automatic: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and reading and gc.isenabled() and gc.get_freeze_count() == 0:
+            automatic.append(info["generation"])
+
+    refresh = FileProvider.refresh
+
+    async def first_refresh(self: FileProvider, *args: Any, **kwargs: Any) -> None:
+        nonlocal reading
+        reading = True
+        await refresh(self, *args, **kwargs)
+
+    monkeypatch.setattr(FileProvider, "refresh", first_refresh)
+    stop = asyncio.Event()
+    started: asyncio.Future[app.App] = asyncio.get_running_loop().create_future()
+    settings = app.Settings(
+        provider=app.FileSettings(str(tmp_path)),
+        dataplane=None,
+        admin=app.AdminSettings("127.0.0.1:0"),
+    )
+    gc.callbacks.append(record)
+    task = asyncio.create_task(
+        app.run(settings, app.Hooks(stop=stop, on_started=started.set_result))
+    )
+    try:
+        running = await asyncio.wait_for(started, 10)
+        await running.runtime.wait_settled(10)
+        assert len(running.runtime.store) == 102
+        assert gc.get_freeze_count() > 0  # frozen: the window is closed
+        assert reading
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        gc.callbacks.remove(record)
+    assert automatic == []
