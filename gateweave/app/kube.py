@@ -11,6 +11,7 @@ Deployments (``infra``, set by :func:`gateweave.app.dataplane.dataplane`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -127,8 +128,8 @@ class KubeSource:
             if leading:
                 asyncio.get_running_loop().create_task(self.infra.reconcile())
 
-    async def sync(self) -> None:
-        await self.provider.sync()
+    async def sync(self, hold: contextlib.ExitStack | None = None) -> None:
+        await self.provider.sync(hold)
 
     def tasks(self) -> list[Coroutine[Any, Any, None]]:
         out = [self.provider.run(), self.status_writer.run()]

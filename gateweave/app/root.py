@@ -97,10 +97,10 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
     kube: KubeSource | None = None
     provider: FileProvider | None = None
     status_sink: StatusSink
-    # The file provider's first read and apply, and the runtime's construction, with the
-    # collector held (the runtime then holds it to its freeze, Runtime gc_freeze): back on in
-    # between, its first passes would walk every object read. (The Kubernetes provider holds
-    # it over each attempt of its first lists; not over the retries between them.)
+    # The collector held from the first read of the objects (the file provider's read and
+    # apply; the Kubernetes provider's lists once they succeeded, not the waits between its
+    # retries) to the runtime's construction, which holds it to its freeze (Runtime
+    # gc_freeze): back on in between, its first passes would walk every object read.
     with contextlib.ExitStack() as hold:
         if file is None:
             # Imported here: the Kubernetes client (kubernetes_asyncio) is about 43 MB resident,
@@ -108,7 +108,7 @@ async def _run(settings: Settings, hooks: Hooks, state: StateDir | None) -> None
             from gateweave.app.kube import KubeSource
 
             kube = await KubeSource.open(settings, store, errors, metrics)
-            await kube.sync()  # the first translation sees every listed object
+            await kube.sync(hold)  # the first translation sees every listed object
             status_sink = kube.status_writer
         else:
             hold.enter_context(gc_paused())

@@ -296,13 +296,14 @@ class KubernetesProvider:
         self.lists[kind] = self.lists.get(kind, 0) + 1
         self.errors.clear(f"kube-list:{kind}")
 
-    async def sync(self) -> None:
+    async def sync(self, hold: contextlib.ExitStack | None = None) -> None:
         """Discover, then list every kind once; sets :attr:`synced`. Retries (with
-        backoff) while the API server cannot be reached."""
+        backoff) while the API server cannot be reached. ``hold``: once the lists are in,
+        the collector stays paused until the caller closes it (see :meth:`_sync_once`)."""
         backoff = Backoff(*self.backoff)
         while True:
             try:
-                await self._sync_once()
+                await self._sync_once(hold)
                 return
             except asyncio.CancelledError:
                 raise
@@ -313,7 +314,7 @@ class KubernetesProvider:
                 )
                 await asyncio.sleep(delay)
 
-    async def _sync_once(self) -> None:
+    async def _sync_once(self, hold: contextlib.ExitStack | None = None) -> None:
         if not self.paths:
             self.paths = await discover(self.client, self.kinds)
             missing = sorted(set(self.kinds) - set(self.paths))
@@ -331,6 +332,12 @@ class KubernetesProvider:
         # between two kinds' lists, it would walk the objects of those listed before.
         with gc_paused():
             await asyncio.gather(*(first(k) for k in sorted(self.paths)))
+            if hold is not None:
+                # Handed on before this pause ends, so that the collector does not come back
+                # between the lists and the caller's next step (the runtime's construction,
+                # which holds it until its freeze): its first pass would walk every object
+                # listed. Only a sync that succeeded: a retry's wait is not held.
+                hold.enter_context(gc_paused())
         self.synced.set()
 
     def _report(self, kind: str, exc: BaseException) -> None:
