@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gateweave.providers.kubernetes import KubernetesProvider
+from tests.support.gcwatch import AutomaticPasses
 from tests.support.kubeapi import KubeAPI, serving, write_kubeconfig
 
 ROUTES = 100
@@ -59,35 +60,21 @@ async def test_no_collection_between_the_first_lists_and_the_freeze(
     await api.start()
     for obj in _objects():
         api.put(obj)
-    listing = False
-    automatic: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start" and listing and gc.isenabled() and gc.get_freeze_count() == 0:
-            automatic.append(info["generation"])
-
-    list_kind = KubernetesProvider.list_kind
-
-    async def listed(self: KubernetesProvider, *args: Any, **kwargs: Any) -> None:
-        nonlocal listing
-        listing = True  # (from the first list on: discovery before it is not held)
-        await list_kind(self, *args, **kwargs)
-
-    monkeypatch.setattr(KubernetesProvider, "list_kind", listed)
-    gc.callbacks.append(record)
+    passes = AutomaticPasses()
+    passes.open_at(monkeypatch, KubernetesProvider, "list_kind")  # (discovery is not held)
     try:
-        async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, _):
-            for _ in range(500):  # the freeze follows the first status write
-                if gc.get_freeze_count() > 0:
-                    break
-                await asyncio.sleep(0.02)
-            assert gc.get_freeze_count() > 0, "not frozen"
-            assert sum(1 for k in runtime.store if k.kind == "HTTPRoute") == ROUTES
+        with passes:
+            async with serving(api, write_kubeconfig(api, str(tmp_path / "kc"))) as (runtime, _):
+                for _ in range(500):  # the freeze follows the first status write
+                    if gc.get_freeze_count() > 0:
+                        break
+                    await asyncio.sleep(0.02)
+                assert gc.get_freeze_count() > 0, "not frozen"
+                assert sum(1 for k in runtime.store if k.kind == "HTTPRoute") == ROUTES
     finally:
-        gc.callbacks.remove(record)
         await api.stop()
-    assert listing
-    assert automatic == []
+    assert passes.open
+    assert passes.passes == []
 
 
 async def test_a_failed_first_sync_holds_nothing_while_it_waits_to_retry(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from gateweave import app
 from gateweave.app.root import translator
 from gateweave.providers.file import FileProvider
 from gateweave.translate.incremental import IncrementalTranslator
+from tests.support.gcwatch import AutomaticPasses
 
 OTHER = "example.com/other-controller"
 MANIFESTS = f"""\
@@ -121,21 +122,8 @@ async def test_no_collection_between_the_first_read_and_the_freeze(
             for i in range(100)
         )
     )
-    reading = False
-    automatic: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start" and reading and gc.isenabled() and gc.get_freeze_count() == 0:
-            automatic.append(info["generation"])
-
-    refresh = FileProvider.refresh
-
-    async def first_refresh(self: FileProvider, *args: Any, **kwargs: Any) -> None:
-        nonlocal reading
-        reading = True
-        await refresh(self, *args, **kwargs)
-
-    monkeypatch.setattr(FileProvider, "refresh", first_refresh)
+    passes = AutomaticPasses()
+    passes.open_at(monkeypatch, FileProvider, "refresh")
     stop = asyncio.Event()
     started: asyncio.Future[app.App] = asyncio.get_running_loop().create_future()
     settings = app.Settings(
@@ -143,18 +131,17 @@ async def test_no_collection_between_the_first_read_and_the_freeze(
         dataplane=None,
         admin=app.AdminSettings("127.0.0.1:0"),
     )
-    gc.callbacks.append(record)
-    task = asyncio.create_task(
-        app.run(settings, app.Hooks(stop=stop, on_started=started.set_result))
-    )
-    try:
-        running = await asyncio.wait_for(started, 10)
-        await running.runtime.wait_settled(10)
-        assert len(running.runtime.store) == 102
-        assert gc.get_freeze_count() > 0  # frozen: the window is closed
-        assert reading
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
-        gc.callbacks.remove(record)
-    assert automatic == []
+    with passes:
+        task = asyncio.create_task(
+            app.run(settings, app.Hooks(stop=stop, on_started=started.set_result))
+        )
+        try:
+            running = await asyncio.wait_for(started, 10)
+            await running.runtime.wait_settled(10)
+            assert len(running.runtime.store) == 102
+            assert gc.get_freeze_count() > 0  # frozen: the window is closed
+            assert passes.open
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    assert passes.passes == []
