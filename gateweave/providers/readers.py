@@ -21,8 +21,9 @@ scan.
 
 How many workers: ``GATEWEAVE_READ_WORKERS`` (0 turns them off), otherwise one less than the
 CPUs the server may use (its affinity, and a cgroup's CPU quota), at most
-:data:`MAX_WORKERS`. Each is a Python process with gateweave's reading modules imported (about
-60 MB resident at its peak), alive for one scan only. The worker's messages: length-prefixed
+:data:`MAX_WORKERS`. Each is a Python process with gateweave's reading modules imported (36 MB
+resident at its peak, measured reading the 13,016 files of 10,000 routes), alive for one scan
+only. The worker's messages: length-prefixed
 msgpack over its standard input and output; its standard error is the server's.
 """
 
