@@ -109,6 +109,25 @@ def _type_name(cls: type) -> str:
 
 _MODELS: dict[str, type[msgspec.Struct]] = {_type_name(i.model): i.model for i in KINDS.values()}
 _MODEL_DECODERS: dict[str, msgspec.msgpack.Decoder[Any]] = {}
+# The strings the server's own decode shares between objects (gateweave.api.decode.decode: one
+# apiVersion and one kind string per kind, the namespace interned), by model type.
+_SHARED: dict[type, tuple[str, str]] = {
+    i.model: (i.storage_api_version, i.kind) for i in KINDS.values()
+}
+_set = msgspec.structs.force_setattr
+
+
+def _share(model: Any) -> None:
+    """``model``, as msgpack made it (every string a new one), given the shared strings the
+    server's own decode gives it; the rest of its sharing is its own ``__post_init__``'s."""
+    version, kind = _SHARED[type(model)]
+    if model.api_version == version:
+        _set(model, "api_version", version)
+    if model.kind == kind:
+        _set(model, "kind", kind)
+    meta = model.metadata
+    if meta.namespace:
+        _set(meta, "namespace", sys.intern(meta.namespace))
 
 
 def _model_decoder(name: str) -> msgspec.msgpack.Decoder[Any] | None:
@@ -244,6 +263,7 @@ def _file_read(reply: _Reply, stat: StatKey | None) -> FileRead | None:
         if decoder is None:
             return None
         model = decoder.decode(o.model)
+        _share(model)
         objects[Key(o.kind, o.namespace, o.name)] = (
             Decoded.from_packed(o.body, o.status, model),
             o.source,

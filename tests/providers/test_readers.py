@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gateweave.api import decode as decode_module
+from gateweave.api.kinds import KINDS
 from gateweave.providers import readers
 from gateweave.providers.file import FileProvider
 from gateweave.providers.fileread import FileRead, StatKey, read_file
@@ -129,6 +130,21 @@ def test_files_read_by_workers_are_the_files_read_here(
     shared = readers.read_parallel(due, provider.root, provider._display, slow_read, 2)
     assert 0 < len(taken_here) < len(due) / 2, "the workers read most of the files"
     _assert_same(here, shared)
+    # The strings the server's own decode shares between objects are shared as well by the
+    # objects the workers read (one apiVersion and kind string per kind, namespaces interned).
+    worker_read = [
+        decoded.model
+        for path, read in shared.items()
+        if path not in taken_here
+        for decoded, _ in read.objects.values()
+    ]
+    assert len(worker_read) > 500
+    for model in worker_read:
+        info = KINDS[model.kind]
+        assert model.api_version is info.storage_api_version
+        assert model.kind is info.kind
+        namespace = model.metadata.namespace
+        assert not namespace or namespace is sys.intern(namespace)
     # and through the provider itself
     _assert_same(here, provider.read(due))
 
