@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import queue
 import signal
 import struct
 import subprocess
@@ -294,16 +295,14 @@ class _Worker:
             return None
         return cls(proc)
 
-    def read(self, batch: list[tuple[str, str]]) -> list[_Reply]:
+    def exchange(self, batch: list[tuple[str, str]]) -> bytes:
+        """Send the worker ``batch``; its answer, as it came (decoded by the caller)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         _send(self.proc.stdin, _ENCODER.encode(batch))
         answer = _receive(self.proc.stdout)
         if answer is None:
             raise EOFError(f"the reader process ended (exit status {self.proc.poll()})")
-        replies = _REPLIES.decode(answer)
-        if len(replies) != len(batch):
-            raise ValueError(f"{len(replies)} replies to {len(batch)} files")
-        return replies
+        return answer
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -322,15 +321,17 @@ class _Worker:
             self.proc.stdout.close()
 
 
+_Answer = tuple[list[str], bytes]  # a batch, and a worker's answer for it
+
+
 def _drive(
     worker: _Worker,
     batches: deque[list[str]],
-    due: Mapping[str, StatKey | None],
     display: Callable[[str], str],
-    results: dict[str, FileRead],
+    answers: queue.SimpleQueue[_Answer | None],
 ) -> None:
-    """Hand ``worker`` batches until none is left, its reads into ``results`` (each write one
-    dict operation, atomic); a file it does not read stays out of ``results``."""
+    """Hand ``worker`` batches until none is left, each answer to ``answers``; None there
+    once it is done (a batch without an answer is read by the server)."""
     try:
         while True:
             try:
@@ -338,19 +339,35 @@ def _drive(
             except IndexError:
                 return
             try:
-                replies = worker.read([(path, display(path)) for path in batch])
-            except Exception as exc:  # (dead, killed, or answering wrongly)
+                answer = worker.exchange([(path, display(path)) for path in batch])
+            except Exception as exc:  # (dead or killed)
                 log.warning("a file reader process failed; its files are read here", error=str(exc))
                 return
-            for path, reply in zip(batch, replies, strict=True):
-                try:
-                    read = _file_read(reply, due[path])
-                except Exception:  # (a model that does not decode as its type)
-                    read = None
-                if read is not None:
-                    results[path] = read
+            answers.put((batch, answer))
     finally:
         worker.close()
+        answers.put(None)
+
+
+def _take(answer: _Answer, due: Mapping[str, StatKey | None], results: dict[str, FileRead]) -> None:
+    """A worker's answer decoded into ``results`` (in the server's reading thread: what the
+    server keeps is allocated there, not in the thread that talks to the worker, whose memory
+    would stay apart); a file it did not read stays out of ``results``."""
+    batch, payload = answer
+    try:
+        replies = _REPLIES.decode(payload)
+        if len(replies) != len(batch):
+            raise ValueError(f"{len(replies)} replies to {len(batch)} files")
+    except (msgspec.DecodeError, ValueError) as exc:
+        log.warning("a reader process answered wrongly; its files are read here", error=str(exc))
+        return
+    for path, reply in zip(batch, replies, strict=True):
+        try:
+            read = _file_read(reply, due[path])
+        except Exception:  # (a model that does not decode as its type)
+            read = None
+        if read is not None:
+            results[path] = read
 
 
 def read_parallel(
@@ -366,11 +383,12 @@ def read_parallel(
     paths = list(due)
     batches = deque(paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES))
     results: dict[str, FileRead] = {}
+    answers: queue.SimpleQueue[_Answer | None] = queue.SimpleQueue()
     pool = [w for w in (_Worker.start(root) for _ in range(workers)) if w is not None]
     threads = [
         threading.Thread(
             target=_drive,
-            args=(w, batches, due, display, results),
+            args=(w, batches, display, answers),
             name="gateweave-file-reader",
             daemon=True,
         )
@@ -378,6 +396,7 @@ def read_parallel(
     ]
     for thread in threads:
         thread.start()
+    done = 0  # workers finished
     while True:
         try:
             batch = batches.popleft()
@@ -385,15 +404,34 @@ def read_parallel(
             break
         for path in batch:
             results[path] = read_here(path, due[path])
-    # A worker's last batch is waited for as long as the whole read has taken so far (at
-    # least WORKER_GRACE_S); then the worker is stopped and its batch read here.
-    deadline = time.monotonic() + max(WORKER_GRACE_S, time.monotonic() - started)
-    for worker, thread in zip(pool, threads, strict=True):
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
+        while True:  # the answers that came meanwhile
+            try:
+                answer = answers.get_nowait()
+            except queue.Empty:
+                break
+            if answer is None:
+                done += 1
+            else:
+                _take(answer, due, results)
+    # The workers' last answers are waited for as long as the whole read has taken so far (at
+    # least WORKER_GRACE_S); then the workers are stopped and their batches read here.
+    deadline: float | None = time.monotonic() + max(WORKER_GRACE_S, time.monotonic() - started)
+    while done < len(pool):
+        try:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            answer = answers.get(timeout=left)
+        except queue.Empty:
             log.warning("a file reader process is too slow; its files are read here")
-            worker.kill()
-            thread.join()
+            for worker in pool:
+                worker.kill()  # (its thread then ends, and says so)
+            deadline = None
+            continue
+        if answer is None:
+            done += 1
+        else:
+            _take(answer, due, results)
+    for thread in threads:
+        thread.join()
     for path in paths:
         if path not in results:  # what a worker did not read
             results[path] = read_here(path, due[path])
