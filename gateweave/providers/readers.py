@@ -10,21 +10,24 @@ empty: a worker that starts late, or runs on a busy CPU, simply takes fewer.
 
 A worker returns for each file what :func:`gateweave.providers.fileread.read_file` returned
 there: the errors, and each accepted object as its packed form, its model (msgpack, decoded
-here into the same model type) and its source. The result is the one reading in the server
-gives, file for file (tests/providers/test_readers.py). Whatever a worker cannot hand over as
-it is - a file whose reading raised (the server reads it again and logs the error, as it would
-have), an object that would not pack, a model of an unknown type - it marks for the server to
-read; a worker that dies, answers wrongly, or takes longer than the server's whole read so far
-(at least :data:`WORKER_GRACE_S`) once the queue is empty, is stopped and its batch read by the
-server. Nothing is lost: at worst the server reads every file itself, as it does for a small
-scan.
+here into the same model type, with the strings the server's own decode shares shared again)
+and its source. A thread per worker only sends and receives; the server decodes the answers in
+its reading thread, between its own batches, so that what it keeps is allocated there. The
+result is the one reading in the server gives, file for file (tests/providers/test_readers.py).
+
+Whatever a worker cannot hand over as it is - a file whose reading raised (the server reads it
+again and logs the error, as it would have), an object that would not pack, a model of an
+unknown type - it marks for the server to read; a worker that dies, answers wrongly, or takes
+longer than the server's whole read so far (at least :data:`WORKER_GRACE_S`) once the queue is
+empty, is stopped and its batch read by the server. Nothing is lost: at worst the server reads
+every file itself, as it does for a small scan.
 
 How many workers: ``GATEWEAVE_READ_WORKERS`` (0 turns them off), otherwise one less than the
 CPUs the server may use (its affinity, and a cgroup's CPU quota), at most
 :data:`MAX_WORKERS`. Each is a Python process with gateweave's reading modules imported (36 MB
 resident at its peak, measured reading the 13,016 files of 10,000 routes), alive for one scan
-only. The worker's messages: length-prefixed
-msgpack over its standard input and output; its standard error is the server's.
+only. The worker's messages: length-prefixed msgpack over its standard input and output; its
+standard error is the server's.
 """
 
 from __future__ import annotations
