@@ -14,32 +14,16 @@ import pytest
 from gateweave.providers.kubernetes import KubernetesProvider
 from tests.support.gcwatch import AutomaticPasses
 from tests.support.kubeapi import KubeAPI, serving, write_kubeconfig
+from tests.support.quarantine import GW, gateway_objects
 
 ROUTES = 100
 
 
 def _objects() -> list[dict[str, Any]]:
-    v1 = "gateway.networking.k8s.io/v1"
-    out: list[dict[str, Any]] = [
+    """A GatewayClass, a Gateway, a Service and ROUTES HTTPRoutes to it."""
+    return gateway_objects() + [
         {
-            "apiVersion": v1,
-            "kind": "GatewayClass",
-            "metadata": {"name": "gateweave"},
-            "spec": {"controllerName": "gateweave.io/gateway-controller"},
-        },
-        {
-            "apiVersion": v1,
-            "kind": "Gateway",
-            "metadata": {"name": "gw", "namespace": "default"},
-            "spec": {
-                "gatewayClassName": "gateweave",
-                "listeners": [{"name": "http", "protocol": "HTTP", "port": 8080}],
-            },
-        },
-    ]
-    out += [
-        {
-            "apiVersion": v1,
+            "apiVersion": GW,
             "kind": "HTTPRoute",
             "metadata": {"name": f"r{i}", "namespace": "default"},
             "spec": {
@@ -49,7 +33,6 @@ def _objects() -> list[dict[str, Any]]:
         }
         for i in range(ROUTES)
     ]
-    return out
 
 
 async def test_no_collection_between_the_first_lists_and_the_freeze(

@@ -13,40 +13,21 @@ import httpx
 import pytest
 
 from gateweave.providers.fileread import read_file
+from tests.support.fake_translate import SEED
 from tests.support.serveproc import ServeProcess
 
 pytestmark = pytest.mark.timeout(120)
 
 ROUTES = 600
 
-BASE = """apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata:
-  name: gateweave
-spec:
-  controllerName: gateweave.io/gateway-controller
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: gw
-  namespace: default
-spec:
-  gatewayClassName: gateweave
-  listeners:
-  - name: http
-    protocol: HTTP
-    port: 8080
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: svc
-  namespace: default
-spec:
-  ports:
-  - port: 80
-"""
+BASE = "---\n".join(
+    [
+        SEED["GatewayClass"],
+        SEED["Gateway"],
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc\n  namespace: default\n"
+        "spec:\n  ports:\n  - port: 80\n",
+    ]
+)
 
 
 def route(name: str, path: str) -> str:
