@@ -51,7 +51,7 @@ import structlog
 
 import gateweave
 from gateweave.api.decode import Decoded, decode_sourced
-from gateweave.api.kinds import KINDS, Key
+from gateweave.api.kinds import KINDS, Key, KindInfo
 from gateweave.api.load import Sourced
 from gateweave.providers import ConfigError
 from gateweave.providers.fileread import FileRead, StatKey, read_file
@@ -111,24 +111,21 @@ def _type_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-_MODELS: dict[str, type[msgspec.Struct]] = {_type_name(i.model): i.model for i in KINDS.values()}
+_MODELS: dict[str, KindInfo] = {_type_name(i.model): i for i in KINDS.values()}  # by model
 _MODEL_DECODERS: dict[str, msgspec.msgpack.Decoder[Any]] = {}
-# The strings the server's own decode shares between objects (gateweave.api.decode.decode: one
-# apiVersion and one kind string per kind, the namespace interned), by model type.
-_SHARED: dict[type, tuple[str, str]] = {
-    i.model: (i.storage_api_version, i.kind) for i in KINDS.values()
-}
 _set = msgspec.structs.force_setattr
 
 
-def _share(model: Any) -> None:
-    """``model``, as msgpack made it (every string a new one), given the shared strings the
-    server's own decode gives it; the rest of its sharing is its own ``__post_init__``'s."""
-    version, kind = _SHARED[type(model)]
+def _share(model: Any, info: KindInfo) -> None:
+    """``model``, as msgpack made it (every string a new one), given the strings the server's
+    own decode shares between objects (:func:`gateweave.api.decode.decode`: one apiVersion and
+    one kind string per kind, the namespace interned); the rest of its sharing is its own
+    ``__post_init__``'s."""
+    version = info.storage_api_version
     if model.api_version == version:
         _set(model, "api_version", version)
-    if model.kind == kind:
-        _set(model, "kind", kind)
+    if model.kind == info.kind:
+        _set(model, "kind", info.kind)
     meta = model.metadata
     if meta.namespace:
         _set(meta, "namespace", sys.intern(meta.namespace))
@@ -137,15 +134,41 @@ def _share(model: Any) -> None:
 def _model_decoder(name: str) -> msgspec.msgpack.Decoder[Any] | None:
     decoder = _MODEL_DECODERS.get(name)
     if decoder is None:
-        model = _MODELS.get(name)
-        if model is None:
+        info = _MODELS.get(name)
+        if info is None:
             return None
         # strict=False, as the model was converted from the manifest in the first place
-        decoder = _MODEL_DECODERS[name] = msgspec.msgpack.Decoder(model, strict=False)
+        decoder = _MODEL_DECODERS[name] = msgspec.msgpack.Decoder(info.model, strict=False)
     return decoder
 
 
 # ---------------------------------------------------------------- how many workers
+
+
+def _quota_cpus(
+    proc_cgroup: str = "/proc/self/cgroup", cgroupfs: str = "/sys/fs/cgroup"
+) -> int | None:
+    """The CPUs a cgroup (v2) CPU quota leaves this process, rounded, at least 1: the
+    smallest ``cpu.max`` of its own cgroup and its ancestors (a systemd unit's ``CPUQuota=``,
+    a slice's, a container's, whose cgroup is its root); None without a quota."""
+    try:
+        with open(proc_cgroup, encoding="utf-8") as f:
+            path = next(line[3:] for line in f.read().splitlines() if line.startswith("0::"))
+    except (OSError, StopIteration):
+        return None
+    best: int | None = None
+    parts = [p for p in path.strip().split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        where = os.path.join(cgroupfs, *parts[:depth], "cpu.max")
+        try:
+            with open(where, encoding="ascii") as f:
+                quota, period = f.read().split()[:2]
+            if quota != "max":
+                cpus = max(1, int(int(quota) / int(period) + 0.5))
+                best = cpus if best is None else min(best, cpus)
+        except (OSError, ValueError):
+            continue  # (the root cgroup has no cpu.max)
+    return best
 
 
 def _cpus() -> int:
@@ -153,12 +176,8 @@ def _cpus() -> int:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    with contextlib.suppress(OSError, ValueError):  # a cgroup (v2) CPU quota: "max" or "Q P"
-        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            cpus = min(cpus, max(1, int(int(quota) / int(period) + 0.5)))
-    return cpus
+    quota = _quota_cpus()
+    return cpus if quota is None else min(cpus, quota)
 
 
 def worker_count() -> int:
@@ -267,7 +286,7 @@ def _file_read(reply: _Reply, stat: StatKey | None) -> FileRead | None:
         if decoder is None:
             return None
         model = decoder.decode(o.model)
-        _share(model)
+        _share(model, _MODELS[o.model_type])
         objects[Key(o.kind, o.namespace, o.name)] = (
             Decoded.from_packed(o.body, o.status, model),
             o.source,
@@ -387,18 +406,26 @@ def read_parallel(
     batches = deque(paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES))
     results: dict[str, FileRead] = {}
     answers: queue.SimpleQueue[_Answer | None] = queue.SimpleQueue()
-    pool = [w for w in (_Worker.start(root) for _ in range(workers)) if w is not None]
-    threads = [
-        threading.Thread(
+    pool: list[_Worker] = []
+    threads: list[threading.Thread] = []
+    for worker in (_Worker.start(root) for _ in range(workers)):
+        if worker is None:
+            continue
+        thread = threading.Thread(
             target=_drive,
-            args=(w, batches, display, answers),
+            args=(worker, batches, display, answers),
             name="gateweave-file-reader",
             daemon=True,
         )
-        for w in pool
-    ]
-    for thread in threads:
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as exc:  # (no thread to be had: the server reads without it)
+            log.warning("no thread for a file reader process", error=str(exc))
+            worker.kill()
+            worker.close()
+            continue
+        pool.append(worker)
+        threads.append(thread)
     done = 0  # workers finished
     while True:
         try:

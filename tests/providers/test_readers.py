@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,6 +214,32 @@ def test_a_worker_that_does_not_answer_is_stopped_and_its_batch_read_here(
     assert time.monotonic() - started < 120
 
 
+def test_no_thread_for_a_worker_leaves_its_files_to_the_server(
+    corpus: tuple[Path, dict[str, FileRead]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, here = corpus
+    started: list[readers._Worker] = []
+    start = readers._Worker.start
+
+    def recorded(root: str) -> readers._Worker | None:
+        worker = start(root)
+        if worker is not None:
+            started.append(worker)
+        return worker
+
+    class NoThread(threading.Thread):
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(readers._Worker, "start", staticmethod(recorded))
+    monkeypatch.setattr(readers, "threading", types.SimpleNamespace(Thread=NoThread))
+    provider = FileProvider(str(root), Store(), read_workers=2, parallel_min_files=1)
+    _, due = provider.due({})
+    _assert_same(here, provider.read(due))
+    assert len(started) == 2
+    assert all(w.proc.returncode is not None for w in started)  # stopped, not left running
+
+
 def test_what_a_worker_cannot_hand_over_is_read_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -250,6 +278,27 @@ def test_the_number_of_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert readers.worker_count() == 0
     monkeypatch.setattr(readers, "_cpus", lambda: 16)
     assert readers.worker_count() == readers.MAX_WORKERS
+
+
+def test_a_cgroup_quota_of_the_process_or_an_ancestor_bounds_the_workers(tmp_path: Path) -> None:
+    fs = tmp_path / "cgroup"
+    unit = fs / "system.slice" / "gateweave.service"
+    unit.mkdir(parents=True)
+    proc = tmp_path / "proc-cgroup"
+    proc.write_text("0::/system.slice/gateweave.service\n")
+    assert readers._quota_cpus(str(proc), str(fs)) is None  # no cpu.max anywhere
+    (unit / "cpu.max").write_text("max 100000\n")
+    (fs / "system.slice" / "cpu.max").write_text("max 100000\n")
+    assert readers._quota_cpus(str(proc), str(fs)) is None  # no quota
+    (unit / "cpu.max").write_text("200000 100000\n")  # a unit's CPUQuota=200%
+    assert readers._quota_cpus(str(proc), str(fs)) == 2
+    (fs / "system.slice" / "cpu.max").write_text("50000 100000\n")  # its slice's, smaller
+    assert readers._quota_cpus(str(proc), str(fs)) == 1
+    proc.write_text("0::/\n")  # a container: its own cgroup is the root
+    (fs / "cpu.max").write_text("300000 100000\n")
+    assert readers._quota_cpus(str(proc), str(fs)) == 3
+    proc.write_text("1:name=systemd:/\n")  # no cgroup v2
+    assert readers._quota_cpus(str(proc), str(fs)) is None
 
 
 def test_a_small_scan_starts_no_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
