@@ -19,7 +19,12 @@ the queue:
   written twice;
 * a status-only change seen by the watch (ours or another writer's) is checked again
   against the desired status, without a translation: it never wakes the processor (the
-  store reports status-only changes as ``model_changed=False``).
+  store reports status-only changes as ``model_changed=False``);
+* an object whose computed status is the very object the last publication was given
+  (translate hands out the same one while the status does not change), and that the store
+  has not changed since, is skipped: neither converted nor merged again, the answer would be
+  the one already acted on. So a change's work here follows the statuses it changed, not
+  the number of objects.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 import msgspec
@@ -107,6 +114,9 @@ class KubeStatusSink(StatusWrites):
         self.failures = 0
         self.enabled = True  # False while not the leader: statuses are computed, not written
         self._desired: dict[Key, dict[str, Any]] = {}
+        # For keys of ``_desired``: the computed status it was converted from, while the
+        # stored object has not changed since (any change of the key forgets it: _on_change).
+        self._computed: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self._echo: dict[Key, tuple[str, Status]] = {}  # our last write until the watch shows it
         self._pending: set[Key] = set()
         self._wake = asyncio.Event()
@@ -159,16 +169,25 @@ class KubeStatusSink(StatusWrites):
         """Remember the computed statuses; queue a write for each that changes the stored one."""
         now = self.clock()
         queued: list[Key] = []
-        desired_now: dict[Key, dict[str, Any]] = {
-            Key(*k): msgspec.to_builtins(computed[k]) for k in computed
-        }
-        for key in [k for k in self._desired if k not in desired_now]:
+        last = self._computed
+        # Skipped: the same computed status object as last time, for an object the store has
+        # not changed since; whether it differs from the stored status was decided then (and a
+        # write queued if so). The identity test runs in C (map, compress). (A Key is a
+        # NamedTuple: it hashes and compares as the plain tuple ``k``.)
+        new = compress(computed, map(is_not, map(last.get, computed), computed.values()))
+        desired_now: dict[Key, dict[str, Any]] = {}
+        for k in new:
+            status = computed[k]
+            last[k] = status
+            desired_now[Key(*k)] = msgspec.to_builtins(status)
+        for key in self._desired.keys() - computed.keys():
             # No longer reported on (e.g. its parent is no longer ours): withdraw our
             # route/policy entries; any other status is left as it is.
             shared = owned_list(key.kind)
             if shared is None:
                 self._forget(key)
             else:
+                last.pop(key, None)
                 desired_now[key] = {shared: []}
         for key in sorted(desired_now):
             desired = desired_now[key]
@@ -190,6 +209,7 @@ class KubeStatusSink(StatusWrites):
 
     def _forget(self, key: Key) -> None:
         self._desired.pop(key, None)
+        self._computed.pop(key, None)
         self._echo.pop(key, None)
         self._pending.discard(key)
 
@@ -208,6 +228,8 @@ class KubeStatusSink(StatusWrites):
         return merged != dict(current or {})
 
     def _on_change(self, change: Change) -> None:
+        # The stored object changed: the next publication looks at its status again.
+        self._computed.pop(change.key, None)
         if change.op == "deleted":
             self._forget(change.key)
         elif (

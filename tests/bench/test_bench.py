@@ -380,3 +380,12 @@ def test_kube_objects_counts_one_envoy_per_gateway_and_one_for_a_merged_class() 
     assert per["objects"] == dict.fromkeys(kinds, 3) and per["envoy_deployments"] == 3
     assert merged["objects"] == dict.fromkeys(kinds, 1) and merged["envoy_deployments"] == 1
     assert report["objects_ratio"] == round(5 / 15, 4)
+
+
+def test_kube_status_reports_a_publications_work_with_and_without_a_change(capsys: Any) -> None:
+    from gateweave_bench import kubestatus
+
+    assert kubestatus.main(["40", "--changes", "2"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["routes"] == 40 and answer["statuses"] > 40
+    assert answer["unchanged_ms"] > 0 and answer["route_change_ms"] > 0
