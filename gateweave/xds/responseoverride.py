@@ -74,7 +74,7 @@ def _policy(i: int, override: ir.ResponseOverride) -> extension_pb2.TypedExtensi
         )
     policy = local_response_policy_pb2.LocalResponsePolicy()
     if override.body:
-        policy.body_format.text_format = override.body
+        policy.body_format.text_format_source.inline_string = override.body
     elif override.body is not None:  # empty
         policy.body.inline_string = ""
     if override.content_type is not None:

@@ -85,14 +85,14 @@ def test_overrides_on_governed_routes_only() -> None:
     assert sorted(policies) == ["500", "501", "502", "503"]
     first = policies["500"]  # the first override matching 500 answers it
     # the body as Envoy Gateway's format string: a % that starts no operator stands for itself
-    assert first.body_format.text_format == '{"error": "100%% down"}'
+    assert first.body_format.text_format_source.inline_string == '{"error": "100%% down"}'
     [header] = first.response_headers_to_add
     assert (header.header.key, header.header.value) == ("content-type", "application/json")
     assert header.append_action == header.OVERWRITE_IF_EXISTS_OR_ADD
     assert first.status_code.value == 503
     for code in ("501", "502", "503"):
         second = policies[code]
-        assert second.body_format.text_format == "try again later"
+        assert second.body_format.text_format_source.inline_string == "try again later"
         assert not second.HasField("status_code") and not second.response_headers_to_add
     ok, message = validate_with_envoy(res)
     assert ok, message
@@ -432,7 +432,9 @@ def test_body_is_a_format_string_as_envoy_gateway_writes_it() -> None:
     assert only(result, "p")["Accepted"]["status"] == "True"
     res = build(result.xds["ns/gw"])
     routes = {r.name: r for vh in res.routes["ns/gw/8080"].virtual_hosts for r in vh.routes}
-    text = _policies(routes["httproute/ns/r1/rule/0/match/0"])["404"].body_format.text_format
+    text = _policies(routes["httproute/ns/r1/rule/0/match/0"])[
+        "404"
+    ].body_format.text_format_source.inline_string
     assert text == "%RESPONSE_CODE% Oops! 100%% sure, 5%% off; " + " ".join(operators)
     ok, message = validate_with_envoy(res)
     assert ok, message
