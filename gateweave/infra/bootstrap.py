@@ -54,6 +54,27 @@ class XdsClientTls:
     sds_dir: str  # CLIENT_SDS, CA_SDS (sds_files; beside the bootstrap)
 
 
+# With this flag Envoy skips its walk over every field of each xDS resource it receives, which
+# looks for unknown and deprecated fields (the proto's validation rules still run). The walk
+# reflects over a port's whole RouteConfiguration on every route change: a quarter to a third
+# of Envoy's CPU per change (docs/benchmarks.md, "Envoy's walk over every field of an update").
+# What the walk would report is checked before: an unknown field is ignored either way (the
+# walk only warns), and `envoy --mode validate` of every conformance case rejects one;
+# tests/xds/test_no_deprecated_fields.py finds no deprecated field or value set.
+IGNORE_UNKNOWN_DYNAMIC = "--ignore-unknown-dynamic-fields"
+# What asks for Envoy's strict check instead (a GatewayParameters' extraArgs): it is then left
+# alone, as Envoy would let the other flag win.
+REJECT_UNKNOWN_DYNAMIC = "--reject-unknown-dynamic-fields"
+
+
+def envoy_flags(extra_args: tuple[str, ...]) -> tuple[str, ...]:
+    """Envoy command-line flags every Envoy of gateweave runs with (the host data plane and the
+    Kubernetes pods), before the Gateway's own ``extra_args``."""
+    if REJECT_UNKNOWN_DYNAMIC in extra_args:
+        return ()
+    return (IGNORE_UNKNOWN_DYNAMIC,)
+
+
 def is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)

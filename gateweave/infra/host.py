@@ -544,6 +544,7 @@ class HostInfra:
             # Access log lines reach the file within this time (Envoy's default: 10 s).
             "--file-flush-interval-msec",
             "250",
+            *bootstrap.envoy_flags(envoy.extra_args),
             *envoy.extra_args,
         ]
 

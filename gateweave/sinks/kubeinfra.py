@@ -62,6 +62,7 @@ from gateweave.infra.bootstrap import (
     XDS_CLUSTER,
     BootstrapParams,
     XdsClientTls,
+    envoy_flags,
     is_ip,
     node_metadata,
     render,
@@ -356,6 +357,7 @@ class KubernetesInfra:
             str(drain_s),
             "--service-node",
             node_id(gw.name, f"$({POD_NAME_ENV})"),
+            *envoy_flags(envoy.extra_args),
         ]
         args += envoy.extra_args
         container: dict[str, Any] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -226,6 +227,47 @@ async def test_infrastructure_labels_and_annotations_are_the_node_metadata(
         # replaced make-before-break: the old Envoy quits once the new one is ready
         await eventually(replaced_gone, 2.0 + 5.0, "the replaced Envoy gone")
         assert (await _node(second.admin_address))["metadata"]["labels"] == {"team": "core"}  # type: ignore[index]
+    finally:
+        await infra.close()
+
+
+async def test_envoy_skips_its_field_walk_unless_extra_args_ask_for_the_strict_check(
+    ads: AdsServer, tmp_path: Path
+) -> None:
+    """Every Envoy runs with --ignore-unknown-dynamic-fields (no walk over every field of each
+    xDS update), as Envoy itself reports it; a Gateway whose extraArgs ask for the strict check
+    (--reject-unknown-dynamic-fields) gets that instead, which the other flag would override."""
+    plain = gateway("ns/plain", "127.30.8.1", 8080)
+    strict = gateway("ns/strict", "127.30.8.2", 8080)
+    strict = msgspec.structs.replace(
+        strict,
+        envoy=msgspec.structs.replace(
+            strict.envoy, extra_args=("--reject-unknown-dynamic-fields",)
+        ),
+    )
+    for gw in (plain, strict):
+        ads.set_snapshot(gw.name, {})
+    infra = HostInfra(
+        xds_host="127.0.0.1",
+        xds_port=ads.port,
+        work_dir=tmp_path,
+        stop_timeout=2.0,
+        register_atexit=False,
+    )
+    try:
+        await infra.reconcile({plain.name: plain, strict.name: strict})
+        options: dict[str, dict[str, object]] = {}
+        for gw in (plain, strict):
+            await eventually(functools.partial(infra.ready, gw.name), 3.0, "Envoy ready")
+            info = infra.process(gw.name)
+            assert info is not None
+            async with httpx.AsyncClient(trust_env=False) as client:
+                reply = await client.get(f"http://{info.admin_address}/server_info")
+            options[gw.name] = reply.json()["command_line_options"]
+        assert options["ns/plain"]["ignore_unknown_dynamic_fields"] is True
+        assert options["ns/plain"]["reject_unknown_dynamic_fields"] is False
+        assert options["ns/strict"]["ignore_unknown_dynamic_fields"] is False
+        assert options["ns/strict"]["reject_unknown_dynamic_fields"] is True
     finally:
         await infra.close()
 

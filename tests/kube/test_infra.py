@@ -335,6 +335,8 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
     # the drain time is always given: the preStop hook waits it (the host data plane's default)
     assert container["args"][container["args"].index("--drain-time-s") + 1] == "5"
     assert container["args"][container["args"].index("--log-level") + 1] == "warn"
+    # no walk over every field of each xDS update (docs/benchmarks.md)
+    assert "--ignore-unknown-dynamic-fields" in container["args"]
 
     tuned = msgspec.structs.replace(
         base,
@@ -364,9 +366,18 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
         "30",
         "--service-node",
         "default/gw/$(POD_NAME)",
+        "--ignore-unknown-dynamic-fields",
         "--component-log-level",
         "upstream:debug",
     ]
+    # extraArgs asking for Envoy's strict check of unknown fields get it: the flag that would
+    # override it is left out
+    strict = msgspec.structs.replace(
+        tuned, envoy=EnvoySettings(extra_args=("--reject-unknown-dynamic-fields",))
+    )
+    args = rendered(strict)[0]["template"]["spec"]["containers"][0]["args"]
+    assert "--reject-unknown-dynamic-fields" in args
+    assert "--ignore-unknown-dynamic-fields" not in args
     # a NodePort Service gets the requested address as an external IP, not loadBalancerIP
     assert (
         service["type"] == "NodePort"
