@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -174,12 +175,28 @@ async def test_reconcile_restart_and_close(ads: AdsServer, tmp_path: Path) -> No
                 os.kill(pid, signal.SIGKILL)
 
 
-async def _node(admin_address: str) -> dict[str, object]:
-    """The node a running Envoy reports on its admin /server_info."""
+async def _server_info(admin_address: str) -> dict[str, Any]:
+    """What a running Envoy reports on its admin /server_info."""
     async with httpx.AsyncClient(trust_env=False) as client:
         reply = await client.get(f"http://{admin_address}/server_info")
-    node: dict[str, object] = reply.json()["node"]
+    info: dict[str, Any] = reply.json()
+    return info
+
+
+async def _node(admin_address: str) -> dict[str, object]:
+    """The node a running Envoy reports on its admin /server_info."""
+    node: dict[str, object] = (await _server_info(admin_address))["node"]
     return node
+
+
+def _host_infra(ads: AdsServer, tmp_path: Path) -> HostInfra:
+    return HostInfra(
+        xds_host="127.0.0.1",
+        xds_port=ads.port,
+        work_dir=tmp_path,
+        stop_timeout=2.0,
+        register_atexit=False,
+    )
 
 
 async def test_infrastructure_labels_and_annotations_are_the_node_metadata(
@@ -193,13 +210,7 @@ async def test_infrastructure_labels_and_annotations_are_the_node_metadata(
         annotations={"example.com/note": "hi"},
     )
     ads.set_snapshot(gw.name, {})
-    infra = HostInfra(
-        xds_host="127.0.0.1",
-        xds_port=ads.port,
-        work_dir=tmp_path,
-        stop_timeout=2.0,
-        register_atexit=False,
-    )
+    infra = _host_infra(ads, tmp_path)
     try:
         await infra.reconcile({gw.name: gw})
         await eventually(lambda: infra.ready(gw.name), 3.0, "Envoy ready")
@@ -247,23 +258,15 @@ async def test_envoy_skips_its_field_walk_unless_extra_args_ask_for_the_strict_c
     )
     for gw in (plain, strict):
         ads.set_snapshot(gw.name, {})
-    infra = HostInfra(
-        xds_host="127.0.0.1",
-        xds_port=ads.port,
-        work_dir=tmp_path,
-        stop_timeout=2.0,
-        register_atexit=False,
-    )
+    infra = _host_infra(ads, tmp_path)
     try:
         await infra.reconcile({plain.name: plain, strict.name: strict})
-        options: dict[str, dict[str, object]] = {}
+        options: dict[str, dict[str, Any]] = {}
         for gw in (plain, strict):
             await eventually(functools.partial(infra.ready, gw.name), 3.0, "Envoy ready")
             info = infra.process(gw.name)
             assert info is not None
-            async with httpx.AsyncClient(trust_env=False) as client:
-                reply = await client.get(f"http://{info.admin_address}/server_info")
-            options[gw.name] = reply.json()["command_line_options"]
+            options[gw.name] = (await _server_info(info.admin_address))["command_line_options"]
         assert options["ns/plain"]["ignore_unknown_dynamic_fields"] is True
         assert options["ns/plain"]["reject_unknown_dynamic_fields"] is False
         assert options["ns/strict"]["ignore_unknown_dynamic_fields"] is False
