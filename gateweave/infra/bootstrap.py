@@ -69,8 +69,9 @@ REJECT_UNKNOWN_DYNAMIC = "--reject-unknown-dynamic-fields"
 
 def envoy_flags(extra_args: tuple[str, ...]) -> tuple[str, ...]:
     """Envoy command-line flags every Envoy of gateweave runs with (the host data plane and the
-    Kubernetes pods), before the Gateway's own ``extra_args``."""
-    if REJECT_UNKNOWN_DYNAMIC in extra_args:
+    Kubernetes pods), before the Gateway's own ``extra_args``. None that ``extra_args`` decide
+    already: Envoy refuses to start on a flag given twice."""
+    if REJECT_UNKNOWN_DYNAMIC in extra_args or IGNORE_UNKNOWN_DYNAMIC in extra_args:
         return ()
     return (IGNORE_UNKNOWN_DYNAMIC,)
 

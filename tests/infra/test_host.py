@@ -248,21 +248,24 @@ async def test_envoy_skips_its_field_walk_unless_extra_args_ask_for_the_strict_c
     """Every Envoy runs with --ignore-unknown-dynamic-fields (no walk over every field of each
     xDS update), as Envoy itself reports it; a Gateway whose extraArgs ask for the strict check
     (--reject-unknown-dynamic-fields) gets that instead, which the other flag would override."""
-    plain = gateway("ns/plain", "127.30.8.1", 8080)
-    strict = gateway("ns/strict", "127.30.8.2", 8080)
-    strict = msgspec.structs.replace(
-        strict,
-        envoy=msgspec.structs.replace(
-            strict.envoy, extra_args=("--reject-unknown-dynamic-fields",)
-        ),
-    )
-    for gw in (plain, strict):
+
+    def with_args(name: str, address: str, *args: str) -> InfraGateway:
+        gw = gateway(name, address, 8080)
+        return msgspec.structs.replace(gw, envoy=msgspec.structs.replace(gw.envoy, extra_args=args))
+
+    gateways = [
+        with_args("ns/plain", "127.30.8.1"),
+        with_args("ns/strict", "127.30.8.2", "--reject-unknown-dynamic-fields"),
+        # named by the Gateway itself: given once (Envoy refuses to start on a flag twice)
+        with_args("ns/named", "127.30.8.3", "--ignore-unknown-dynamic-fields"),
+    ]
+    for gw in gateways:
         ads.set_snapshot(gw.name, {})
     infra = _host_infra(ads, tmp_path)
     try:
-        await infra.reconcile({plain.name: plain, strict.name: strict})
+        await infra.reconcile({gw.name: gw for gw in gateways})
         options: dict[str, dict[str, Any]] = {}
-        for gw in (plain, strict):
+        for gw in gateways:
             await eventually(functools.partial(infra.ready, gw.name), 3.0, "Envoy ready")
             info = infra.process(gw.name)
             assert info is not None
@@ -271,6 +274,7 @@ async def test_envoy_skips_its_field_walk_unless_extra_args_ask_for_the_strict_c
         assert options["ns/plain"]["reject_unknown_dynamic_fields"] is False
         assert options["ns/strict"]["ignore_unknown_dynamic_fields"] is False
         assert options["ns/strict"]["reject_unknown_dynamic_fields"] is True
+        assert options["ns/named"]["ignore_unknown_dynamic_fields"] is True
     finally:
         await infra.close()
 

@@ -378,6 +378,12 @@ def test_gateway_parameters_shape_the_deployment_and_service() -> None:
     args = rendered(strict)[0]["template"]["spec"]["containers"][0]["args"]
     assert "--reject-unknown-dynamic-fields" in args
     assert "--ignore-unknown-dynamic-fields" not in args
+    # named by the parameters themselves: once (Envoy refuses to start on a flag given twice)
+    named = msgspec.structs.replace(
+        tuned, envoy=EnvoySettings(extra_args=("--ignore-unknown-dynamic-fields",))
+    )
+    args = rendered(named)[0]["template"]["spec"]["containers"][0]["args"]
+    assert args.count("--ignore-unknown-dynamic-fields") == 1
     # a NodePort Service gets the requested address as an external IP, not loadBalancerIP
     assert (
         service["type"] == "NodePort"
