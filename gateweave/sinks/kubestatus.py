@@ -32,8 +32,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping
-from itertools import compress
-from operator import is_not
 from typing import Any
 
 import msgspec
@@ -42,7 +40,14 @@ import structlog
 from gateweave.api.kinds import Key
 from gateweave.kube.client import KubeClient, KubeError, ResourcePath
 from gateweave.metrics import Metrics
-from gateweave.sinks.statusmerge import Status, StatusWrites, merge_status, owned_list, utc_now
+from gateweave.sinks.statusmerge import (
+    Status,
+    StatusWrites,
+    merge_status,
+    not_the_same,
+    owned_list,
+    utc_now,
+)
 from gateweave.store import Change, Store
 
 log = structlog.get_logger("gateweave.sinks.kubestatus")
@@ -172,11 +177,9 @@ class KubeStatusSink(StatusWrites):
         last = self._computed
         # Skipped: the same computed status object as last time, for an object the store has
         # not changed since; whether it differs from the stored status was decided then (and a
-        # write queued if so). The identity test runs in C (map, compress). (A Key is a
-        # NamedTuple: it hashes and compares as the plain tuple ``k``.)
-        new = compress(computed, map(is_not, map(last.get, computed), computed.values()))
+        # write queued if so).
         desired_now: dict[Key, dict[str, Any]] = {}
-        for k in new:
+        for k in not_the_same(computed, last):
             status = computed[k]
             last[k] = status
             desired_now[Key(*k)] = msgspec.to_builtins(status)

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import is_not
 from typing import Any
 
 from gateweave.api.kinds import Key
-from gateweave.sinks.statusmerge import Status, StatusWrites, merge_status, owned_list
+from gateweave.sinks.statusmerge import (
+    Status,
+    StatusWrites,
+    merge_status,
+    not_the_same,
+    owned_list,
+)
 
 
 @dataclass(eq=False)
@@ -56,13 +60,11 @@ class LocalStatusSink(StatusWrites):
         written: list[Key] = []
         last = self._computed
         held = self._status
-        # Skipped: what is held was merged from the very same computed status (translate hands
-        # out the same status object while an object's status does not change), or from an
-        # equal one: merging again would give it back. The identity test runs in C (map,
-        # compress), so the statuses that did not change cost no Python work. (A Key is a
-        # NamedTuple: it hashes and compares as the plain tuple ``k``.)
-        new = compress(computed, map(is_not, map(last.get, computed), computed.values()))
-        todo = [k for k in new if k not in held or last.get(k) != computed[k]]
+        # Skipped: what is held was merged from the very same computed status, or from an
+        # equal one: merging again would give it back.
+        todo = [
+            k for k in not_the_same(computed, last) if k not in held or last.get(k) != computed[k]
+        ]
         for k in sorted(todo):
             key = Key(*k)
             status = computed[k]

@@ -16,8 +16,10 @@ controllers
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from gateweave.api.kinds import POLICY_KINDS, ROUTE_KINDS, Key
@@ -124,6 +126,16 @@ def _stamp(obj: Any, previous: Any, now: str | None, namespace: str) -> Any:
         else:
             out[field] = value
     return out
+
+
+def not_the_same(
+    computed: Mapping[tuple[str, str, str], Any], last: Mapping[tuple[str, str, str], Any]
+) -> Iterator[tuple[str, str, str]]:
+    """The keys of ``computed`` whose status is not the very object ``last`` holds for them.
+    Translate hands out the same status object while an object's status does not change, so
+    the others need no work; the identity test runs in C (``map``, ``compress``), and a
+    :class:`Key` (a NamedTuple) hashes and compares as the plain tuple."""
+    return compress(computed, map(is_not, map(last.get, computed), computed.values()))
 
 
 def merge_status(
