@@ -33,12 +33,12 @@ from gateweave.api.kinds import Key
 from gateweave.gcpause import gc_paused
 from gateweave.sinks.kubestatus import KubeStatusSink
 from gateweave.sinks.statusmerge import merge_status
-from gateweave.store import Store
+from gateweave.store import Change, Store
 from gateweave.translate import TranslateOptions
 from gateweave.translate.incremental import IncrementalTranslator
 from gateweave_bench.objects import DEFAULT_SEED, changed_route, generate
 
-_NOW = "2026-01-01T00:00:00Z"
+NOW = "2026-01-01T00:00:00Z"
 
 
 def _decoded(raw: Mapping[str, Any]) -> Decoded:
@@ -48,11 +48,15 @@ def _decoded(raw: Mapping[str, Any]) -> Decoded:
     return one
 
 
-def _delivered(store: Store, sink: KubeStatusSink, keys: Iterable[Key]) -> None:
-    """What the API server's watch brings back after the sink's writes of ``keys``."""
-    for key in keys:
+def delivered(store: Store, sink: KubeStatusSink, keys: Iterable[Key]) -> list[Change | None]:
+    """What the API server's watch brings back after the sink's writes of ``keys`` (its
+    statuses merged at :data:`NOW`, a new resourceVersion), applied to ``store``: the store's
+    changes, in order (tests/kube/test_status.py uses it too)."""
+    changes: list[Change | None] = []
+    for key in map(Key._make, keys):
         stored = store.get(key)
         if stored is None:
+            changes.append(None)
             continue
         raw = stored.raw
         meta = raw["metadata"]
@@ -61,11 +65,12 @@ def _delivered(store: Store, sink: KubeStatusSink, keys: Iterable[Key]) -> None:
             raw.get("status"),
             sink._desired[key],
             sink.controller_name,
-            _NOW,
+            NOW,
             namespace=key.namespace,
         )
         meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 1) + 1)
-        store.apply(Decoded(raw, stored.model), authoritative=True)
+        changes.append(store.apply(Decoded(raw, stored.model), authoritative=True))
+    return changes
 
 
 def measure(routes: int, seed: int = DEFAULT_SEED, changes: int = 15) -> dict[str, Any]:
@@ -82,9 +87,9 @@ def measure(routes: int, seed: int = DEFAULT_SEED, changes: int = 15) -> dict[st
         store,
         lambda _kind: None,
         DEFAULT_CONTROLLER_NAME,
-        clock=lambda: _NOW,
+        clock=lambda: NOW,
     )
-    _delivered(store, sink, sink.publish(result.statuses))
+    delivered(store, sink, sink.publish(result.statuses))
     sink.publish(result.statuses)  # each delivered object looked at once more
     unchanged: list[float] = []
     changed: list[float] = []
@@ -101,7 +106,7 @@ def measure(routes: int, seed: int = DEFAULT_SEED, changes: int = 15) -> dict[st
             changed.append(time.perf_counter() - started)
         if len(queued) != 1:
             raise SystemExit(f"a route's change queued {len(queued)} status writes, not 1")
-        _delivered(store, sink, queued)
+        delivered(store, sink, queued)
     return {
         "routes": routes,
         "statuses": len(result.statuses),

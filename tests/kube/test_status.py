@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gateweave.sinks.kubestatus import TokenBucket
+from gateweave_bench.kubestatus import NOW, delivered
 from tests.support.data import QUICKSTART
 from tests.support.kubeapi import KubeAPI, Request, serving, settle, write_kubeconfig
 
@@ -322,7 +323,7 @@ class _Echo:
             self.store,
             lambda _kind: None,
             DEFAULT_CONTROLLER_NAME,
-            clock=lambda: "2026-01-01T00:00:00Z",
+            clock=lambda: NOW,
         )
         self.merges = 0
         real = kubestatus.merge_status
@@ -339,23 +340,7 @@ class _Echo:
 
     def written(self, keys: list[Any]) -> None:
         """The API server took these writes and its watch delivered them."""
-        from gateweave.api.decode import Decoded
-        from gateweave.api.kinds import Key
-        from gateweave.sinks.statusmerge import merge_status
-
-        for key in map(Key._make, keys):
-            stored = self.store.get(key)
-            assert stored is not None
-            raw = stored.raw
-            raw["status"] = merge_status(
-                key.kind,
-                raw.get("status"),
-                self.sink._desired[key],
-                self.sink.controller_name,
-                "2026-01-01T00:00:00Z",
-                namespace=key.namespace,
-            )
-            change = self.store.apply(Decoded(raw, stored.model))
+        for change in delivered(self.store, self.sink, keys):
             assert change is not None and not change.model_changed
 
 
